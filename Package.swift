@@ -1,0 +1,99 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "reddot",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "reddot", targets: ["reddot"]),
+        .library(name: "BadgeCore", targets: ["BadgeCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // C system libraries: one shim header each, found through pkg-config.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+
+        // Pure domain: paths, operations, events, rules, aggregation. No I/O, no C.
+        .target(
+            name: "BadgeCore",
+            dependencies: [.product(name: "Yams", package: "Yams")],
+            swiftSettings: strictSettings
+        ),
+
+        // libpq wrapper: connections, results, pool, transactions, LISTEN/NOTIFY, errors.
+        .target(
+            name: "LibPQ",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // Badge SQL on LibPQ: apply operations, offsets, rollup, tree reads, the migrator.
+        .target(
+            name: "BadgeStore",
+            dependencies: [
+                "BadgeCore", "LibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // The one executable: thin argument-parser subcommands.
+        .executableTarget(
+            name: "reddot",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // Shared test helpers: a seeded random generator of badge operations, and throwaway databases.
+        .target(
+            name: "BadgeTestSupport",
+            dependencies: ["BadgeCore"],
+            path: "Tests/BadgeTestSupport",
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "PGTestSupport",
+            dependencies: ["LibPQ", "BadgeStore"],
+            path: "Tests/PGTestSupport",
+            swiftSettings: strictSettings
+        ),
+
+        .testTarget(
+            name: "BadgeCoreTests",
+            dependencies: ["BadgeCore", "BadgeTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "PGTestSupport"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "BadgeStoreTests",
+            dependencies: ["BadgeStore", "BadgeCore", "LibPQ", "BadgeTestSupport", "PGTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ReddotCLITests",
+            dependencies: ["reddot", "LibPQ", "PGTestSupport"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
