@@ -73,7 +73,7 @@ let package = Package(
         ),
         .target(
             name: "PGTestSupport",
-            dependencies: ["LibPQ", "BadgeStore"],
+            dependencies: ["LibPQ", .product(name: "Logging", package: "swift-log")],
             path: "Tests/PGTestSupport",
             swiftSettings: strictSettings
         ),

@@ -1,0 +1,13 @@
+/// What a shown node displays: its aggregate count and its own icon. Only shown nodes have one.
+public struct BadgeAggregate: Hashable, Sendable {
+    /// The node's own count plus the aggregate counts of its children, saturating at `Int64.max`.
+    public var count: Int64
+    /// The node's own icon (icons are not inherited).
+    public var icon: BadgeIcon?
+
+    /// An aggregate with the given count and icon.
+    public init(count: Int64, icon: BadgeIcon? = nil) {
+        self.count = count
+        self.icon = icon
+    }
+}

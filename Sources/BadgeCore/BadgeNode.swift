@@ -1,0 +1,99 @@
+/// A node of a user's badge tree as answers show it.
+///
+/// JSON: `{"path": "root.chat", "shown": true, "count": 3, "text": "3", "icon": null,
+/// "children": […]}`; `text` and `icon` are always present, `null` when absent.
+public struct BadgeNode: Hashable, Sendable {
+    /// The node's path.
+    public var path: BadgePath
+    /// Whether the node shows a badge; false only for an empty tree's `root`.
+    public var shown: Bool
+    /// The aggregate count (own count plus the children's).
+    public var count: Int64
+    /// The display text of ``count``: `"7"`, `"99+"`, or nil for a dot or an icon.
+    public var text: String?
+    /// The node's own icon, shown when ``count`` is 0.
+    public var icon: BadgeIcon?
+    /// The shown children, sorted by path; empty when the depth limit was reached.
+    public var children: [BadgeNode]
+
+    /// A node with the given fields.
+    public init(
+        path: BadgePath, shown: Bool, count: Int64, text: String?, icon: BadgeIcon?, children: [BadgeNode] = []
+    ) {
+        self.path = path
+        self.shown = shown
+        self.count = count
+        self.text = text
+        self.icon = icon
+        self.children = children
+    }
+
+    /// Builds the node at `path` from a flat map of one user's aggregates.
+    ///
+    /// Any subset of the user's aggregates may be passed, as long as it holds `path` and the
+    /// nodes of its subtree to show (for example only the rows within `path`); a node whose
+    /// parent is missing from the map is not reachable and is left out.
+    ///
+    /// - Parameters:
+    ///   - depth: how many levels below `path` to include: nil for all, 0 for the node only,
+    ///     1 for the node and its children, … A negative depth is taken as 0.
+    /// - Returns: nil if `path` has no aggregate (nothing shown), except for `root`, which always
+    ///   answers: an empty tree's root has `shown` false and count 0.
+    public static func build(
+        aggregates: [BadgePath: BadgeAggregate], at path: BadgePath, depth: Int?, display: BadgeDisplay
+    ) -> BadgeNode? {
+        guard let aggregate = aggregates[path] else {
+            if path == .root {
+                return BadgeNode(path: .root, shown: false, count: 0, text: nil, icon: nil)
+            }
+            return nil
+        }
+        let deepest = depth.map { path.depth + max($0, 0) }
+        var childrenOf: [BadgePath: [BadgePath]] = [:]
+        for candidate in aggregates.keys where candidate.depth > path.depth && candidate.isWithin(path) {
+            if let deepest, candidate.depth > deepest { continue }
+            if let parent = candidate.parent {
+                childrenOf[parent, default: []].append(candidate)
+            }
+        }
+        func node(_ nodePath: BadgePath, _ aggregate: BadgeAggregate) -> BadgeNode {
+            let children = (childrenOf[nodePath] ?? []).sorted().compactMap { child in
+                aggregates[child].map { node(child, $0) }
+            }
+            return BadgeNode(
+                path: nodePath, shown: true, count: aggregate.count, text: display.text(for: aggregate.count),
+                icon: aggregate.icon, children: children)
+        }
+        return node(path, aggregate)
+    }
+}
+
+extension BadgeNode: Codable {
+    enum CodingKeys: String, CodingKey {
+        case path, shown, count, text, icon, children
+    }
+
+    /// Decodes a node; `text` and `icon` may be null or absent.
+    ///
+    /// - Throws: `DecodingError` when a field is missing or invalid.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.path = try container.decode(BadgePath.self, forKey: .path)
+        self.shown = try container.decode(Bool.self, forKey: .shown)
+        self.count = try container.decode(Int64.self, forKey: .count)
+        self.text = try container.decodeIfPresent(String.self, forKey: .text)
+        self.icon = try container.decodeIfPresent(BadgeIcon.self, forKey: .icon)
+        self.children = try container.decodeIfPresent([BadgeNode].self, forKey: .children) ?? []
+    }
+
+    /// Encodes every key, with explicit nulls for a missing `text` or `icon`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path, forKey: .path)
+        try container.encode(shown, forKey: .shown)
+        try container.encode(count, forKey: .count)
+        try container.encode(text, forKey: .text)
+        try container.encode(icon, forKey: .icon)
+        try container.encode(children, forKey: .children)
+    }
+}

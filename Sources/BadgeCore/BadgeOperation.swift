@@ -1,0 +1,58 @@
+public import Foundation
+
+/// An operation on one node's own state (DESIGN §2).
+///
+/// Counts are meant to stay within `0...maximumCount` (and `by` within `1...maximumCount`); the
+/// event decoder and the rules enforce that. Applied to a ``BadgeTree`` or coalesced in a
+/// ``BadgeBatch``, a negative count is taken as 0 and a negative `by` as 0, so that the
+/// arithmetic stays monotone and saturating.
+public enum BadgeOperation: Hashable, Sendable {
+    /// Shows the node with an absolute count (0 is a dot) and replaces its own state: the icon
+    /// becomes `icon` (nil when not given) and the expiry the mutation's.
+    case set(count: Int64, icon: BadgeIcon?)
+    /// Shows the node and adds `by` to its count, saturating at `Int64.max`; the icon is kept.
+    /// On a node without (unexpired) state the count becomes `by` with no icon.
+    case increment(by: Int64)
+    /// Removes the node's own state; with `force`, the own state of the node and of its whole
+    /// subtree. Clearing what is not set is a no-op.
+    case clear(force: Bool)
+
+    /// The largest `count` of a set and `by` of an increment accepted from events and rules.
+    public static let maximumCount: Int64 = 1_000_000_000
+
+    /// Whether the numbers are within the limits accepted from events: `set` count in
+    /// `0...maximumCount`, `increment` by in `1...maximumCount`.
+    public var isWithinLimits: Bool {
+        switch self {
+        case .set(let count, _): return (0...Self.maximumCount).contains(count)
+        case .increment(let by): return (1...Self.maximumCount).contains(by)
+        case .clear: return true
+        }
+    }
+
+    /// The new own state after this operation (a forced clear gives `nil` for the node itself;
+    /// its descendants are the caller's business).
+    ///
+    /// - Parameters:
+    ///   - state: the node's own state before; an expired one counts as absent.
+    ///   - expiresAt: the mutation's expiry.
+    ///   - now: the instant the operation takes effect.
+    public func applied(to state: BadgeState?, expiresAt: Date?, now: Date) -> BadgeState? {
+        switch self {
+        case .set(let count, let icon):
+            return BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt)
+        case .increment(let by):
+            return BadgeWrite.increment(by: by, expiresAt: expiresAt).applied(to: state, now: now)
+        case .clear:
+            return nil
+        }
+    }
+}
+
+extension Int64 {
+    /// `self + other` for non-negative numbers, stopping at `Int64.max` instead of overflowing.
+    func addingSaturating(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
+    }
+}

@@ -1,0 +1,140 @@
+/// A validated badge path: `root` followed by zero or more labels joined by `.`, such as
+/// `root.chat.c7`.
+///
+/// A label is 1–64 characters of `[A-Za-z0-9_]`, and a path has at most 16 labels after `root`
+/// (DESIGN §2). A value of this type is always valid, so it can be bound as a PostgreSQL `ltree`
+/// parameter without further checks; it never holds an `lquery` or `ltxtquery` operator.
+///
+/// Paths order label by label in byte order, a prefix first: the order of PostgreSQL's `ltree`.
+public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The path of the root node, `root`: its aggregate is the app-icon total.
+    public static let root = BadgePath(trustedLabels: ["root"])
+    /// The most labels a path may have after `root`.
+    public static let maximumDepth = 16
+    /// The most characters in one label.
+    public static let maximumLabelLength = 64
+
+    /// The path as text, such as `root.chat.c7`.
+    public let rawValue: String
+    /// The labels, `root` first: `["root", "chat", "c7"]`.
+    public let labels: [String]
+
+    /// Validates `text` as a path.
+    ///
+    /// - Throws: ``BadgePathError`` naming the path and the first rule it breaks.
+    public init(validating text: String) throws(BadgePathError) {
+        if text.isEmpty { throw .empty }
+        let parts = text.unicodeScalars.split(separator: ".", omittingEmptySubsequences: false)
+        guard let first = parts.first, String(first) == "root" else {
+            throw .mustStartWithRoot(path: text)
+        }
+        if parts.count - 1 > Self.maximumDepth {
+            throw .tooDeep(path: text, depth: parts.count - 1)
+        }
+        var labels: [String] = []
+        labels.reserveCapacity(parts.count)
+        for (index, part) in parts.enumerated() {
+            let label = String(part)
+            try Self.check(label: label, position: index + 1, path: text)
+            labels.append(label)
+        }
+        self.init(trustedLabels: labels)
+    }
+
+    /// A path from labels that are known to be valid.
+    init(trustedLabels: [String]) {
+        self.labels = trustedLabels
+        self.rawValue = trustedLabels.joined(separator: ".")
+    }
+
+    /// Checks one label; `position` counts from 1 with `root` at 1.
+    static func check(label: String, position: Int, path: String) throws(BadgePathError) {
+        if label.isEmpty { throw .emptyLabel(path: path, position: position) }
+        for scalar in label.unicodeScalars where !isLabelScalar(scalar) {
+            throw .invalidCharacter(path: path, position: position, label: label, character: scalar)
+        }
+        let length = label.utf8.count
+        if length > maximumLabelLength {
+            throw .labelTooLong(path: path, position: position, length: length)
+        }
+    }
+
+    /// Whether `scalar` may appear in a label: `A-Z`, `a-z`, `0-9` or `_`.
+    static func isLabelScalar(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar {
+        case "A"..."Z", "a"..."z", "0"..."9", "_": return true
+        default: return false
+        }
+    }
+
+    /// How many labels follow `root`: 0 for `root` itself.
+    public var depth: Int { labels.count - 1 }
+
+    /// The parent node's path; `nil` for `root`.
+    public var parent: BadgePath? {
+        if labels.count <= 1 { return nil }
+        return BadgePath(trustedLabels: Array(labels.dropLast()))
+    }
+
+    /// Every ancestor, `root` first and the parent last; empty for `root`. Excludes the path itself.
+    public var ancestors: [BadgePath] {
+        if labels.count <= 1 { return [] }
+        return (1..<labels.count).map { BadgePath(trustedLabels: Array(labels.prefix($0))) }
+    }
+
+    /// The child path with one more label.
+    ///
+    /// - Throws: ``BadgePathError`` if `label` is not a valid label or the result would be too deep.
+    public func appending(label: String) throws(BadgePathError) -> BadgePath {
+        let candidate = rawValue + "." + label
+        try Self.check(label: label, position: labels.count + 1, path: candidate)
+        if depth + 1 > Self.maximumDepth {
+            throw .tooDeep(path: candidate, depth: depth + 1)
+        }
+        return BadgePath(trustedLabels: labels + [label])
+    }
+
+    /// Whether this path is `other` or one of its descendants (`ltree`'s `<@`).
+    public func isWithin(_ other: BadgePath) -> Bool {
+        if other.labels.count > labels.count { return false }
+        if other.labels.count == labels.count { return rawValue == other.rawValue }
+        return rawValue.utf8.starts(with: other.rawValue.utf8)
+            && rawValue.utf8.dropFirst(other.rawValue.utf8.count).first == UInt8(ascii: ".")
+    }
+
+    /// The path as text.
+    public var description: String { rawValue }
+
+    /// Equal when the texts are equal.
+    public static func == (lhs: BadgePath, rhs: BadgePath) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    /// Hashes the text.
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+
+    /// Label by label in byte order, a prefix first (PostgreSQL `ltree` order). Because `.` sorts
+    /// below every label character, this is the byte order of the texts.
+    public static func < (lhs: BadgePath, rhs: BadgePath) -> Bool {
+        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+    }
+}
+
+extension BadgePath: Codable {
+    /// Decodes a path from a single string and validates it.
+    ///
+    /// - Throws: `DecodingError.dataCorrupted` with the ``BadgePathError`` message.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        do {
+            self = try BadgePath(validating: text)
+        } catch {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.description)
+        }
+    }
+
+    /// Encodes the path as a single string.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}

@@ -1,0 +1,25 @@
+public import Foundation
+
+/// A node's own state. A node without state is absent: not shown, and contributing nothing to
+/// its ancestors. An expired state counts as absent.
+public struct BadgeState: Hashable, Sendable {
+    /// The own count, ≥ 0; 0 is a dot.
+    public var count: Int64
+    /// The own icon, if any; icons are not inherited by ancestors.
+    public var icon: BadgeIcon?
+    /// When the state disappears; `nil` for never.
+    public var expiresAt: Date?
+
+    /// A state with the given count, icon and expiry.
+    public init(count: Int64, icon: BadgeIcon? = nil, expiresAt: Date? = nil) {
+        self.count = count
+        self.icon = icon
+        self.expiresAt = expiresAt
+    }
+
+    /// Whether the state has expired at `now` (`expiresAt <= now`).
+    public func isExpired(at now: Date) -> Bool {
+        guard let expiresAt else { return false }
+        return expiresAt <= now
+    }
+}

@@ -1,0 +1,140 @@
+/// A rule's path template, such as `root.chat.{conversation}` or `root.shop.item_{id}`: `root`
+/// then labels made of literal characters `[A-Za-z0-9_]` and `{name}` placeholders, a placeholder
+/// filling a whole label or part of one.
+struct PathTemplate: Hashable, Sendable {
+    enum Part: Hashable, Sendable {
+        case literal(String)
+        case placeholder(String)
+    }
+
+    /// The template as written.
+    let text: String
+    /// The labels, `root` first, each a list of parts.
+    let labels: [[Part]]
+
+    /// Every placeholder name, in order of first appearance.
+    var placeholders: [String] {
+        var names: [String] = []
+        for case .placeholder(let name) in labels.joined() where !names.contains(name) {
+            names.append(name)
+        }
+        return names
+    }
+
+    /// Parses a template.
+    ///
+    /// - Throws: a message naming the problem and the label (positions count from 1, `root` at 1).
+    init(parsing text: String) throws(RuleSetError) {
+        func problem(_ message: String) -> RuleSetError {
+            RuleSetError(message: "path template \(Quoting.quoted(text)) \(message)")
+        }
+        if text.isEmpty { throw problem("is empty; it must start with 'root'") }
+        let rawLabels = text.unicodeScalars.split(separator: ".", omittingEmptySubsequences: false)
+        guard let first = rawLabels.first, String(first) == "root" else {
+            throw problem("must start with 'root'")
+        }
+        if rawLabels.count - 1 > BadgePath.maximumDepth {
+            throw problem("has \(rawLabels.count - 1) labels after root; the most is \(BadgePath.maximumDepth)")
+        }
+        var labels: [[Part]] = []
+        for (index, rawLabel) in rawLabels.enumerated() {
+            let position = index + 1
+            if rawLabel.isEmpty { throw problem("has an empty label at position \(position)") }
+            var parts: [Part] = []
+            var literal = ""
+            var placeholder: String?
+            var literalLength = 0
+            for scalar in rawLabel {
+                if var name = placeholder {
+                    if scalar == "}" {
+                        if name.isEmpty { throw problem("has an empty placeholder '{}' at position \(position)") }
+                        parts.append(.placeholder(name))
+                        placeholder = nil
+                    } else if BadgePath.isLabelScalar(scalar) {
+                        name.unicodeScalars.append(scalar)
+                        placeholder = name
+                    } else {
+                        throw problem(
+                            "has the character \(Quoting.quoted(String(scalar))) in a placeholder at position "
+                                + "\(position); placeholder names may contain only A-Z, a-z, 0-9 and _")
+                    }
+                } else if scalar == "{" {
+                    if !literal.isEmpty { parts.append(.literal(literal)) }
+                    literal = ""
+                    placeholder = ""
+                } else if scalar == "}" {
+                    throw problem("has a '}' without '{' at position \(position)")
+                } else if BadgePath.isLabelScalar(scalar) {
+                    literal.unicodeScalars.append(scalar)
+                    literalLength += 1
+                } else {
+                    throw problem(
+                        "has the character \(Quoting.quoted(String(scalar))) at position \(position); "
+                            + "labels may contain only A-Z, a-z, 0-9 and _ and {placeholders}")
+                }
+            }
+            if placeholder != nil { throw problem("has a '{' without '}' at position \(position)") }
+            if !literal.isEmpty { parts.append(.literal(literal)) }
+            let placeholderCount = parts.count(where: { if case .placeholder = $0 { true } else { false } })
+            if literalLength + placeholderCount > BadgePath.maximumLabelLength {
+                throw problem(
+                    "has a label at position \(position) longer than \(BadgePath.maximumLabelLength) characters")
+            }
+            if index == 0, parts != [.literal("root")] {
+                throw problem("must start with 'root'")
+            }
+            labels.append(parts)
+        }
+        self.text = text
+        self.labels = labels
+    }
+
+    /// The path for an event's attributes.
+    ///
+    /// - Throws: `missing_attribute` for an absent attribute; `invalid_path` for a value that is
+    ///   not a valid label (or part of one), or a resulting path that is not valid.
+    func render(attributes: [String: String], type: String) throws(EventRejection) -> BadgePath {
+        var rendered: [String] = []
+        for parts in labels {
+            var label = ""
+            for part in parts {
+                switch part {
+                case .literal(let literal):
+                    label += literal
+                case .placeholder(let name):
+                    guard let value = attributes[name] else {
+                        throw EventRejection(
+                            reason: .missingAttribute,
+                            message: "attribute '\(name)' is missing; the rule for type \(Quoting.quoted(type)) "
+                                + "needs it for the path \(Quoting.quoted(text))")
+                    }
+                    if let problem = Self.labelProblem(value) {
+                        throw EventRejection(
+                            reason: .invalidPath,
+                            message: "attribute '\(name)' is \(Quoting.quoted(value)), which cannot be part of a "
+                                + "path label: \(problem)")
+                    }
+                    label += value
+                }
+            }
+            rendered.append(label)
+        }
+        do {
+            return try BadgePath(validating: rendered.joined(separator: "."))
+        } catch {
+            throw EventRejection(reason: .invalidPath, message: error.description)
+        }
+    }
+
+    /// Why `value` cannot fill a placeholder, or nil if it can.
+    static func labelProblem(_ value: String) -> String? {
+        if value.isEmpty { return "it is empty" }
+        for scalar in value.unicodeScalars where !BadgePath.isLabelScalar(scalar) {
+            return "it has the character \(Quoting.quoted(String(scalar))); labels may contain only A-Z, a-z, 0-9 and _"
+        }
+        if value.utf8.count > BadgePath.maximumLabelLength {
+            return "it has \(value.utf8.count) characters; a label has at most \(BadgePath.maximumLabelLength)"
+        }
+        return nil
+    }
+}

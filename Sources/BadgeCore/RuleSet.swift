@@ -1,0 +1,233 @@
+import Yams
+
+/// The rules that map content events to badge operations, loaded from YAML:
+///
+/// ```yaml
+/// rules:
+///   - type: chat.message
+///     op: incr                 # set | incr | clear
+///     path: root.chat.{conversation}
+///     by: 1                    # incr only, optional, default 1
+///   - type: feature.launched
+///     op: set
+///     icon: new                # set only, optional; so is count (default 0)
+///     path: root.settings.{feature}
+///   - type: chat.read
+///     op: clear
+///     force: true              # clear only, optional, default false
+///     path: root.chat.{conversation}
+/// ```
+public struct RuleSet: Sendable {
+    /// One rule: a type, the operation it makes, and the path template.
+    struct Rule: Sendable, Hashable {
+        var type: String
+        var template: PathTemplate
+        var operation: BadgeOperation
+    }
+
+    /// The rules in file order.
+    let rules: [Rule]
+    /// The rules by type.
+    let rulesByType: [String: Rule]
+
+    /// A rule set without rules: every content event is `unknown_type`.
+    public static let empty = RuleSet(rules: [])
+
+    init(rules: [Rule]) {
+        self.rules = rules
+        self.rulesByType = Dictionary(rules.map { ($0.type, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The types the rules map, in file order.
+    public var types: [String] { rules.map(\.type) }
+
+    /// The most characters in an event type.
+    static let maximumTypeLength = 128
+
+    /// Why `type` is not a valid event type (1–128 visible ASCII characters), or nil.
+    static func typeProblem(_ type: String) -> String? {
+        if type.isEmpty { return "the type is empty; a type is 1-128 visible ASCII characters" }
+        for scalar in type.unicodeScalars where !BadgeValidationError.isVisibleASCII(scalar) {
+            return "the type \(Quoting.quoted(type)) has the character \(Quoting.quoted(String(scalar))); "
+                + "a type is 1-128 visible ASCII characters (no spaces)"
+        }
+        if type.utf8.count > maximumTypeLength {
+            return "the type \(Quoting.quoted(type)) has \(type.utf8.count) characters; the most is \(maximumTypeLength)"
+        }
+        return nil
+    }
+
+    /// Parses and checks a rules file.
+    ///
+    /// - Throws: ``RuleSetError`` naming the rule (position from 1, and type) and the problem:
+    ///   invalid YAML, an unknown op, a bad path template, a duplicate type, a missing field, a bad
+    ///   `count`, `by`, `icon` or `force`, a field of another op, or an unknown key.
+    public init(yaml: String) throws(RuleSetError) {
+        let document: Node?
+        do {
+            document = try Yams.compose(yaml: yaml)
+        } catch {
+            throw RuleSetError(message: "rules file is not valid YAML: \(error)")
+        }
+        guard let document else {
+            throw RuleSetError(message: "rules file is empty; it must be a mapping with a 'rules' list")
+        }
+        guard let top = document.mapping else {
+            throw RuleSetError(message: "rules file must be a mapping with a 'rules' list")
+        }
+        var list: Node.Sequence?
+        for (key, value) in top {
+            guard let name = key.scalar?.string, name == "rules" else {
+                throw RuleSetError(
+                    message: "rules file has the unknown key \(Quoting.quoted(key.scalar?.string ?? "?")); "
+                        + "the only key is 'rules'")
+            }
+            guard let sequence = value.sequence else {
+                throw RuleSetError(message: "'rules' must be a list of rules")
+            }
+            list = sequence
+        }
+        guard let list else {
+            throw RuleSetError(message: "rules file has no 'rules' list")
+        }
+        var rules: [Rule] = []
+        var positions: [String: Int] = [:]
+        for (index, node) in list.enumerated() {
+            let rule = try Self.rule(node, position: index + 1)
+            if let earlier = positions[rule.type] {
+                throw RuleSetError(
+                    message: "rule \(index + 1) (type \(Quoting.quoted(rule.type))): duplicate type; "
+                        + "rule \(earlier) already maps it")
+            }
+            positions[rule.type] = index + 1
+            rules.append(rule)
+        }
+        self.init(rules: rules)
+    }
+
+    static let knownKeys: Set<String> = ["type", "op", "path", "by", "count", "icon", "force"]
+
+    /// Reads one rule.
+    static func rule(_ node: Node, position: Int) throws(RuleSetError) -> Rule {
+        guard let mapping = node.mapping else {
+            throw RuleSetError(message: "rule \(position): must be a mapping with 'type', 'op' and 'path'")
+        }
+        var fields: [String: Node] = [:]
+        var order: [String] = []
+        for (key, value) in mapping {
+            let name = key.scalar?.string ?? "?"
+            if fields[name] != nil {
+                throw RuleSetError(message: "rule \(position): duplicate key \(Quoting.quoted(name))")
+            }
+            fields[name] = value
+            order.append(name)
+        }
+        let typeLabel = fields["type"]?.scalar.map { "type \(Quoting.quoted($0.string))" } ?? "no type"
+        func problem(_ message: String) -> RuleSetError {
+            RuleSetError(message: "rule \(position) (\(typeLabel)): \(message)")
+        }
+        for name in order where !knownKeys.contains(name) {
+            throw problem(
+                "unknown key \(Quoting.quoted(name)); the keys are type, op, path, and by (incr), count and icon "
+                    + "(set) or force (clear)")
+        }
+        func scalar(_ name: String) throws(RuleSetError) -> String? {
+            guard let value = fields[name] else { return nil }
+            guard let scalar = value.scalar else { throw problem("'\(name)' must be a single value") }
+            return scalar.string
+        }
+        func required(_ name: String) throws(RuleSetError) -> String {
+            guard let text = try scalar(name) else { throw problem("missing field '\(name)'") }
+            return text
+        }
+        func integer(_ name: String, in range: ClosedRange<Int64>) throws(RuleSetError) -> Int64? {
+            guard let text = try scalar(name) else { return nil }
+            guard let number = Int64(text), range.contains(number) else {
+                throw problem(
+                    "'\(name)' is \(Quoting.quoted(text)); it must be an integer from \(range.lowerBound) "
+                        + "to \(range.upperBound)")
+            }
+            return number
+        }
+        func reject(_ names: [String], op: String) throws(RuleSetError) {
+            for name in names where fields[name] != nil {
+                throw problem("'\(name)' does not apply to op '\(op)'")
+            }
+        }
+
+        let type = try required("type")
+        if let typeProblem = typeProblem(type) { throw problem(typeProblem) }
+        let op = try required("op")
+        let pathText = try required("path")
+        let operation: BadgeOperation
+        switch op {
+        case "set":
+            try reject(["by", "force"], op: op)
+            let count = try integer("count", in: 0...BadgeOperation.maximumCount) ?? 0
+            var icon: BadgeIcon?
+            if let iconText = try scalar("icon") {
+                do {
+                    icon = try BadgeIcon(validating: iconText)
+                } catch {
+                    throw problem("'icon': \(error.description)")
+                }
+            }
+            operation = .set(count: count, icon: icon)
+        case "incr":
+            try reject(["count", "icon", "force"], op: op)
+            operation = .increment(by: try integer("by", in: 1...BadgeOperation.maximumCount) ?? 1)
+        case "clear":
+            try reject(["count", "by", "icon"], op: op)
+            var force = false
+            if let text = try scalar("force") {
+                switch text {
+                case "true", "True", "TRUE": force = true
+                case "false", "False", "FALSE": force = false
+                default: throw problem("'force' is \(Quoting.quoted(text)); it must be true or false")
+                }
+            }
+            operation = .clear(force: force)
+        default:
+            throw problem("unknown op \(Quoting.quoted(op)); the ops are set, incr and clear")
+        }
+        let template: PathTemplate
+        do {
+            template = try PathTemplate(parsing: pathText)
+        } catch {
+            throw problem(error.message)
+        }
+        return Rule(type: type, template: template, operation: operation)
+    }
+
+    /// Maps a decoded event to its badge operation.
+    ///
+    /// Direct operations pass through. A content event uses the rule of its type.
+    ///
+    /// - Returns: the operation, or a rejection: `unknown_type` when no rule maps the type,
+    ///   `missing_attribute` when a placeholder's attribute is absent, `invalid_path` when an
+    ///   attribute value cannot be a label (empty, longer than 64, or holding a character such as
+    ///   `.`, `*` or `|`) or the resulting path is not valid; messages name the attribute and value.
+    public func map(_ event: BadgeEvent) -> Result<MappedOperation, EventRejection> {
+        switch event.body {
+        case .operation(let path, let operation):
+            return .success(
+                MappedOperation(
+                    eventID: event.id, audience: event.audience, path: path, operation: operation,
+                    expiresAt: event.expiresAt))
+        case .content(let type, let attributes):
+            guard let rule = rulesByType[type] else {
+                return .failure(
+                    EventRejection(reason: .unknownType, message: "no rule maps the type \(Quoting.quoted(type))"))
+            }
+            do throws(EventRejection) {
+                let path = try rule.template.render(attributes: attributes, type: type)
+                return .success(
+                    MappedOperation(
+                        eventID: event.id, audience: event.audience, path: path, operation: rule.operation,
+                        expiresAt: event.expiresAt))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import LibPQ
+
+/// The badge statements. Every one binds its values (arrays for set-based writes) and names one
+/// user or a list of users, so each is an index range scan on `(user_id, path)`.
+enum BadgeSQL {
+    static let maxCount = "9223372036854775807"
+
+    static let forceClear = PGStatement(
+        "badges.force_clear",
+        """
+        DELETE FROM badge_state s
+        USING unnest($1::text[], $2::ltree[]) AS c(user_id, path)
+        WHERE s.user_id = c.user_id AND s.path <@ c.path
+        """)
+
+    static let clear = PGStatement(
+        "badges.clear",
+        """
+        DELETE FROM badge_state s
+        USING unnest($1::text[], $2::ltree[]) AS c(user_id, path)
+        WHERE s.user_id = c.user_id AND s.path = c.path
+        """)
+
+    static let set = PGStatement(
+        "badges.set",
+        """
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at)
+        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[])
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now()
+        """)
+
+    /// An expired row counts as absent: the increment starts from zero and drops its icon.
+    static let increment = PGStatement(
+        "badges.increment",
+        """
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at)
+        SELECT u, p, c, NULL, e FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::timestamptz[]) AS i(u, p, c, e)
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET count = CASE
+                WHEN s.expires_at <= now() THEN excluded.count
+                WHEN s.count > \(maxCount) - excluded.count THEN \(maxCount)
+                ELSE s.count + excluded.count END,
+            icon = CASE WHEN s.expires_at <= now() THEN NULL ELSE s.icon END,
+            expires_at = CASE WHEN s.expires_at <= now() THEN excluded.expires_at
+                ELSE coalesce(excluded.expires_at, s.expires_at) END,
+            updated_at = now()
+        """)
+
+    /// Upsert that waits for a rollup worker holding the row, so a mark is never lost.
+    static let markDirty = PGStatement(
+        "badges.mark_dirty",
+        """
+        INSERT INTO dirty_user AS d (user_id)
+        SELECT unnest($1::text[])
+        ON CONFLICT (user_id) DO UPDATE SET generation = d.generation + 1
+        """)
+
+    /// Per-user transaction locks, always taken in ascending key order.
+    static let lockUsers = PGStatement(
+        "badges.lock_users",
+        """
+        SELECT pg_advisory_xact_lock(1919247460, k)
+        FROM (SELECT DISTINCT hashtext(u) AS k FROM unnest($1::text[]) AS u ORDER BY 1) AS keys
+        """)
+
+    static let claimDirtyUsers = PGStatement(
+        "badges.claim_dirty_users",
+        "SELECT user_id FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
+
+    static let removeDirty = PGStatement(
+        "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
+
+    /// Recomputes every aggregate of the listed users from unexpired own state, writes only the
+    /// rows that changed, bumps versions of users with any change, and notifies.
+    static let recompute = PGStatement(
+        "badges.recompute",
+        """
+        WITH users AS (
+            SELECT unnest($1::text[]) AS user_id
+        ), own AS (
+            SELECT s.user_id, s.path, s.count, s.icon
+            FROM badge_state s JOIN users u ON s.user_id = u.user_id
+            WHERE s.expires_at IS NULL OR s.expires_at > now()
+        ), fresh AS (
+            SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon
+            FROM (
+                SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count
+                FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS level
+            ) e
+            LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
+            GROUP BY e.user_id, e.path
+        ), removed AS (
+            DELETE FROM badge_aggregate a
+            USING users u
+            WHERE a.user_id = u.user_id
+              AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.user_id = a.user_id AND f.path = a.path)
+            RETURNING a.user_id
+        ), written AS (
+            INSERT INTO badge_aggregate AS a (user_id, path, count, icon)
+            SELECT user_id, path, count, icon FROM fresh
+            ON CONFLICT (user_id, path) DO UPDATE
+            SET count = excluded.count, icon = excluded.icon
+            WHERE (a.count, a.icon) IS DISTINCT FROM (excluded.count, excluded.icon)
+            RETURNING a.user_id
+        ), bumped AS (
+            INSERT INTO user_version AS v (user_id, version)
+            SELECT DISTINCT user_id, 1 FROM (SELECT user_id FROM removed UNION ALL SELECT user_id FROM written) AS c
+            ON CONFLICT (user_id) DO UPDATE SET version = v.version + 1, changed_at = now()
+            RETURNING v.user_id, v.version
+        )
+        SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)
+        FROM bumped
+        """)
+
+    /// The version row and the aggregates within a subtree, in one statement.
+    static let readTree = PGStatement(
+        "badges.read_tree",
+        """
+        SELECT coalesce(v.version, 0), a.path::text, a.count, a.icon
+        FROM (SELECT 1) AS one
+        LEFT JOIN user_version v ON v.user_id = $1
+        LEFT JOIN badge_aggregate a ON a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
+        """)
+}

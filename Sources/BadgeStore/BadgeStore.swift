@@ -1,0 +1,201 @@
+public import BadgeCore
+import Foundation
+public import LibPQ
+
+/// Badge state in PostgreSQL: applies operations set-based, recomputes aggregates, reads trees.
+///
+/// The `static` functions run on a connection the caller leased, inside the caller's transaction
+/// (ingest puts them in one transaction with its offsets and dedupe); the instance methods are
+/// conveniences that lease a connection and open the transaction themselves.
+public struct BadgeStore: Sendable {
+    /// The pool the convenience methods lease connections from.
+    public let pool: PGPool
+    /// How counts are displayed in answers.
+    public var display: BadgeDisplay
+
+    /// The channel `recomputeAggregates` notifies on, with `{"user": …, "version": …}`.
+    public static let changeChannel = "reddot_badges"
+
+    /// Creates a store on `pool`.
+    public init(pool: PGPool, display: BadgeDisplay = BadgeDisplay()) {
+        self.pool = pool
+        self.display = display
+    }
+
+    /// Session settings the store's connections should use: JIT off (its compilation costs more
+    /// than the rollup statements it would speed up).
+    public static let recommendedSessionSettings: [(name: String, value: String)] = [("jit", "off")]
+
+    // MARK: - writing
+
+    /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
+    /// one statement over arrays. Does not mark users dirty (see `markDirty`).
+    ///
+    /// - Returns: how many own-state rows were written or deleted.
+    @discardableResult
+    public static func apply(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> Int {
+        var touched = 0
+        let forced = batch.forcedClears
+        if !forced.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.forceClear, [forced.map(\.user.rawValue), forced.map(\.path.rawValue)]
+            ).affectedRows
+        }
+        var clearUsers: [String] = [], clearPaths: [String] = []
+        var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
+        var incrementUsers: [String] = [], incrementPaths: [String] = [], increments: [Int64] = [], incrementExpiries: [Date?] = []
+        for (user, path, write) in batch.writes {
+            switch write {
+            case .clear:
+                clearUsers.append(user.rawValue)
+                clearPaths.append(path.rawValue)
+            case .set(let count, let icon, let expiresAt):
+                setUsers.append(user.rawValue)
+                setPaths.append(path.rawValue)
+                setCounts.append(count)
+                setIcons.append(icon?.rawValue)
+                setExpiries.append(expiresAt)
+            case .increment(let amount, let expiresAt):
+                incrementUsers.append(user.rawValue)
+                incrementPaths.append(path.rawValue)
+                increments.append(amount)
+                incrementExpiries.append(expiresAt)
+            }
+        }
+        if !clearUsers.isEmpty {
+            touched += try connection.query(BadgeSQL.clear, [clearUsers, clearPaths]).affectedRows
+        }
+        if !setUsers.isEmpty {
+            touched += try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries]).affectedRows
+        }
+        if !incrementUsers.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.increment, [incrementUsers, incrementPaths, increments, incrementExpiries]
+            ).affectedRows
+        }
+        return touched
+    }
+
+    /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time.
+    public static func markDirty(_ users: [UserID], on connection: PGConnection) throws(PGError) {
+        guard !users.isEmpty else { return }
+        let sorted = Array(Set(users.map(\.rawValue))).sorted()  // one lock order for every writer
+        try connection.query(BadgeSQL.markDirty, [sorted])
+    }
+
+    /// Recomputes the aggregates of `users` from their own state (set-based, in SQL), bumps the
+    /// version of each user whose visible tree changed, notifies `changeChannel`, and removes
+    /// their dirty marks.
+    ///
+    /// Concurrent recomputes of one user are serialized (per-user advisory locks, taken in one
+    /// global order), and a dirty mark held by another worker is left to it, so no update is lost
+    /// and no two recomputes deadlock.
+    ///
+    /// - Returns: the new version of every user that changed.
+    @discardableResult
+    public static func recomputeAggregates(for users: [UserID], on connection: PGConnection) throws(PGError) -> [UserID: Int64] {
+        guard !users.isEmpty else { return [:] }
+        let names = Array(Set(users.map(\.rawValue))).sorted()
+        try connection.query(BadgeSQL.lockUsers, [names])
+        var claimed: [String] = []
+        for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
+            claimed.append(try row.decode(0, as: String.self))
+        }
+        let changed = try connection.query(BadgeSQL.recompute, [names, changeChannel])
+        if !claimed.isEmpty {
+            try connection.query(BadgeSQL.removeDirty, [claimed])
+        }
+        var versions: [UserID: Int64] = [:]
+        for row in changed.rows {
+            let name = try row.decode(0, as: String.self)
+            guard let user = try? UserID(validating: name) else { continue }
+            versions[user] = try row.decode(1, as: Int64.self)
+        }
+        return versions
+    }
+
+    // MARK: - reading
+
+    /// One user's version and the aggregates of the shown nodes within `path`, down to `depth`
+    /// levels below it (`nil`: all). One statement, one snapshot, one index range scan.
+    public static func readAggregates(
+        for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
+    ) throws(PGError) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+        let maximumLevel = path.depth + 1 + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let result = try connection.query(BadgeSQL.readTree, [user.rawValue, path.rawValue, maximumLevel])
+        var version: Int64 = 0
+        var aggregates: [BadgePath: BadgeAggregate] = [:]
+        for row in result.rows {
+            version = try row.decode(0, as: Int64.self)
+            guard let text = try row.decode(1, as: String?.self) else { continue }
+            guard let nodePath = try? BadgePath(validating: text) else {
+                throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "badges.read_tree")
+            }
+            let iconText = try row.decode(3, as: String?.self)
+            aggregates[nodePath] = BadgeAggregate(count: try row.decode(2, as: Int64.self), icon: iconText.flatMap { try? BadgeIcon(validating: $0) })
+        }
+        return (version, aggregates)
+    }
+
+    // MARK: - conveniences
+
+    /// Applies `mutations` in one transaction (coalesced in order), marks their users dirty, and,
+    /// with `recomputeNow`, recomputes those users' aggregates in the same transaction so that a
+    /// read right after sees the change.
+    ///
+    /// - Returns: the new version of every user whose visible tree changed (only with `recomputeNow`).
+    @discardableResult
+    public func apply(_ mutations: [BadgeMutation], recomputeNow: Bool) async throws -> [UserID: Int64] {
+        var batch = BadgeBatch()
+        for mutation in mutations { batch.append(mutation) }
+        let finalBatch = batch
+        return try await PGRetryPolicy().run(logger: pool.logger) {
+            try await pool.withTransaction { connection in
+                try Self.apply(finalBatch, on: connection)
+                if recomputeNow {
+                    return try Self.recomputeAggregates(for: finalBatch.users, on: connection)
+                }
+                try Self.markDirty(finalBatch.users, on: connection)
+                return [:]
+            }
+        }
+    }
+
+    /// One user's tree (or the subtree at `path`, down to `depth`) in the answer shape.
+    public func tree(for user: UserID, at path: BadgePath = .root, depth: Int? = nil) async throws -> UserBadgeTree {
+        let display = self.display
+        return try await pool.withConnection { connection in
+            let (version, aggregates) = try Self.readAggregates(for: user, within: path, depth: depth, on: connection)
+            return UserBadgeTree(
+                user: user, version: version,
+                tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
+        }
+    }
+}
+
+/// A user's tree as answered by `reddot badges show` and the API: `{"user", "version", "tree"}`.
+public struct UserBadgeTree: Sendable, Hashable, Codable {
+    /// Whose tree.
+    public var user: UserID
+    /// The user's version; it grows with every visible change.
+    public var version: Int64
+    /// The requested node; `nil` (JSON `null`) for a subtree with nothing shown.
+    public var tree: BadgeNode?
+
+    /// Creates an answer.
+    public init(user: UserID, version: Int64, tree: BadgeNode?) {
+        self.user = user
+        self.version = version
+        self.tree = tree
+    }
+
+    enum CodingKeys: String, CodingKey { case user, version, tree }
+
+    /// Encodes `tree` as an explicit `null` when nothing is shown.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(user, forKey: .user)
+        try container.encode(version, forKey: .version)
+        try container.encode(tree, forKey: .tree)
+    }
+}

@@ -1,0 +1,212 @@
+public import Foundation
+public import LibPQ
+public import Logging
+
+/// Applies the numbered SQL files of `migrations/` and keeps their history, with checksums, in
+/// `reddot_schema_migrations`.
+///
+/// All work happens on one connection, under a session-level advisory lock, so concurrent
+/// migrators apply each file exactly once: the others wait up to `lockWaitMilliseconds` and then
+/// see the files as applied (or give up with `.lockBusy`). Every step blocks its thread: call it
+/// through `PGPool.withConnection`.
+public struct Migrator: Sendable {
+    /// The files, sorted by version.
+    public let files: [MigrationFile]
+    /// How long to wait for another migrator to finish, in milliseconds.
+    public var lockWaitMilliseconds: Int
+    /// `lock_timeout` while a migration runs, so it never queues for long behind a long
+    /// transaction (and blocks everything behind itself); 0 disables it.
+    public var lockTimeoutMilliseconds: Int
+    private let logger: Logger
+
+    /// The advisory lock key: "reddot" in ASCII.
+    public static let advisoryLockKey: Int64 = 0x7265_6464_6F74
+    /// The history table.
+    public static let historyTable = "reddot_schema_migrations"
+
+    /// Creates a migrator for `files`.
+    public init(files: [MigrationFile], lockWaitMilliseconds: Int = 60_000, lockTimeoutMilliseconds: Int = 10_000, logger: Logger) {
+        self.files = files.sorted { $0.version < $1.version }
+        self.lockWaitMilliseconds = lockWaitMilliseconds
+        self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
+        self.logger = logger
+    }
+
+    /// One row of the history table.
+    public struct AppliedMigration: Sendable, Hashable {
+        /// The file's version.
+        public var version: Int
+        /// The file's name when it was applied.
+        public var fileName: String
+        /// Its checksum when it was applied.
+        public var checksum: String
+        /// When it was applied.
+        public var appliedAt: Date
+    }
+
+    // MARK: - status
+
+    /// Compares the files with the history. Read-only; takes no lock.
+    public func status(on connection: PGConnection) throws -> MigrationStatus {
+        let applied = try readHistory(on: connection)
+        return MigrationStatus(files: files, applied: applied)
+    }
+
+    /// Fails with `.historyMismatch`, naming every file, when an applied file was edited or is
+    /// missing, or a new file sorts before an applied one; and, with `failIfPending`, with
+    /// `.pending` when files wait to be applied.
+    public func verify(on connection: PGConnection, failIfPending: Bool = false) throws -> MigrationStatus {
+        let status = try status(on: connection)
+        try status.requireConsistent()
+        if failIfPending, status.pendingCount > 0 {
+            let names = status.entries.filter { $0.state == .pending }.map(\.file).joined(separator: ", ")
+            throw MigrationError(.pending, "\(status.pendingCount) migration(s) not applied yet: \(names)")
+        }
+        return status
+    }
+
+    /// The SQL `up` would run now, file by file, with the transaction around each.
+    public func plan(on connection: PGConnection) throws -> String {
+        let status = try status(on: connection)
+        try status.requireConsistent()
+        let pending = files.filter { file in status.entries.contains { $0.version == file.version && $0.state == .pending } }
+        if pending.isEmpty { return "-- nothing to apply: the schema is current\n" }
+        var text = ""
+        for file in pending {
+            text += "-- \(file.fileName) (\(file.checksum), \(file.isTransactional ? "in a transaction" : "outside a transaction"))\n"
+            if file.isTransactional { text += "BEGIN;\nSET LOCAL lock_timeout = '\(lockTimeoutMilliseconds)ms';\n" }
+            text += file.sql
+            if !file.sql.hasSuffix("\n") { text += "\n" }
+            text += "INSERT INTO \(Self.historyTable) (version, name, file_name, checksum, transactional, duration_ms) VALUES (\(file.version), '\(file.name)', '\(file.fileName)', '\(file.checksum)', \(file.isTransactional), …);\n"
+            if file.isTransactional { text += "COMMIT;\n" }
+            text += "\n"
+        }
+        return text
+    }
+
+    // MARK: - up
+
+    /// Applies every pending file in order, each in its own transaction (unless it declares it
+    /// cannot run in one), under the advisory lock.
+    ///
+    /// - Returns: the files applied by this call (empty when the schema was current).
+    /// - Throws: `MigrationError` (`.historyMismatch`, `.lockBusy`, `.migrationFailed`); a file
+    ///   that fails leaves the schema and the history as they were before it.
+    public func up(on connection: PGConnection) throws -> [MigrationFile] {
+        try lock(connection)
+        defer { unlock(connection) }
+        try connection.execute(script: Self.createHistorySQL, name: "migrate.create_history")
+        let status = try status(on: connection)
+        try status.requireConsistent()
+        let pendingVersions = Set(status.entries.filter { $0.state == .pending }.map(\.version))
+        var applied: [MigrationFile] = []
+        for file in files where pendingVersions.contains(file.version) {
+            try apply(file, on: connection)
+            applied.append(file)
+        }
+        return applied
+    }
+
+    private func apply(_ file: MigrationFile, on connection: PGConnection) throws {
+        logger.info("applying migration", metadata: ["migration.file": "\(file.fileName)"])
+        let started = ContinuousClock.now
+        func record() throws {
+            let elapsed = (ContinuousClock.now - started).components
+            let milliseconds: Int64 = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+            try connection.query(Self.insertHistory, [file.version, file.name, file.fileName, file.checksum, file.isTransactional, milliseconds])
+        }
+        do {
+            if file.isTransactional {
+                try connection.withTransaction { connection in
+                    try connection.query(Self.setLocalLockTimeout, [String(lockTimeoutMilliseconds)])
+                    try connection.execute(script: file.sql, name: "migrate.\(file.fileName)")
+                    try record()
+                }
+            } else {
+                try connection.query(Self.setSessionLockTimeout, [String(lockTimeoutMilliseconds)])
+                try connection.execute(script: file.sql, name: "migrate.\(file.fileName)")
+                try record()
+            }
+        } catch let error as PGError {
+            if error.sqlState == "55P03" {
+                throw MigrationError(
+                    .lockBusy,
+                    "migration \(file.fileName) waited longer than lock_timeout (\(lockTimeoutMilliseconds) ms) for a table lock; a long transaction holds it. Nothing of this file was applied; run again later or raise --lock-timeout"
+                )
+            }
+            if error.code == .connectionLost || error.code == .connectionFailed {
+                throw MigrationError(.unavailable, "lost the database connection while applying \(file.fileName): \(error)")
+            }
+            let undone = file.isTransactional ? "it was rolled back; the schema and history are unchanged" : "it ran outside a transaction: check for partial effects (an INVALID index) before running again"
+            throw MigrationError(.migrationFailed, "migration \(file.fileName) failed: \(error); \(undone)")
+        }
+        logger.info("applied migration", metadata: ["migration.file": "\(file.fileName)"])
+    }
+
+    private func lock(_ connection: PGConnection) throws {
+        do {
+            try connection.query(Self.setSessionLockTimeout, [String(lockWaitMilliseconds)])
+            try connection.query(Self.advisoryLock, [Self.advisoryLockKey])
+        } catch {
+            guard error.sqlState == "55P03" else { throw error }
+            throw MigrationError(
+                .lockBusy,
+                "another migrator has held the migration lock for more than \(lockWaitMilliseconds / 1000) s; nothing was applied. Run again when it is done, or raise --lock-wait"
+            )
+        }
+    }
+
+    private func unlock(_ connection: PGConnection) {
+        do {
+            try connection.query(Self.advisoryUnlock, [Self.advisoryLockKey])
+        } catch {
+            // The lock is a session lock: it goes away with the connection anyway.
+            logger.debug("could not release the migration lock", metadata: [LogKey.error: "\(error)"])
+        }
+    }
+
+    private func readHistory(on connection: PGConnection) throws -> [AppliedMigration] {
+        let exists = try connection.query(Self.historyExists).singleRow().decode(0, as: Bool.self)
+        guard exists else { return [] }
+        var applied: [AppliedMigration] = []
+        for row in try connection.query(Self.selectHistory).rows {
+            let version = try row.decode(0, as: Int.self)
+            let fileName = try row.decode(1, as: String.self)
+            let checksum = try row.decode(2, as: String.self)
+            let appliedAt = try row.decode(3, as: Date.self)
+            applied.append(AppliedMigration(version: version, fileName: fileName, checksum: checksum, appliedAt: appliedAt))
+        }
+        return applied
+    }
+
+    // MARK: - SQL
+
+    static let createHistorySQL = """
+        CREATE TABLE IF NOT EXISTS \(historyTable) (
+            version        integer     PRIMARY KEY,
+            name           text        NOT NULL,
+            file_name      text        NOT NULL,
+            checksum       text        NOT NULL,
+            transactional  boolean     NOT NULL,
+            duration_ms    integer     NOT NULL,
+            applied_at     timestamptz NOT NULL DEFAULT now()
+        )
+        """
+    static let historyExists = PGStatement(
+        "migrate.history_exists", "SELECT to_regclass('\(historyTable)') IS NOT NULL", prepared: false)
+    static let selectHistory = PGStatement(
+        "migrate.select_history",
+        "SELECT version, file_name, checksum, applied_at FROM \(historyTable) ORDER BY version", prepared: false)
+    static let insertHistory = PGStatement(
+        "migrate.insert_history",
+        """
+        INSERT INTO \(historyTable) (version, name, file_name, checksum, transactional, duration_ms)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        """, prepared: false)
+    static let setSessionLockTimeout = PGStatement(
+        "migrate.lock_timeout", "SELECT set_config('lock_timeout', $1 || 'ms', false)", prepared: false)
+    static let setLocalLockTimeout = PGStatement(
+        "migrate.local_lock_timeout", "SELECT set_config('lock_timeout', $1 || 'ms', true)", prepared: false)
+    static let advisoryLock = PGStatement("migrate.lock", "SELECT pg_advisory_lock($1)", prepared: false)
+    static let advisoryUnlock = PGStatement("migrate.unlock", "SELECT pg_advisory_unlock($1)", prepared: false)
+}

@@ -1,0 +1,372 @@
+internal import CLibPQ
+public import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One libpq connection (`PGconn`).
+///
+/// Ownership: the connection owns its `PGconn` and finishes it exactly once (`close()` or
+/// deinit), even after a failed connect. Every call blocks the calling thread, so it must never run
+/// on Swift's cooperative pool: `PGPool` gives each connection its own serial queue and leases it
+/// to one task at a time. Only `cancel()` may be called from another thread.
+public final class PGConnection: @unchecked Sendable {
+    private var handle: OpaquePointer?
+    private let cancelHandle: Mutex<CancelHandle>
+    private var prepared: Set<String> = []
+    private let notices: NoticeSink
+    /// The logger for notices and slow statements.
+    public let logger: Logger
+
+    private init(handle: OpaquePointer, logger: Logger) {
+        self.handle = handle
+        self.cancelHandle = Mutex(CancelHandle(pointer: PQgetCancel(handle)))
+        self.logger = logger
+        self.notices = NoticeSink(logger: logger)
+        PQsetNoticeProcessor(
+            handle,
+            { context, message in
+                guard let context, let message else { return }
+                let sink = Unmanaged<NoticeSink>.fromOpaque(context).takeUnretainedValue()
+                sink.receive(String(cString: message))
+            }, Unmanaged.passUnretained(notices).toOpaque())
+    }
+
+    deinit { close() }
+
+    /// Opens a connection with `PQconnectdbParams`, then applies the configuration's session settings.
+    ///
+    /// - Throws: `PGError` with code `.connectionFailed` (libpq's message, never the password).
+    public static func connect(_ configuration: PGConfiguration, logger: Logger) throws(PGError) -> PGConnection {
+        // Keywords before `dbname` are defaults the connection string may override; after it, they win.
+        var pairs: [(String, String)] = [
+            ("fallback_application_name", configuration.applicationName),
+            ("connect_timeout", String(configuration.connectTimeoutSeconds)),
+        ]
+        if !configuration.connectionString.isEmpty {
+            pairs.append(("dbname", configuration.connectionString))
+        }
+        pairs.append(("client_encoding", "UTF8"))
+        let connection: OpaquePointer? = withCStringArray(pairs.map(\.0)) { keywords in
+            withCStringArray(pairs.map(\.1)) { values in
+                PQconnectdbParams(keywords, values, 1)
+            }
+        }
+        guard let connection else {
+            throw PGError(code: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = errorMessage(of: connection)
+            PQfinish(connection)
+            throw PGError(code: .connectionFailed, message: message)
+        }
+        let result = PGConnection(handle: connection, logger: logger)
+        var settings: [(String, String)] = [("TimeZone", "UTC"), ("DateStyle", "ISO")]
+        if let timeout = configuration.statementTimeoutMilliseconds {
+            settings.append(("statement_timeout", String(timeout)))
+        }
+        settings += configuration.sessionSettings
+        for (name, value) in settings {
+            _ = try result.query(
+                PGStatement("set_config", "SELECT set_config($1, $2, false)", prepared: false), [name, value])
+        }
+        return result
+    }
+
+    /// Whether the connection is open and not inside a transaction (fit to go back to a pool).
+    public var isReusable: Bool {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
+        return PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
+
+    /// Whether the connection is still open.
+    public var isOpen: Bool {
+        guard let handle else { return false }
+        return PQstatus(handle) == CONNECTION_OK
+    }
+
+    /// The server's version number (`150004` for 15.4).
+    public var serverVersion: Int {
+        guard let handle else { return 0 }
+        return Int(PQserverVersion(handle))
+    }
+
+    /// The server process id of this connection (for `pg_terminate_backend` in tests and ops).
+    public var backendPID: Int32 {
+        guard let handle else { return 0 }
+        return PQbackendPID(handle)
+    }
+
+    /// Runs one statement with bound parameters (text format) and returns its rows.
+    ///
+    /// Prepared statements are prepared once per connection, by name. The parameters are never
+    /// logged. - Throws: `PGError` (`.server` with SQLSTATE, `.connectionLost`, `.cancelled`).
+    @discardableResult
+    public func query(_ statement: PGStatement, _ parameters: [any PGBindable] = []) throws(PGError) -> PGResult {
+        guard let handle else {
+            throw PGError(code: .connectionLost, message: "the connection is closed", statement: statement.name)
+        }
+        if statement.prepared, !prepared.contains(statement.name) {
+            let preparation = PQprepare(handle, statement.name, statement.sql, Int32(parameters.count), nil)
+            _ = try consume(preparation, statement: statement.name)
+            prepared.insert(statement.name)
+        }
+        let texts = parameters.map(\.pgText)
+        let result: OpaquePointer? = withOptionalCStringArray(texts) { values in
+            if statement.prepared {
+                return PQexecPrepared(handle, statement.name, Int32(texts.count), values, nil, nil, 0)
+            }
+            return PQexecParams(handle, statement.sql, Int32(texts.count), nil, values, nil, nil, 0)
+        }
+        return try consume(result, statement: statement.name)
+    }
+
+    /// Runs SQL text with the simple query protocol: several statements, no parameters (migrations,
+    /// `BEGIN`/`COMMIT`). Only for trusted SQL; never for text that contains input.
+    public func execute(script: String, name: String) throws(PGError) {
+        guard let handle else {
+            throw PGError(code: .connectionLost, message: "the connection is closed", statement: name)
+        }
+        _ = try consume(PQexec(handle, script), statement: name)
+    }
+
+    /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` if it returns, `ROLLBACK` if it throws.
+    ///
+    /// A failed `ROLLBACK` is logged and never hides the error that caused it.
+    public func withTransaction<T>(
+        _ isolation: PGIsolationLevel = .readCommitted, _ body: (PGConnection) throws -> T
+    ) throws -> T {
+        try execute(script: "BEGIN ISOLATION LEVEL \(isolation.sql)", name: "transaction.begin")
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            rollbackAfterFailure()
+            throw error
+        }
+        try execute(script: "COMMIT", name: "transaction.commit")
+        return value
+    }
+
+    private func rollbackAfterFailure() {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return }
+        do {
+            try execute(script: "ROLLBACK", name: "transaction.rollback")
+        } catch {
+            logger.warning("ROLLBACK failed after an error", metadata: [LogKey.error: "\(error)"])
+        }
+    }
+
+    /// Asks the server to cancel the statement running now. Safe from any thread.
+    public func cancel() {
+        cancelHandle.withLock { cancel in
+            guard let cancel = cancel.pointer else { return }
+            var buffer = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(cancel, &buffer, Int32(buffer.count))
+        }
+    }
+
+    /// Finishes the connection (`PQfinish`); later calls throw `.connectionLost`. Idempotent.
+    public func close() {
+        cancelHandle.withLock { cancel in
+            if let pointer = cancel.pointer { PQfreeCancel(pointer) }
+            cancel.pointer = nil
+        }
+        if let handle {
+            PQfinish(handle)
+            self.handle = nil
+        }
+    }
+
+    /// Waits up to `timeoutMilliseconds` for `NOTIFY` messages on channels this connection LISTENs
+    /// to, and returns those that arrived (possibly none).
+    ///
+    /// - Throws: `PGError.Code.connectionLost` when the connection broke.
+    public func waitForNotifications(timeoutMilliseconds: Int32) throws(PGError) -> [PGNotification] {
+        guard let handle else { throw PGError(code: .connectionLost, message: "the connection is closed") }
+        var received = drainNotifications(handle)
+        if !received.isEmpty { return received }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, timeoutMilliseconds)
+        if ready < 0, errno != EINTR {
+            throw PGError(code: .connectionLost, message: "poll failed on the connection socket (errno \(errno))")
+        }
+        if ready > 0 {
+            guard PQconsumeInput(handle) == 1 else {
+                throw PGError(code: .connectionLost, message: PGConnection.errorMessage(of: handle))
+            }
+            received = drainNotifications(handle)
+        }
+        if PQstatus(handle) != CONNECTION_OK {
+            throw PGError(code: .connectionLost, message: PGConnection.errorMessage(of: handle))
+        }
+        return received
+    }
+
+    private func drainNotifications(_ handle: OpaquePointer) -> [PGNotification] {
+        var received: [PGNotification] = []
+        while let notification = PQnotifies(handle) {
+            let item = notification.pointee
+            received.append(
+                PGNotification(
+                    channel: item.relname.map { String(cString: $0) } ?? "",
+                    payload: item.extra.map { String(cString: $0) } ?? "",
+                    senderPID: item.be_pid))
+            PQfreemem(notification)
+        }
+        return received
+    }
+
+    /// Turns a `PGresult` into a `PGResult` or a `PGError`, clearing it exactly once.
+    private func consume(_ result: OpaquePointer?, statement: String) throws(PGError) -> PGResult {
+        guard let handle else { throw PGError(code: .connectionLost, message: "the connection is closed") }
+        guard let result else {
+            let lost = PQstatus(handle) != CONNECTION_OK
+            throw PGError(
+                code: lost ? .connectionLost : .client, message: PGConnection.errorMessage(of: handle),
+                statement: statement)
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        switch status {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            return Self.copy(result, statement: statement)
+        default:
+            throw Self.error(from: result, connection: handle, statement: statement)
+        }
+    }
+
+    private static func copy(_ result: OpaquePointer, statement: String) -> PGResult {
+        let columnCount = Int(PQnfields(result))
+        let rowCount = Int(PQntuples(result))
+        var columns: [String] = []
+        columns.reserveCapacity(columnCount)
+        for column in 0..<columnCount {
+            columns.append(PQfname(result, Int32(column)).map { String(cString: $0) } ?? "")
+        }
+        var rows: [PGRow] = []
+        rows.reserveCapacity(rowCount)
+        for row in 0..<rowCount {
+            var values: [String?] = []
+            values.reserveCapacity(columnCount)
+            for column in 0..<columnCount {
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 {
+                    values.append(nil)
+                } else {
+                    values.append(PQgetvalue(result, Int32(row), Int32(column)).map { String(cString: $0) })
+                }
+            }
+            rows.append(PGRow(values: values, statement: statement))
+        }
+        let tuples = PQcmdTuples(result).map { String(cString: $0) } ?? ""
+        return PGResult(columns: columns, rows: rows, affectedRows: Int(tuples) ?? 0, statement: statement)
+    }
+
+    private static func error(from result: OpaquePointer, connection: OpaquePointer, statement: String) -> PGError {
+        func field(_ code: Character) -> String? {
+            guard let ascii = code.asciiValue, let value = PQresultErrorField(result, Int32(ascii)) else { return nil }
+            return String(cString: value)
+        }
+        let sqlState = field("C")
+        let message = field("M") ?? errorMessage(of: connection)
+        var code: PGError.Code = .server
+        if PQstatus(connection) != CONNECTION_OK {
+            code = .connectionLost
+        } else if sqlState == "57014" {
+            code = .cancelled
+        }
+        return PGError(
+            code: code, sqlState: sqlState, message: message, detail: field("D"), hint: field("H"),
+            statement: statement)
+    }
+
+    static func errorMessage(of connection: OpaquePointer) -> String {
+        guard let text = PQerrorMessage(connection) else { return "unknown libpq error" }
+        let message = String(cString: text).trimmingWhitespace()
+        return message.isEmpty ? "unknown libpq error" : message
+    }
+}
+
+/// Transaction isolation levels.
+public enum PGIsolationLevel: Sendable {
+    /// PostgreSQL's default.
+    case readCommitted
+    /// Snapshot isolation.
+    case repeatableRead
+    /// Full serializability (retry on `40001`).
+    case serializable
+
+    var sql: String {
+        switch self {
+        case .readCommitted: return "READ COMMITTED"
+        case .repeatableRead: return "REPEATABLE READ"
+        case .serializable: return "SERIALIZABLE"
+        }
+    }
+}
+
+/// A `NOTIFY` message.
+public struct PGNotification: Sendable, Hashable {
+    /// The channel it was sent on.
+    public var channel: String
+    /// The payload text (may be empty).
+    public var payload: String
+    /// The sending server process.
+    public var senderPID: Int32
+}
+
+/// Metadata keys used in LibPQ's log lines.
+public enum LogKey {
+    /// The error that was logged.
+    public static let error = "db.error"
+    /// The SQLSTATE of a server error.
+    public static let sqlState = "db.sqlstate"
+    /// A statement's name.
+    public static let statement = "db.statement"
+}
+
+/// libpq's `PGcancel`, freed by `PGConnection.close()`; guarded by a mutex because `PQcancel` may
+/// run on another thread.
+private struct CancelHandle: @unchecked Sendable {
+    var pointer: OpaquePointer?
+}
+
+/// Receives server notices (`NOTICE: relation already exists, skipping`) into the logger.
+private final class NoticeSink: @unchecked Sendable {
+    let logger: Logger
+    init(logger: Logger) { self.logger = logger }
+    func receive(_ message: String) {
+        logger.debug("server notice", metadata: ["db.notice": "\(message.trimmingWhitespace())"])
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var scalars = Substring(self)
+        while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
+        while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
+        return String(scalars)
+    }
+}
+
+/// Calls `body` with a NULL-terminated array of C strings that live for the call.
+private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with an array of C strings where `nil` stays a null pointer (SQL NULL).
+private func withOptionalCStringArray<R>(
+    _ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+) -> R {
+    let copies = strings.map { $0.flatMap { strdup($0) } }
+    defer { copies.forEach { free($0) } }
+    let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}

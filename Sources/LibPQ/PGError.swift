@@ -1,0 +1,86 @@
+/// An error from PostgreSQL or from libpq.
+///
+/// It keeps the SQLSTATE, the server's message, the name of the statement that failed (never its
+/// bound values) and whether retrying the whole unit of work may succeed.
+public struct PGError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. Extensible: switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// libpq could not open a connection (bad address, refused, authentication failed, …).
+        public static let connectionFailed = Code("connectionFailed")
+        /// The connection broke while in use; the connection is no longer usable.
+        public static let connectionLost = Code("connectionLost")
+        /// The server answered a statement with an error; `sqlState` says which.
+        public static let server = Code("server")
+        /// The statement was cancelled (task cancellation or `statement_timeout`).
+        public static let cancelled = Code("cancelled")
+        /// A result value could not be decoded into the requested Swift type.
+        public static let decoding = Code("decoding")
+        /// The pool was shut down.
+        public static let poolClosed = Code("poolClosed")
+        /// Anything else libpq reported (out of memory, protocol errors).
+        public static let client = Code("client")
+        public var description: String { name }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// The five-character SQLSTATE when the server sent one (`40001`, `23505`, …).
+    public var sqlState: String?
+    /// The primary message, from the server or libpq.
+    public var message: String
+    /// The server's DETAIL field, if any.
+    public var detail: String?
+    /// The server's HINT field, if any.
+    public var hint: String?
+    /// The name of the statement that failed (never its parameters).
+    public var statement: String?
+
+    /// Creates an error.
+    public init(
+        code: Code, sqlState: String? = nil, message: String, detail: String? = nil,
+        hint: String? = nil, statement: String? = nil
+    ) {
+        self.code = code
+        self.sqlState = sqlState
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.statement = statement
+    }
+
+    /// Whether running the whole unit of work again may succeed: serialization failures,
+    /// deadlocks, lost connections, server shutdown or start-up, and connection failures.
+    public var isRetriable: Bool {
+        switch code {
+        case .connectionFailed, .connectionLost: return true
+        default: break
+        }
+        guard let sqlState else { return false }
+        if sqlState.hasPrefix("08") { return true }  // connection exception
+        switch sqlState {
+        case "40001",  // serialization_failure
+            "40P01",  // deadlock_detected
+            "57P01",  // admin_shutdown
+            "57P02",  // crash_shutdown
+            "57P03",  // cannot_connect_now
+            "53300",  // too_many_connections
+            "55P03":  // lock_not_available (lock_timeout)
+            return true
+        default: return false
+        }
+    }
+
+    /// Whether the server reported a unique, foreign-key or check violation (class 23).
+    public var isIntegrityViolation: Bool { sqlState?.hasPrefix("23") ?? false }
+
+    public var description: String {
+        var text = message
+        if let statement { text = "\(statement): \(text)" }
+        if let sqlState { text += " (SQLSTATE \(sqlState))" }
+        if let detail, !detail.isEmpty { text += "; detail: \(detail)" }
+        if let hint, !hint.isEmpty { text += "; hint: \(hint)" }
+        return text
+    }
+}

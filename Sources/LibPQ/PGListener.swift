@@ -1,0 +1,101 @@
+import Foundation
+public import Logging
+import Synchronization
+
+/// Receives PostgreSQL `NOTIFY` messages on a dedicated connection and thread.
+///
+/// One listener per process is enough: fan its `events` out to subscribers. The listener
+/// reconnects by itself (with backoff) when the connection breaks; after every (re)connection it
+/// yields `.connected`, because notifications sent while it was away are lost and subscribers
+/// should re-read what they show.
+public final class PGListener: Sendable {
+    /// What a listener reports.
+    public enum Event: Sendable, Hashable {
+        /// The listener is (again) listening on all its channels.
+        case connected
+        /// A notification arrived.
+        case notification(PGNotification)
+    }
+
+    /// The stream of events; it finishes when `run()` returns.
+    public let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let configuration: PGConfiguration
+    private let channels: [String]
+    private let logger: Logger
+    private let stopped = Atomic<Bool>(false)
+
+    /// Creates a listener for `channels` (each a lower-case SQL identifier: `[a-z_][a-z0-9_]*`).
+    ///
+    /// - Throws: `PGError` `.client` for a channel name that is not such an identifier.
+    public init(configuration: PGConfiguration, channels: [String], logger: Logger) throws(PGError) {
+        for channel in channels {
+            let valid =
+                !channel.isEmpty && channel.count <= 63
+                && channel.unicodeScalars.enumerated().allSatisfy { index, scalar in
+                    scalar == "_" || ("a"..."z").contains(scalar) || (index > 0 && ("0"..."9").contains(scalar))
+                }
+            guard valid else {
+                throw PGError(code: .client, message: "channel name '\(channel.prefix(70))' is not a lower-case identifier")
+            }
+        }
+        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(10_000))
+        self.configuration = configuration
+        self.channels = channels
+        self.logger = logger
+    }
+
+    /// Listens until the calling task is cancelled or `stop()` is called; then finishes `events`.
+    public func run() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                let thread = Thread { [self] in
+                    loop()
+                    done.resume()
+                }
+                thread.name = "reddot.postgres.listener"
+                thread.start()
+            }
+        } onCancel: {
+            stop()
+        }
+        continuation.finish()
+    }
+
+    /// Asks `run()` to return (within about a quarter of a second).
+    public func stop() {
+        stopped.store(true, ordering: .releasing)
+    }
+
+    private var isStopped: Bool { stopped.load(ordering: .acquiring) }
+
+    private func loop() {
+        var delayMilliseconds = 100
+        while !isStopped {
+            do {
+                let connection = try PGConnection.connect(configuration, logger: logger)
+                defer { connection.close() }
+                for channel in channels {
+                    try connection.execute(script: "LISTEN \(channel)", name: "listen")
+                }
+                continuation.yield(.connected)
+                delayMilliseconds = 100
+                while !isStopped {
+                    for notification in try connection.waitForNotifications(timeoutMilliseconds: 250) {
+                        continuation.yield(.notification(notification))
+                    }
+                }
+            } catch {
+                logger.warning(
+                    "LISTEN connection failed; reconnecting",
+                    metadata: [LogKey.error: "\(error)", "retry.delay_ms": "\(delayMilliseconds)"])
+                var waited = 0
+                while waited < delayMilliseconds, !isStopped {
+                    usleep(50_000)
+                    waited += 50
+                }
+                delayMilliseconds = min(5_000, delayMilliseconds * 2)
+            }
+        }
+    }
+}

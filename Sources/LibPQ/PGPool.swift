@@ -1,0 +1,211 @@
+import Dispatch
+public import Logging
+import Synchronization
+
+/// A pool of `PGConnection`s that leases each connection to one task at a time.
+///
+/// Blocking libpq calls never run on Swift's cooperative thread pool: every leased body runs on
+/// the connection's own serial dispatch queue, and the awaiting task is resumed when it returns.
+/// Cancelling the awaiting task cancels the statement running on the server. A connection that
+/// broke, or that a body left inside a transaction, is closed instead of being reused.
+public final class PGPool: Sendable {
+    /// The pool's settings.
+    public let configuration: PGConfiguration
+    /// The most connections open at once.
+    public let maximumConnections: Int
+    /// The logger for connection events.
+    public let logger: Logger
+    private let state: Mutex<State>
+
+    private struct Entry: @unchecked Sendable {
+        let connection: PGConnection
+        let queue: DispatchQueue
+    }
+
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Grant, any Error>
+    }
+
+    /// What `acquire` was given: an idle connection, or the right to open a new one.
+    private enum Grant: @unchecked Sendable {
+        case idle(Entry)
+        case open
+    }
+
+    private struct State: ~Copyable {
+        var idle: [Entry] = []
+        var open = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        var closed = false
+    }
+
+    /// Creates a pool; connections are opened lazily, on first use.
+    public init(configuration: PGConfiguration, maximumConnections: Int = 4, logger: Logger) {
+        self.configuration = configuration
+        self.maximumConnections = max(1, maximumConnections)
+        self.logger = logger
+        self.state = Mutex(State())
+    }
+
+    /// Leases a connection to `body`, which runs on the connection's own thread.
+    ///
+    /// - Throws: whatever `body` throws; `PGError` `.connectionFailed` when no connection can be
+    ///   opened; `.poolClosed` after `close()`; `CancellationError` when cancelled while waiting.
+    @discardableResult
+    public func withConnection<T: Sendable>(
+        _ body: @escaping @Sendable (PGConnection) throws -> T
+    ) async throws -> T {
+        let entry = try await acquire()
+        let outcome: Result<T, any Error> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
+                entry.queue.async {
+                    continuation.resume(returning: Result { try body(entry.connection) })
+                }
+            }
+        } onCancel: {
+            entry.connection.cancel()
+        }
+        release(entry)
+        return try outcome.get()
+    }
+
+    /// Leases a connection and runs `body` in one transaction on it.
+    @discardableResult
+    public func withTransaction<T: Sendable>(
+        _ isolation: PGIsolationLevel = .readCommitted,
+        _ body: @escaping @Sendable (PGConnection) throws -> T
+    ) async throws -> T {
+        try await withConnection { connection in
+            try connection.withTransaction(isolation, body)
+        }
+    }
+
+    /// Closes idle connections and fails waiting and later leases with `.poolClosed`; leased
+    /// connections are closed when they come back.
+    public func close() {
+        let (idle, waiters) = state.withLock { state -> ([Entry], [Waiter]) in
+            state.closed = true
+            defer {
+                state.idle = []
+                state.waiters = []
+            }
+            state.open -= state.idle.count
+            return (state.idle, state.waiters)
+        }
+        for entry in idle { entry.queue.async { entry.connection.close() } }
+        for waiter in waiters {
+            waiter.continuation.resume(throwing: PGError(code: .poolClosed, message: "the connection pool is closed"))
+        }
+    }
+
+    private static let connectionQueueKey = DispatchSpecificKey<Bool>()
+
+    /// Whether the caller runs on a pool connection's own queue (never Swift's cooperative pool).
+    public static var isOnConnectionQueue: Bool {
+        DispatchQueue.getSpecific(key: connectionQueueKey) ?? false
+    }
+
+    /// How many connections are open and how many are idle, for metrics.
+    public var statistics: (open: Int, idle: Int, waiting: Int) {
+        state.withLock { ($0.open, $0.idle.count, $0.waiters.count) }
+    }
+
+    private func acquire() async throws -> Entry {
+        try Task.checkCancellation()
+        let waiterID = state.withLock { state -> UInt64 in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        let grant: Grant = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
+                let immediate = state.withLock { state -> Result<Grant, PGError>? in
+                    if state.closed {
+                        return .failure(PGError(code: .poolClosed, message: "the connection pool is closed"))
+                    }
+                    if let entry = state.idle.popLast() { return .success(.idle(entry)) }
+                    if state.open < maximumConnections {
+                        state.open += 1
+                        return .success(.open)
+                    }
+                    state.waiters.append(Waiter(id: waiterID, continuation: continuation))
+                    return nil
+                }
+                if let immediate { continuation.resume(with: immediate) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> Waiter? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return nil }
+                return state.waiters.remove(at: index)
+            }
+            waiter?.continuation.resume(throwing: CancellationError())
+        }
+        switch grant {
+        case .idle(let entry):
+            return entry
+        case .open:
+            do {
+                return try await open()
+            } catch {
+                giveBack(nil)
+                throw error
+            }
+        }
+    }
+
+    private func open() async throws -> Entry {
+        let queue = DispatchQueue(label: "reddot.postgres.connection")
+        queue.setSpecific(key: Self.connectionQueueKey, value: true)
+        let configuration = self.configuration
+        let logger = self.logger
+        let connection = try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<PGConnection, any Error>) in
+            queue.async {
+                continuation.resume(with: Result { try PGConnection.connect(configuration, logger: logger) })
+            }
+        }
+        return Entry(connection: connection, queue: queue)
+    }
+
+    private func release(_ entry: Entry) {
+        if entry.connection.isReusable {
+            giveBack(entry)
+        } else {
+            entry.queue.async { entry.connection.close() }
+            giveBack(nil)
+        }
+    }
+
+    /// Returns a connection (or, with `nil`, a slot whose connection was closed or never opened)
+    /// to the first waiter, or to the idle list.
+    private func giveBack(_ entry: Entry?) {
+        enum Action {
+            case none
+            case resume(Waiter, Grant)
+            case close(Entry)
+        }
+        let action = state.withLock { state -> Action in
+            if state.closed {
+                state.open -= 1
+                return entry.map { .close($0) } ?? .none
+            }
+            if !state.waiters.isEmpty {
+                let waiter = state.waiters.removeFirst()
+                if let entry { return .resume(waiter, .idle(entry)) }
+                return .resume(waiter, .open)
+            }
+            if let entry {
+                state.idle.append(entry)
+            } else {
+                state.open -= 1
+            }
+            return .none
+        }
+        switch action {
+        case .none: break
+        case .resume(let waiter, let grant): waiter.continuation.resume(returning: grant)
+        case .close(let entry): entry.queue.async { entry.connection.close() }
+        }
+    }
+}

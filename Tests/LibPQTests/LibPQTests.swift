@@ -1,0 +1,273 @@
+import Foundation
+import LibPQ
+import Logging
+import PGTestSupport
+import Testing
+
+@Suite("LibPQ against a real PostgreSQL")
+struct LibPQTests {
+    let logger = TestServer.logger
+
+    func pool(_ maximumConnections: Int = 2, statementTimeout: Int? = nil) throws -> PGPool {
+        PGPool(
+            configuration: PGConfiguration(
+                connectionString: try TestServer.adminURL(), statementTimeoutMilliseconds: statementTimeout),
+            maximumConnections: maximumConnections, logger: logger)
+    }
+
+    @Test("bound parameters, NULLs and arrays round-trip untouched")
+    func parametersRoundTrip() async throws {
+        let pool = try pool()
+        defer { pool.close() }
+        let tricky = ["plain", "with \"quotes\"", "back\\slash", "comma,brace{}", "NULL", "", "ünïcode ✓", "'; DROP TABLE x; --"]
+        let back = try await pool.withConnection { connection in
+            try connection.query(
+                PGStatement("test.unnest", "SELECT value FROM unnest($1::text[]) WITH ORDINALITY AS t(value, n) ORDER BY n"),
+                [tricky]
+            ).rows.map { try $0.decode(0, as: String.self) }
+        }
+        #expect(back == tricky)
+
+        let optionals: [String?] = ["a", nil, "NULL"]
+        let nullFlags = try await pool.withConnection { connection in
+            try connection.query(
+                PGStatement("test.unnest_nulls", "SELECT value IS NULL FROM unnest($1::text[]) WITH ORDINALITY AS t(value, n) ORDER BY n"),
+                [optionals]
+            ).rows.map { try $0.decode(0, as: Bool.self) }
+        }
+        #expect(nullFlags == [false, true, false])
+
+        let row = try await pool.withConnection { connection in
+            try connection.query(
+                PGStatement("test.scalars", "SELECT $1::bigint + 1, $2::boolean, $3::text IS NULL, $4::double precision * 2"),
+                [Int64.max - 1, true, String?.none, 1.25]
+            ).singleRow()
+        }
+        #expect(try row.decode(0, as: Int64.self) == Int64.max)
+        #expect(try row.decode(1, as: Bool.self) == true)
+        #expect(try row.decode(2, as: Bool.self) == true)
+        #expect(try row.decode(3, as: Double.self) == 2.5)
+    }
+
+    @Test("timestamps round-trip with microseconds")
+    func timestamps() async throws {
+        let pool = try pool()
+        defer { pool.close() }
+        let dates = [Date(timeIntervalSince1970: 1_790_000_000.123456), Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -86_400.5)]
+        for date in dates {
+            let back = try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.timestamp", "SELECT $1::timestamptz"), [date]).singleRow().decode(0, as: Date.self)
+            }
+            #expect(abs(back.timeIntervalSince1970 - date.timeIntervalSince1970) < 0.000_001)
+        }
+    }
+
+    @Test("a type mismatch is a decoding error that names the statement")
+    func decodingError() async throws {
+        let pool = try pool()
+        defer { pool.close() }
+        let error = await #expect(throws: PGError.self) {
+            try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.text_as_int", "SELECT 'abc'::text")).singleRow().decode(0, as: Int.self)
+            }
+        }
+        #expect(error?.code == .decoding)
+        #expect(error?.statement == "test.text_as_int")
+        #expect(error?.description.contains("'abc'") == true)
+    }
+
+    @Test("server errors keep SQLSTATE and say whether a retry can help")
+    func serverErrors() async throws {
+        let pool = try pool()
+        defer { pool.close() }
+        let unique = await #expect(throws: PGError.self) {
+            try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.unique", "SELECT * FROM (VALUES (1)) v(x) WHERE 1/0 = 1", prepared: false))
+            }
+        }
+        #expect(unique?.sqlState == "22012")
+        #expect(unique?.isRetriable == false)
+        #expect(unique?.statement == "test.unique")
+
+        let serialization = await #expect(throws: PGError.self) {
+            try await pool.withConnection { connection in
+                try connection.execute(
+                    script: "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$", name: "test.serialization")
+            }
+        }
+        #expect(serialization?.sqlState == "40001")
+        #expect(serialization?.isRetriable == true)
+    }
+
+    @Test("a failed connect is a clear error, not a crash")
+    func connectFailure() async throws {
+        let pool = PGPool(
+            configuration: PGConfiguration(connectionString: "postgresql://nobody@127.0.0.1:1/none", connectTimeoutSeconds: 2),
+            maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        let error = await #expect(throws: PGError.self) {
+            try await pool.withConnection { _ in 1 }
+        }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.isRetriable == true)
+        #expect(error?.message.contains("127.0.0.1") == true)
+        // The slot is given back: the pool can still try (and fail) again rather than hang.
+        await #expect(throws: PGError.self) { try await pool.withConnection { _ in 1 } }
+    }
+
+    @Test("transactions commit, roll back, and keep the original error")
+    func transactions() async throws {
+        let database = try await TestDatabase.create()
+        let pool = PGPool(configuration: database.configuration, maximumConnections: 2, logger: logger)
+        defer { pool.close() }
+        try await pool.withConnection { try $0.execute(script: "CREATE TABLE t (x int PRIMARY KEY)", name: "test.create") }
+        try await pool.withTransaction { connection in
+            try connection.query(PGStatement("test.insert", "INSERT INTO t VALUES ($1)"), [1])
+        }
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await pool.withTransaction { connection in
+                try connection.query(PGStatement("test.insert", "INSERT INTO t VALUES ($1)"), [2])
+                throw Boom()
+            }
+        }
+        let duplicate = await #expect(throws: PGError.self) {
+            try await pool.withTransaction { connection in
+                try connection.query(PGStatement("test.insert", "INSERT INTO t VALUES ($1)"), [3])
+                try connection.query(PGStatement("test.insert", "INSERT INTO t VALUES ($1)"), [1])
+            }
+        }
+        #expect(duplicate?.sqlState == "23505")
+        #expect(duplicate?.isIntegrityViolation == true)
+        let rows = try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.select", "SELECT x FROM t ORDER BY x")).rows.map { try $0.decode(0, as: Int.self) }
+        }
+        #expect(rows == [1])
+        await database.drop()
+    }
+
+    @Test("statement_timeout cancels a slow statement")
+    func statementTimeout() async throws {
+        let pool = try pool(1, statementTimeout: 200)
+        defer { pool.close() }
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PGError.self) {
+            try await pool.withConnection { try $0.query(PGStatement("test.sleep", "SELECT pg_sleep(5)")) }
+        }
+        #expect(error?.code == .cancelled)
+        #expect(error?.sqlState == "57014")
+        #expect(ContinuousClock.now - started < .seconds(3))
+        // The connection is still good afterwards.
+        let one = try await pool.withConnection { try $0.query(PGStatement("test.one", "SELECT 1")).singleRow().decode(0, as: Int.self) }
+        #expect(one == 1)
+    }
+
+    @Test("cancelling the task cancels the statement on the server")
+    func taskCancellation() async throws {
+        let pool = try pool(1)
+        defer { pool.close() }
+        let started = ContinuousClock.now
+        let task = Task {
+            try await pool.withConnection { try $0.query(PGStatement("test.sleep", "SELECT pg_sleep(10)")) }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        task.cancel()
+        let result = await task.result
+        #expect(throws: PGError.self) { try result.get() }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    @Test("the pool leases a connection to one task at a time, on its own thread")
+    func poolLeasing() async throws {
+        let pool = try pool(3)
+        defer { pool.close() }
+        let observations = try await withThrowingTaskGroup(of: (Int32, Bool).self) { group in
+            for _ in 0..<30 {
+                group.addTask {
+                    try await pool.withConnection { connection in
+                        let onConnectionQueue = PGPool.isOnConnectionQueue
+                        let pid = try connection.query(PGStatement("test.pid_sleep", "SELECT pg_backend_pid() FROM pg_sleep(0.01)"))
+                            .singleRow().decode(0, as: Int32.self)
+                        return (pid, onConnectionQueue)
+                    }
+                }
+            }
+            var all: [(Int32, Bool)] = []
+            for try await item in group { all.append(item) }
+            return all
+        }
+        #expect(observations.count == 30)
+        #expect(Set(observations.map(\.0)).count <= 3)
+        #expect(observations.allSatisfy { $0.1 })
+        #expect(!PGPool.isOnConnectionQueue)
+        #expect(pool.statistics.open <= 3)
+    }
+
+    @Test("a connection left inside a transaction is not reused")
+    func brokenLeaseIsDiscarded() async throws {
+        let pool = try pool(1)
+        defer { pool.close() }
+        let first = try await pool.withConnection { connection in
+            try connection.execute(script: "BEGIN", name: "test.begin")
+            return connection.backendPID
+        }
+        let second = try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.txstatus", "SELECT now() = statement_timestamp()")).singleRow().decode(0, as: Bool.self)
+        }
+        let pid = try await pool.withConnection { $0.backendPID }
+        #expect(pid != first)
+        #expect(second == true)  // not inside the abandoned transaction
+    }
+
+    @Test("LISTEN/NOTIFY delivers notifications and survives a dropped connection")
+    func listenNotify() async throws {
+        let admin = try TestServer.adminURL()
+        let channel = "reddot_test_\(UInt32.random(in: 0...UInt32.max))"
+        let listener = try PGListener(configuration: PGConfiguration(connectionString: admin), channels: [channel], logger: logger)
+        let run = Task { await listener.run() }
+        defer {
+            listener.stop()
+            run.cancel()
+        }
+        var events = listener.events.makeAsyncIterator()
+        #expect(await events.next() == .connected)
+
+        let pool = try pool(1)
+        defer { pool.close() }
+        try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.notify", "SELECT pg_notify($1, $2)"), [channel, "hello:1"])
+        }
+        guard case .notification(let notification) = await events.next() else {
+            Issue.record("expected a notification")
+            return
+        }
+        #expect(notification.channel == channel)
+        #expect(notification.payload == "hello:1")
+
+        // Kill the listener's backend: it reconnects, says so, and receives again.
+        try await pool.withConnection { connection in
+            try connection.query(
+                PGStatement(
+                    "test.kill_listener",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1",
+                    prepared: false),
+                ["LISTEN \(channel)"])
+        }
+        #expect(await events.next() == .connected)
+        try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.notify", "SELECT pg_notify($1, $2)"), [channel, "again"])
+        }
+        guard case .notification(let again) = await events.next() else {
+            Issue.record("expected a notification after reconnecting")
+            return
+        }
+        #expect(again.payload == "again")
+    }
+
+    @Test("an invalid channel name is refused before any SQL")
+    func invalidChannel() throws {
+        #expect(throws: PGError.self) {
+            try PGListener(configuration: PGConfiguration(), channels: ["bad; DROP"], logger: logger)
+        }
+    }
+}

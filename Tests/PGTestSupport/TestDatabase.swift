@@ -1,0 +1,89 @@
+import Foundation
+public import LibPQ
+public import Logging
+
+/// The PostgreSQL server that `deploy/test.sh` started, and throwaway databases on it.
+///
+/// Tests that need PostgreSQL fail loudly when the environment does not name a server: run them
+/// with `deploy/test.sh`, or export `REDDOT_TEST_DATABASE_URL` (a libpq URI of a database on a
+/// server where the user may `CREATE DATABASE`).
+public enum TestServer {
+    /// The administrative connection string (the test script's `postgres` database).
+    public static func adminURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["REDDOT_TEST_DATABASE_URL"], !url.isEmpty else {
+            throw TestSetupError(
+                "REDDOT_TEST_DATABASE_URL is not set: run the tests with deploy/test.sh, which starts a throwaway PostgreSQL")
+        }
+        return url
+    }
+
+    /// A logger that only shows warnings (set `REDDOT_TEST_LOG=debug` for more).
+    public static let logger: Logger = {
+        var logger = Logger(label: "reddot.test")
+        let level = ProcessInfo.processInfo.environment["REDDOT_TEST_LOG"].flatMap(Logger.Level.init(rawValue:))
+        logger.logLevel = level ?? .warning
+        return logger
+    }()
+
+    /// The `pg_ctl` wrapper the test script wrote (runs as the server's user, on its data folder).
+    public static func pgCtl() throws -> String {
+        guard let path = ProcessInfo.processInfo.environment["REDDOT_TEST_PG_CTL"], !path.isEmpty else {
+            throw TestSetupError("REDDOT_TEST_PG_CTL is not set: run the tests with deploy/test.sh")
+        }
+        return path
+    }
+}
+
+/// A database created for one test (or suite) and dropped by `drop()`.
+public struct TestDatabase: Sendable {
+    /// The database's name (`reddot_t_…`).
+    public let name: String
+    /// A libpq URI for it.
+    public let url: String
+
+    /// A configuration for it.
+    public var configuration: PGConfiguration { PGConfiguration(connectionString: url) }
+
+    /// Creates an empty database with a unique name.
+    public static func create(prefix: String = "t") async throws -> TestDatabase {
+        let admin = try TestServer.adminURL()
+        let suffix = UInt64.random(in: 0...UInt64.max)
+        let name = "reddot_\(prefix)_\(String(suffix, radix: 36))".lowercased()
+        let pool = PGPool(configuration: PGConfiguration(connectionString: admin), maximumConnections: 1, logger: TestServer.logger)
+        defer { pool.close() }
+        // The name is made of [a-z0-9_] only, so it is safe as an identifier.
+        try await pool.withConnection { connection in
+            try connection.execute(script: "CREATE DATABASE \(name)", name: "test.create_database")
+        }
+        return TestDatabase(name: name, url: Self.replacingDatabase(in: admin, with: name))
+    }
+
+    /// Drops the database, ending its other sessions first.
+    public func drop() async {
+        guard let admin = try? TestServer.adminURL() else { return }
+        let pool = PGPool(configuration: PGConfiguration(connectionString: admin), maximumConnections: 1, logger: TestServer.logger)
+        defer { pool.close() }
+        let name = self.name
+        _ = try? await pool.withConnection { connection in
+            try connection.execute(script: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)", name: "test.drop_database")
+        }
+    }
+
+    /// Replaces the database part of a `postgresql://…/db?params` URI.
+    static func replacingDatabase(in uri: String, with name: String) -> String {
+        guard let schemeEnd = uri.range(of: "://") else { return "\(uri) dbname=\(name)" }
+        let rest = uri[schemeEnd.upperBound...]
+        let query = rest.firstIndex(of: "?").map { String(rest[$0...]) } ?? ""
+        let beforeQuery = rest.firstIndex(of: "?").map { rest[..<$0] } ?? rest
+        let authority = beforeQuery.firstIndex(of: "/").map { beforeQuery[..<$0] } ?? beforeQuery
+        return "\(uri[..<schemeEnd.upperBound])\(authority)/\(name)\(query)"
+    }
+}
+
+/// A test could not be set up (no server configured, …).
+public struct TestSetupError: Error, CustomStringConvertible {
+    /// What is missing.
+    public let description: String
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# RedDot's test command: installs what a fresh machine lacks, starts a throwaway PostgreSQL as a
+# non-root user on a free port, builds (warnings in RedDot's own code fail the run), runs
+# `swift test`, and stops PostgreSQL whatever happens.
+#
+#   deploy/test.sh                      # the whole suite
+#   deploy/test.sh --filter Migrator    # extra arguments go to `swift test`
+#
+# Environment: REDDOT_TEST_KEEP=1 keeps the data folder for a post-mortem;
+# REDDOT_TEST_PG_USER names the non-root user PostgreSQL runs as when started by root
+# (default: reddot-test, created if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root_dir=$(pwd)
+
+say() { printf '[test.sh] %s\n' "$*" >&2; }
+
+# --- 1. system packages -------------------------------------------------------------------
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+missing=()
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+pkg-config --exists libpq 2>/dev/null || missing+=(libpq-dev)
+pkg-config --exists rdkafka 2>/dev/null || missing+=(librdkafka-dev)
+{ [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; } || missing+=(postgresql)
+command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+fi
+command -v swift >/dev/null 2>&1 || { say "swift is not on PATH"; exit 1; }
+
+# --- 2. a throwaway PostgreSQL, never as root ----------------------------------------------
+work=$(mktemp -d /tmp/reddot-test.XXXXXX)
+chmod 755 "$work"
+run_pg() { "$@"; }
+if [ "$(id -u)" -eq 0 ]; then
+  pg_user=${REDDOT_TEST_PG_USER:-reddot-test}
+  if ! id "$pg_user" >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin "$pg_user"
+  fi
+  chown "$pg_user" "$work"
+  run_pg() { runuser -u "$pg_user" -- "$@"; }
+fi
+data="$work/data"
+
+port=${REDDOT_TEST_PG_PORT:-}
+if [ -z "$port" ]; then
+  for candidate in $(seq 55432 55532); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
+  done
+fi
+[ -n "$port" ] || { say "no free port in 55432-55532"; exit 1; }
+
+stop_pg() {
+  local status=$?
+  if [ -f "$data/postmaster.pid" ]; then
+    run_pg "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  if [ "${REDDOT_TEST_KEEP:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
+  exit $status
+}
+trap stop_pg EXIT
+trap 'exit 130' INT TERM
+
+run_pg "$pg_bin/initdb" -D "$data" -U reddot -A trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
+  { cat "$work/initdb.log" >&2; exit 1; }
+cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$work'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+jit = off
+log_min_messages = warning
+CONF
+run_pg "$pg_bin/pg_ctl" -D "$data" -l "$work/postgres.log" -w -t 60 start >/dev/null ||
+  { cat "$work/postgres.log" >&2; exit 1; }
+say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $NF}') on 127.0.0.1:$port (data $data)"
+
+# A pg_ctl for tests that restart the server (run as the right user, on the right data folder).
+cat >"$work/pg_ctl" <<SH
+#!/usr/bin/env bash
+exec $( [ "$(id -u)" -eq 0 ] && echo "runuser -u $pg_user --" ) "$pg_bin/pg_ctl" -D "$data" -l "$work/postgres.log" "\$@"
+SH
+chmod 755 "$work/pg_ctl"
+
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=reddot PGDATABASE=postgres
+export REDDOT_TEST_DATABASE_URL="postgresql://reddot@127.0.0.1:$port/postgres"
+export REDDOT_TEST_PG_CTL="$work/pg_ctl"
+export REDDOT_TEST_PG_BIN="$pg_bin"
+
+# --- 3. build (no warnings in our code), then test ----------------------------------------
+build_log="$work/build.log"
+if ! swift build --build-tests 2>&1 | tee "$build_log" | grep -E 'error:|Compiling|Build complete' >&2; then :; fi
+if grep -q 'error:' "$build_log" || ! grep -q 'Build complete' "$build_log"; then
+  say "build failed"; grep -E 'error' "$build_log" | head -50 >&2; exit 1
+fi
+warnings=$(grep -E "^$root_dir/(Sources|Tests)/.*warning:" "$build_log" | sort -u || true)
+if [ -n "$warnings" ]; then
+  say "warnings in RedDot's code (they are errors here):"; echo "$warnings" >&2; exit 1
+fi
+swift test --skip-build "$@"
