@@ -211,12 +211,19 @@ struct LibPQTests {
             try connection.execute(script: "BEGIN", name: "test.begin")
             return connection.backendPID
         }
-        let second = try await pool.withConnection { connection in
-            try connection.query(PGStatement("test.txstatus", "SELECT now() = statement_timestamp()")).singleRow().decode(0, as: Bool.self)
-        }
         let pid = try await pool.withConnection { $0.backendPID }
         #expect(pid != first)
-        #expect(second == true)  // not inside the abandoned transaction
+        // The abandoned session is closed, not left idle in a transaction on the server.
+        var lingering = 1
+        for _ in 0..<50 where lingering > 0 {
+            try await Task.sleep(for: .milliseconds(20))
+            lingering = try await pool.withConnection { connection in
+                try connection.query(
+                    PGStatement("test.session_exists", "SELECT count(*)::int FROM pg_stat_activity WHERE pid = $1"), [first]
+                ).singleRow().decode(0, as: Int.self)
+            }
+        }
+        #expect(lingering == 0)
     }
 
     @Test("LISTEN/NOTIFY delivers notifications and survives a dropped connection")

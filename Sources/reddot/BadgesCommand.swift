@@ -1,0 +1,137 @@
+import ArgumentParser
+import BadgeCore
+import BadgeStore
+import Foundation
+import LibPQ
+
+/// `reddot badges`: inspect and fix one user's badges (an ops tool).
+struct BadgesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "badges",
+        abstract: "Inspect and fix one user's badges.",
+        discussion: """
+            Both subcommands print {"user", "version", "tree"}, where tree is a node \
+            {"path", "shown", "count", "text", "icon", "children"}: text is the count as displayed \
+            ("7", "99+") or null for a dot; nodes with nothing shown are left out; tree is null for \
+            a subtree with nothing shown (root is always present).
+
+            Exit codes: 0 done; 64 bad arguments or an invalid path, user or icon (nothing changed); \
+            69 the database cannot be reached; 1 another database error.
+            """,
+        subcommands: [Apply.self, Show.self]
+    )
+
+    struct Common: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The user id (1–128 visible ASCII characters).")
+        var user: String
+        @Option(help: "Counts above this show as N+ in 'text'.")
+        var countCap: Int64 = 99
+
+        func validatedUser() throws -> UserID {
+            do { return try UserID(validating: user) } catch { throw ValidationError("\(error)") }
+        }
+
+        func store() throws -> BadgeStore {
+            let logger = try database.logger(label: "reddot.badges")
+            let pool = PGPool(configuration: database.configuration(statementTimeoutMilliseconds: 30_000), maximumConnections: 1, logger: logger)
+            return BadgeStore(pool: pool, display: BadgeDisplay(countCap: countCap))
+        }
+    }
+
+    enum OperationName: String, ExpressibleByArgument, CaseIterable {
+        case set, incr, clear
+    }
+
+    struct Apply: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply one operation to a user's node, recompute the user's aggregates, and print the tree.",
+            discussion: """
+                set: shown with --count N (default 0, a dot) and optional --icon; incr: count += --by K \
+                (default 1); clear: the node's own state (--force: and its whole subtree). Goes \
+                through the same store functions as ingest.
+                """)
+        @OptionGroup var common: Common
+        @Option(help: "set, incr or clear.")
+        var op: OperationName
+        @Option(help: "The node, e.g. root.chat.c7.")
+        var path: String
+        @Option(help: "set: the absolute count (0…1000000000).")
+        var count: Int64?
+        @Option(help: "incr: how much to add (1…1000000000).")
+        var by: Int64?
+        @Option(help: "set: a short label shown instead of a plain dot (1–32 of a-z, 0-9, _ and -).")
+        var icon: String?
+        @Flag(help: "clear: also clear the node's whole subtree.")
+        var force = false
+
+        func validate() throws {
+            if count != nil, op != .set { throw ValidationError("--count goes with --op set") }
+            if by != nil, op != .incr { throw ValidationError("--by goes with --op incr") }
+            if icon != nil, op != .set { throw ValidationError("--icon goes with --op set") }
+            if force, op != .clear { throw ValidationError("--force goes with --op clear") }
+            if let count, !(0...BadgeOperation.maximumCount).contains(count) {
+                throw ValidationError("--count \(count) is out of range 0…\(BadgeOperation.maximumCount)")
+            }
+            if let by, !(1...BadgeOperation.maximumCount).contains(by) {
+                throw ValidationError("--by \(by) is out of range 1…\(BadgeOperation.maximumCount)")
+            }
+        }
+
+        func run() async throws {
+            let user = try common.validatedUser()
+            let badgePath: BadgePath
+            do { badgePath = try BadgePath(validating: path) } catch { throw ValidationError("\(error)") }
+            let operation: BadgeOperation
+            switch op {
+            case .set:
+                var badgeIcon: BadgeIcon?
+                if let icon {
+                    do { badgeIcon = try BadgeIcon(validating: icon) } catch { throw ValidationError("\(error)") }
+                }
+                operation = .set(count: count ?? 0, icon: badgeIcon)
+            case .incr:
+                operation = .increment(by: by ?? 1)
+            case .clear:
+                operation = .clear(force: force)
+            }
+            let store = try common.store()
+            defer { store.pool.close() }
+            do {
+                try await store.apply([BadgeMutation(user: user, path: badgePath, operation: operation)], recomputeNow: true)
+                try printJSON(try await store.tree(for: user))
+            } catch let error as PGError {
+                throw fail("\(error)", code: error.exitCode)
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a user's badge tree, or the subtree at --path.")
+        @OptionGroup var common: Common
+        @Option(help: "The subtree's root (default root).")
+        var path: String = "root"
+        @Option(help: "Levels below --path to include (default: all).")
+        var depth: Int?
+
+        func run() async throws {
+            let user = try common.validatedUser()
+            let badgePath: BadgePath
+            do { badgePath = try BadgePath(validating: path) } catch { throw ValidationError("\(error)") }
+            if let depth, depth < 0 { throw ValidationError("--depth takes a number ≥ 0") }
+            let store = try common.store()
+            defer { store.pool.close() }
+            do {
+                try printJSON(try await store.tree(for: user, at: badgePath, depth: depth))
+            } catch let error as PGError {
+                throw fail("\(error)", code: error.exitCode)
+            }
+        }
+    }
+}
+
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}

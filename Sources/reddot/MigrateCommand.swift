@@ -1,0 +1,167 @@
+import ArgumentParser
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+
+/// `reddot migrate`: the ops migration tool.
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Apply and inspect RedDot's schema migrations.",
+        discussion: """
+            Migrations are the numbered SQL files NNNN_name.sql of the migrations directory, applied \
+            in order, each in its own transaction (unless a line of the file is exactly \
+            '-- reddot:no-transaction', for CREATE INDEX CONCURRENTLY; such a file holds one \
+            statement). The history, with each file's SHA-256, is kept in reddot_schema_migrations. \
+            An advisory lock lets one migrator work at a time; the others wait (--lock-wait) and \
+            then find the files applied.
+
+            Exit codes:
+              0   success (up: applied or nothing to do; status: printed; verify: history matches)
+              1   a migration's SQL failed; it was rolled back (schema and history unchanged)
+              3   verify --fail-if-pending: some migrations are not applied yet
+              64  bad arguments
+              65  the files do not match the history: an applied file was edited or is missing, \
+            a new file is numbered below an applied one, or a file is misnamed
+              69  the database cannot be reached
+              75  temporary: another migrator held the lock past --lock-wait, or a migration waited \
+            past --lock-timeout for a table lock; nothing of that file was applied, run again
+            """,
+        subcommands: [Up.self, Status.self, Verify.self, Plan.self]
+    )
+
+    struct Options: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+
+        @Option(
+            name: .customLong("migrations"),
+            help: ArgumentHelp(
+                "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else ./migrations, else the one installed beside the executable (../share/reddot/migrations).",
+                valueName: "dir"))
+        var directory: String?
+
+        @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another migrator to finish.")
+        var lockWaitSeconds: Double = 60
+
+        @Option(name: .customLong("lock-timeout"), help: "Seconds a migration may wait for a table lock (lock_timeout) before giving up; 0 waits forever.")
+        var lockTimeoutSeconds: Double = 10
+
+        func validate() throws {
+            guard lockWaitSeconds >= 0, lockTimeoutSeconds >= 0 else {
+                throw ValidationError("--lock-wait and --lock-timeout take seconds ≥ 0")
+            }
+        }
+
+        /// Loads the files and runs `body` with a migrator on one connection; maps every failure
+        /// to its documented exit code and a sentence on stderr.
+        func run<T: Sendable>(_ body: @escaping @Sendable (Migrator, PGConnection) throws -> T) async throws -> T {
+            let logger = try database.logger(label: "reddot.migrate")
+            let files: [MigrationFile]
+            do {
+                files = try MigrationFile.load(from: try resolveDirectory())
+            } catch let error as MigrationError {
+                throw fail(error.message, code: error.exitCode)
+            }
+            let migrator = Migrator(
+                files: files,
+                lockWaitMilliseconds: Int(lockWaitSeconds * 1000),
+                lockTimeoutMilliseconds: Int(lockTimeoutSeconds * 1000),
+                logger: logger)
+            // Migrations may run long: no statement_timeout on this connection.
+            let pool = PGPool(configuration: database.configuration(statementTimeoutMilliseconds: 0), maximumConnections: 1, logger: logger)
+            defer { pool.close() }
+            do {
+                return try await pool.withConnection { connection in try body(migrator, connection) }
+            } catch let error as MigrationError {
+                throw fail(error.message, code: error.exitCode)
+            } catch let error as PGError {
+                let what = error.code == .connectionFailed ? "cannot connect to the database" : "database error"
+                throw fail("\(what): \(error)", code: error.exitCode)
+            }
+        }
+
+        func resolveDirectory() throws -> URL {
+            let environment = ProcessInfo.processInfo.environment
+            if let explicit = directory ?? environment["REDDOT_MIGRATIONS_DIR"] {
+                return URL(fileURLWithPath: explicit)
+            }
+            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            let candidates = [
+                URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"),
+                executable.appendingPathComponent("../share/reddot/migrations").standardized,
+                // A development build inside the source tree (.build/debug/reddot).
+                executable.appendingPathComponent("../../../migrations").standardized,
+                executable.appendingPathComponent("../../../../migrations").standardized,
+            ]
+            var isDirectory: ObjCBool = false
+            for candidate in candidates where FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory) && isDirectory.boolValue {
+                return candidate
+            }
+            throw fail(
+                "no migrations directory found (looked in \(candidates.map(\.path).joined(separator: ", "))); pass --migrations DIR or set REDDOT_MIGRATIONS_DIR",
+                code: ExitCodes.dataError)
+        }
+    }
+
+    struct Up: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply every pending migration, in order.")
+        @OptionGroup var options: Options
+
+        func run() async throws {
+            let applied = try await options.run { migrator, connection in
+                (try migrator.up(on: connection).map(\.fileName), migrator.files.count)
+            }
+            for name in applied.0 { print("applied \(name)") }
+            print(applied.0.isEmpty ? "nothing to apply: the schema is current (\(applied.1) migrations)" : "the schema is current (\(applied.1) migrations)")
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List every migration as applied, pending, modified, missing or out of order.",
+            discussion: "Exits 0 even when migrations are pending; 65 when the files do not match the history.")
+        @OptionGroup var options: Options
+        @Flag(help: "Print JSON: {\"applied\", \"pending\", \"problems\", \"migrations\": [{\"version\", \"file\", \"state\", \"checksum\", \"applied_checksum\", \"applied_at\"}]}.")
+        var json = false
+
+        func run() async throws {
+            let status = try await options.run { migrator, connection in try migrator.status(on: connection) }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                print(String(decoding: try encoder.encode(status), as: UTF8.self))
+            } else {
+                print(status.text)
+            }
+            if status.problemCount > 0 { throw ExitCode(ExitCodes.dataError) }
+        }
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check that every applied migration's file is present and unchanged (by checksum).")
+        @OptionGroup var options: Options
+        @Flag(name: .customLong("fail-if-pending"), help: "Also exit 3 when migrations wait to be applied.")
+        var failIfPending = false
+
+        func run() async throws {
+            let failIfPending = self.failIfPending
+            let status = try await options.run { migrator, connection in
+                try migrator.verify(on: connection, failIfPending: failIfPending)
+            }
+            print("ok: \(status.appliedCount) applied migration(s) match their files; \(status.pendingCount) pending")
+        }
+    }
+
+    struct Plan: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the SQL that 'up' would run now, without running it.")
+        @OptionGroup var options: Options
+
+        func run() async throws {
+            print(try await options.run { migrator, connection in try migrator.plan(on: connection) }, terminator: "")
+        }
+    }
+}
