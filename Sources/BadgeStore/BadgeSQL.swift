@@ -68,6 +68,10 @@ enum BadgeSQL {
         "badges.claim_dirty_users",
         "SELECT user_id FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
 
+    static let claimOldestDirtyUsers = PGStatement(
+        "badges.claim_oldest_dirty_users",
+        "SELECT user_id, dirtied_at FROM dirty_user ORDER BY dirtied_at LIMIT $1 FOR UPDATE SKIP LOCKED")
+
     static let removeDirty = PGStatement(
         "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
 

@@ -1,5 +1,5 @@
 public import BadgeCore
-import Foundation
+public import Foundation
 public import LibPQ
 
 /// Badge state in PostgreSQL: applies operations set-based, recomputes aggregates, reads trees.
@@ -112,6 +112,22 @@ public struct BadgeStore: Sendable {
             versions[user] = try row.decode(1, as: Int64.self)
         }
         return versions
+    }
+
+    /// Claims up to `limit` dirty users, oldest first, skipping those another worker holds
+    /// (`FOR UPDATE SKIP LOCKED`); the claim lasts until the transaction ends. Pass them to
+    /// `recomputeAggregates` in the same transaction.
+    ///
+    /// - Returns: the users and when each was first marked dirty (for the rollup-lag measure).
+    public static func claimDirtyUsers(limit: Int, on connection: PGConnection) throws(PGError) -> [(user: UserID, dirtiedAt: Date)] {
+        var claimed: [(user: UserID, dirtiedAt: Date)] = []
+        for row in try connection.query(BadgeSQL.claimOldestDirtyUsers, [limit]).rows {
+            let name = try row.decode(0, as: String.self)
+            let dirtiedAt = try row.decode(1, as: Date.self)
+            guard let user = try? UserID(validating: name) else { continue }
+            claimed.append((user, dirtiedAt))
+        }
+        return claimed
     }
 
     // MARK: - reading

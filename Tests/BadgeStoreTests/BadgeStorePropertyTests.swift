@@ -1,0 +1,77 @@
+import BadgeCore
+import BadgeStore
+import BadgeTestSupport
+import Foundation
+import LibPQ
+import PGTestSupport
+import Testing
+
+@Suite("PostgreSQL store equals the in-memory model")
+struct BadgeStorePropertyTests {
+    /// Seeds: fixed by default, or `REDDOT_TEST_SEED` to reproduce or explore.
+    static let seeds: [UInt64] = {
+        if let text = ProcessInfo.processInfo.environment["REDDOT_TEST_SEED"], let seed = UInt64(text) { return [seed] }
+        return [1, 2, 3, 4]
+    }()
+
+    @Test("random op sequences give the same tree in PostgreSQL as in memory, for every user", arguments: seeds)
+    func randomSequences(seed: UInt64) async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let users = (0..<500).map { user("s\(seed)_u\($0)") }
+        var generator = RandomBadgeOperations(users: users, seed: seed)
+        var models: [UserID: BadgeTree] = [:]
+        var shownTrees: [UserID: BadgeNode] = [:]
+        var versions: [UserID: Int64] = [:]
+        let now = Date()
+        var applied = 0
+        while applied < 7_500 {
+            let size = generator.integer(in: 1...400)
+            let mutations = generator.sequence(count: size)
+            applied += size
+            for mutation in mutations {
+                models[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+            }
+            try await fixture.ingest(mutations)
+            guard generator.integer(in: 0...2) > 0 else { continue }  // sometimes let dirt pile up
+
+            // Rollup: every dirty user is recomputed; a version moves by one exactly when the
+            // user's visible tree changed.
+            let touched = try await fixture.pool.withConnection { connection in
+                try connection.query(PGStatement("test.dirty", "SELECT user_id FROM dirty_user", prepared: false)).rows.map {
+                    try $0.decode(0, as: String.self)
+                }
+            }
+            try await fixture.drainDirtyUsers(batchSize: 150)
+            for name in touched {
+                let id = user(name)
+                let stored = try await fixture.store.tree(for: id)
+                let expected = models[id, default: BadgeTree()].node(at: .root, now: now)
+                #expect(stored.tree == expected, "user \(name) after \(applied) mutations (seed \(seed))")
+                let previousVersion = versions[id] ?? 0
+                if expected == shownTrees[id] ?? BadgeTree().node(at: .root, now: now) {
+                    #expect(stored.version == previousVersion, "user \(name): version moved without a visible change")
+                } else {
+                    #expect(stored.version == previousVersion + 1, "user \(name): version did not move by one on a change")
+                }
+                versions[id] = stored.version
+                shownTrees[id] = expected
+            }
+        }
+        try await fixture.drainDirtyUsers()
+
+        var random = SeededRandom(seed: seed &* 7919)
+        for id in users {
+            let model = models[id, default: BadgeTree()]
+            let stored = try await fixture.store.tree(for: id)
+            #expect(stored.tree == model.node(at: .root, now: now), "user \(id) (seed \(seed))")
+            // A random subtree at a random depth answers like the model too.
+            let subtree = generator.nextPath()
+            let depth = Int.random(in: 0...3, using: &random)
+            let storedSubtree = try await fixture.store.tree(for: id, at: subtree, depth: depth)
+            #expect(storedSubtree.tree == model.node(at: subtree, depth: depth, now: now), "user \(id) subtree \(subtree) depth \(depth)")
+        }
+        let dirty = try await fixture.scalar("SELECT count(*)::int FROM dirty_user", as: Int.self)
+        #expect(dirty == 0)
+    }
+}
