@@ -92,6 +92,7 @@ let package = Package(
         .testTarget(
             name: "ReddotCLITests",
             dependencies: ["reddot", "LibPQ", "PGTestSupport"],
+            exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
     ],

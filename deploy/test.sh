@@ -72,6 +72,9 @@ trap 'exit 130' INT TERM
 
 run_pg "$pg_bin/initdb" -D "$data" -U reddot -A trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
   { cat "$work/initdb.log" >&2; exit 1; }
+# One role must give a password (scram), so that tests can check .pgpass handling.
+{ echo "host all reddot_password 127.0.0.1/32 scram-sha-256"; cat "$data/pg_hba.conf"; } >"$work/pg_hba.conf"
+run_pg cp "$work/pg_hba.conf" "$data/pg_hba.conf"
 cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $port

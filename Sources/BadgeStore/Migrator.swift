@@ -151,7 +151,7 @@ public struct Migrator: Sendable {
             guard error.sqlState == "55P03" else { throw error }
             throw MigrationError(
                 .lockBusy,
-                "another migrator has held the migration lock for more than \(lockWaitMilliseconds / 1000) s; nothing was applied. Run again when it is done, or raise --lock-wait"
+                "another migrator has held the migration lock for more than \(Double(lockWaitMilliseconds) / 1000) s; nothing was applied. Run again when it is done, or raise --lock-wait"
             )
         }
     }

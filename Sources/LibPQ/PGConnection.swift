@@ -17,6 +17,7 @@ import Darwin
 public final class PGConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     private let cancelHandle: Mutex<CancelHandle>
+    private let cancelRequested = Atomic<Bool>(false)
     private var prepared: Set<String> = []
     private let notices: NoticeSink
     /// The logger for notices and slow statements.
@@ -110,6 +111,7 @@ public final class PGConnection: @unchecked Sendable {
         guard let handle else {
             throw PGError(code: .connectionLost, message: "the connection is closed", statement: statement.name)
         }
+        try checkCancellation(statement.name)
         if statement.prepared, !prepared.contains(statement.name) {
             let preparation = PQprepare(handle, statement.name, statement.sql, Int32(parameters.count), nil)
             _ = try consume(preparation, statement: statement.name)
@@ -131,6 +133,7 @@ public final class PGConnection: @unchecked Sendable {
         guard let handle else {
             throw PGError(code: .connectionLost, message: "the connection is closed", statement: name)
         }
+        try checkCancellation(name)
         _ = try consume(PQexec(handle, script), statement: name)
     }
 
@@ -154,6 +157,7 @@ public final class PGConnection: @unchecked Sendable {
 
     private func rollbackAfterFailure() {
         guard let handle, PQstatus(handle) == CONNECTION_OK else { return }
+        resetCancellation()
         do {
             try execute(script: "ROLLBACK", name: "transaction.rollback")
         } catch {
@@ -161,12 +165,25 @@ public final class PGConnection: @unchecked Sendable {
         }
     }
 
-    /// Asks the server to cancel the statement running now. Safe from any thread.
+    /// Asks the server to cancel the statement running now, and makes later statements of this
+    /// lease fail with `.cancelled` until `resetCancellation()`. Safe from any thread.
     public func cancel() {
+        cancelRequested.store(true, ordering: .releasing)
         cancelHandle.withLock { cancel in
             guard let cancel = cancel.pointer else { return }
             var buffer = [CChar](repeating: 0, count: 256)
             _ = PQcancel(cancel, &buffer, Int32(buffer.count))
+        }
+    }
+
+    /// Forgets an earlier `cancel()` (the pool calls it when it leases the connection anew).
+    public func resetCancellation() {
+        cancelRequested.store(false, ordering: .releasing)
+    }
+
+    private func checkCancellation(_ statement: String) throws(PGError) {
+        if cancelRequested.load(ordering: .acquiring) {
+            throw PGError(code: .cancelled, message: "the statement was cancelled before it started", statement: statement)
         }
     }
 

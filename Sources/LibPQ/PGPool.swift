@@ -58,6 +58,11 @@ public final class PGPool: Sendable {
         _ body: @escaping @Sendable (PGConnection) throws -> T
     ) async throws -> T {
         let entry = try await acquire()
+        entry.connection.resetCancellation()
+        if Task.isCancelled {
+            release(entry)
+            throw CancellationError()
+        }
         let outcome: Result<T, any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
                 entry.queue.async {

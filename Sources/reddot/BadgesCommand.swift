@@ -29,7 +29,7 @@ struct BadgesCommand: AsyncParsableCommand {
         var countCap: Int64 = 99
 
         func validatedUser() throws -> UserID {
-            do { return try UserID(validating: user) } catch { throw ValidationError("\(error)") }
+            do { return try UserID(validating: user) } catch { throw fail("\(error)", code: ExitCodes.usage) }
         }
 
         func store() throws -> BadgeStore {
@@ -81,13 +81,13 @@ struct BadgesCommand: AsyncParsableCommand {
         func run() async throws {
             let user = try common.validatedUser()
             let badgePath: BadgePath
-            do { badgePath = try BadgePath(validating: path) } catch { throw ValidationError("\(error)") }
+            do { badgePath = try BadgePath(validating: path) } catch { throw fail("\(error)", code: ExitCodes.usage) }
             let operation: BadgeOperation
             switch op {
             case .set:
                 var badgeIcon: BadgeIcon?
                 if let icon {
-                    do { badgeIcon = try BadgeIcon(validating: icon) } catch { throw ValidationError("\(error)") }
+                    do { badgeIcon = try BadgeIcon(validating: icon) } catch { throw fail("\(error)", code: ExitCodes.usage) }
                 }
                 operation = .set(count: count ?? 0, icon: badgeIcon)
             case .incr:
@@ -117,8 +117,8 @@ struct BadgesCommand: AsyncParsableCommand {
         func run() async throws {
             let user = try common.validatedUser()
             let badgePath: BadgePath
-            do { badgePath = try BadgePath(validating: path) } catch { throw ValidationError("\(error)") }
-            if let depth, depth < 0 { throw ValidationError("--depth takes a number ≥ 0") }
+            do { badgePath = try BadgePath(validating: path) } catch { throw fail("\(error)", code: ExitCodes.usage) }
+            if let depth, depth < 0 { throw fail("--depth takes a number ≥ 0", code: ExitCodes.usage) }
             let store = try common.store()
             defer { store.pool.close() }
             do {

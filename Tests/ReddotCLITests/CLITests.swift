@@ -1,0 +1,478 @@
+import Dispatch
+import Foundation
+import LibPQ
+import PGTestSupport
+import Testing
+
+/// The built `reddot` executable, run as a child process against a real PostgreSQL: exit codes,
+/// stdout and stderr as an operator sees them.
+@Suite("reddot CLI as a child process")
+struct CLITests {
+    // MARK: - migrate
+
+    @Test("migrate up applies the real migrations, then has nothing to apply")
+    func migrateUpTwice() async throws {
+        try await withDatabase { url in
+            let first = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            #expect(first.exitCode == 0, "\(first)")
+            #expect(first.stdout.contains("applied 0001_init.sql\n"), "\(first)")
+            #expect(first.stdout.contains("the schema is current"), "\(first)")
+
+            let second = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            #expect(second.exitCode == 0, "\(second)")
+            #expect(second.stdout.hasPrefix("nothing to apply"), "\(second)")
+            #expect(!second.stdout.contains("applied 0001"), "\(second)")
+
+            let verify = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            #expect(verify.exitCode == 0, "\(verify)")
+            #expect(verify.stdout.hasPrefix("ok: "), "\(verify)")
+        }
+    }
+
+    @Test("migrate status --json matches the golden file: two applied, one pending")
+    func statusJSONGolden() async throws {
+        let directory = try FixtureMigrations()
+        defer { directory.delete() }
+        try await withDatabase { url in
+            let third = try directory.take("0003_index_note_author.sql")
+            let up = try await reddot(["migrate", "up", "--database-url", url, "--migrations", directory.url.path])
+            #expect(up.exitCode == 0, "\(up)")
+            #expect(up.stdout.hasPrefix("applied 0001_create_note.sql\napplied 0002_add_note_author.sql\n"), "\(up)")
+            try directory.put(third)
+
+            let status = try await reddot(["migrate", "status", "--json", "--database-url", url, "--migrations", directory.url.path])
+            #expect(status.exitCode == 0, "\(status)")
+
+            // applied_at changes on every run: check that it is a recent UTC time, then mask it.
+            let appliedAt = status.stdout.matches(of: Self.appliedAtPattern).map { String($0.output.1) }
+            #expect(appliedAt.count == 2, "\(status.stdout)")
+            for text in appliedAt {
+                let date = try #require(ISO8601DateFormatter().date(from: text), "applied_at \(text)")
+                #expect(abs(date.timeIntervalSinceNow) < 600, "applied_at \(text)")
+                #expect(text.hasSuffix("Z"), "applied_at \(text)")
+            }
+            let masked = status.stdout.replacing(Self.appliedAtPattern) { _ in #""applied_at" : "<applied_at>""# }
+
+            let goldenURL = Self.fixtures.appendingPathComponent("status.golden.json")
+            if ProcessInfo.processInfo.environment["REDDOT_UPDATE_GOLDEN"] == "1" {
+                try Data(masked.utf8).write(to: goldenURL)
+            }
+            let golden = try String(contentsOf: goldenURL, encoding: .utf8)
+            #expect(masked == golden)
+        }
+    }
+
+    @Test("verify --fail-if-pending exits 3; plan prints only the pending SQL, then nothing to apply")
+    func pendingAndPlan() async throws {
+        let directory = try FixtureMigrations()
+        defer { directory.delete() }
+        try await withDatabase { url in
+            let third = try directory.take("0003_index_note_author.sql")
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", directory.url.path]).exitCode == 0)
+            try directory.put(third)
+
+            let verify = try await reddot(["migrate", "verify", "--database-url", url, "--migrations", directory.url.path])
+            #expect(verify.exitCode == 0, "\(verify)")
+            #expect(verify.stdout.contains("2 applied migration(s) match their files; 1 pending"), "\(verify)")
+
+            let strict = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", directory.url.path])
+            #expect(strict.exitCode == 3, "\(strict)")
+            #expect(strict.stderr.contains("0003_index_note_author.sql"), "\(strict)")
+
+            let plan = try await reddot(["migrate", "plan", "--database-url", url, "--migrations", directory.url.path])
+            #expect(plan.exitCode == 0, "\(plan)")
+            #expect(plan.stdout.contains("-- 0003_index_note_author.sql (sha256:ce059a157765a5e9655eb56e69697da2f377e3f6d290a7eef4b6f47d505e7ba0, in a transaction)"), "\(plan)")
+            #expect(plan.stdout.contains("CREATE INDEX note_author ON note (author);"), "\(plan)")
+            #expect(plan.stdout.contains("BEGIN;") && plan.stdout.contains("COMMIT;"), "\(plan)")
+            #expect(!plan.stdout.contains("CREATE TABLE note"), "applied files are not planned: \(plan)")
+            // plan changes nothing.
+            #expect(try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", directory.url.path]).exitCode == 3)
+
+            let up = try await reddot(["migrate", "up", "--database-url", url, "--migrations", directory.url.path])
+            #expect(up.exitCode == 0, "\(up)")
+            #expect(up.stdout.hasPrefix("applied 0003_index_note_author.sql\n"), "\(up)")
+
+            let current = try await reddot(["migrate", "plan", "--database-url", url, "--migrations", directory.url.path])
+            #expect(current.exitCode == 0, "\(current)")
+            #expect(current.stdout.contains("nothing to apply"), "\(current)")
+            #expect(try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", directory.url.path]).exitCode == 0)
+        }
+    }
+
+    @Test("an edited applied file: verify, up and status exit 65 and name it")
+    func editedAppliedFile() async throws {
+        let directory = try FixtureMigrations()
+        defer { directory.delete() }
+        try await withDatabase { url in
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", directory.url.path]).exitCode == 0)
+            try Data("-- Who wrote each note (edited).\nALTER TABLE note ADD COLUMN author text;\n".utf8)
+                .write(to: directory.url.appendingPathComponent("0002_add_note_author.sql"))
+
+            for command in [["migrate", "verify"], ["migrate", "up"], ["migrate", "plan"]] {
+                let result = try await reddot(command + ["--database-url", url, "--migrations", directory.url.path])
+                #expect(result.exitCode == 65, "\(command): \(result)")
+                #expect(result.stderr.contains("0002_add_note_author.sql"), "\(command): \(result)")
+                #expect(result.stderr.contains("edited"), "\(command): \(result)")
+            }
+
+            let status = try await reddot(["migrate", "status", "--database-url", url, "--migrations", directory.url.path])
+            #expect(status.exitCode == 65, "\(status)")
+            #expect(status.stdout.contains("modified      0002_add_note_author.sql"), "\(status)")
+            #expect(status.stdout.contains("2 applied, 0 pending, 1 problem(s)"), "\(status)")
+
+            // A misnamed file is refused before the database is asked anything.
+            try Data("SELECT 1;\n".utf8).write(to: directory.url.appendingPathComponent("4_misnamed.sql"))
+            let misnamed = try await reddot(["migrate", "status", "--database-url", url, "--migrations", directory.url.path])
+            #expect(misnamed.exitCode == 65, "\(misnamed)")
+            #expect(misnamed.stderr.contains("4_misnamed.sql"), "\(misnamed)")
+        }
+    }
+
+    @Test("an unreachable database exits 69 with a sentence on stderr")
+    func unreachableDatabase() async throws {
+        let unreachable = "postgresql://nobody@127.0.0.1:1/x"
+        let migrate = try await reddot(["migrate", "up", "--database-url", unreachable, "--migrations", Self.fixtures.appendingPathComponent("migrations").path])
+        #expect(migrate.exitCode == 69, "\(migrate)")
+        #expect(migrate.stderr.contains("reddot: cannot connect to the database"), "\(migrate)")
+        #expect(migrate.stdout.isEmpty, "\(migrate)")
+
+        let show = try await reddot(["badges", "show", "--user", "u1", "--database-url", unreachable])
+        #expect(show.exitCode == 69, "\(show)")
+        #expect(show.stderr.hasPrefix("reddot: ") || show.stderr.contains("\nreddot: "), "\(show)")
+        #expect(show.stdout.isEmpty, "\(show)")
+    }
+
+    @Test("migrate up gives up with exit 75 while another migrator holds the lock")
+    func lockBusy() async throws {
+        try await withDatabase { url in
+            let started = ContinuousClock.now
+            let result = try await withHeldSession(url, holding: "SELECT pg_advisory_lock(\(Self.advisoryLockKey))") {
+                try await reddot(["migrate", "up", "--lock-wait", "0.3", "--database-url", url, "--migrations", Self.fixtures.appendingPathComponent("migrations").path])
+            }
+            #expect(result.exitCode == 75, "\(result)")
+            #expect(result.stderr.contains("reddot: another migrator has held the migration lock for more than 0.3 s"), "\(result)")
+            #expect(ContinuousClock.now - started < .seconds(10))
+            // Nothing was applied: every file is still pending.
+            let status = try await reddot(["migrate", "status", "--database-url", url, "--migrations", Self.fixtures.appendingPathComponent("migrations").path])
+            #expect(status.exitCode == 0, "\(status)")
+            #expect(status.stdout.contains("0 applied, 3 pending, 0 problem(s)"), "\(status)")
+        }
+    }
+
+    // MARK: - badges
+
+    @Test("badges apply and show: aggregates, display text, versions, subtrees, clears")
+    func badgesApplyAndShow() async throws {
+        try await withDatabase { url in
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path]).exitCode == 0)
+            let user = ["--user", "cli-user-1", "--database-url", url]
+
+            let empty = try await badges(["show"] + user)
+            #expect(empty.user == "cli-user-1")
+            #expect(empty.tree?.path == "root")
+            #expect(empty.tree?.shown == false)
+            #expect(empty.tree?.count == 0)
+
+            let chat = try await badges(["apply", "--op", "incr", "--path", "root.chat.c7", "--by", "3"] + user)
+            #expect(chat.version > empty.version)
+            #expect(chat.tree?.count == 3)
+            #expect(chat.tree?.text == "3")
+            #expect(chat.tree?.child("root.chat")?.child("root.chat.c7")?.count == 3)
+
+            let icon = try await badges(["apply", "--op", "set", "--path", "root.promotion.item1", "--icon", "new"] + user)
+            #expect(icon.version > chat.version)
+            let item1 = try #require(icon.tree?.child("root.promotion")?.child("root.promotion.item1"))
+            #expect(item1.shown && item1.count == 0 && item1.text == nil && item1.icon == "new")
+            #expect(icon.tree?.count == 3)
+
+            let big = try await badges(["apply", "--op", "set", "--path", "root.promotion.item2", "--count", "150"] + user)
+            #expect(big.version > icon.version)
+            let root = try #require(big.tree)
+            #expect(root.path == "root" && root.shown)
+            #expect(root.count == 153)
+            #expect(root.text == "99+")
+            #expect(root.children.map(\.path) == ["root.chat", "root.promotion"])
+            #expect(root.child("root.chat")?.count == 3)
+            #expect(root.child("root.chat")?.text == "3")
+            let promotion = try #require(root.child("root.promotion"))
+            #expect(promotion.count == 150 && promotion.text == "99+" && promotion.icon == nil)
+            #expect(promotion.children.map(\.path) == ["root.promotion.item1", "root.promotion.item2"])
+            #expect(promotion.child("root.promotion.item1")?.text == nil)
+            #expect(promotion.child("root.promotion.item1")?.icon == "new")
+            #expect(promotion.child("root.promotion.item2")?.text == "99+")
+
+            // Every node carries all six keys, nulls included; the answer has three.
+            let raw = try await reddot(["show"].badgesCommand + user)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(raw.stdout.utf8)) as? [String: Any])
+            #expect(Set(object.keys) == ["tree", "user", "version"])
+            let rootObject = try #require(object["tree"] as? [String: Any])
+            #expect(Set(rootObject.keys) == ["children", "count", "icon", "path", "shown", "text"])
+            #expect(rootObject["icon"] is NSNull)
+            #expect(raw.stdout.contains(#""text" : null"#), "\(raw.stdout)")
+
+            let capped = try await badges(["show", "--count-cap", "500"] + user)
+            #expect(capped.tree?.text == "153")
+            #expect(capped.version == big.version)
+
+            let chatOnly = try await badges(["show", "--path", "root.chat", "--depth", "0"] + user)
+            #expect(chatOnly.version == big.version)
+            #expect(chatOnly.tree?.path == "root.chat")
+            #expect(chatOnly.tree?.count == 3)
+            #expect(chatOnly.tree?.children.isEmpty == true)
+
+            let nothingRaw = try await reddot(["show", "--path", "root.nothing"].badgesCommand + user)
+            #expect(nothingRaw.exitCode == 0, "\(nothingRaw)")
+            #expect(nothingRaw.stdout.contains(#""tree" : null"#), "\(nothingRaw.stdout)")
+            let nothing = try JSONDecoder().decode(BadgeAnswer.self, from: Data(nothingRaw.stdout.utf8))
+            #expect(nothing.tree == nil)
+            #expect(nothing.version == big.version)
+
+            // Clearing what is not set, or a parent whose children are still set, changes nothing.
+            let unset = try await badges(["apply", "--op", "clear", "--path", "root.promotion.item3"] + user)
+            #expect(unset.version == big.version)
+            #expect(unset.tree == big.tree)
+            let parent = try await badges(["apply", "--op", "clear", "--path", "root.promotion"] + user)
+            #expect(parent.version == big.version)
+            #expect(parent.tree == big.tree)
+
+            let forced = try await badges(["apply", "--op", "clear", "--force", "--path", "root.promotion"] + user)
+            #expect(forced.version > big.version)
+            #expect(forced.tree?.count == 3)
+            #expect(forced.tree?.text == "3")
+            #expect(forced.tree?.children.map(\.path) == ["root.chat"])
+            let promotionGone = try await badges(["show", "--path", "root.promotion"] + user)
+            #expect(promotionGone.tree == nil)
+
+            let before = try await reddot(["show"].badgesCommand + user)
+            #expect(before.exitCode == 0)
+            for badPath in ["root.a*b", "root..x"] {
+                let result = try await reddot(["apply", "--op", "set", "--path", badPath].badgesCommand + user)
+                #expect(result.exitCode == 64, "\(badPath): \(result)")
+                #expect(result.stderr.contains(badPath), "\(badPath): \(result)")
+                #expect(result.stdout.isEmpty, "\(badPath): \(result)")
+                let shown = try await reddot(["show", "--path", badPath].badgesCommand + user)
+                #expect(shown.exitCode == 64, "\(badPath): \(shown)")
+            }
+            let usage = try await reddot(["apply", "--op", "incr", "--path", "root.chat.c7", "--count", "5"].badgesCommand + user)
+            #expect(usage.exitCode == 64, "\(usage)")
+            #expect(usage.stderr.contains("--count"), "\(usage)")
+            let after = try await reddot(["show"].badgesCommand + user)
+            #expect(after.stdout == before.stdout, "nothing changed")
+
+            // Another user sees nothing of it.
+            let stranger = try await badges(["show", "--user", "cli-user-2", "--database-url", url])
+            #expect(stranger.tree?.count == 0)
+            #expect(stranger.tree?.shown == false)
+        }
+    }
+
+    // MARK: - running reddot
+
+    /// What a child process printed, and how it ended.
+    struct CommandOutput: CustomStringConvertible, Sendable {
+        var exitCode: Int32
+        var stdout: String
+        var stderr: String
+        var description: String { "exit \(exitCode)\n--- stdout\n\(stdout)--- stderr\n\(stderr)" }
+    }
+
+    /// `reddot badges show|apply` as the command prints it.
+    struct BadgeAnswer: Decodable, Sendable {
+        var user: String
+        var version: Int64
+        var tree: BadgeTreeNode?
+    }
+
+    struct BadgeTreeNode: Decodable, Equatable, Sendable {
+        var path: String
+        var shown: Bool
+        var count: Int64
+        var text: String?
+        var icon: String?
+        var children: [BadgeTreeNode]
+
+        func child(_ path: String) -> BadgeTreeNode? { children.first { $0.path == path } }
+    }
+
+    /// Runs `reddot badges …`, expects exit 0 and decodes the answer.
+    func badges(_ arguments: [String]) async throws -> BadgeAnswer {
+        let result = try await reddot(arguments.badgesCommand)
+        try #require(result.exitCode == 0, "\(arguments): \(result)")
+        return try JSONDecoder().decode(BadgeAnswer.self, from: Data(result.stdout.utf8))
+    }
+
+    /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it.
+    func reddot(_ arguments: [String]) async throws -> CommandOutput {
+        let binary = try Self.binary.get()
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try Self.runBlocking(binary, arguments) })
+            }
+        }
+    }
+
+    private static func runBlocking(_ binary: URL, _ arguments: [String]) throws -> CommandOutput {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"] { environment[name] = nil }
+        environment["REDDOT_LOG_LEVEL"] = "warning"
+        process.environment = environment
+        process.currentDirectoryURL = FileManager.default.temporaryDirectory
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Never hang the suite: a command still running after 30 s is killed (and fails its test).
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
+        defer { watchdog.cancel() }
+        // Read both pipes to the end before waiting, stderr on another thread, so that a full
+        // pipe never blocks the child.
+        let errorText = ErrorTextBox()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            errorText.data = errors.fileHandleForReading.readDataToEndOfFile()
+        }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return CommandOutput(
+            exitCode: process.terminationStatus,
+            stdout: String(decoding: outputData, as: UTF8.self),
+            stderr: String(decoding: errorText.data, as: UTF8.self))
+    }
+
+    /// Written by one reader thread, read after `DispatchGroup.wait()`.
+    private final class ErrorTextBox: @unchecked Sendable {
+        var data = Data()
+    }
+
+    /// The built executable: `REDDOT_BINARY`, else `reddot` beside the test bundle (or a folder above it).
+    static let binary: Result<URL, TestSetupError> = {
+        let fileManager = FileManager.default
+        if let override = ProcessInfo.processInfo.environment["REDDOT_BINARY"], !override.isEmpty {
+            guard fileManager.isExecutableFile(atPath: override) else {
+                return .failure(TestSetupError("REDDOT_BINARY=\(override) is not an executable file"))
+            }
+            return .success(URL(fileURLWithPath: override))
+        }
+        let start = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.deletingLastPathComponent()
+        var directory = start
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("reddot")
+            var isDirectory: ObjCBool = false
+            if fileManager.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                fileManager.isExecutableFile(atPath: candidate.path)
+            {
+                return .success(candidate)
+            }
+            directory = directory.deletingLastPathComponent()
+        }
+        return .failure(
+            TestSetupError(
+                "the reddot executable was not found beside the tests (\(start.path)) or above; build it (swift build --build-tests) or set REDDOT_BINARY"
+            ))
+    }()
+
+    // MARK: - fixtures
+
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    static let repositoryMigrations = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // ReddotCLITests
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()  // the repository
+        .appendingPathComponent("migrations")
+    /// `Migrator.advisoryLockKey` ("reddot" in ASCII); this target does not import BadgeStore.
+    static let advisoryLockKey: Int64 = 0x7265_6464_6F74
+    static var appliedAtPattern: Regex<(Substring, Substring)> { #/"applied_at" : "([^"]*)"/# }
+
+    /// A copy of `Fixtures/migrations` in a temporary directory of its own.
+    struct FixtureMigrations {
+        let url: URL
+
+        init() throws {
+            url = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-cli-migrations-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            let source = CLITests.fixtures.appendingPathComponent("migrations")
+            for name in try FileManager.default.contentsOfDirectory(atPath: source.path) where name.hasSuffix(".sql") {
+                try FileManager.default.copyItem(at: source.appendingPathComponent(name), to: url.appendingPathComponent(name))
+            }
+        }
+
+        /// Removes a file and returns it, to `put` back later.
+        func take(_ name: String) throws -> (name: String, data: Data) {
+            let file = url.appendingPathComponent(name)
+            let data = try Data(contentsOf: file)
+            try FileManager.default.removeItem(at: file)
+            return (name, data)
+        }
+
+        func put(_ file: (name: String, data: Data)) throws {
+            try file.data.write(to: url.appendingPathComponent(file.name))
+        }
+
+        func delete() {
+            try? FileManager.default.removeItem(at: url)
+        }
+    }
+
+    /// Runs `body` with the URL of a fresh database, dropped afterwards.
+    func withDatabase(_ body: (String) async throws -> Void) async throws {
+        let database = try await TestDatabase.create(prefix: "cli")
+        do {
+            try await body(database.url)
+        } catch {
+            await database.drop()
+            throw error
+        }
+        await database.drop()
+    }
+
+    /// Runs `setup` on a connection of its own and keeps that session (and its locks) open until
+    /// `body` returns.
+    func withHeldSession<T: Sendable>(_ url: String, holding setup: String, _ body: () async throws -> T) async throws -> T {
+        let pool = PGPool(configuration: PGConfiguration(connectionString: url), maximumConnections: 1, logger: TestServer.logger)
+        defer { pool.close() }
+        let release = DispatchSemaphore(value: 0)
+        let (started, startedContinuation) = AsyncStream<Result<Void, any Error>>.makeStream()
+        let holder = Task {
+            try await pool.withConnection { connection in
+                do {
+                    try connection.execute(script: setup, name: "test.hold")
+                } catch {
+                    startedContinuation.yield(.failure(error))
+                    throw error
+                }
+                startedContinuation.yield(.success(()))
+                // Runs on the connection's own thread; the timeout only guards against a hang.
+                _ = release.wait(timeout: .now() + 60)
+            }
+        }
+        var outcome: Result<Void, any Error>?
+        for await result in started {
+            outcome = result
+            break
+        }
+        let value: T
+        do {
+            try #require(outcome).get()
+            value = try await body()
+        } catch {
+            release.signal()
+            _ = try? await holder.value
+            throw error
+        }
+        release.signal()
+        try await holder.value
+        return value
+    }
+}
+
+extension [String] {
+    /// `["badges"] + self`.
+    fileprivate var badgesCommand: [String] { ["badges"] + self }
+}

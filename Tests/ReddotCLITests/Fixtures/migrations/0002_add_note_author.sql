@@ -1,0 +1,2 @@
+-- Who wrote each note.
+ALTER TABLE note ADD COLUMN author text;

@@ -1,0 +1,2 @@
+-- Find notes by author.
+CREATE INDEX note_author ON note (author);
