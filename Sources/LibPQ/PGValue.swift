@@ -155,100 +155,69 @@ extension Optional: PGDecodable where Wrapped: PGDecodable {
     }
 }
 
-/// Formats and parses timestamps in the forms PostgreSQL reads and writes.
+/// Formats and parses timestamps in the forms PostgreSQL reads and writes (connections use
+/// `DateStyle=ISO`, `TimeZone=UTC`), keeping microseconds.
 enum PGTimestamp {
+    private static let calendar: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
+        return calendar
+    }()
+
+    /// `2026-11-21T06:43:49.123456Z`.
     static func format(_ date: Date) -> String {
-        let micros = (date.timeIntervalSince1970 * 1_000_000).rounded()
-        let seconds = Int64((micros / 1_000_000).rounded(.down))
-        let fraction = Int64(micros) - seconds * 1_000_000
-        var components = civilComponents(seconds)
-        components.fraction = String(fraction).leftPadded(to: 6)
-        return "\(components.date)T\(components.time).\(components.fraction)Z"
+        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+        let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
+        let fraction = micros - seconds * 1_000_000
+        let parts = calendar.dateComponents(
+            [.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: Double(seconds)))
+        func pad(_ value: Int?, _ width: Int) -> String {
+            let text = String(value ?? 0)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(parts.year, 4))-\(pad(parts.month, 2))-\(pad(parts.day, 2))T\(pad(parts.hour, 2)):\(pad(parts.minute, 2)):\(pad(parts.second, 2)).\(pad(Int(fraction), 6))Z"
     }
 
-    /// Parses `2026-11-21 06:43:49.123456+00` (and `T`, `Z` or other offsets).
+    /// Parses `2026-11-21 06:43:49.123456+00` (also with `T`, `Z` or other offsets).
     static func parse(_ text: String) -> Date? {
-        let scalars = Array(text.utf8)
+        let bytes = Array(text.utf8)
         func number(_ range: Range<Int>) -> Int? {
-            guard range.upperBound <= scalars.count else { return nil }
+            guard range.upperBound <= bytes.count else { return nil }
             var value = 0
-            for byte in scalars[range] {
+            for byte in bytes[range] {
                 guard byte >= 48, byte <= 57 else { return nil }
                 value = value * 10 + Int(byte - 48)
             }
             return value
         }
-        guard scalars.count >= 19,
+        guard bytes.count >= 19,
             let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
             let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
         else { return nil }
         var index = 19
         var fraction = 0.0
-        if index < scalars.count, scalars[index] == UInt8(ascii: ".") {
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
             var scale = 0.1
-            while index < scalars.count, scalars[index] >= 48, scalars[index] <= 57 {
-                fraction += Double(scalars[index] - 48) * scale
+            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+                fraction += Double(bytes[index] - 48) * scale
                 scale /= 10
                 index += 1
             }
         }
         var offsetSeconds = 0
-        if index < scalars.count {
-            let sign = scalars[index]
-            if sign == UInt8(ascii: "Z") {
-                offsetSeconds = 0
-            } else if sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") {
-                let digits = scalars[(index + 1)...].filter { $0 != UInt8(ascii: ":") }
-                var value = 0
-                for byte in digits {
-                    guard byte >= 48, byte <= 57 else { return nil }
-                    value = value * 10 + Int(byte - 48)
-                }
-                let hours = digits.count <= 2 ? value : value / 100
-                let minutes = digits.count <= 2 ? 0 : value % 100
-                offsetSeconds = (hours * 3600 + minutes * 60) * (sign == UInt8(ascii: "-") ? -1 : 1)
-            } else {
-                return nil
-            }
+        if index < bytes.count, bytes[index] != UInt8(ascii: "Z") {
+            let sign = bytes[index]
+            guard sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") else { return nil }
+            let digits = bytes[(index + 1)...].filter { $0 != UInt8(ascii: ":") }
+            guard !digits.isEmpty, digits.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            let value = digits.reduce(0) { $0 * 10 + Int($1 - 48) }
+            let hours = digits.count <= 2 ? value : value / 100
+            let minutes = digits.count <= 2 ? 0 : value % 100
+            offsetSeconds = (hours * 3600 + minutes * 60) * (sign == UInt8(ascii: "-") ? -1 : 1)
         }
-        let days = daysFromCivil(year: year, month: month, day: day)
-        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date.
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    private static func civilComponents(_ seconds: Int64) -> (date: String, time: String, fraction: String) {
-        let days = Int(seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400)
-        let secondOfDay = Int(seconds - Int64(days) * 86_400)
-        // Civil from days (inverse of daysFromCivil).
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        let date = "\(String(year).leftPadded(to: 4))-\(String(month).leftPadded(to: 2))-\(String(day).leftPadded(to: 2))"
-        let time =
-            "\(String(secondOfDay / 3600).leftPadded(to: 2)):\(String(secondOfDay / 60 % 60).leftPadded(to: 2)):\(String(secondOfDay % 60).leftPadded(to: 2))"
-        return (date, time, "")
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
+        let components = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+        guard let whole = calendar.date(from: components) else { return nil }
+        return whole.addingTimeInterval(fraction - Double(offsetSeconds))
     }
 }

@@ -261,7 +261,7 @@ struct MigratorTests {
         try await withDatabase { database in
             let migrator = Migrator(files: try directory.load(), lockWaitMilliseconds: 300, logger: TestServer.logger)
             try await withHeldSession(
-                database, holding: "SELECT pg_advisory_lock(\(Migrator.advisoryLockKey))",
+                database.database.configuration, holding: "SELECT pg_advisory_lock(\(Migrator.advisoryLockKey))",
                 until: "SELECT pg_advisory_unlock(\(Migrator.advisoryLockKey))"
             ) { () async throws in
                 let started = ContinuousClock.now
@@ -288,7 +288,7 @@ struct MigratorTests {
             _ = try await database.up(Migrator(files: try directory.load(), logger: TestServer.logger))
             try directory.write("0002_alter_alpha.sql", "ALTER TABLE alpha ADD COLUMN note text;\n")
             let migrator = Migrator(files: try directory.load(), lockWaitMilliseconds: 5_000, lockTimeoutMilliseconds: 300, logger: TestServer.logger)
-            try await withHeldSession(database, holding: "BEGIN; LOCK TABLE alpha IN ACCESS EXCLUSIVE MODE", until: "COMMIT") { () async throws in
+            try await withHeldSession(database.database.configuration, holding: "BEGIN; LOCK TABLE alpha IN ACCESS EXCLUSIVE MODE", until: "COMMIT") { () async throws in
                 let started = ContinuousClock.now
                 let error = await #expect(throws: MigrationError.self) { try await database.up(migrator) }
                 let elapsed = ContinuousClock.now - started
@@ -413,46 +413,6 @@ struct MigratorTests {
             throw error
         }
         await database.close()
-    }
-
-    /// Runs `setup` on a connection of its own and keeps that session (and the locks it took)
-    /// until `body` returns; then runs `teardown` on it.
-    func withHeldSession(
-        _ database: MigrationDatabase, holding setup: String, until teardown: String, _ body: () async throws -> Void
-    ) async throws {
-        let pool = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
-        defer { pool.close() }
-        let release = DispatchSemaphore(value: 0)
-        let (started, startedContinuation) = AsyncStream<Result<Void, any Error>>.makeStream()
-        let holder = Task {
-            try await pool.withConnection { connection in
-                do {
-                    try connection.execute(script: setup, name: "test.hold")
-                } catch {
-                    startedContinuation.yield(.failure(error))
-                    throw error
-                }
-                startedContinuation.yield(.success(()))
-                // Runs on the connection's own thread; the timeout only guards against a hang.
-                _ = release.wait(timeout: .now() + 60)
-                try connection.execute(script: teardown, name: "test.release")
-            }
-        }
-        var outcome: Result<Void, any Error>?
-        for await result in started {
-            outcome = result
-            break
-        }
-        do {
-            try #require(outcome).get()
-            try await body()
-        } catch {
-            release.signal()
-            _ = try? await holder.value
-            throw error
-        }
-        release.signal()
-        try await holder.value
     }
 }
 

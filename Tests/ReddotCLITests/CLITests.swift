@@ -146,7 +146,7 @@ struct CLITests {
     func lockBusy() async throws {
         try await withDatabase { url in
             let started = ContinuousClock.now
-            let result = try await withHeldSession(url, holding: "SELECT pg_advisory_lock(\(Self.advisoryLockKey))") {
+            let result = try await withHeldSession(PGConfiguration(connectionString: url), holding: "SELECT pg_advisory_lock(\(Self.advisoryLockKey))") {
                 try await reddot(["migrate", "up", "--lock-wait", "0.3", "--database-url", url, "--migrations", Self.fixtures.appendingPathComponent("migrations").path])
             }
             #expect(result.exitCode == 75, "\(result)")
@@ -430,45 +430,6 @@ struct CLITests {
             throw error
         }
         await database.drop()
-    }
-
-    /// Runs `setup` on a connection of its own and keeps that session (and its locks) open until
-    /// `body` returns.
-    func withHeldSession<T: Sendable>(_ url: String, holding setup: String, _ body: () async throws -> T) async throws -> T {
-        let pool = PGPool(configuration: PGConfiguration(connectionString: url), maximumConnections: 1, logger: TestServer.logger)
-        defer { pool.close() }
-        let release = DispatchSemaphore(value: 0)
-        let (started, startedContinuation) = AsyncStream<Result<Void, any Error>>.makeStream()
-        let holder = Task {
-            try await pool.withConnection { connection in
-                do {
-                    try connection.execute(script: setup, name: "test.hold")
-                } catch {
-                    startedContinuation.yield(.failure(error))
-                    throw error
-                }
-                startedContinuation.yield(.success(()))
-                // Runs on the connection's own thread; the timeout only guards against a hang.
-                _ = release.wait(timeout: .now() + 60)
-            }
-        }
-        var outcome: Result<Void, any Error>?
-        for await result in started {
-            outcome = result
-            break
-        }
-        let value: T
-        do {
-            try #require(outcome).get()
-            value = try await body()
-        } catch {
-            release.signal()
-            _ = try? await holder.value
-            throw error
-        }
-        release.signal()
-        try await holder.value
-        return value
     }
 }
 
