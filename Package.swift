@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C system libraries: one shim header each, found through pkg-config.
@@ -24,6 +26,12 @@ let package = Package(
             name: "CLibPQ",
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
+        ),
+
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
         ),
 
         // Pure domain: paths, operations, events, rules, aggregation. No I/O, no C.
@@ -43,6 +51,17 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // librdkafka wrapper: consumer (rebalance hooks), producer, mock cluster, logs and statistics.
+        .target(
+            name: "RdKafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // Badge SQL on LibPQ: apply operations, offsets, rollup, tree reads, the migrator.
         .target(
             name: "BadgeStore",
@@ -53,12 +72,25 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // consume → decode → validate → map → store, exactly once; dead letters.
+        .target(
+            name: "BadgeIngest",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // The one executable: thin argument-parser subcommands.
         .executableTarget(
             name: "reddot",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -81,6 +113,12 @@ let package = Package(
         .testTarget(
             name: "BadgeCoreTests",
             dependencies: ["BadgeCore", "BadgeTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "RdKafkaTests", dependencies: ["RdKafka"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "BadgeIngestTests",
+            dependencies: ["BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "BadgeTestSupport", "PGTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "PGTestSupport"], swiftSettings: strictSettings),

@@ -88,7 +88,7 @@ log_min_messages = warning
 CONF
 run_pg "$pg_bin/pg_ctl" -D "$data" -l "$work/postgres.log" -w -t 60 start >/dev/null ||
   { cat "$work/postgres.log" >&2; exit 1; }
-say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $NF}') on 127.0.0.1:$port (data $data)"
+say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data $data)"
 
 # A pg_ctl for tests that restart the server (run as the right user, on the right data folder).
 cat >"$work/pg_ctl" <<SH
