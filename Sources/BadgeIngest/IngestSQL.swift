@@ -1,0 +1,151 @@
+import LibPQ
+
+/// The ingest statements: offsets, dedupe, broadcasts and rejected records. Every one binds its
+/// values, arrays for set-based writes, never one statement per row.
+enum IngestSQL {
+    /// Compare-and-set of a group's stored offsets: `$2…$5` are the partitions' topics,
+    /// partition numbers, expected offsets (NULL: no row may exist yet) and new offsets. Returns
+    /// the partitions that moved; any other lost the compare.
+    static let advanceOffsets = PGStatement(
+        "ingest.advance_offsets",
+        """
+        WITH wanted AS (
+            SELECT * FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
+                AS w(topic, partition, expected, next_offset)
+        ), updated AS (
+            UPDATE consumer_offset o
+            SET next_offset = w.next_offset, updated_at = now()
+            FROM wanted w
+            WHERE o.consumer_group = $1 AND o.topic = w.topic AND o.partition = w.partition
+              AND w.expected IS NOT NULL AND o.next_offset = w.expected
+            RETURNING o.topic, o.partition
+        ), inserted AS (
+            INSERT INTO consumer_offset (consumer_group, topic, partition, next_offset)
+            SELECT $1, w.topic, w.partition, w.next_offset FROM wanted w WHERE w.expected IS NULL
+            ON CONFLICT (consumer_group, topic, partition) DO NOTHING
+            RETURNING topic, partition
+        )
+        SELECT topic, partition FROM updated
+        UNION ALL
+        SELECT topic, partition FROM inserted
+        """)
+
+    /// The stored offsets of a group for the listed partitions.
+    static let storedOffsets = PGStatement(
+        "ingest.stored_offsets",
+        """
+        SELECT o.topic, o.partition, o.next_offset
+        FROM consumer_offset o
+        JOIN unnest($2::text[], $3::int[]) AS p(topic, partition) ON o.topic = p.topic AND o.partition = p.partition
+        WHERE o.consumer_group = $1
+        """)
+
+    /// Records event ids as applied; returns those not seen before.
+    static let recordEvents = PGStatement(
+        "ingest.record_events",
+        """
+        INSERT INTO applied_event (event_id)
+        SELECT DISTINCT e FROM unnest($1::text[]) AS e ORDER BY 1
+        ON CONFLICT (event_id) DO NOTHING
+        RETURNING event_id
+        """)
+
+    /// Withdraws the active broadcasts at each path (with force, within its subtree).
+    static let withdrawBroadcasts = PGStatement(
+        "ingest.withdraw_broadcasts",
+        """
+        UPDATE broadcast b
+        SET withdrawn_at = now()
+        FROM unnest($1::ltree[], $2::bool[]) AS c(path, force)
+        WHERE b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
+        """)
+
+    /// New broadcasts, some withdrawn at once (by a clear later in the same batch).
+    static let insertBroadcasts = PGStatement(
+        "ingest.insert_broadcasts",
+        """
+        INSERT INTO broadcast (event_id, path, count, icon, expires_at, withdrawn_at)
+        SELECT e, p, c, i, x, CASE WHEN w THEN now() END
+        FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bool[])
+            AS b(e, p, c, i, x, w)
+        ON CONFLICT (event_id) DO NOTHING
+        """)
+
+    /// Rejected records; a re-delivered record (same topic, partition and offset) is kept once.
+    static let insertRejected = PGStatement(
+        "ingest.insert_rejected",
+        """
+        INSERT INTO rejected_record (topic, partition, record_offset, record_key, payload, reason, message, event_id)
+        SELECT * FROM unnest(
+            $1::text[], $2::int[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[], $7::text[], $8::text[])
+        ON CONFLICT (topic, partition, record_offset) DO NOTHING
+        """)
+
+    /// The oldest rejected records not yet published to the dead-letter topic.
+    static let unpublishedRejections = PGStatement(
+        "ingest.unpublished_rejections",
+        """
+        SELECT id, topic, partition, record_offset, record_key, payload, reason, message, event_id, rejected_at
+        FROM rejected_record
+        WHERE published_at IS NULL
+        ORDER BY id
+        LIMIT $1
+        """)
+
+    static let markPublished = PGStatement(
+        "ingest.mark_published",
+        "UPDATE rejected_record SET published_at = now() WHERE id = ANY($1::bigint[]) AND published_at IS NULL")
+
+    /// One chunk of expired event ids; rows another transaction holds are left for next time.
+    static let pruneAppliedEvents = PGStatement(
+        "ingest.prune_applied_events",
+        """
+        DELETE FROM applied_event
+        WHERE event_id IN (
+            SELECT event_id FROM applied_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """)
+}
+
+/// PostgreSQL's hex form of `bytea` (`\x0aff`), for binding in text format and reading results.
+enum ByteaHex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// `\x` and two lower-case hex digits per byte.
+    static func encode(_ bytes: [UInt8]) -> String {
+        var text = [UInt8]()
+        text.reserveCapacity(2 + 2 * bytes.count)
+        text.append(UInt8(ascii: "\\"))
+        text.append(UInt8(ascii: "x"))
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The bytes of a `\x…` text; nil if it is not one.
+    static func decode(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8.count % 2 == 0, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x") else {
+            return nil
+        }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(utf8.count / 2 - 1)
+        var index = 2
+        while index < utf8.count {
+            guard let high = value(utf8[index]), let low = value(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    private static func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,83 @@
+public import BadgeCore
+
+/// One poll's records, decoded, validated and mapped by the rules, in record order: no I/O.
+///
+/// Every record lands in exactly one of ``accepted`` and ``rejected``; a bad record never stops
+/// the good records beside it (DESIGN §3). ``IngestStore/commit(_:group:expectedOffsets:on:)``
+/// writes the result in one transaction.
+public struct PreparedBatch: Sendable {
+    /// The records, as given.
+    public let records: [IngestRecord]
+    /// The records that map to an operation, in record order.
+    public let accepted: [AcceptedEvent]
+    /// The records that cannot be applied, in record order.
+    public let rejected: [RejectedRecord]
+    /// For each partition in the batch, the offset to store after it: its highest offset + 1.
+    public let nextOffsets: [TopicPartition: Int64]
+
+    /// Decodes, validates and maps `records` with `rules`.
+    ///
+    /// A record without a value is rejected as `malformed_json`; every other rejection is the
+    /// decoder's or the rules' (see ``EventDecoder`` and ``RuleSet/map(_:)``).
+    public init(records: [IngestRecord], rules: RuleSet, decoder: EventDecoder = EventDecoder()) {
+        var accepted: [AcceptedEvent] = []
+        var rejected: [RejectedRecord] = []
+        var nextOffsets: [TopicPartition: Int64] = [:]
+        for record in records {
+            let partition = record.topicPartition
+            let next = record.offset + 1
+            if let stored = nextOffsets[partition] {
+                nextOffsets[partition] = max(stored, next)
+            } else {
+                nextOffsets[partition] = next
+            }
+            guard let payload = record.payload else {
+                let rejection = EventRejection(reason: .malformedJSON, message: "record has no value")
+                rejected.append(RejectedRecord(record: record, rejection: rejection, eventID: nil))
+                continue
+            }
+            switch decoder.decode(payload) {
+            case .failure(let rejection):
+                rejected.append(
+                    RejectedRecord(record: record, rejection: rejection, eventID: RejectedRecord.eventID(in: payload)))
+            case .success(let event):
+                switch rules.map(event) {
+                case .failure(let rejection):
+                    rejected.append(RejectedRecord(record: record, rejection: rejection, eventID: event.id.rawValue))
+                case .success(let operation):
+                    accepted.append(
+                        AcceptedEvent(
+                            topic: record.topic, partition: record.partition, offset: record.offset,
+                            operation: operation))
+                }
+            }
+        }
+        self.records = records
+        self.accepted = accepted
+        self.rejected = rejected
+        self.nextOffsets = nextOffsets
+    }
+}
+
+/// A record that mapped to one badge operation, with where it came from.
+public struct AcceptedEvent: Sendable, Hashable {
+    /// The topic it was read from.
+    public var topic: String
+    /// Its partition.
+    public var partition: Int32
+    /// Its offset in the partition.
+    public var offset: Int64
+    /// The operation it maps to (its event id, audience, path, operation and expiry).
+    public var operation: MappedOperation
+
+    /// Creates an accepted event.
+    public init(topic: String, partition: Int32, offset: Int64, operation: MappedOperation) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.operation = operation
+    }
+
+    /// The record's partition.
+    public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
+}

@@ -1,0 +1,203 @@
+internal import CRdKafka
+public import Logging
+
+/// A librdkafka consumer in a group, whose partitions start at offsets the application chooses.
+///
+/// Offsets are never committed automatically (`enable.auto.commit=false`): the application
+/// stores them where it stores its results, and passes them back through the rebalance
+/// handler's `assigned`, which runs inside the rebalance callback for both the eager and the
+/// cooperative protocols. `commit` also records them in Kafka (best effort) for lag tools.
+///
+/// Threading: every method but `close` must be called from one thread, the poll thread (the
+/// rebalance handler runs there too, inside `poll`). Owns its `rd_kafka_t` and destroys it in
+/// `close()` (or deinit), after `rd_kafka_consumer_close` so partitions move at once.
+public final class KafkaConsumer: @unchecked Sendable {
+    private var handle: OpaquePointer?
+    private let context: KafkaClientContext
+    private let logger: Logger
+
+    /// Creates a consumer; `group.id` must be among the properties.
+    ///
+    /// - Throws: `KafkaError` for a refused property, a missing group id, an unsupported
+    ///   librdkafka, or a client that cannot be created.
+    public init(configuration: KafkaConfiguration, rebalance: KafkaRebalanceHandler, logger: Logger) throws(KafkaError) {
+        try RdKafkaVersion.requireSupported()
+        guard configuration["group.id"] != nil else {
+            throw KafkaError.configuration("a consumer needs group.id")
+        }
+        var configuration = configuration
+        configuration.set("enable.auto.commit", "false")
+        configuration.set("enable.auto.offset.store", "false")
+        if configuration["auto.offset.reset"] == nil { configuration.set("auto.offset.reset", "earliest") }
+        let conf = try configuration.makeNative()
+        let context = KafkaClientContext(logger: logger, rebalance: rebalance, clientName: "consumer")
+        context.install(on: conf)
+        rd_kafka_conf_set_rebalance_cb(conf) { client, error, list, opaque in
+            guard let client, let context = KafkaClientContext.from(opaque) else { return }
+            KafkaConsumer.rebalance(client: client, error: error, list: list, context: context)
+        }
+        var buffer = [CChar](repeating: 0, count: 512)
+        guard let handle = rd_kafka_new(RD_KAFKA_CONSUMER, conf, &buffer, buffer.count) else {
+            rd_kafka_conf_destroy(conf)  // not taken over on failure
+            throw KafkaError(name: "create", message: "cannot create the Kafka consumer: \(cBufferText(buffer))")
+        }
+        rd_kafka_poll_set_consumer(handle)
+        self.handle = handle
+        self.context = context
+        self.logger = logger
+    }
+
+    deinit { close() }
+
+    /// Subscribes to `topics` (the group then assigns partitions during `poll`).
+    public func subscribe(_ topics: [String]) throws(KafkaError) {
+        guard let handle else { throw Self.closedError }
+        let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
+        let error = rd_kafka_subscribe(handle, list)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "cannot subscribe to \(topics)") }
+    }
+
+    /// Waits up to `timeoutMilliseconds` for the next record; serves rebalances meanwhile.
+    ///
+    /// - Returns: the record, or nil when none came (or a partition reached its end).
+    /// - Throws: `KafkaError` for a fatal client error; other consumer errors are logged.
+    public func poll(timeoutMilliseconds: Int32) throws(KafkaError) -> KafkaRecord? {
+        guard let handle else { throw Self.closedError }
+        if let fatal = context.fatalError.withLock({ $0 }) { throw fatal }
+        guard let message = rd_kafka_consumer_poll(handle, timeoutMilliseconds) else { return nil }
+        defer { rd_kafka_message_destroy(message) }
+        let item = message.pointee
+        let topic = item.rkt.flatMap { rd_kafka_topic_name($0) }.map { String(cString: $0) } ?? ""
+        if item.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            if item.err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return nil }
+            let error = KafkaError(item.err, context: "consumer error on \(topic)[\(item.partition)]")
+            logger.warning("Kafka consumer error", metadata: [LogKey.error: "\(error)"])
+            if item.err == RD_KAFKA_RESP_ERR__FATAL { throw error }
+            return nil
+        }
+        let key = item.key.map { Array(UnsafeRawBufferPointer(start: $0, count: item.key_len)) }
+        let payload = item.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: item.len)) }
+        return KafkaRecord(
+            topic: topic, partition: item.partition, offset: item.offset, key: key, payload: payload,
+            headers: Self.headers(of: message))
+    }
+
+    private static func headers(of message: UnsafeMutablePointer<rd_kafka_message_t>) -> [KafkaHeader] {
+        var headers: OpaquePointer?
+        guard rd_kafka_message_headers(message, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR, let headers else { return [] }
+        var result: [KafkaHeader] = []
+        var index = 0
+        while true {
+            var name: UnsafePointer<CChar>?
+            var value: UnsafeRawPointer?
+            var size = 0
+            guard rd_kafka_header_get_all(headers, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR else { break }
+            result.append(
+                KafkaHeader(
+                    name: name.map { String(cString: $0) } ?? "",
+                    value: value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
+            index += 1
+        }
+        return result
+    }
+
+    /// Records `nextOffsets` (the next offset to read, per partition) as the group's committed
+    /// offsets in Kafka, asynchronously and best effort (for lag tools; not authoritative).
+    public func commit(_ nextOffsets: [TopicPartition: Int64]) {
+        guard let handle, !nextOffsets.isEmpty else { return }
+        let list = makeList(nextOffsets.map { ($0.key, $0.value) })
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let error = rd_kafka_commit(handle, list, 1)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
+            logger.debug("Kafka offset commit failed (best effort)", metadata: [LogKey.error: "\(KafkaError(error, context: "commit"))"])
+        }
+    }
+
+    /// The partitions assigned now.
+    public func assignment() -> [TopicPartition] {
+        guard let handle else { return [] }
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(handle, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        return partitions(of: list).map(\.0)
+    }
+
+    /// The group's rebalance protocol: `EAGER`, `COOPERATIVE`, or `NONE` before joining.
+    public var rebalanceProtocol: String {
+        guard let handle, let name = rd_kafka_rebalance_protocol(handle) else { return "NONE" }
+        return String(cString: name)
+    }
+
+    /// Leaves the group (revoking partitions through the handler, so they move at once) and
+    /// destroys the client. Idempotent. Call it from the poll thread, or after it stopped.
+    public func close() {
+        guard let handle else { return }
+        let error = rd_kafka_consumer_close(handle)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.debug("consumer close reported an error", metadata: [LogKey.error: "\(KafkaError(error, context: "close"))"])
+        }
+        rd_kafka_destroy(handle)
+        self.handle = nil
+        _ = context  // kept alive until after rd_kafka_destroy
+    }
+
+    private static let closedError = KafkaError(name: "closed", message: "the consumer is closed")
+
+    /// librdkafka's rebalance callback: assign at the handler's offsets, or revoke.
+    private static func rebalance(
+        client: OpaquePointer, error: rd_kafka_resp_err_t,
+        list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, context: KafkaClientContext
+    ) {
+        let cooperative = rd_kafka_rebalance_protocol(client).map { String(cString: $0) } == "COOPERATIVE"
+        let changed = partitions(of: list).map(\.0)
+        switch error {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            let offsets = context.rebalance?.assigned(changed) ?? [:]
+            if let list, let elements = list.pointee.elems {
+                for index in 0..<Int(list.pointee.cnt) {
+                    let topicPartition = TopicPartition(
+                        topic: elements[index].topic.map { String(cString: $0) } ?? "", partition: elements[index].partition)
+                    if let offset = offsets[topicPartition] { elements[index].offset = offset }
+                }
+            }
+            context.logger.info(
+                "partitions assigned",
+                metadata: ["kafka.partitions": "\(changed.map(\.description).joined(separator: ","))", "kafka.protocol": "\(cooperative ? "cooperative" : "eager")"])
+            if cooperative {
+                if let failure = rd_kafka_incremental_assign(client, list) {
+                    context.logger.error("incremental assign failed", metadata: [LogKey.error: "\(errorText(failure))"])
+                    rd_kafka_error_destroy(failure)
+                }
+            } else {
+                let result = rd_kafka_assign(client, list)
+                if result != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    context.logger.error("assign failed", metadata: [LogKey.error: "\(KafkaError(result, context: "assign"))"])
+                }
+            }
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            context.rebalance?.revoked(changed)
+            let lost = rd_kafka_assignment_lost(client) == 1
+            context.logger.info(
+                lost ? "partitions lost" : "partitions revoked",
+                metadata: ["kafka.partitions": "\(changed.map(\.description).joined(separator: ","))"])
+            if cooperative {
+                if let failure = rd_kafka_incremental_unassign(client, list) {
+                    context.logger.error("incremental unassign failed", metadata: [LogKey.error: "\(errorText(failure))"])
+                    rd_kafka_error_destroy(failure)
+                }
+            } else {
+                _ = rd_kafka_assign(client, nil)
+            }
+        default:
+            context.logger.error("rebalance error", metadata: [LogKey.error: "\(KafkaError(error, context: "rebalance"))"])
+            context.rebalance?.revoked(changed)
+            _ = rd_kafka_assign(client, nil)
+        }
+    }
+
+    private static func errorText(_ error: OpaquePointer) -> String {
+        rd_kafka_error_string(error).map { String(cString: $0) } ?? "unknown"
+    }
+}

@@ -1,0 +1,169 @@
+import BadgeCore
+import BadgeIngest
+import BadgeStore
+import Foundation
+import LibPQ
+import PGTestSupport
+
+/// A migrated throwaway database with a pool and a store on it, for one test.
+struct IngestFixture: Sendable {
+    let database: TestDatabase
+    let pool: PGPool
+    let store: BadgeStore
+
+    static let migrationsDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("migrations")
+
+    /// Runs `body` on a fresh migrated database, dropped afterwards even when `body` throws.
+    static func with<T>(_ body: (IngestFixture) async throws -> T) async throws -> T {
+        let database = try await TestDatabase.create(prefix: "ingest")
+        let pool = PGPool(
+            configuration: PGConfiguration(
+                connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
+            maximumConnections: 2, logger: TestServer.logger)
+        let fixture = IngestFixture(database: database, pool: pool, store: BadgeStore(pool: pool))
+        do {
+            let files = try MigrationFile.load(from: migrationsDirectory)
+            let migrator = Migrator(files: files, logger: TestServer.logger)
+            try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+            let value = try await body(fixture)
+            await fixture.tearDown()
+            return value
+        } catch {
+            await fixture.tearDown()
+            throw error
+        }
+    }
+
+    func tearDown() async {
+        pool.close()
+        await database.drop()
+    }
+
+    /// Commits `batch` in its own transaction, as the ingest service does.
+    func commit(
+        _ batch: PreparedBatch, group: String = "g", expected: [TopicPartition: Int64]
+    ) async throws -> BatchOutcome {
+        try await pool.withTransaction { connection in
+            try IngestStore.commit(batch, group: group, expectedOffsets: expected, on: connection)
+        }
+    }
+
+    /// Commits `batch` with the offsets stored now as the expected ones, like a consumer that
+    /// owns its partitions.
+    func commitOwned(_ batch: PreparedBatch, group: String = "g") async throws -> BatchOutcome {
+        let partitions = Array(batch.nextOffsets.keys)
+        return try await pool.withTransaction { connection in
+            let expected = try IngestStore.storedOffsets(group: group, partitions: partitions, on: connection)
+            return try IngestStore.commit(batch, group: group, expectedOffsets: expected, on: connection)
+        }
+    }
+
+    func storedOffsets(group: String = "g", _ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        try await pool.withConnection { connection in
+            try IngestStore.storedOffsets(group: group, partitions: partitions, on: connection)
+        }
+    }
+
+    /// Recomputes every dirty user, as rollup workers do, until none is left.
+    func drainDirtyUsers() async throws {
+        while true {
+            let claimed = try await pool.withTransaction { connection in
+                let claimed = try BadgeStore.claimDirtyUsers(limit: 500, on: connection).map(\.user)
+                try BadgeStore.recomputeAggregates(for: claimed, on: connection)
+                return claimed.count
+            }
+            if claimed == 0 { return }
+        }
+    }
+
+    func scalar<T: PGDecodable>(_ sql: String, _ parameters: [any PGBindable] = [], as type: T.Type = T.self) async throws -> T {
+        try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.scalar", sql, prepared: false), parameters).singleRow().decode(0, as: T.self)
+        }
+    }
+
+    func rows(_ sql: String, _ parameters: [any PGBindable] = []) async throws -> [[String?]] {
+        try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.rows", sql, prepared: false), parameters).rows.map(\.values)
+        }
+    }
+}
+
+// MARK: - records and events
+
+let topic = "reddot.events"
+
+func user(_ name: String) -> UserID {
+    do { return try UserID(validating: name) } catch { preconditionFailure("bad test user \(name)") }
+}
+
+func path(_ text: String) -> BadgePath {
+    do { return try BadgePath(validating: text) } catch { preconditionFailure("bad test path \(text)") }
+}
+
+func eventID(_ text: String) -> EventID {
+    do { return try EventID(validating: text) } catch { preconditionFailure("bad test event id \(text)") }
+}
+
+func record(_ json: String, offset: Int64, partition: Int32 = 0, key: String? = nil, topic name: String = topic) -> IngestRecord {
+    IngestRecord(topic: name, partition: partition, offset: offset, key: key.map { Array($0.utf8) }, payload: Array(json.utf8))
+}
+
+func record(bytes: [UInt8]?, offset: Int64, partition: Int32 = 0, key: [UInt8]? = nil) -> IngestRecord {
+    IngestRecord(topic: topic, partition: partition, offset: offset, key: key, payload: bytes)
+}
+
+/// The direct-operation record of `mutation` with event id `id`.
+func encoded(_ mutation: BadgeMutation, id: String) -> [UInt8] {
+    EventEncoder().encode(
+        BadgeEvent(
+            id: eventID(id), audience: .users([mutation.user]), expiresAt: mutation.expiresAt,
+            body: .operation(path: mutation.path, operation: mutation.operation)))
+}
+
+func mutationRecord(_ mutation: BadgeMutation, id: String, offset: Int64, partition: Int32 = 0) -> IngestRecord {
+    IngestRecord(
+        topic: topic, partition: partition, offset: offset, key: Array(mutation.user.rawValue.utf8),
+        payload: encoded(mutation, id: id))
+}
+
+let testRules: RuleSet = {
+    let yaml = """
+        rules:
+          - type: chat.message
+            op: incr
+            path: root.chat.{conversation}
+          - type: feature.launched
+            op: set
+            icon: new
+            path: root.settings.{feature}
+        """
+    do { return try RuleSet(yaml: yaml) } catch { preconditionFailure("bad test rules: \(error)") }
+}()
+
+/// One record for each rejection reason, with the reason it must get.
+func poisonRecords(offset: Int64 = 0) -> [(record: IngestRecord, reason: RejectionReason)] {
+    let manyUsers = (0...EventDecoder.maximumUsers).map { "\"u\($0)\"" }.joined(separator: ",")
+    var large = Array(#"{"id":"big","op":"set","user":"u1","path":"root.a","pad":""#.utf8)
+    large += [UInt8](repeating: UInt8(ascii: "x"), count: EventDecoder.maximumRecordSize)
+    large += Array(#""}"#.utf8)
+    let cases: [([UInt8]?, RejectionReason)] = [
+        (large, .tooLarge),
+        ([0x7B, 0xFF, 0xFE, 0x00, 0x7D], .invalidEncoding),
+        (Array("{not json".utf8), .malformedJSON),
+        (nil, .malformedJSON),
+        (Array(#"{"op":"set","user":"u1","path":"root.a"}"#.utf8), .missingField),
+        (Array(#"{"id":"p-field","op":"set","user":"u1","path":"root.a","count":-1}"#.utf8), .invalidField),
+        (Array(#"{"id":"p-op","op":"toggle","user":"u1","path":"root.a"}"#.utf8), .unknownOp),
+        (Array(#"{"id":"p-type","type":"nope","user":"u1"}"#.utf8), .unknownType),
+        (Array(#"{"id":"p-path","op":"set","user":"u1","path":"root..a"}"#.utf8), .invalidPath),
+        (Array(#"{"id":"p-user","op":"set","user":"","path":"root.a"}"#.utf8), .invalidUser),
+        (Array(#"{"id":"p-many","op":"set","users":[\#(manyUsers)],"path":"root.a"}"#.utf8), .tooManyUsers),
+        (Array(#"{"id":"p-attr","type":"chat.message","user":"u1","attrs":{}}"#.utf8), .missingAttribute),
+    ]
+    return cases.enumerated().map { index, entry in
+        (record(bytes: entry.0, offset: offset + Int64(index), key: Array("u1".utf8)), entry.1)
+    }
+}
