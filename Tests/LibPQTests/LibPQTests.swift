@@ -150,6 +150,7 @@ struct LibPQTests {
     func statementTimeout() async throws {
         let pool = try pool(1, statementTimeout: 200)
         defer { pool.close() }
+        try await pool.withConnection { try $0.query(PGStatement("test.one", "SELECT 1")) }  // connect first
         let started = ContinuousClock.now
         let error = await #expect(throws: PGError.self) {
             try await pool.withConnection { try $0.query(PGStatement("test.sleep", "SELECT pg_sleep(5)")) }
