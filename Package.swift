@@ -118,7 +118,10 @@ let package = Package(
         .testTarget(name: "RdKafkaTests", dependencies: ["RdKafka"], swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeIngestTests",
-            dependencies: ["BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "BadgeTestSupport", "PGTestSupport"],
+            dependencies: [
+                "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "BadgeTestSupport", "PGTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "PGTestSupport"], swiftSettings: strictSettings),

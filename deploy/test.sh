@@ -49,33 +49,40 @@ if [ "$(id -u)" -eq 0 ]; then
   chown "$pg_user" "$work"
   run_pg() { runuser -u "$pg_user" -- "$@"; }
 fi
-data="$work/data"
 
-port=${REDDOT_TEST_PG_PORT:-}
-if [ -z "$port" ]; then
-  for candidate in $(seq 55432 55532); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
+free_port() {
+  local candidate
+  for candidate in $(seq "$1" "$(( $1 + 100 ))"); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then echo "$candidate"; return 0; fi
   done
-fi
-[ -n "$port" ] || { say "no free port in 55432-55532"; exit 1; }
+  return 1
+}
 
+clusters=()
 stop_pg() {
-  local status=$?
-  if [ -f "$data/postmaster.pid" ]; then
-    run_pg "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-  fi
+  local status=$? name
+  for name in "${clusters[@]}"; do
+    if [ -f "$work/$name/postmaster.pid" ]; then
+      run_pg "$pg_bin/pg_ctl" -D "$work/$name" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+  done
   if [ "${REDDOT_TEST_KEEP:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
   exit $status
 }
 trap stop_pg EXIT
 trap 'exit 130' INT TERM
 
-run_pg "$pg_bin/initdb" -D "$data" -U reddot -A trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
-  { cat "$work/initdb.log" >&2; exit 1; }
-# One role must give a password (scram), so that tests can check .pgpass handling.
-{ echo "host all reddot_password 127.0.0.1/32 scram-sha-256"; cat "$data/pg_hba.conf"; } >"$work/pg_hba.conf"
-run_pg cp "$work/pg_hba.conf" "$data/pg_hba.conf"
-cat >>"$data/postgresql.conf" <<CONF
+# start_cluster NAME PORT: a trust-auth cluster in $work/NAME listening on 127.0.0.1:PORT, plus
+# $work/NAME.pg_ctl, a pg_ctl for it that runs as the right user (for tests that restart it).
+start_cluster() {
+  local name=$1 port=$2 data="$work/$1"
+  clusters+=("$name")
+  run_pg "$pg_bin/initdb" -D "$data" -U reddot -A trust -E UTF8 --locale=C --no-sync >"$work/$name.initdb.log" 2>&1 ||
+    { cat "$work/$name.initdb.log" >&2; exit 1; }
+  # One role must give a password (scram), so that tests can check .pgpass handling.
+  { echo "host all reddot_password 127.0.0.1/32 scram-sha-256"; cat "$data/pg_hba.conf"; } >"$work/$name.hba"
+  run_pg cp "$work/$name.hba" "$data/pg_hba.conf"
+  cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$work'
@@ -86,20 +93,26 @@ full_page_writes = off
 jit = off
 log_min_messages = warning
 CONF
-run_pg "$pg_bin/pg_ctl" -D "$data" -l "$work/postgres.log" -w -t 60 start >/dev/null ||
-  { cat "$work/postgres.log" >&2; exit 1; }
-say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data $data)"
-
-# A pg_ctl for tests that restart the server (run as the right user, on the right data folder).
-cat >"$work/pg_ctl" <<SH
+  run_pg "$pg_bin/pg_ctl" -D "$data" -l "$work/$name.log" -w -t 60 start >/dev/null ||
+    { cat "$work/$name.log" >&2; exit 1; }
+  cat >"$work/$name.pg_ctl" <<SH
 #!/usr/bin/env bash
-exec $( [ "$(id -u)" -eq 0 ] && echo "runuser -u $pg_user --" ) "$pg_bin/pg_ctl" -D "$data" -l "$work/postgres.log" "\$@"
+exec $( [ "$(id -u)" -eq 0 ] && echo "runuser -u $pg_user --" ) "$pg_bin/pg_ctl" -D "$data" -l "$work/$name.log" "\$@"
 SH
-chmod 755 "$work/pg_ctl"
+  chmod 755 "$work/$name.pg_ctl"
+  say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') '$name' on 127.0.0.1:$port"
+}
+
+port=${REDDOT_TEST_PG_PORT:-$(free_port 55432)} || { say "no free port from 55432"; exit 1; }
+start_cluster main "$port"
+# A second server for tests that restart PostgreSQL, so they never disturb the others.
+restart_port=$(free_port $(( port + 1 ))) || { say "no free port after $port"; exit 1; }
+start_cluster restartable "$restart_port"
 
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=reddot PGDATABASE=postgres
 export REDDOT_TEST_DATABASE_URL="postgresql://reddot@127.0.0.1:$port/postgres"
-export REDDOT_TEST_PG_CTL="$work/pg_ctl"
+export REDDOT_TEST_RESTARTABLE_DATABASE_URL="postgresql://reddot@127.0.0.1:$restart_port/postgres"
+export REDDOT_TEST_RESTARTABLE_PG_CTL="$work/restartable.pg_ctl"
 export REDDOT_TEST_PG_BIN="$pg_bin"
 
 # --- 3. build (no warnings in our code), then test ----------------------------------------

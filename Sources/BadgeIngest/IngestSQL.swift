@@ -81,7 +81,8 @@ enum IngestSQL {
         ON CONFLICT (topic, partition, record_offset) DO NOTHING
         """)
 
-    /// The oldest rejected records not yet published to the dead-letter topic.
+    /// The oldest rejected records not yet published to the dead-letter topic, locked until the
+    /// transaction ends so that concurrent publishers never send one twice.
     static let unpublishedRejections = PGStatement(
         "ingest.unpublished_rejections",
         """
@@ -90,6 +91,7 @@ enum IngestSQL {
         WHERE published_at IS NULL
         ORDER BY id
         LIMIT $1
+        FOR UPDATE SKIP LOCKED
         """)
 
     static let markPublished = PGStatement(

@@ -136,7 +136,9 @@ public enum IngestStore {
         return String(text.unicodeScalars.map { $0 == "\0" ? "\u{FFFD}" : Character($0) })
     }
 
-    /// Dead letters not yet published to the dead-letter topic, oldest first, at most `limit`.
+    /// Dead letters not yet published to the dead-letter topic, oldest first, at most `limit`,
+    /// locked (`FOR UPDATE SKIP LOCKED`) until the caller's transaction ends: publish them, then
+    /// `markPublished` in the same transaction.
     public static func unpublishedRejections(limit: Int, on connection: PGConnection) throws(PGError) -> [StoredRejection] {
         guard limit > 0 else { return [] }
         var rejections: [StoredRejection] = []

@@ -49,6 +49,11 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     deinit { close() }
 
+    /// The offset meaning "the partition's first record still kept".
+    public static let offsetBeginning: Int64 = -2
+    /// The offset meaning "after the partition's last record".
+    public static let offsetEnd: Int64 = -1
+
     /// Subscribes to `topics` (the group then assigns partitions during `poll`).
     public func subscribe(_ topics: [String]) throws(KafkaError) {
         guard let handle else { throw Self.closedError }
@@ -112,6 +117,26 @@ public final class KafkaConsumer: @unchecked Sendable {
         let error = rd_kafka_commit(handle, list, 1)
         if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
             logger.debug("Kafka offset commit failed (best effort)", metadata: [LogKey.error: "\(KafkaError(error, context: "commit"))"])
+        }
+    }
+
+    /// Moves assigned partitions to the given offsets (the next record read is at that offset).
+    ///
+    /// - Throws: `KafkaError` when a partition is not assigned or the seek fails.
+    public func seek(_ offsets: [TopicPartition: Int64], timeoutMilliseconds: Int32 = 5_000) throws(KafkaError) {
+        guard let handle else { throw Self.closedError }
+        guard !offsets.isEmpty else { return }
+        let list = makeList(offsets.map { ($0.key, $0.value) })
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        if let failure = rd_kafka_seek_partitions(handle, list, timeoutMilliseconds) {
+            defer { rd_kafka_error_destroy(failure) }
+            throw KafkaError(rd_kafka_error_code(failure), context: "seek failed: \(Self.errorText(failure))")
+        }
+        if let list, let elements = list.pointee.elems {
+            for index in 0..<Int(list.pointee.cnt) where elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                let topic = elements[index].topic.map { String(cString: $0) } ?? ""
+                throw KafkaError(elements[index].err, context: "seek of \(topic)[\(elements[index].partition)] failed")
+            }
         }
     }
 

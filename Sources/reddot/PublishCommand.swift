@@ -1,6 +1,629 @@
 import ArgumentParser
+import BadgeCore
+import Foundation
+import Logging
+import RdKafka
+import Synchronization
 
-/// `reddot publish`: the producers' command-line tool (being written).
-struct PublishCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "publish", abstract: "Publish badge events to Kafka.")
+/// `reddot publish`: the producers' command-line tool (DESIGN §3). Sends one event built from
+/// flags, or JSON lines from stdin, after checking each with the decoder that ingestion uses.
+///
+/// Runs synchronously on the main thread: reading stdin and waiting for delivery reports block,
+/// and must not block Swift's cooperative threads.
+struct PublishCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "publish",
+        abstract: "Publish badge events to Kafka: one event from flags, or JSON lines from stdin.",
+        discussion: """
+            Every event is checked before it is sent, by the same decoder that `reddot ingest` \
+            uses (and with --rules, against the rules: its type must have a rule and the rule's \
+            path must render). An invalid event is reported on stderr with its line, reason and \
+            message ("reddot: line 3: invalid_path: …") and is not sent; the valid ones still \
+            are, unless --all-or-nothing.
+
+            The record key is the user id, so one user's events stay in order on one partition. \
+            An event for several users ("users", or --user given more than once) is keyed by its \
+            first user; a broadcast ("audience": "all", --all) by "*". publish waits for the \
+            broker to acknowledge every event, for at most message.timeout.ms (10000 here unless \
+            -X message.timeout.ms=N says otherwise). Lines from stdin are sent as they are; an \
+            event from flags is sent as compact JSON. Blank lines are skipped.
+
+            Exit codes:
+              0   every event was delivered (or, with --validate, every event is valid)
+              1   some events were not delivered (the count and the first reason on stderr)
+              64  bad arguments, a bad -X property, or an invalid event from flags
+              65  some input lines were invalid (not sent); the valid ones were delivered,
+                  unless --all-or-nothing (then nothing was sent)
+              69  no Kafka broker could be reached: nothing was delivered
+
+            Examples:
+              reddot publish --user u42 --op incr --path root.chat.c7
+              reddot publish --user u42 --op set --path root.promotion.item1 --icon new
+              reddot publish --user u42 --op clear --path root.promotion --force
+              reddot publish --user u42 --user u43 --type chat.message \\
+                --attr conversation=c7
+              reddot publish --all --type feature.launched --attr feature=dark_mode
+              reddot publish --stdin --verbose < events.jsonl
+              reddot publish --stdin --validate --rules rules.yaml < events.jsonl
+
+            The same with kcat (no local check: a bad event goes to the dead letters):
+              echo 'u42:{"id":"e1","op":"incr","user":"u42","path":"root.chat.c7"}' |
+                kcat -P -b localhost:9092 -t reddot.events -K:
+              echo '*:{"id":"e2","op":"set","audience":"all","path":"root.news"}' |
+                kcat -P -b localhost:9092 -t reddot.events -K:
+              kcat -C -b localhost:9092 -t reddot.events -e -f '%k\\t%s\\n'
+            -K: splits the key off at the first ':' (pick another delimiter for user
+            ids that hold ':').
+            """
+    )
+
+    @OptionGroup(title: "Kafka")
+    var kafka: KafkaOptions
+
+    // MARK: one event from flags
+
+    @Option(help: ArgumentHelp("The event id (1–128 visible ASCII characters). Default: a random UUID.", valueName: "id"))
+    var id: String?
+
+    @Option(
+        name: .customLong("user"),
+        help: ArgumentHelp("A user the event is for (repeatable: several make \"users\").", valueName: "user-id"))
+    var users: [String] = []
+
+    @Flag(name: .customLong("all"), help: "The event is for every user (a broadcast, keyed \"*\").")
+    var everyone = false
+
+    @Option(help: ArgumentHelp("A direct operation: set, incr or clear (with --path).", valueName: "op"))
+    var op: Operation?
+
+    @Option(help: ArgumentHelp("The badge path of --op, e.g. root.chat.c7.", valueName: "path"))
+    var path: String?
+
+    @Option(help: ArgumentHelp("--op set: the absolute count (0…1000000000; default 0, a dot).", valueName: "n"))
+    var count: Int64?
+
+    @Option(help: ArgumentHelp("--op incr: how much to add (1…1000000000; default 1).", valueName: "k"))
+    var by: Int64?
+
+    @Option(help: ArgumentHelp("--op set: a short label shown instead of a dot (1–32 of a-z, 0-9, _ and -).", valueName: "name"))
+    var icon: String?
+
+    @Flag(help: "--op clear: also clear the node's whole subtree.")
+    var force = false
+
+    @Option(help: ArgumentHelp("A content event's type, mapped by the ingest rules (instead of --op).", valueName: "type"))
+    var type: String?
+
+    @Option(
+        name: .customLong("attr"),
+        help: ArgumentHelp("--type: an attribute for the rule's path template (repeatable).", valueName: "key=value"))
+    var attributes: [String] = []
+
+    @Option(help: ArgumentHelp("When it happened (RFC 3339, e.g. 2025-03-01T12:00:00Z).", valueName: "time"))
+    var occurredAt: String?
+
+    @Option(help: ArgumentHelp("When the badge disappears (RFC 3339).", valueName: "time"))
+    var expiresAt: String?
+
+    // MARK: JSON lines, checking, output
+
+    @Flag(help: "Read events from stdin instead, one JSON object a line.")
+    var stdin = false
+
+    @Option(help: ArgumentHelp("Also check content events against this rules file (YAML).", valueName: "file"))
+    var rules: String?
+
+    @Flag(name: .customLong("validate"), help: "Only check the events (Kafka is not contacted); prints 'ok: N events valid'.")
+    var validateOnly = false
+
+    @Flag(help: "With --stdin: if any line is invalid, send nothing.")
+    var allOrNothing = false
+
+    @Flag(help: "Print each delivered event's partition and offset.")
+    var verbose = false
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else warning.")
+    var logLevel: String?
+
+    /// The direct operations, as flags spell them.
+    enum Operation: String, ExpressibleByArgument, CaseIterable {
+        case set, incr, clear
+    }
+
+    /// Milliseconds librdkafka tries to deliver a record before failing it, unless `-X` says.
+    static let defaultMessageTimeoutMilliseconds = 10_000
+
+    func validate() throws {
+        let eventFlags = eventFlagNames()
+        if stdin {
+            if !eventFlags.isEmpty {
+                throw ValidationError(
+                    "--stdin reads whole events; leave out \(eventFlags.joined(separator: ", "))")
+            }
+            return
+        }
+        if allOrNothing { throw ValidationError("--all-or-nothing goes with --stdin") }
+        switch (op, type) {
+        case (nil, nil):
+            throw ValidationError(
+                "give --op (a badge operation) or --type (a content event) for one event, or --stdin for JSON lines")
+        case (.some, .some):
+            throw ValidationError("--op and --type exclude each other")
+        default:
+            break
+        }
+        if users.isEmpty == !everyone {
+            throw ValidationError(everyone ? "--user and --all exclude each other" : "give --user U (repeatable) or --all")
+        }
+        if let op {
+            if path == nil { throw ValidationError("--op \(op.rawValue) needs --path") }
+            if !attributes.isEmpty { throw ValidationError("--attr goes with --type") }
+            if count != nil, op != .set { throw ValidationError("--count goes with --op set") }
+            if icon != nil, op != .set { throw ValidationError("--icon goes with --op set") }
+            if by != nil, op != .incr { throw ValidationError("--by goes with --op incr") }
+            if force, op != .clear { throw ValidationError("--force goes with --op clear") }
+        } else {
+            let operationFlags = [
+                ("--path", path != nil), ("--count", count != nil), ("--by", by != nil),
+                ("--icon", icon != nil), ("--force", force),
+            ]
+            if let given = operationFlags.first(where: { $0.1 }) {
+                throw ValidationError("\(given.0) goes with --op, not --type")
+            }
+        }
+        for attribute in attributes where Self.splitAttribute(attribute) == nil {
+            throw ValidationError("--attr '\(attribute.prefix(80))' is not key=value")
+        }
+    }
+
+    /// The event flags given, by name.
+    func eventFlagNames() -> [String] {
+        let flags: [(String, Bool)] = [
+            ("--id", id != nil), ("--user", !users.isEmpty), ("--all", everyone), ("--op", op != nil),
+            ("--path", path != nil), ("--count", count != nil), ("--by", by != nil), ("--icon", icon != nil),
+            ("--force", force), ("--type", type != nil), ("--attr", !attributes.isEmpty),
+            ("--occurred-at", occurredAt != nil), ("--expires-at", expiresAt != nil),
+        ]
+        return flags.filter(\.1).map(\.0)
+    }
+
+    static func splitAttribute(_ text: String) -> (key: String, value: String)? {
+        guard let equals = text.firstIndex(of: "="), equals != text.startIndex else { return nil }
+        return (String(text[..<equals]), String(text[text.index(after: equals)...]))
+    }
+
+    func run() throws {
+        let logger = try KafkaOptions.logger(label: "reddot.publish", levelText: logLevel, defaultLevel: .warning)
+        let checker = EventChecker(rules: try loadRules())
+        if stdin {
+            try publishLines(checker: checker, logger: logger)
+        } else {
+            try publishFlagEvent(checker: checker, logger: logger)
+        }
+    }
+
+    func loadRules() throws -> RuleSet? {
+        guard let rules else { return nil }
+        let text: String
+        do {
+            text = try String(contentsOfFile: rules, encoding: .utf8)
+        } catch {
+            throw fail("cannot read the rules file \(rules)", code: ExitCodes.usage)
+        }
+        do {
+            return try RuleSet(yaml: text)
+        } catch {
+            throw fail("the rules file \(rules) is invalid: \(error.message)", code: ExitCodes.usage)
+        }
+    }
+
+    // MARK: - one event from flags
+
+    /// The event the flags describe, as a JSON object for the decoder to check.
+    func flagEventJSON() throws -> Data {
+        var object: [String: Any] = ["id": id ?? UUID().uuidString.lowercased()]
+        if everyone {
+            object["audience"] = "all"
+        } else if users.count == 1 {
+            object["user"] = users[0]
+        } else {
+            object["users"] = users
+        }
+        if let op {
+            object["op"] = op.rawValue
+            object["path"] = path
+            if let count { object["count"] = count }
+            if let by { object["by"] = by }
+            if let icon { object["icon"] = icon }
+            if force { object["force"] = true }
+        }
+        if let type {
+            object["type"] = type
+            var attributeObject: [String: String] = [:]
+            for attribute in attributes {
+                if let (key, value) = Self.splitAttribute(attribute) { attributeObject[key] = value }
+            }
+            if !attributeObject.isEmpty { object["attrs"] = attributeObject }
+        }
+        if let occurredAt { object["occurred_at"] = occurredAt }
+        if let expiresAt { object["expires_at"] = expiresAt }
+        return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    }
+
+    func publishFlagEvent(checker: EventChecker, logger: Logger) throws {
+        let event: BadgeEvent
+        switch checker.check(Array(try flagEventJSON())) {
+        case .failure(let rejection):
+            throw fail("\(rejection)", code: ExitCodes.usage)
+        case .success(let decoded):
+            event = decoded
+        }
+        if validateOnly {
+            print("ok: 1 event valid")
+            return
+        }
+        let sender = try makeSender(logger: logger)
+        sender.send(PublishItem(line: nil, event: event, payload: EventEncoder().encode(event)))
+        try finish(sender, invalid: 0, total: 1)
+    }
+
+    // MARK: - JSON lines from stdin
+
+    func publishLines(checker: EventChecker, logger: Logger) throws {
+        let sender = validateOnly ? nil : try makeSender(logger: logger)
+        var reader = LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor)
+        var lineNumber = 0
+        var total = 0
+        var invalid = 0
+        var held: [PublishItem] = []
+        while let rawLine = try reader.next() {
+            lineNumber += 1
+            let line = Self.trimmed(rawLine, first: lineNumber == 1)
+            if line.isEmpty { continue }
+            total += 1
+            switch checker.check(line) {
+            case .failure(let rejection):
+                invalid += 1
+                Self.printError("line \(lineNumber): \(rejection)")
+            case .success(let event):
+                let item = PublishItem(line: lineNumber, event: event, payload: line)
+                if allOrNothing {
+                    held.append(item)
+                } else {
+                    sender?.send(item)
+                }
+            }
+        }
+        guard let sender else {
+            if invalid > 0 {
+                throw fail("\(invalid) of \(total) \(Self.events(total)) invalid", code: ExitCodes.dataError)
+            }
+            print("ok: \(total) \(Self.events(total, verb: false)) valid")
+            return
+        }
+        if allOrNothing {
+            if invalid > 0 {
+                sender.close()
+                throw fail(
+                    "nothing published: \(invalid) of \(total) \(Self.events(total)) invalid (--all-or-nothing)",
+                    code: ExitCodes.dataError)
+            }
+            for item in held { sender.send(item) }
+        }
+        try finish(sender, invalid: invalid, total: total)
+    }
+
+    /// The line without surrounding ASCII white space (and, on the first line, a UTF-8 byte-order mark).
+    static func trimmed(_ line: [UInt8], first: Bool) -> [UInt8] {
+        var slice = line[...]
+        if first, slice.starts(with: [0xEF, 0xBB, 0xBF]) { slice = slice.dropFirst(3) }
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        while let byte = slice.first, isSpace(byte) { slice = slice.dropFirst() }
+        while let byte = slice.last, isSpace(byte) { slice = slice.dropLast() }
+        return Array(slice)
+    }
+
+    // MARK: - sending
+
+    func makeSender(logger: Logger) throws -> EventSender {
+        let defaults: [(key: String, value: String)] = [
+            ("client.id", "reddot-publish"),
+            ("message.timeout.ms", String(Self.defaultMessageTimeoutMilliseconds)),
+        ]
+        let configuration: KafkaConfiguration
+        do {
+            configuration = try kafka.configuration(defaults: defaults)
+        } catch let error as ValidationError {
+            throw fail(error.message, code: ExitCodes.usage)
+        }
+        logger.debug(
+            "publishing",
+            metadata: [
+                "kafka.brokers": "\(kafka.brokers)", LogKey.topic: "\(kafka.topic)",
+                "kafka.properties": "\(kafka.propertyKeys().joined(separator: ","))",
+            ])
+        do {
+            let producer = try KafkaProducer(configuration: configuration, logger: logger)
+            return EventSender(
+                producer: producer, topic: kafka.topic, brokers: kafka.brokers, configuration: configuration,
+                keepReports: verbose)
+        } catch {
+            throw fail(error.message, code: error.name == "configuration" ? ExitCodes.usage : ExitCodes.failure)
+        }
+    }
+
+    /// Waits for every delivery report, prints the outcome and picks the exit code.
+    func finish(_ sender: EventSender, invalid: Int, total: Int) throws {
+        let outcome = sender.finish()
+        if verbose {
+            for report in outcome.delivered {
+                print("\(report.label)\(report.id) -> partition \(report.delivery.partition), offset \(report.delivery.offset)")
+            }
+        }
+        let sent = outcome.deliveredCount + outcome.failedCount
+        let first = outcome.failures.first?.error
+        if outcome.deliveredCount == 0, outcome.failedCount > 0,
+            outcome.failures.allSatisfy({ EventSender.isUnreachable($0.error) })
+        {
+            let what = sent == 1 ? "the event was not delivered" : "none of the \(sent) events was delivered"
+            throw fail(
+                "cannot reach Kafka at \(sender.brokers): \(what) within message.timeout.ms "
+                    + "(\(sender.timeoutDescription))" + (first.map { " [\($0.name)]" } ?? ""),
+                code: ExitCodes.unavailable)
+        }
+        print("published \(outcome.deliveredCount) \(Self.events(outcome.deliveredCount, verb: false))")
+        if outcome.failedCount > 0 {
+            for failure in outcome.failures {
+                Self.printError("\(failure.label)\(failure.id) was not delivered: \(failure.error.message)")
+            }
+            if outcome.failedCount > outcome.failures.count {
+                Self.printError("… and \(outcome.failedCount - outcome.failures.count) more")
+            }
+            throw fail(
+                "\(outcome.failedCount) of \(sent) \(Self.events(sent, verb: false)) failed: "
+                    + (first.map { "\($0.message) [\($0.name)]" } ?? "unknown error"),
+                code: ExitCodes.failure)
+        }
+        if invalid > 0 {
+            throw fail("\(invalid) of \(total) \(Self.events(total)) invalid and not published", code: ExitCodes.dataError)
+        }
+    }
+
+    static func events(_ count: Int, verb: Bool = true) -> String {
+        if verb { return count == 1 ? "event is" : "events are" }
+        return count == 1 ? "event" : "events"
+    }
+
+    static func printError(_ message: String) {
+        FileHandle.standardError.write(Data("reddot: \(message)\n".utf8))
+    }
+}
+
+/// Checks one record as ingestion will: the decoder, then (when given) the rules.
+struct EventChecker {
+    let decoder = EventDecoder()
+    let rules: RuleSet?
+
+    func check(_ bytes: [UInt8]) -> Result<BadgeEvent, EventRejection> {
+        let event: BadgeEvent
+        switch decoder.decode(bytes) {
+        case .failure(let rejection): return .failure(rejection)
+        case .success(let decoded): event = decoded
+        }
+        if let rules, case .failure(let rejection) = rules.map(event) {
+            return .failure(rejection)
+        }
+        return .success(event)
+    }
+}
+
+/// A checked event ready to send: where it came from and its bytes.
+struct PublishItem: Sendable {
+    /// Its line on stdin; nil for an event from flags.
+    var line: Int?
+    var event: BadgeEvent
+    var payload: [UInt8]
+
+    /// The record key: the user id, the first of several, or `*` for a broadcast (DESIGN §3).
+    var key: String {
+        switch event.audience {
+        case .users(let users): return users.first?.rawValue ?? "*"
+        case .everyone: return "*"
+        }
+    }
+
+    /// `line 3: ` or nothing, to start a message.
+    var label: String { line.map { "line \($0): " } ?? "" }
+}
+
+/// Splits a file descriptor's bytes into lines without decoding them, so that invalid UTF-8
+/// reaches the decoder as it is.
+struct LineReader {
+    let fileDescriptor: Int32
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var scanned = 0
+    private var finished = false
+
+    init(fileDescriptor: Int32) {
+        self.fileDescriptor = fileDescriptor
+    }
+
+    /// The next line without its `\n`, or nil at the end of the input.
+    mutating func next() throws -> [UInt8]? {
+        while true {
+            if let newline = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[start..<newline])
+                start = newline + 1
+                scanned = start
+                return line
+            }
+            scanned = buffer.count
+            if finished {
+                guard start < buffer.count else { return nil }
+                let line = Array(buffer[start...])
+                start = buffer.count
+                return line
+            }
+            if start > 0 {
+                buffer.removeFirst(start)
+                scanned -= start
+                start = 0
+            }
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let count = chunk.withUnsafeMutableBytes { read(fileDescriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw fail("cannot read stdin: \(String(cString: strerror(errno)))", code: ExitCodes.failure)
+            }
+            if count == 0 {
+                finished = true
+            } else {
+                buffer.append(contentsOf: chunk[0..<count])
+            }
+        }
+    }
+}
+
+/// Sends checked events on one producer and collects their delivery reports.
+///
+/// `send` queues a record and returns; librdkafka's delivery-report thread tallies each outcome
+/// exactly once. `finish` waits for every report (a little longer than the delivery timeout),
+/// then closes the producer.
+final class EventSender: Sendable {
+    /// Where one event was stored.
+    struct Report: Sendable {
+        var index: Int
+        var label: String
+        var id: String
+        var delivery: KafkaDelivery
+    }
+
+    /// Why one event was not stored.
+    struct Failure: Sendable {
+        var index: Int
+        var label: String
+        var id: String
+        var error: KafkaError
+    }
+
+    /// Every delivery report, in input order (failures: the first few kept).
+    struct Outcome: Sendable {
+        var delivered: [Report]
+        var deliveredCount: Int
+        var failures: [Failure]
+        var failedCount: Int
+    }
+
+    private struct State: Sendable {
+        var sent = 0
+        var delivered: [Report] = []
+        var deliveredCount = 0
+        var failures: [Failure] = []
+        var failedCount = 0
+    }
+
+    /// Failures kept for the report; the rest are only counted.
+    static let keptFailures = 10
+
+    let producer: KafkaProducer
+    let topic: String
+    let brokers: String
+    /// librdkafka's delivery timeout as configured; nil or 0 when it retries forever.
+    let timeoutMilliseconds: Int?
+    /// Whether every delivery is kept (for `--verbose`), or only counted.
+    let keepReports: Bool
+    private let state = Mutex(State())
+    private let pending = DispatchGroup()
+
+    init(producer: KafkaProducer, topic: String, brokers: String, configuration: KafkaConfiguration, keepReports: Bool) {
+        self.producer = producer
+        self.topic = topic
+        self.brokers = brokers
+        self.keepReports = keepReports
+        let timeout = configuration.properties.last { $0.key == "message.timeout.ms" || $0.key == "delivery.timeout.ms" }
+        self.timeoutMilliseconds = timeout.flatMap { Int($0.value) }
+    }
+
+    /// `10000 ms`, or a note that there is none.
+    var timeoutDescription: String {
+        guard let timeoutMilliseconds, timeoutMilliseconds > 0 else { return "no timeout" }
+        return "\(timeoutMilliseconds) ms"
+    }
+
+    /// Queues one event, keyed by ``PublishItem/key``.
+    func send(_ item: PublishItem) {
+        let index = state.withLock { state in
+            state.sent += 1
+            return state.sent - 1
+        }
+        let record = KafkaOutgoingRecord(topic: topic, key: Array(item.key.utf8), payload: item.payload)
+        let label = item.label
+        let id = item.event.id.rawValue
+        pending.enter()
+        do {
+            try producer.produce(record) { result in
+                switch result {
+                case .success(let delivery):
+                    self.delivered(Report(index: index, label: label, id: id, delivery: delivery))
+                case .failure(let error):
+                    self.failed(Failure(index: index, label: label, id: id, error: error))
+                }
+                self.pending.leave()
+            }
+        } catch {
+            failed(Failure(index: index, label: label, id: id, error: error))
+            pending.leave()
+        }
+    }
+
+    private func delivered(_ report: Report) {
+        state.withLock { state in
+            state.deliveredCount += 1
+            if keepReports { state.delivered.append(report) }
+        }
+    }
+
+    private func failed(_ failure: Failure) {
+        state.withLock { state in
+            state.failedCount += 1
+            if state.failures.count < Self.keptFailures { state.failures.append(failure) }
+        }
+    }
+
+    /// Waits for every delivery report, closes the producer and returns the tally. Records still
+    /// without a report well after the delivery timeout count as failed.
+    func finish() -> Outcome {
+        if let timeoutMilliseconds, timeoutMilliseconds > 0 {
+            let deadline = DispatchTime.now() + .milliseconds(timeoutMilliseconds + 30_000)
+            _ = pending.wait(timeout: deadline)
+        } else {
+            pending.wait()
+        }
+        producer.close(timeoutMilliseconds: 5_000)
+        return state.withLock { state in
+            let missing = state.sent - state.deliveredCount - state.failedCount
+            if missing > 0 {
+                state.failedCount += missing
+                let error = KafkaError(
+                    name: "_MSG_TIMED_OUT", message: "\(missing) events got no delivery report in time")
+                state.failures.append(Failure(index: state.sent, label: "", id: "(\(missing) events)", error: error))
+            }
+            return Outcome(
+                delivered: state.delivered.sorted { $0.index < $1.index },
+                deliveredCount: state.deliveredCount,
+                failures: state.failures.sorted { $0.index < $1.index },
+                failedCount: state.failedCount)
+        }
+    }
+
+    /// Closes the producer without sending anything more.
+    func close() {
+        producer.close(timeoutMilliseconds: 1_000)
+    }
+
+    /// Whether an error means the brokers could not be reached (rather than a refusal).
+    static func isUnreachable(_ error: KafkaError) -> Bool {
+        ["_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE"].contains(error.name)
+    }
 }

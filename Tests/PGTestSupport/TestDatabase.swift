@@ -25,12 +25,16 @@ public enum TestServer {
         return logger
     }()
 
-    /// The `pg_ctl` wrapper the test script wrote (runs as the server's user, on its data folder).
-    public static func pgCtl() throws -> String {
-        guard let path = ProcessInfo.processInfo.environment["REDDOT_TEST_PG_CTL"], !path.isEmpty else {
-            throw TestSetupError("REDDOT_TEST_PG_CTL is not set: run the tests with deploy/test.sh")
+    /// A second server that tests may restart (`pg_ctl restart`) without disturbing the others:
+    /// its administrative URL and a `pg_ctl` wrapper for it (runs as the server's user).
+    public static func restartable() throws -> (adminURL: String, pgCtl: String) {
+        let environment = ProcessInfo.processInfo.environment
+        guard let url = environment["REDDOT_TEST_RESTARTABLE_DATABASE_URL"], !url.isEmpty,
+            let pgCtl = environment["REDDOT_TEST_RESTARTABLE_PG_CTL"], !pgCtl.isEmpty
+        else {
+            throw TestSetupError("REDDOT_TEST_RESTARTABLE_DATABASE_URL/_PG_CTL are not set: run the tests with deploy/test.sh")
         }
-        return path
+        return (url, pgCtl)
     }
 }
 
@@ -40,13 +44,15 @@ public struct TestDatabase: Sendable {
     public let name: String
     /// A libpq URI for it.
     public let url: String
+    /// The server's administrative URL.
+    public let adminURL: String
 
     /// A configuration for it.
     public var configuration: PGConfiguration { PGConfiguration(connectionString: url) }
 
     /// Creates an empty database with a unique name.
-    public static func create(prefix: String = "t") async throws -> TestDatabase {
-        let admin = try TestServer.adminURL()
+    public static func create(prefix: String = "t", server: String? = nil) async throws -> TestDatabase {
+        let admin = try server ?? TestServer.adminURL()
         let suffix = UInt64.random(in: 0...UInt64.max)
         let name = "reddot_\(prefix)_\(String(suffix, radix: 36))".lowercased()
         let pool = PGPool(configuration: PGConfiguration(connectionString: admin), maximumConnections: 1, logger: TestServer.logger)
@@ -55,12 +61,12 @@ public struct TestDatabase: Sendable {
         try await pool.withConnection { connection in
             try connection.execute(script: "CREATE DATABASE \(name)", name: "test.create_database")
         }
-        return TestDatabase(name: name, url: Self.replacingDatabase(in: admin, with: name))
+        return TestDatabase(name: name, url: Self.replacingDatabase(in: admin, with: name), adminURL: admin)
     }
 
     /// Drops the database, ending its other sessions first.
     public func drop() async {
-        guard let admin = try? TestServer.adminURL() else { return }
+        let admin = adminURL
         let pool = PGPool(configuration: PGConfiguration(connectionString: admin), maximumConnections: 1, logger: TestServer.logger)
         defer { pool.close() }
         let name = self.name

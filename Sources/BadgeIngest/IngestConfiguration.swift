@@ -1,0 +1,35 @@
+public import BadgeCore
+public import LibPQ
+public import RdKafka
+
+/// Everything `reddot ingest` needs to know.
+public struct IngestConfiguration: Sendable {
+    /// Brokers and any librdkafka properties (`-X`); `group.id` is set from `group`.
+    public var kafka: KafkaConfiguration
+    /// The events topic.
+    public var topic: String = "reddot.events"
+    /// The consumer group.
+    public var group: String = "reddot-ingest"
+    /// Where rejected records are published.
+    public var deadLetterTopic: String = "reddot.events.dlq"
+    /// The database.
+    public var database: PGConfiguration
+    /// Maps content events to badge operations.
+    public var rules: RuleSet = .empty
+    /// The most records in one batch (one transaction).
+    public var batchSize: Int = 5_000
+    /// How long a batch may wait to fill before it is written, in milliseconds.
+    public var batchWaitMilliseconds: Int = 100
+    /// Where a partition with no stored offset starts: the beginning (default) or the end.
+    public var startFromEnd: Bool = false
+    /// How long applied event ids are kept for deduplication.
+    public var eventRetention: Duration = .seconds(7 * 24 * 3600)
+    /// How often rejected records not yet on the dead-letter topic are published.
+    public var deadLetterInterval: Duration = .seconds(5)
+
+    /// Creates a configuration.
+    public init(kafka: KafkaConfiguration, database: PGConfiguration) {
+        self.kafka = kafka
+        self.database = database
+    }
+}

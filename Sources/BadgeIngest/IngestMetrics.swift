@@ -1,0 +1,28 @@
+import BadgeCore
+import Metrics
+import Synchronization
+
+/// The ingest metrics, created once (labels are low-cardinality: outcome, reason, topic).
+final class IngestMetrics: Sendable {
+    let consumed = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "consumed")])
+    let applied = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "applied")])
+    let duplicates = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "duplicate")])
+    let batchSize = Recorder(label: "reddot_ingest_batch_records")
+    let batchLatency = Metrics.Timer(label: "reddot_ingest_batch_seconds")
+    let commitRetries = Counter(label: "reddot_ingest_commit_retries_total")
+    let fenced = Counter(label: "reddot_ingest_fenced_batches_total")
+    let deadLettersPublished = Counter(label: "reddot_ingest_dead_letters_published_total")
+    private let rejectedByReason: [RejectionReason: Counter]
+
+    init() {
+        var counters: [RejectionReason: Counter] = [:]
+        for reason in RejectionReason.allCases {
+            counters[reason] = Counter(label: "reddot_ingest_rejected_total", dimensions: [("reason", reason.rawValue)])
+        }
+        rejectedByReason = counters
+    }
+
+    func rejected(_ reason: RejectionReason, count: Int) {
+        rejectedByReason[reason]?.increment(by: count)
+    }
+}

@@ -1,0 +1,156 @@
+import BadgeCore
+import Dispatch
+import Foundation
+import LibPQ
+public import Logging
+import RdKafka
+public import ServiceLifecycle
+import Synchronization
+
+/// `reddot ingest` as a service: the consumer loop, plus the dead-letter publisher and the
+/// pruning of old event ids.
+///
+/// Graceful shutdown (SIGTERM): the consumer finishes its batch, commits it, closes (so its
+/// partitions move at once), the dead letters left are published, and `run()` returns.
+public final class IngestService: Service {
+    private let configuration: IngestConfiguration
+    private let logger: Logger
+    private let metrics = IngestMetrics()
+
+    /// Creates the service.
+    public init(configuration: IngestConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Runs until graceful shutdown or cancellation; throws what ended it otherwise.
+    public func run() async throws {
+        try RdKafkaVersion.requireSupported()
+        let producer = try KafkaProducer(configuration: configuration.kafka, logger: logger)
+        defer { producer.close() }
+        var database = configuration.database
+        if database.statementTimeoutMilliseconds == nil { database.statementTimeoutMilliseconds = 60_000 }
+        let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        let (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let worker = IngestWorker(configuration: configuration, logger: logger, metrics: metrics, onRejections: { signal.yield() })
+        let deadLetters = DeadLetterPublisher(
+            pool: pool, producer: producer, topic: configuration.deadLetterTopic, logger: logger, metrics: metrics)
+
+        try await withGracefulShutdownHandler {
+            try await withTaskCancellationHandler {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await worker.runOnThread() }
+                    group.addTask { [configuration, logger] in
+                        var lastPrune = ContinuousClock.now - .seconds(3600)
+                        var iterator = signals.makeAsyncIterator()
+                        while !Task.isCancelled {
+                            await deadLetters.publishPending()
+                            if ContinuousClock.now - lastPrune > .seconds(600) {
+                                lastPrune = .now
+                                await Self.prune(pool: pool, retention: configuration.eventRetention, logger: logger)
+                            }
+                            // Wake on a signal from the worker, or after the interval.
+                            let interval = configuration.deadLetterInterval
+                            let timer = Task {
+                                try? await Task.sleep(for: interval)
+                                signal.yield()
+                            }
+                            _ = await iterator.next()
+                            timer.cancel()
+                        }
+                    }
+                    // The worker ends first (stopped or failed): stop the maintenance loop.
+                    defer { group.cancelAll() }
+                    try await group.next()
+                    signal.finish()
+                }
+            } onCancel: {
+                worker.stop()
+            }
+        } onGracefulShutdown: {
+            worker.stop()
+        }
+        await deadLetters.publishPending()
+        logger.info("ingest stopped")
+    }
+
+    private static func prune(pool: PGPool, retention: Duration, logger: Logger) async {
+        let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
+        do {
+            var removed = 0
+            while true {
+                let chunk = try await pool.withConnection { connection in
+                    try IngestStore.pruneAppliedEvents(olderThan: cutoff, limit: 10_000, on: connection)
+                }
+                removed += chunk
+                if chunk < 10_000 { break }
+            }
+            if removed > 0 { logger.info("pruned applied event ids", metadata: ["ingest.pruned": "\(removed)"]) }
+        } catch {
+            logger.warning("pruning applied event ids failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
+        }
+    }
+}
+
+/// Publishes rejected records from the table to the dead-letter topic, marking each published
+/// in the same transaction that locked it: a crash between commit and publish loses none (the
+/// row stays unpublished) and concurrent publishers never send one twice, though a crash after
+/// sending but before marking sends it again (at least once).
+struct DeadLetterPublisher: Sendable {
+    let pool: PGPool
+    let producer: KafkaProducer
+    let topic: String
+    let logger: Logger
+    let metrics: IngestMetrics
+
+    func publishPending() async {
+        do {
+            while try await publishChunk(limit: 500) == 500 {}
+        } catch {
+            logger.warning("publishing dead letters failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
+        }
+    }
+
+    /// Publishes up to `limit` records; returns how many.
+    private func publishChunk(limit: Int) async throws -> Int {
+        let producer = self.producer
+        let topic = self.topic
+        let published = try await pool.withTransaction { connection in
+            let rows = try IngestStore.unpublishedRejections(limit: limit, on: connection)
+            guard !rows.isEmpty else { return 0 }
+            let done = DispatchGroup()
+            let failures = Mutex<[KafkaError]>([])
+            for row in rows {
+                done.enter()
+                try producer.produce(DeadLetterPublisher.record(for: row, topic: topic)) { result in
+                    if case .failure(let error) = result { failures.withLock { $0.append(error) } }
+                    done.leave()
+                }
+            }
+            if done.wait(timeout: .now() + 30) == .timedOut {
+                throw KafkaError(name: "timeout", message: "dead letters not acknowledged within 30 s")
+            }
+            if let failure = failures.withLock({ $0.first }) { throw failure }
+            try IngestStore.markPublished(ids: rows.map(\.id), on: connection)
+            return rows.count
+        }
+        if published > 0 {
+            metrics.deadLettersPublished.increment(by: published)
+            logger.info("published dead letters", metadata: [RdKafka.LogKey.topic: "\(topic)", "ingest.dead_letters": "\(published)"])
+        }
+        return published
+    }
+
+    static func record(for row: StoredRejection, topic: String) -> KafkaOutgoingRecord {
+        var headers = [
+            KafkaHeader(name: "reddot.reason", text: row.reason),
+            KafkaHeader(name: "reddot.message", text: row.message),
+            KafkaHeader(name: "reddot.original.topic", text: row.record.topic),
+            KafkaHeader(name: "reddot.original.partition", text: String(row.record.partition)),
+            KafkaHeader(name: "reddot.original.offset", text: String(row.record.offset)),
+        ]
+        if let eventID = row.eventID { headers.append(KafkaHeader(name: "reddot.event.id", text: eventID)) }
+        return KafkaOutgoingRecord(topic: topic, key: row.record.key, payload: row.record.payload, headers: headers)
+    }
+}

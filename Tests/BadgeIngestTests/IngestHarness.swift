@@ -1,0 +1,200 @@
+import BadgeCore
+import BadgeIngest
+import BadgeStore
+import BadgeTestSupport
+import Foundation
+import LibPQ
+import Logging
+import PGTestSupport
+import RdKafka
+import ServiceLifecycle
+import Synchronization
+
+/// A mock Kafka cluster with one events topic, a migrated database, and ingest services to
+/// start and stop at will: the end-to-end setting of the exactly-once tests.
+final class IngestHarness: Sendable {
+    let cluster: KafkaMockCluster
+    let topic: String
+    let partitions: Int32
+    let database: TestDatabase
+    let pool: PGPool
+    let logger: Logger
+
+    init(partitions: Int32, server: String? = nil) async throws {
+        var logger = TestServer.logger
+        logger.logLevel = ProcessInfo.processInfo.environment["REDDOT_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        self.logger = logger
+        cluster = try KafkaMockCluster(logger: logger)
+        topic = "events-\(UInt32.random(in: 0...UInt32.max))"
+        self.partitions = partitions
+        try cluster.createTopic(topic, partitions: partitions)
+        try cluster.createTopic(topic + ".dlq", partitions: 1)
+        database = try await TestDatabase.create(prefix: "e2e", server: server)
+        pool = PGPool(
+            configuration: PGConfiguration(connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
+            maximumConnections: 2, logger: logger)
+        let files = try MigrationFile.load(from: IngestFixture.migrationsDirectory)
+        let migrator = Migrator(files: files, logger: logger)
+        try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+    }
+
+    func tearDown() async {
+        pool.close()
+        await database.drop()
+        cluster.close()
+    }
+
+    var kafka: KafkaConfiguration {
+        var configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        // Short group timers, so the mock's rebalances take seconds, not minutes.
+        configuration.set("session.timeout.ms", "6000")
+        configuration.set("heartbeat.interval.ms", "500")
+        configuration.set("max.poll.interval.ms", "20000")
+        return configuration
+    }
+
+    func configuration(group: String, batchSize: Int = 1_000) -> IngestConfiguration {
+        var configuration = IngestConfiguration(kafka: kafka, database: PGConfiguration(connectionString: database.url))
+        configuration.topic = topic
+        configuration.group = group
+        configuration.deadLetterTopic = topic + ".dlq"
+        configuration.batchSize = batchSize
+        configuration.batchWaitMilliseconds = 50
+        configuration.deadLetterInterval = .milliseconds(500)
+        return configuration
+    }
+
+    /// Starts an ingest service in a service group of its own.
+    func start(group: String, batchSize: Int = 1_000) -> RunningIngest {
+        let service = IngestService(configuration: configuration(group: group, batchSize: batchSize), logger: logger)
+        let serviceGroup = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger))
+        let task = Task { try await serviceGroup.run() }
+        return RunningIngest(serviceGroup: serviceGroup, task: task)
+    }
+
+    /// Publishes records (key, value) and returns the log-end offset of every partition written.
+    func publish(_ records: [(key: String, value: [UInt8])]) async throws -> [TopicPartition: Int64] {
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        defer { producer.close() }
+        let ends = Mutex<[TopicPartition: Int64]>([:])
+        let failures = Mutex(0)
+        for record in records {
+            try producer.produce(KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: record.value)) { [topic] result in
+                switch result {
+                case .success(let delivery):
+                    ends.withLock { ends in
+                        let partition = TopicPartition(topic: topic, partition: delivery.partition)
+                        ends[partition] = max(ends[partition] ?? 0, delivery.offset + 1)
+                    }
+                case .failure:
+                    failures.withLock { $0 += 1 }
+                }
+            }
+        }
+        try producer.flush(timeoutMilliseconds: 60_000)
+        guard failures.withLock({ $0 }) == 0 else { throw TestSetupError("\(failures.withLock { $0 }) records were not delivered") }
+        return ends.withLock { $0 }
+    }
+
+    func storedOffsets(group: String) async throws -> [TopicPartition: Int64] {
+        let partitions = (0..<self.partitions).map { TopicPartition(topic: topic, partition: $0) }
+        return try await pool.withConnection { connection in
+            try IngestStore.storedOffsets(group: group, partitions: partitions, on: connection)
+        }
+    }
+
+    /// Waits until the stored offsets reach `ends` (or the timeout passes); returns whether they did.
+    func waitForOffsets(group: String, _ ends: [TopicPartition: Int64], seconds: Double) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let stored = try? await storedOffsets(group: group)
+            if let stored, ends.allSatisfy({ stored[$0.key] == $0.value }) { return true }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        return false
+    }
+
+    /// Recomputes every dirty user, as the rollup does.
+    func rollUp() async throws {
+        while true {
+            let claimed = try await pool.withTransaction { connection in
+                let users = try BadgeStore.claimDirtyUsers(limit: 500, on: connection).map(\.user)
+                try BadgeStore.recomputeAggregates(for: users, on: connection)
+                return users.count
+            }
+            if claimed == 0 { return }
+        }
+    }
+
+    func count(_ sql: String) async throws -> Int {
+        try await pool.withConnection { connection in
+            try connection.query(PGStatement("test.count", sql, prepared: false)).singleRow().decode(0, as: Int.self)
+        }
+    }
+}
+
+/// An ingest service running in its own service group.
+struct RunningIngest: Sendable {
+    let serviceGroup: ServiceGroup
+    let task: Task<Void, any Error>
+
+    /// SIGTERM-like: finish the batch, commit, close.
+    func stop() async throws {
+        await serviceGroup.triggerGracefulShutdown()
+        try await task.value
+    }
+
+    /// Cancels the service at once (the batch in flight is left uncommitted or committed, never half).
+    func cancel() async {
+        task.cancel()
+        _ = try? await task.value
+    }
+}
+
+/// A stream of events for many users, with its in-memory model.
+struct EventScript {
+    var records: [(key: String, value: [UInt8])] = []
+    var models: [UserID: BadgeTree] = [:]
+    var uniqueEvents = 0
+    var broadcasts = 0
+    var duplicates = 0
+
+    /// `count` records over `users` users: random direct operations (set, incr, clear, forced
+    /// clear), a broadcast every `broadcastEvery`, and a re-send of an earlier event every
+    /// `duplicateEvery` (same id and bytes, later offset).
+    init(count: Int, users userCount: Int, seed: UInt64, broadcastEvery: Int = 250, duplicateEvery: Int = 97) {
+        let users = (0..<userCount).map { index in
+            (try? UserID(validating: "u\(index)")) ?? UserID(rawValue: "u0")!
+        }
+        var generator = RandomBadgeOperations(users: users, seed: seed)
+        let encoder = EventEncoder()
+        let now = Date()
+        var sentByUser: [UserID: [[UInt8]]] = [:]
+        for index in 0..<count {
+            if index % broadcastEvery == broadcastEvery - 1 {
+                let event = BadgeEvent(
+                    id: EventID(rawValue: "b\(seed)-\(index)")!, audience: .everyone,
+                    body: .operation(path: (try? BadgePath(validating: "root.news.f\(index)")) ?? .root, operation: .set(count: 0, icon: nil)))
+                records.append((key: "*", value: encoder.encode(event)))
+                broadcasts += 1
+                uniqueEvents += 1
+                continue
+            }
+            let mutation = generator.next()
+            if index % duplicateEvery == duplicateEvery - 1, let earlier = sentByUser[mutation.user]?.last {
+                records.append((key: mutation.user.rawValue, value: earlier))
+                duplicates += 1
+                continue
+            }
+            let event = BadgeEvent(
+                id: EventID(rawValue: "e\(seed)-\(index)")!, audience: .users([mutation.user]),
+                body: .operation(path: mutation.path, operation: mutation.operation))
+            let bytes = encoder.encode(event)
+            records.append((key: mutation.user.rawValue, value: bytes))
+            sentByUser[mutation.user, default: []].append(bytes)
+            models[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, now: now)
+            uniqueEvents += 1
+        }
+    }
+}
