@@ -132,7 +132,10 @@ let package = Package(
         ),
         .testTarget(
             name: "ReddotCLITests",
-            dependencies: ["reddot", "LibPQ", "PGTestSupport"],
+            dependencies: [
+                "reddot", "LibPQ", "PGTestSupport", "BadgeCore", "RdKafka",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

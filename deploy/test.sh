@@ -24,6 +24,8 @@ pkg-config --exists rdkafka 2>/dev/null || missing+=(librdkafka-dev)
 { [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; } || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"

@@ -160,6 +160,7 @@ final class IngestWorker: @unchecked Sendable {
     private func advance(_ batch: PreparedBatch, _ consumer: KafkaConsumer) {
         for (partition, next) in batch.nextOffsets { expected[partition] = next }
         consumer.commit(batch.nextOffsets)  // best effort, for lag tools
+        configuration.onCommit?(batch.nextOffsets)
         if !batch.rejected.isEmpty { onRejections() }
     }
 

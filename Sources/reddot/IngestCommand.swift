@@ -1,6 +1,107 @@
 import ArgumentParser
+import BadgeCore
+import BadgeIngest
+import Foundation
+import Logging
+import RdKafka
+import ServiceLifecycle
 
-/// `reddot ingest` (being written).
+/// `reddot ingest`: consume badge events from Kafka into PostgreSQL, exactly once.
 struct IngestCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "ingest", abstract: "Consume badge events from Kafka into PostgreSQL, exactly once.")
+    static let configuration = CommandConfiguration(
+        commandName: "ingest",
+        abstract: "Consume badge events from Kafka into PostgreSQL, exactly once.",
+        discussion: """
+            Joins the consumer group and, per batch of records, decodes and validates them, maps \
+            content events with the rules file, and writes one PostgreSQL transaction: skips \
+            event ids already applied, applies the badge operations, marks the users dirty for \
+            the rollup, stores rejected records with their reason, and advances the stored \
+            offsets with a compare-and-set (the offsets in PostgreSQL are the authoritative ones; \
+            they are also committed to Kafka afterwards for lag tools). Rejected records are \
+            published to the dead-letter topic with headers reddot.reason, reddot.message, \
+            reddot.original.topic, reddot.original.partition and reddot.original.offset.
+
+            Run as many instances as the topic has partitions. SIGTERM or SIGINT: the batch in \
+            hand is committed, the consumer leaves the group (its partitions move at once), and \
+            the process exits 0. Database outages are waited out (retries with backoff).
+
+            Exit codes: 0 stopped by a signal; 64 bad arguments or a refused Kafka property; \
+            65 an invalid rules file; 1 a fatal Kafka or database error.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var kafka: KafkaOptions
+
+    @Option(help: ArgumentHelp("The consumer group. Default: REDDOT_KAFKA_GROUP, else reddot-ingest.", valueName: "id"))
+    var group: String?
+
+    @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq.", valueName: "name"))
+    var deadLetterTopic: String?
+
+    @Option(help: ArgumentHelp("The rules file mapping content event types to badge operations (YAML). Default: REDDOT_RULES_FILE; without one, only direct operations (op) are accepted.", valueName: "file"))
+    var rules: String?
+
+    @Option(name: .customLong("batch-size"), help: "The most records written in one transaction.")
+    var batchSize: Int = 5_000
+
+    @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
+    var batchWaitMilliseconds: Int = 100
+
+    @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
+    var startFrom: String = "earliest"
+
+    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates.")
+    var eventRetentionDays: Double = 7
+
+    func validate() throws {
+        guard batchSize >= 1, batchSize <= 100_000 else { throw ValidationError("--batch-size takes 1…100000") }
+        guard batchWaitMilliseconds >= 0 else { throw ValidationError("--batch-wait-ms takes a number ≥ 0") }
+        guard ["earliest", "latest"].contains(startFrom) else { throw ValidationError("--start-from takes earliest or latest") }
+        guard eventRetentionDays > 0 else { throw ValidationError("--event-retention-days takes a number > 0") }
+    }
+
+    func run() async throws {
+        let logger = try database.logger(label: "reddot.ingest")
+        let environment = ProcessInfo.processInfo.environment
+        var ruleSet = RuleSet.empty
+        if let path = rules ?? environment["REDDOT_RULES_FILE"], !path.isEmpty {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw fail("cannot read the rules file \(path)", code: ExitCodes.dataError)
+            }
+            do {
+                ruleSet = try RuleSet(yaml: String(decoding: data, as: UTF8.self))
+            } catch {
+                throw fail("the rules file \(path) is invalid: \(error.message)", code: ExitCodes.dataError)
+            }
+        }
+        var configuration = IngestConfiguration(kafka: try kafka.configuration(), database: database.configuration())
+        configuration.topic = kafka.topic
+        configuration.group = group ?? environment["REDDOT_KAFKA_GROUP"] ?? "reddot-ingest"
+        configuration.deadLetterTopic = deadLetterTopic ?? environment["REDDOT_KAFKA_DLQ_TOPIC"] ?? "\(kafka.topic).dlq"
+        configuration.rules = ruleSet
+        configuration.batchSize = batchSize
+        configuration.batchWaitMilliseconds = batchWaitMilliseconds
+        configuration.startFromEnd = startFrom == "latest"
+        configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
+
+        logger.info(
+            "starting ingest",
+            metadata: [
+                "kafka.brokers": "\(kafka.brokers)", "kafka.topic": "\(configuration.topic)", "kafka.group": "\(configuration.group)",
+                "kafka.dlq_topic": "\(configuration.deadLetterTopic)", "librdkafka.version": "\(RdKafkaVersion.text)",
+                "rules.types": "\(ruleSet.types.count)",
+            ])
+        do {
+            try RdKafkaVersion.requireSupported()
+            let service = IngestService(configuration: configuration, logger: logger)
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            try await group.run()
+        } catch let error as KafkaError {
+            throw fail("\(error)", code: error.name == "configuration" ? ExitCodes.usage : ExitCodes.failure)
+        } catch {
+            throw fail("\(error)", code: ExitCodes.failure)
+        }
+    }
 }

@@ -1,0 +1,105 @@
+import BadgeCore
+import BadgeIngest
+import BadgeStore
+import Foundation
+import PGTestSupport
+import RdKafka
+import Testing
+
+@Suite("reddot ingest killed with SIGKILL at random moments")
+struct IngestCrashTests {
+    /// A `reddot ingest` child process.
+    final class Child: @unchecked Sendable {
+        let pid: pid_t
+
+        init(_ arguments: [String]) throws {
+            let binary = try ReddotBinary.url.get().path
+            var pid: pid_t = 0
+            let argv: [UnsafeMutablePointer<CChar>?] = ([binary] + arguments).map { strdup($0) } + [nil]
+            defer { argv.forEach { free($0) } }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            let result = posix_spawn(&pid, binary, &actions, nil, argv, environ)
+            guard result == 0 else { throw TestSetupError("cannot start \(binary): error \(result)") }
+            self.pid = pid
+        }
+
+        /// Sends `signal` and returns the exit status (or 128 + signal number when killed).
+        func end(with signal: Int32) async throws -> Int32 {
+            kill(pid, signal)
+            let pid = self.pid
+            return try await onThread {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                let terminatedBy = status & 0x7f
+                return terminatedBy == 0 ? (status >> 8) & 0xff : 128 + terminatedBy
+            }
+        }
+    }
+
+    @Test("ten SIGKILLs during a run lose nothing and count nothing twice; SIGTERM exits 0")
+    func killNine() async throws {
+        let harness = try await IngestHarness(partitions: 4)
+        defer { Task { await harness.tearDown() } }
+        let script = EventScript(count: 30_000, users: 300, seed: 99)
+        let group = "g-kill"
+        let arguments = [
+            "ingest", "--brokers", harness.cluster.bootstrapServers, "--topic", harness.topic, "--group", group,
+            "--database-url", harness.database.url, "--batch-wait-ms", "20", "--log-level", "error",
+            "-X", "session.timeout.ms=3000", "-X", "heartbeat.interval.ms=300", "-X", "max.poll.interval.ms=20000",
+        ]
+        let slices = stride(from: 0, to: script.records.count, by: 2_000).map {
+            Array(script.records[$0..<min($0 + 2_000, script.records.count)])
+        }
+        let publisher = Task {
+            var ends: [TopicPartition: Int64] = [:]
+            for slice in slices {
+                ends.merge(try await harness.publish(slice)) { max($0, $1) }
+                try await Task.sleep(for: .milliseconds(400))
+            }
+            return ends
+        }
+
+        var kills = 0
+        var random = SystemRandomNumberGenerator()
+        func committed() async -> Int64 {
+            ((try? await harness.storedOffsets(group: group)) ?? [:]).values.reduce(0, +)
+        }
+        while kills < 10 {
+            let batchSize = [50, 200, 1_000][Int.random(in: 0..<3, using: &random)]
+            let child = try Child(arguments + ["--batch-size", String(batchSize)])
+            // Let it join and commit something, then kill it at a random moment mid-stream.
+            let before = await committed()
+            let deadline = ContinuousClock.now + .seconds(15)
+            while await committed() == before, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...400, using: &random)))
+            let status = try await child.end(with: SIGKILL)
+            #expect(status == 128 + SIGKILL)
+            kills += 1
+        }
+        let ends = try await publisher.value
+        let last = try Child(arguments + ["--batch-size", "500"])
+        let caughtUp = try await harness.waitForOffsets(group: group, ends, seconds: 120)
+        #expect(caughtUp)
+        #expect(try await last.end(with: SIGTERM) == 0)
+
+        #expect(kills >= 10)
+        #expect(try await harness.storedOffsets(group: group) == ends)
+        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        try await harness.rollUp()
+        let store = BadgeStore(pool: harness.pool)
+        let now = Date()
+        var mismatches: [String] = []
+        for index in 0..<300 {
+            let user = try UserID(validating: "u\(index)")
+            if try await store.tree(for: user).tree != (script.models[user] ?? BadgeTree()).node(at: .root, now: now) {
+                mismatches.append(user.rawValue)
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.count) users differ, e.g. \(mismatches.prefix(5))")
+    }
+}
