@@ -13,6 +13,6 @@ struct Reddot: AsyncParsableCommand {
             The database comes from --database-url, else REDDOT_DATABASE_URL, else libpq's own PG* \
             variables and ~/.pgpass (as psql does).
             """,
-        subcommands: [MigrateCommand.self, BadgesCommand.self, IngestCommand.self, PublishCommand.self]
+        subcommands: [MigrateCommand.self, BadgesCommand.self, IngestCommand.self, PublishCommand.self, BenchCommand.self]
     )
 }
