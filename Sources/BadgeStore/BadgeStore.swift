@@ -130,6 +130,17 @@ public struct BadgeStore: Sendable {
         return claimed
     }
 
+    /// One rollup step: claims up to `limit` dirty users and recomputes them, in one transaction.
+    ///
+    /// - Returns: how many users were claimed (0: nothing was dirty, or others hold the rest).
+    public func recomputeDirtyUsers(limit: Int) async throws -> Int {
+        try await pool.withTransaction { connection in
+            let claimed = try Self.claimDirtyUsers(limit: limit, on: connection).map(\.user)
+            try Self.recomputeAggregates(for: claimed, on: connection)
+            return claimed.count
+        }
+    }
+
     // MARK: - reading
 
     /// One user's version and the aggregates of the shown nodes within `path`, down to `depth`

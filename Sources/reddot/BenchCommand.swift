@@ -167,10 +167,7 @@ struct BenchCommand: AsyncParsableCommand {
             defer { cluster?.close() }
             let topic = KafkaOptions.nonEmpty(kafka.topicName) ?? (useMock ? "reddot.bench" : "reddot.bench.\(runID)")
             if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError(problem) }
-            // Short group timers, so that joining the group takes seconds.
-            var kafkaConfiguration = try kafka.configuration(defaults: [
-                ("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"), ("max.poll.interval.ms", "60000"),
-            ])
+            var kafkaConfiguration = try kafka.configuration()
             if let cluster {
                 try cluster.createTopic(topic, partitions: partitions)
                 try cluster.createTopic(topic + ".dlq", partitions: 1)

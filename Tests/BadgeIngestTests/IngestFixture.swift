@@ -68,14 +68,7 @@ struct IngestFixture: Sendable {
 
     /// Recomputes every dirty user, as rollup workers do, until none is left.
     func drainDirtyUsers() async throws {
-        while true {
-            let claimed = try await pool.withTransaction { connection in
-                let claimed = try BadgeStore.claimDirtyUsers(limit: 500, on: connection).map(\.user)
-                try BadgeStore.recomputeAggregates(for: claimed, on: connection)
-                return claimed.count
-            }
-            if claimed == 0 { return }
-        }
+        while try await store.recomputeDirtyUsers(limit: 500) > 0 {}
     }
 
     func scalar<T: PGDecodable>(_ sql: String, _ parameters: [any PGBindable] = [], as type: T.Type = T.self) async throws -> T {

@@ -117,14 +117,7 @@ final class IngestHarness: Sendable {
 
     /// Recomputes every dirty user, as the rollup does.
     func rollUp() async throws {
-        while true {
-            let claimed = try await pool.withTransaction { connection in
-                let users = try BadgeStore.claimDirtyUsers(limit: 500, on: connection).map(\.user)
-                try BadgeStore.recomputeAggregates(for: users, on: connection)
-                return users.count
-            }
-            if claimed == 0 { return }
-        }
+        while try await BadgeStore(pool: pool).recomputeDirtyUsers(limit: 500) > 0 {}
     }
 
     func count(_ sql: String) async throws -> Int {

@@ -52,14 +52,7 @@ struct StoreFixture {
 
     /// Claims and recomputes dirty users, as rollup workers do, until none is left.
     func drainDirtyUsers(batchSize: Int = 100) async throws {
-        while true {
-            let claimed = try await pool.withTransaction { connection in
-                let claimed = try BadgeStore.claimDirtyUsers(limit: batchSize, on: connection).map(\.user)
-                try BadgeStore.recomputeAggregates(for: claimed, on: connection)
-                return claimed.count
-            }
-            if claimed == 0 { return }
-        }
+        while try await store.recomputeDirtyUsers(limit: batchSize) > 0 {}
     }
 
     func scalar<T: PGDecodable>(_ sql: String, _ parameters: [any PGBindable] = [], as type: T.Type = T.self) async throws -> T {
