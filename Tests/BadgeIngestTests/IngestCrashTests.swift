@@ -102,4 +102,43 @@ struct IngestCrashTests {
         }
         #expect(mismatches.isEmpty, "\(mismatches.count) users differ, e.g. \(mismatches.prefix(5))")
     }
+
+    @Test("events sent with reddot publish come out of reddot ingest as badges")
+    func publishThenIngest() async throws {
+        let harness = try await IngestHarness(partitions: 2)
+        defer { Task { await harness.tearDown() } }
+        let brokers = ["--brokers", harness.cluster.bootstrapServers, "--topic", harness.topic]
+        let rulesFile = FileManager.default.temporaryDirectory.appendingPathComponent("rules-\(UUID().uuidString).yaml")
+        try """
+            rules:
+              - type: chat.message
+                op: incr
+                path: root.chat.{conversation}
+            """.write(to: rulesFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: rulesFile) }
+        let publishes: [[String]] = [
+            ["--user", "ana", "--op", "incr", "--path", "root.chat.c1", "--by", "2"],
+            ["--user", "ana", "--user", "ben", "--type", "chat.message", "--attr", "conversation=c1"],
+            ["--user", "ana", "--op", "set", "--path", "root.promotion.p9", "--icon", "new"],
+        ]
+        for arguments in publishes {
+            let status = try await run(try ReddotBinary.url.get().path, ["publish"] + brokers + arguments)
+            #expect(status == 0, "reddot publish \(arguments)")
+        }
+        let ingest = try Child(
+            ["ingest"] + brokers + [
+                "--group", "g-roundtrip", "--database-url", harness.database.url, "--rules", rulesFile.path,
+                "--log-level", "error", "--batch-wait-ms", "20",
+            ])
+        let ends = try await harness.logEndOffsets(expectedRecords: 3)
+        #expect(try await harness.waitForOffsets(group: "g-roundtrip", ends, seconds: 60))
+        #expect(try await ingest.end(with: SIGTERM) == 0)
+        try await harness.rollUp()
+        let store = BadgeStore(pool: harness.pool)
+        let ana = try #require(try await store.tree(for: try UserID(validating: "ana")).tree)
+        #expect(ana.count == 3)
+        #expect(ana.children.map(\.path.rawValue) == ["root.chat", "root.promotion"])
+        #expect(ana.children.last?.children.first?.icon?.rawValue == "new")
+        #expect(try await store.tree(for: try UserID(validating: "ben")).tree?.count == 1)
+    }
 }

@@ -104,6 +104,27 @@ final class IngestHarness: Sendable {
         }
     }
 
+    /// The log-end offset of every partition that holds records, once `expectedRecords` are in
+    /// the topic (read with a throwaway consumer's view of the high watermarks).
+    func logEndOffsets(expectedRecords: Int) async throws -> [TopicPartition: Int64] {
+        var configuration = kafka
+        configuration.set("group.id", "watermarks-\(UUID().uuidString)")
+        let consumer = try KafkaConsumer(
+            configuration: configuration, rebalance: KafkaRebalanceHandler(assigned: { _ in [:] }, revoked: { _ in }), logger: logger)
+        try consumer.subscribe([topic])
+        return try await onThread { () throws -> [TopicPartition: Int64] in
+            defer { consumer.close() }
+            var ends: [TopicPartition: Int64] = [:]
+            let deadline = Date().addingTimeInterval(30)
+            while ends.values.reduce(0, +) < Int64(expectedRecords), Date() < deadline {
+                if let record = try consumer.poll(timeoutMilliseconds: 100) {
+                    ends[record.topicPartition] = max(ends[record.topicPartition] ?? 0, record.offset + 1)
+                }
+            }
+            return ends
+        }
+    }
+
     /// Waits until the stored offsets reach `ends` (or the timeout passes); returns whether they did.
     func waitForOffsets(group: String, _ ends: [TopicPartition: Int64], seconds: Double) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(seconds)
