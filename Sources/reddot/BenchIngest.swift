@@ -178,8 +178,8 @@ struct IngestBenchmark: Sendable {
         var delivered: [(Int32, Int64)] = []
         for (index, partition) in targets.enumerated() {
             let event = BadgeEvent(
-                id: EventID(rawValue: "\(settings.runID)-warmup-\(index)")!,
-                audience: .users([UserID(rawValue: "bench_warmup")!]),
+                id: try EventID(validating: "\(settings.runID)-warmup-\(index)"),
+                audience: .users([try UserID(validating: "bench_warmup")]),
                 body: .operation(path: try BadgePath(validating: "root.bench.warmup"), operation: .increment(by: 1)))
             let record = KafkaOutgoingRecord(
                 topic: settings.topic, partition: partition, key: Array("bench_warmup".utf8), payload: encoder.encode(event))
@@ -373,8 +373,8 @@ struct BenchWorkload: Sendable {
             let amount: Int64 = isSet ? Int64(generator.next() % 10) : 1
             let userText = "\(userPrefix)\(user)"
             let event = BadgeEvent(
-                id: EventID(rawValue: "\(idPrefix)-\(index)")!,
-                audience: .users([UserID(rawValue: userText)!]),
+                id: try EventID(validating: "\(idPrefix)-\(index)"),
+                audience: .users([try UserID(validating: userText)]),
                 body: .operation(path: badgePaths[Int(path)], operation: isSet ? .set(count: amount, icon: nil) : .increment(by: amount)))
             let payload = encoder.encode(event)
             bytes += payload.count
