@@ -6,19 +6,26 @@ import Logging
 import RdKafka
 import Synchronization
 
-/// The consumer loop: poll, batch, write each batch in one transaction, repeat. It runs on a
-/// thread of its own; the rebalance handler runs on the same thread (inside `poll`), so the
-/// loop's state needs no lock: between two batches, partitions come and go.
+/// The consumer loop: poll, batch, decode, write each batch in one transaction, repeat.
+///
+/// Two threads. The consumer thread polls Kafka, serves rebalances (inside `poll`), and decodes
+/// each batch; the writer thread commits it to PostgreSQL. At most one batch is being written
+/// while the next is read and decoded, so decoding overlaps the database's work. The consumer
+/// thread hands batch N+1 over only after batch N is done, with the offsets batch N stored as
+/// the expected ones: if N was fenced, N+1 is dropped too and the stored offsets are read
+/// again. Rebalances wait for the batch in flight, so a partition is never given up while one
+/// of its batches is being written.
 final class IngestWorker: @unchecked Sendable {
     private let configuration: IngestConfiguration
     private let logger: Logger
     private let metrics: IngestMetrics
     private let stopRequested = Atomic<Bool>(false)
     private let onRejections: @Sendable () -> Void
+    private let writer: BatchWriter
 
-    // Confined to the worker thread.
-    private var connection: PGConnection?
-    /// The stored offset of each owned partition, as this consumer last wrote or read it.
+    // Confined to the consumer thread.
+    private var readConnection: DatabaseSession
+    /// The stored offset of each owned partition, as of the last batch handed to the writer.
     private var expected: [TopicPartition: Int64] = [:]
     private var owned: Set<TopicPartition> = []
     private var pending: [KafkaRecord] = []
@@ -28,10 +35,15 @@ final class IngestWorker: @unchecked Sendable {
         self.logger = logger
         self.metrics = metrics
         self.onRejections = onRejections
+        self.writer = BatchWriter(configuration: configuration, logger: logger, metrics: metrics)
+        self.readConnection = DatabaseSession(logger: logger)
     }
 
     /// Asks the loop to finish its batch, commit, close the consumer and return.
-    func stop() { stopRequested.store(true, ordering: .releasing) }
+    func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        writer.stopRequested.store(true, ordering: .releasing)
+    }
 
     private var isStopping: Bool { stopRequested.load(ordering: .acquiring) }
 
@@ -48,19 +60,24 @@ final class IngestWorker: @unchecked Sendable {
 
     private func run() throws {
         defer {
-            connection?.close()
-            connection = nil
+            readConnection.close()
+            writer.close()
         }
         var kafka = configuration.kafka
         kafka.set("group.id", configuration.group)
         if kafka["statistics.interval.ms"] == nil { kafka.set("statistics.interval.ms", "5000") }
+        // librdkafka waits up to 500 ms for a fetch to fill by default: too long for badges.
+        if kafka["fetch.wait.max.ms"] == nil { kafka.set("fetch.wait.max.ms", "10") }
         let consumer = try KafkaConsumer(
             configuration: kafka,
             rebalance: KafkaRebalanceHandler(
                 assigned: { [unowned self] partitions in assigned(partitions) },
                 revoked: { [unowned self] partitions in revoked(partitions) }),
             logger: logger)
-        defer { consumer.close() }
+        defer {
+            writer.waitUntilIdle()  // never close the consumer under a batch in flight
+            consumer.close()
+        }
         try consumer.subscribe([configuration.topic])
         logger.info(
             "ingest started",
@@ -73,8 +90,8 @@ final class IngestWorker: @unchecked Sendable {
         var batchStarted = ContinuousClock.now
         while !isStopping {
             let remaining = pending.isEmpty ? Duration.milliseconds(200) : wait - (ContinuousClock.now - batchStarted)
-            let timeout = Int32(max(0, min(200, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000)))
-            if let record = try consumer.poll(timeoutMilliseconds: timeout) {
+            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
+            if let record = try consumer.poll(timeoutMilliseconds: Int32(max(0, min(200, milliseconds)))) {
                 metrics.consumed.increment()
                 if owned.contains(record.topicPartition) {
                     if pending.isEmpty { batchStarted = .now }
@@ -84,34 +101,38 @@ final class IngestWorker: @unchecked Sendable {
             if pending.count >= configuration.batchSize || (!pending.isEmpty && ContinuousClock.now - batchStarted >= wait) {
                 try flush(consumer)
             }
+            try writer.throwIfFailed()
         }
         if !pending.isEmpty { try flush(consumer) }
-        logger.info("ingest stopping: batch committed, closing the consumer")
+        writer.waitUntilIdle()
+        try writer.throwIfFailed()
+        logger.info("ingest stopping: batches committed, closing the consumer")
     }
 
-    // MARK: - rebalance (called inside poll, on this thread)
+    // MARK: - rebalance (called inside poll, on the consumer thread)
 
     private func assigned(_ partitions: [TopicPartition]) -> [TopicPartition: Int64] {
+        writer.waitUntilIdle()
         owned.formUnion(partitions)
         guard let stored = readStoredOffsets(partitions) else { return [:] }
         var start: [TopicPartition: Int64] = [:]
         for partition in partitions {
-            if let offset = stored[partition] {
-                expected[partition] = offset
-                start[partition] = offset
-            } else {
-                expected[partition] = nil
-                start[partition] = configuration.startFromEnd ? KafkaConsumer.offsetEnd : KafkaConsumer.offsetBeginning
-            }
+            expected[partition] = stored[partition]
+            start[partition] = stored[partition] ?? startingOffset
         }
         return start
     }
 
     private func revoked(_ partitions: [TopicPartition]) {
+        writer.waitUntilIdle()  // the batch in flight still owns them: let it finish
         let gone = Set(partitions)
         owned.subtract(gone)
         for partition in gone { expected[partition] = nil }
         pending.removeAll { gone.contains($0.topicPartition) }
+    }
+
+    private var startingOffset: Int64 {
+        configuration.startFromEnd ? KafkaConsumer.offsetEnd : KafkaConsumer.offsetBeginning
     }
 
     /// The stored offsets, retrying until the database answers (or nil when stopping).
@@ -119,9 +140,10 @@ final class IngestWorker: @unchecked Sendable {
         var delay = 100
         while true {
             do {
-                return try IngestStore.storedOffsets(group: configuration.group, partitions: partitions, on: try database())
+                let connection = try readConnection.connection(configuration.database)
+                return try IngestStore.storedOffsets(group: configuration.group, partitions: partitions, on: connection)
             } catch {
-                dropConnectionIfBroken()
+                readConnection.dropIfBroken()
                 if isStopping { return nil }
                 logger.warning(
                     "cannot read stored offsets; retrying", metadata: [LibPQ.LogKey.error: "\(error)", "retry.delay_ms": "\(delay)"])
@@ -133,35 +155,116 @@ final class IngestWorker: @unchecked Sendable {
 
     // MARK: - batches
 
+    /// Decodes the pending records (while the writer may still be busy with the previous
+    /// batch), then hands them to the writer.
+    private func flush(_ consumer: KafkaConsumer) throws {
+        let batch = PreparedBatch(records: pending, rules: configuration.rules)
+        pending.removeAll(keepingCapacity: true)
+        writer.waitUntilIdle()
+        try writer.throwIfFailed()
+        if writer.takeFenced() {
+            // The previous batch was refused: this one was read past it, so drop it as well.
+            metrics.fenced.increment()
+            resynchronize(consumer)
+            return
+        }
+        let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
+        for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
+        let onRejections = self.onRejections
+        writer.write(batch, expected: expectedNow) { nextOffsets in
+            consumer.commit(nextOffsets)  // best effort, for lag tools
+            if !batch.rejected.isEmpty { onRejections() }
+        }
+    }
+
+    /// After a fence: re-read the stored offsets of the partitions still owned, and seek there.
+    private func resynchronize(_ consumer: KafkaConsumer) {
+        logger.warning("a batch was fenced: another consumer owns a partition; re-reading stored offsets")
+        pending.removeAll()
+        let partitions = Array(owned)
+        guard let stored = readStoredOffsets(partitions) else { return }
+        var positions: [TopicPartition: Int64] = [:]
+        for partition in partitions {
+            expected[partition] = stored[partition]
+            positions[partition] = stored[partition] ?? startingOffset
+        }
+        do {
+            try consumer.seek(positions)
+        } catch {
+            logger.warning("seek after a fence failed; the next rebalance will fix the positions", metadata: [RdKafka.LogKey.error: "\(error)"])
+        }
+    }
+}
+
+/// Writes batches to PostgreSQL on a thread of its own, one at a time.
+final class BatchWriter: @unchecked Sendable {
+    private let configuration: IngestConfiguration
+    private let logger: Logger
+    private let metrics: IngestMetrics
+    private let queue = DispatchQueue(label: "reddot.ingest.writer")
+    private let idle = DispatchSemaphore(value: 1)
+    private let fenced = Atomic<Bool>(false)
+    private let failure = Mutex<(any Error)?>(nil)
+    let stopRequested = Atomic<Bool>(false)
+    // Confined to the writer queue.
+    private var session: DatabaseSession
+
+    init(configuration: IngestConfiguration, logger: Logger, metrics: IngestMetrics) {
+        self.configuration = configuration
+        self.logger = logger
+        self.metrics = metrics
+        self.session = DatabaseSession(logger: logger)
+    }
+
+    /// Blocks until no batch is in flight.
+    func waitUntilIdle() {
+        idle.wait()
+        idle.signal()
+    }
+
+    /// Whether the last batch was fenced (and forgets it).
+    func takeFenced() -> Bool { fenced.exchange(false, ordering: .acquiringAndReleasing) }
+
+    /// Rethrows a failure of the last batch (a non-retriable database error).
+    func throwIfFailed() throws {
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
+    /// Starts writing `batch`; `committed` runs on the writer thread after it commits, with the
+    /// batch's next offsets. Call only when idle.
+    func write(_ batch: PreparedBatch, expected: [TopicPartition: Int64], committed: @escaping @Sendable ([TopicPartition: Int64]) -> Void) {
+        idle.wait()
+        queue.async { [self] in
+            defer { idle.signal() }
+            let started = ContinuousClock.now
+            do {
+                switch try commit(batch, expected: expected) {
+                case .outcome(let outcome):
+                    record(outcome, size: batch.records.count, since: started)
+                    committed(batch.nextOffsets)
+                    configuration.onCommit?(batch.nextOffsets)
+                case .byEarlierAttempt:
+                    committed(batch.nextOffsets)
+                    configuration.onCommit?(batch.nextOffsets)
+                case .fenced(let error):
+                    logger.warning("batch fenced", metadata: [LibPQ.LogKey.error: "\(error)"])
+                    fenced.store(true, ordering: .releasing)
+                }
+            } catch {
+                failure.withLock { $0 = error }
+            }
+        }
+    }
+
+    func close() {
+        waitUntilIdle()
+        queue.sync { session.close() }
+    }
+
     private enum Committed {
         case outcome(BatchOutcome)
         case byEarlierAttempt
         case fenced(IngestError)
-    }
-
-    private func flush(_ consumer: KafkaConsumer) throws {
-        let started = ContinuousClock.now
-        let batch = PreparedBatch(records: pending, rules: configuration.rules)
-        let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
-        switch try commit(batch, expected: expectedNow) {
-        case .outcome(let outcome):
-            record(outcome, size: batch.records.count, since: started)
-            advance(batch, consumer)
-        case .byEarlierAttempt:
-            advance(batch, consumer)
-        case .fenced(let error):
-            metrics.fenced.increment()
-            logger.warning("batch fenced: another consumer owns a partition; re-reading stored offsets", metadata: [LibPQ.LogKey.error: "\(error)"])
-            resynchronize(consumer)
-        }
-        pending.removeAll(keepingCapacity: true)
-    }
-
-    private func advance(_ batch: PreparedBatch, _ consumer: KafkaConsumer) {
-        for (partition, next) in batch.nextOffsets { expected[partition] = next }
-        consumer.commit(batch.nextOffsets)  // best effort, for lag tools
-        configuration.onCommit?(batch.nextOffsets)
-        if !batch.rejected.isEmpty { onRejections() }
     }
 
     private func record(_ outcome: BatchOutcome, size: Int, since started: ContinuousClock.Instant) {
@@ -176,30 +279,31 @@ final class IngestWorker: @unchecked Sendable {
     /// Writes the batch in one transaction, retrying transient database errors (reconnecting
     /// as needed). A retry after an ambiguous COMMIT finds the offsets already advanced: that is
     /// this batch, committed by the earlier attempt.
-    private func commit(_ batch: PreparedBatch, expected expectedNow: [TopicPartition: Int64]) throws -> Committed {
+    private func commit(_ batch: PreparedBatch, expected: [TopicPartition: Int64]) throws -> Committed {
         var attempt = 0
         var delay = 50
+        let group = configuration.group
         while true {
             do {
-                let connection = try database()
-                let group = configuration.group
+                let connection = try session.connection(configuration.database)
                 let outcome = try connection.withTransaction { connection in
-                    try IngestStore.commit(batch, group: group, expectedOffsets: expectedNow, on: connection)
+                    try IngestStore.commit(batch, group: group, expectedOffsets: expected, on: connection)
                 }
                 return .outcome(outcome)
             } catch let error as IngestError {
-                if attempt > 0, let stored = try? IngestStore.storedOffsets(
-                    group: configuration.group, partitions: Array(batch.nextOffsets.keys), on: database()),
+                if attempt > 0,
+                    let connection = try? session.connection(configuration.database),
+                    let stored = try? IngestStore.storedOffsets(group: group, partitions: Array(batch.nextOffsets.keys), on: connection),
                     stored == batch.nextOffsets
                 {
                     return .byEarlierAttempt
                 }
                 return .fenced(error)
             } catch let error as PGError where error.isRetriable || error.code == .connectionLost {
-                dropConnectionIfBroken()
+                session.dropIfBroken()
                 attempt += 1
                 metrics.commitRetries.increment()
-                if isStopping, attempt >= 10 {
+                if stopRequested.load(ordering: .acquiring), attempt >= 10 {
                     logger.error("giving up the last batch while stopping; it will be read again", metadata: [LibPQ.LogKey.error: "\(error)"])
                     throw error
                 }
@@ -211,41 +315,35 @@ final class IngestWorker: @unchecked Sendable {
             }
         }
     }
+}
 
-    /// After a fence: forget the batch, re-read the stored offsets of the partitions still
-    /// owned, and seek there.
-    private func resynchronize(_ consumer: KafkaConsumer) {
-        let partitions = Array(owned)
-        guard let stored = readStoredOffsets(partitions) else { return }
-        var positions: [TopicPartition: Int64] = [:]
-        for partition in partitions {
-            expected[partition] = stored[partition]
-            positions[partition] = stored[partition] ?? (configuration.startFromEnd ? KafkaConsumer.offsetEnd : KafkaConsumer.offsetBeginning)
-        }
-        do {
-            try consumer.seek(positions)
-        } catch {
-            logger.warning("seek after a fence failed; the next rebalance will fix the positions", metadata: [RdKafka.LogKey.error: "\(error)"])
-        }
-    }
+/// One database connection, opened on first use and again after it broke.
+struct DatabaseSession {
+    let logger: Logger
+    private var current: PGConnection?
 
-    // MARK: - database
+    init(logger: Logger) { self.logger = logger }
 
-    private func database() throws(PGError) -> PGConnection {
-        if let connection, connection.isOpen { return connection }
-        connection?.close()
-        var settings = configuration.database
+    mutating func connection(_ configuration: PGConfiguration) throws(PGError) -> PGConnection {
+        if let current, current.isOpen { return current }
+        current?.close()
+        var settings = configuration
         settings.sessionSettings += BadgeStore.recommendedSessionSettings
         if settings.statementTimeoutMilliseconds == nil { settings.statementTimeoutMilliseconds = 60_000 }
         let fresh = try PGConnection.connect(settings, logger: logger)
-        connection = fresh
+        current = fresh
         return fresh
     }
 
-    private func dropConnectionIfBroken() {
-        if let connection, !connection.isReusable {
-            connection.close()
-            self.connection = nil
+    mutating func dropIfBroken() {
+        if let current, !current.isReusable {
+            current.close()
+            self.current = nil
         }
+    }
+
+    mutating func close() {
+        current?.close()
+        current = nil
     }
 }

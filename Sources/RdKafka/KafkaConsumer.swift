@@ -8,7 +8,7 @@ public import Logging
 /// handler's `assigned`, which runs inside the rebalance callback for both the eager and the
 /// cooperative protocols. `commit` also records them in Kafka (best effort) for lag tools.
 ///
-/// Threading: every method but `close` must be called from one thread, the poll thread (the
+/// Threading: every method but `commit` must be called from one thread, the poll thread (the
 /// rebalance handler runs there too, inside `poll`). Owns its `rd_kafka_t` and destroys it in
 /// `close()` (or deinit), after `rd_kafka_consumer_close` so partitions move at once.
 public final class KafkaConsumer: @unchecked Sendable {
@@ -110,6 +110,7 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// Records `nextOffsets` (the next offset to read, per partition) as the group's committed
     /// offsets in Kafka, asynchronously and best effort (for lag tools; not authoritative).
+    /// Unlike the other methods, it may be called from another thread while the consumer is open.
     public func commit(_ nextOffsets: [TopicPartition: Int64]) {
         guard let handle, !nextOffsets.isEmpty else { return }
         let list = makeList(nextOffsets.map { ($0.key, $0.value) })
