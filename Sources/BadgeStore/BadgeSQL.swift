@@ -47,13 +47,16 @@ enum BadgeSQL {
             updated_at = now()
         """)
 
-    /// Upsert that waits for a rollup worker holding the row, so a mark is never lost.
+    /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE false` updates
+    /// nothing but still locks the existing row, so it waits for a rollup worker that holds it;
+    /// when that worker deletes the row and commits, the insert happens after all. A mark is
+    /// never lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it).
     static let markDirty = PGStatement(
         "badges.mark_dirty",
         """
         INSERT INTO dirty_user AS d (user_id)
         SELECT unnest($1::text[])
-        ON CONFLICT (user_id) DO UPDATE SET generation = d.generation + 1
+        ON CONFLICT (user_id) DO UPDATE SET generation = d.generation + 1 WHERE false
         """)
 
     /// Per-user transaction locks, always taken in ascending key order.
