@@ -27,7 +27,7 @@ public struct IngestConfiguration: Sendable {
     /// How often rejected records not yet on the dead-letter topic are published.
     public var deadLetterInterval: Duration = .seconds(5)
 
-    /// Called on the consumer thread after each batch commits, with the next offset of every
+    /// Called on the writer thread after each batch commits, with the next offset of every
     /// partition in it (everything below is committed): for benchmarks and tests. Keep it short.
     public var onCommit: (@Sendable ([TopicPartition: Int64]) -> Void)?
 
