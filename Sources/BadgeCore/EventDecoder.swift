@@ -37,13 +37,15 @@ public struct EventDecoder: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw EventRejection(reason: .invalidEncoding, message: "record is not valid UTF-8")
         }
-        if Self.hasTrailingComma(text.utf8) {
-            throw EventRejection(reason: .malformedJSON, message: "record is not valid JSON (a trailing comma)")
-        }
         let value: JSONValue
         do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+            value = try JSONParser.parse(text.utf8)
         } catch {
+            // Valid JSON never has a trailing comma, so checking only after a failure keeps the
+            // message the pre-scan gave.
+            if Self.hasTrailingComma(text.utf8) {
+                throw EventRejection(reason: .malformedJSON, message: "record is not valid JSON (a trailing comma)")
+            }
             throw EventRejection(reason: .malformedJSON, message: "record is not valid JSON")
         }
         guard case .object(let object) = value else {
@@ -53,7 +55,7 @@ public struct EventDecoder: Sendable {
     }
 
     /// Whether a `,` is followed (after white space) by `}` or `]` outside strings: JSON forbids
-    /// it, but Foundation's parser accepts it.
+    /// it; used to name that mistake in the rejection message.
     static func hasTrailingComma(_ bytes: String.UTF8View) -> Bool {
         var inString = false
         var escaped = false
