@@ -21,7 +21,7 @@ final class IngestWorker: @unchecked Sendable {
     private let metrics: IngestMetrics
     private let stopRequested = Atomic<Bool>(false)
     private let onRejections: @Sendable () -> Void
-    private let writer: BatchWriter
+    private let writer: BatchWriters
 
     // Confined to the consumer thread.
     private var readConnection: DatabaseSession
@@ -35,14 +35,15 @@ final class IngestWorker: @unchecked Sendable {
         self.logger = logger
         self.metrics = metrics
         self.onRejections = onRejections
-        self.writer = BatchWriter(configuration: configuration, logger: logger, metrics: metrics)
+        self.writer = BatchWriters(
+            (0..<max(1, configuration.writers)).map { _ in BatchWriter(configuration: configuration, logger: logger, metrics: metrics) })
         self.readConnection = DatabaseSession(logger: logger)
     }
 
     /// Asks the loop to finish its batch, commit, close the consumer and return.
     func stop() {
         stopRequested.store(true, ordering: .releasing)
-        writer.stopRequested.store(true, ordering: .releasing)
+        writer.requestStop()
     }
 
     private var isStopping: Bool { stopRequested.load(ordering: .acquiring) }
@@ -155,10 +156,11 @@ final class IngestWorker: @unchecked Sendable {
 
     // MARK: - batches
 
-    /// Decodes the pending records (while the writer may still be busy with the previous
-    /// batch), then hands them to the writer.
+    /// Decodes the pending records (while the writers may still be busy with the previous
+    /// batch), then hands them to the writers: the batch's partitions are split between them, so
+    /// each partition's records stay in one transaction, in order.
     private func flush(_ consumer: KafkaConsumer) throws {
-        let batch = PreparedBatch(records: pending, rules: configuration.rules)
+        let batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
         pending.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
         try writer.throwIfFailed()
@@ -168,12 +170,14 @@ final class IngestWorker: @unchecked Sendable {
             resynchronize(consumer)
             return
         }
-        let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
-        for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
         let onRejections = self.onRejections
-        writer.write(batch, expected: expectedNow) { nextOffsets in
-            consumer.commit(nextOffsets)  // best effort, for lag tools
-            if !batch.rejected.isEmpty { onRejections() }
+        for (index, batch) in batches.enumerated() {
+            let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
+            for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
+            writer.writers[index].write(batch, expected: expectedNow) { nextOffsets in
+                consumer.commit(nextOffsets)  // best effort, for lag tools
+                if !batch.rejected.isEmpty { onRejections() }
+            }
         }
     }
 
@@ -194,6 +198,36 @@ final class IngestWorker: @unchecked Sendable {
             logger.warning("seek after a fence failed; the next rebalance will fix the positions", metadata: [RdKafka.LogKey.error: "\(error)"])
         }
     }
+}
+
+/// Several writers, each with its own thread and connection, that work on disjoint partitions.
+struct BatchWriters: Sendable {
+    let writers: [BatchWriter]
+
+    init(_ writers: [BatchWriter]) { self.writers = writers }
+
+    /// Splits records into one group per writer by partition (records of one partition stay
+    /// together and in order); empty groups are left out.
+    func split(_ records: [KafkaRecord]) -> [[KafkaRecord]] {
+        guard writers.count > 1 else { return [records] }
+        let partitions = Set(records.map(\.topicPartition)).sorted()
+        var writerOf: [TopicPartition: Int] = [:]
+        for (index, partition) in partitions.enumerated() { writerOf[partition] = index % writers.count }
+        var groups = [[KafkaRecord]](repeating: [], count: writers.count)
+        for record in records { groups[writerOf[record.topicPartition] ?? 0].append(record) }
+        return groups.filter { !$0.isEmpty }
+    }
+
+    func waitUntilIdle() { writers.forEach { $0.waitUntilIdle() } }
+
+    func throwIfFailed() throws { try writers.forEach { try $0.throwIfFailed() } }
+
+    /// Whether any writer's last batch was fenced (and forgets it for all).
+    func takeFenced() -> Bool { writers.map { $0.takeFenced() }.contains(true) }
+
+    func requestStop() { writers.forEach { $0.stopRequested.store(true, ordering: .releasing) } }
+
+    func close() { writers.forEach { $0.close() } }
 }
 
 /// Writes batches to PostgreSQL on a thread of its own, one at a time.

@@ -47,6 +47,9 @@ struct IngestCommand: AsyncParsableCommand {
     @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
     var batchWaitMilliseconds: Int = 100
 
+    @Option(help: "Writer threads (each with its own database connection) that commit a batch's partitions in parallel.")
+    var writers: Int = 2
+
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     var startFrom: String = "earliest"
 
@@ -55,6 +58,7 @@ struct IngestCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard batchSize >= 1, batchSize <= 100_000 else { throw ValidationError("--batch-size takes 1…100000") }
+        guard (1...16).contains(writers) else { throw ValidationError("--writers takes 1…16") }
         guard batchWaitMilliseconds >= 0 else { throw ValidationError("--batch-wait-ms takes a number ≥ 0") }
         guard ["earliest", "latest"].contains(startFrom) else { throw ValidationError("--start-from takes earliest or latest") }
         guard eventRetentionDays > 0 else { throw ValidationError("--event-retention-days takes a number > 0") }
@@ -81,6 +85,7 @@ struct IngestCommand: AsyncParsableCommand {
         configuration.rules = ruleSet
         configuration.batchSize = batchSize
         configuration.batchWaitMilliseconds = batchWaitMilliseconds
+        configuration.writers = writers
         configuration.startFromEnd = startFrom == "latest"
         configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
 
