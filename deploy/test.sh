@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# RedDot's test command: installs what a fresh machine lacks, starts a throwaway PostgreSQL as a
-# non-root user on a free port, builds (warnings in RedDot's own code fail the run), runs
-# `swift test`, and stops PostgreSQL whatever happens.
+# RedDot's test command: installs what a fresh machine lacks, starts two throwaway PostgreSQL
+# clusters as a non-root user on free ports (the second for tests that restart the server),
+# builds (warnings in RedDot's own code fail the run), runs `swift test`, and stops PostgreSQL
+# whatever happens. Kafka tests use librdkafka's in-process mock cluster: no broker needed.
 #
 #   deploy/test.sh                      # the whole suite
 #   deploy/test.sh --filter Migrator    # extra arguments go to `swift test`
