@@ -141,6 +141,18 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
     }
 
+    /// Commits `nextOffsets` to Kafka and waits for the broker's answer (tools and tests; ingest
+    /// itself uses the asynchronous `commit`).
+    ///
+    /// - Throws: `KafkaError` when the commit fails.
+    public func commitSynchronously(_ nextOffsets: [TopicPartition: Int64]) throws(KafkaError) {
+        guard let handle else { throw Self.closedError }
+        let list = makeList(nextOffsets.map { ($0.key, $0.value) })
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let error = rd_kafka_commit(handle, list, 0)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "commit") }
+    }
+
     /// The partitions assigned now.
     public func assignment() -> [TopicPartition] {
         guard let handle else { return [] }

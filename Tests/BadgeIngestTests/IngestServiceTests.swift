@@ -89,6 +89,58 @@ struct IngestServiceTests {
         #expect(mismatches.isEmpty, "\(mismatches.count) users differ from the model, e.g. \(mismatches.prefix(5)); actions: \(actions)")
     }
 
+    @Test("Kafka's committed offsets are ignored: a crash between the database commit and the Kafka commit counts nothing twice")
+    func kafkaOffsetsBehindDatabase() async throws {
+        let harness = try await IngestHarness(partitions: 3)
+        defer { Task { await harness.tearDown() } }
+        let script = EventScript(count: 6_000, users: 100, seed: 5)
+        let group = "g-kafka-behind"
+        let half = script.records.count / 2
+        var ends = try await harness.publish(Array(script.records[..<half]))
+        let first = harness.start(group: group)
+        #expect(try await harness.waitForOffsets(group: group, ends, seconds: 60))
+        try await first.stop()
+
+        // As if every Kafka commit had been lost: the group's committed offsets go back to 0.
+        var configuration = harness.kafka
+        configuration.set("group.id", group)
+        let rewinder = try KafkaConsumer(
+            configuration: configuration, rebalance: KafkaRebalanceHandler(assigned: { _ in [:] }, revoked: { _ in }), logger: harness.logger)
+        let partitions = (0..<harness.partitions).map { TopicPartition(topic: harness.topic, partition: $0) }
+        try await onThread {
+            try rewinder.subscribe([harness.topic])
+            let deadline = Date().addingTimeInterval(20)
+            while rewinder.assignment().count < partitions.count, Date() < deadline {
+                _ = try rewinder.poll(timeoutMilliseconds: 100)
+            }
+            try rewinder.commitSynchronously(Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(0)) }))
+            rewinder.close()
+        }
+
+        let firstEnds = ends
+        ends.merge(try await harness.publish(Array(script.records[half...]))) { max($0, $1) }
+        // The restarted consumer starts where PostgreSQL says: it never re-reads a record of the
+        // first half (its first commit of each partition lies past the first half's end).
+        let commits = Mutex<[[TopicPartition: Int64]]>([])
+        var secondConfiguration = harness.configuration(group: group)
+        secondConfiguration.onCommit = { offsets in commits.withLock { $0.append(offsets) } }
+        let second = RunningIngest.start(IngestService(configuration: secondConfiguration, logger: harness.logger), logger: harness.logger)
+        #expect(try await harness.waitForOffsets(group: group, ends, seconds: 60))
+        try await second.stop()
+        let reread = commits.withLock { batches in
+            batches.flatMap { $0 }.filter { partition, next in next <= (firstEnds[partition] ?? 0) }
+        }
+        #expect(reread.isEmpty, "batches at or below the first half's end: \(reread)")
+        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        try await harness.rollUp()
+        let store = BadgeStore(pool: harness.pool)
+        let now = Date()
+        for index in 0..<100 {
+            let user = try UserID(validating: "u\(index)")
+            #expect(try await store.tree(for: user).tree == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
+        }
+    }
+
     @Test("a database restart mid-stream: ingest recovers by itself, exactly once")
     func databaseRestart() async throws {
         let server = try TestServer.restartable()
