@@ -116,6 +116,12 @@ final class IngestWorker: @unchecked Sendable {
         writer.waitUntilIdle()
         owned.formUnion(partitions)
         guard let stored = readStoredOffsets(partitions) else { return [:] }
+        return adopt(stored, for: partitions)
+    }
+
+    /// Takes the stored offsets as the expected ones and returns where each partition starts
+    /// (a partition with none starts at the beginning or the end, as configured).
+    private func adopt(_ stored: [TopicPartition: Int64], for partitions: [TopicPartition]) -> [TopicPartition: Int64] {
         var start: [TopicPartition: Int64] = [:]
         for partition in partitions {
             expected[partition] = stored[partition]
@@ -187,13 +193,8 @@ final class IngestWorker: @unchecked Sendable {
         pending.removeAll()
         let partitions = Array(owned)
         guard let stored = readStoredOffsets(partitions) else { return }
-        var positions: [TopicPartition: Int64] = [:]
-        for partition in partitions {
-            expected[partition] = stored[partition]
-            positions[partition] = stored[partition] ?? startingOffset
-        }
         do {
-            try consumer.seek(positions)
+            try consumer.seek(adopt(stored, for: partitions))
         } catch {
             logger.warning("seek after a fence failed; the next rebalance will fix the positions", metadata: [RdKafka.LogKey.error: "\(error)"])
         }

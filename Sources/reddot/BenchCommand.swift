@@ -116,7 +116,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let logger = try KafkaOptions.logger(label: "reddot.bench", levelText: database.logLevel, defaultLevel: .warning)
+            let logger = try LoggingSetup.logger(label: "reddot.bench", levelText: database.logLevel, defaultLevel: .warning)
             let runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let useMock = kafka.brokerList == nil
 

@@ -21,16 +21,9 @@ struct DatabaseOptions: ParsableArguments {
         return PGConfiguration(connectionString: url, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
     }
 
-    /// A stderr logger at the chosen level.
+    /// A stderr logger at the chosen level (default info).
     func logger(label: String) throws -> Logger {
-        let text = logLevel ?? ProcessInfo.processInfo.environment["REDDOT_LOG_LEVEL"] ?? "info"
-        guard let level = Logger.Level(rawValue: text.lowercased()) else {
-            throw ValidationError("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
-        }
-        LoggingSetup.bootstrapOnce()
-        var logger = Logger(label: label)
-        logger.logLevel = level
-        return logger
+        try LoggingSetup.logger(label: label, levelText: logLevel, defaultLevel: .info)
     }
 }
 
@@ -41,6 +34,24 @@ enum LoggingSetup {
         guard !done else { return }
         done = true
         LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+    }
+
+    /// A stderr logger at `levelText` (else `REDDOT_LOG_LEVEL`, else `defaultLevel`).
+    ///
+    /// - Throws: `ValidationError` (exit 64) for a level that is not a swift-log level.
+    static func logger(label: String, levelText: String?, defaultLevel: Logger.Level) throws -> Logger {
+        let environment = ProcessInfo.processInfo.environment["REDDOT_LOG_LEVEL"]
+        var level = defaultLevel
+        if let text = [levelText, environment].compactMap({ $0 }).first(where: { !$0.isEmpty }) {
+            guard let parsed = Logger.Level(rawValue: text.lowercased()) else {
+                throw ValidationError("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
+            }
+            level = parsed
+        }
+        bootstrapOnce()
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
     }
 }
 

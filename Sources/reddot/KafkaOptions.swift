@@ -141,26 +141,6 @@ struct KafkaOptions: ParsableArguments {
         return nil
     }
 
-    /// A stderr logger at `levelText` (else `REDDOT_LOG_LEVEL`, else `defaultLevel`), for a
-    /// command that has no ``DatabaseOptions`` to make one.
-    ///
-    /// - Throws: `ValidationError` (exit 64) for a level that is not a swift-log level.
-    static func logger(label: String, levelText: String?, defaultLevel: Logger.Level) throws -> Logger {
-        let text = nonEmpty(levelText) ?? nonEmpty(environment["REDDOT_LOG_LEVEL"])
-        var level = defaultLevel
-        if let text {
-            guard let parsed = Logger.Level(rawValue: text.lowercased()) else {
-                throw ValidationError(
-                    "log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
-            }
-            level = parsed
-        }
-        LoggingSetup.bootstrapOnce()
-        var logger = Logger(label: label)
-        logger.logLevel = level
-        return logger
-    }
-
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
     static func nonEmpty(_ text: String?) -> String? {

@@ -193,7 +193,7 @@ struct PublishCommand: ParsableCommand {
     }
 
     func run() throws {
-        let logger = try KafkaOptions.logger(label: "reddot.publish", levelText: logLevel, defaultLevel: .warning)
+        let logger = try LoggingSetup.logger(label: "reddot.publish", levelText: logLevel, defaultLevel: .warning)
         let checker = EventChecker(rules: try loadRules())
         if stdin {
             try publishLines(checker: checker, logger: logger)
