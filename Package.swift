@@ -19,6 +19,10 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // C system libraries: one shim header each, found through pkg-config.
@@ -84,11 +88,42 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The rollup worker: claims dirty users, recomputes their aggregates, sweeps expired badges.
+        .target(
+            name: "BadgeRollup",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // The query service: Hummingbird routes, auth, ETags, long-poll, SSE, OpenAPI.
+        .target(
+            name: "BadgeAPI",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // The one executable: thin argument-parser subcommands.
         .executableTarget(
             name: "reddot",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -128,6 +163,24 @@ let package = Package(
         .testTarget(
             name: "BadgeStoreTests",
             dependencies: ["BadgeStore", "BadgeCore", "LibPQ", "BadgeTestSupport", "PGTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BadgeRollupTests",
+            dependencies: ["BadgeRollup", "BadgeStore", "BadgeCore", "LibPQ", "BadgeTestSupport", "PGTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BadgeAPITests",
+            dependencies: [
+                "BadgeAPI", "BadgeRollup", "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka",
+                "BadgeTestSupport", "PGTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

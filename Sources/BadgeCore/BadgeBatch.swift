@@ -33,6 +33,10 @@ public struct BadgeBatch: Sendable {
 
     var pending: [UserID: Pending] = [:]
 
+    /// Every clear appended, in order: each also dismisses, for its user, the broadcasts stored
+    /// at its path (with force, within its subtree), which coalescing the writes would forget.
+    public private(set) var dismissals: [(user: UserID, path: BadgePath, force: Bool)] = []
+
     /// An empty batch.
     public init() {}
 
@@ -41,6 +45,9 @@ public struct BadgeBatch: Sendable {
         var entry = pending[mutation.user] ?? Pending()
         defer { pending[mutation.user] = entry }
         let path = mutation.path
+        if case .clear(let force) = mutation.operation {
+            dismissals.append((mutation.user, path, force))
+        }
         switch mutation.operation {
         case .clear(force: true):
             entry.writes = entry.writes.filter { !$0.key.isWithin(path) }

@@ -30,3 +30,14 @@ public struct BadgeEvent: Hashable, Sendable {
         self.body = body
     }
 }
+
+extension BadgeEvent {
+    /// The Kafka record key (DESIGN §3): the user id, the first of several, or `*` for a
+    /// broadcast, so that one user's events stay ordered in one partition.
+    public var recordKey: String {
+        switch audience {
+        case .users(let users): return users.first?.rawValue ?? "*"
+        case .everyone: return "*"
+        }
+    }
+}

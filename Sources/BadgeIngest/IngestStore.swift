@@ -78,9 +78,9 @@ public enum IngestStore {
         }
 
         if !badges.isEmpty {
-            try BadgeStore.apply(badges, on: connection)
+            let applied = try BadgeStore.apply(badges, on: connection)
             let users = badges.users
-            try BadgeStore.markDirty(users, on: connection)
+            try BadgeStore.markDirty(users, bumping: applied.dismissedBroadcasts, on: connection)
             outcome.users = users.count
         }
         try broadcasts.write(on: connection)
@@ -225,18 +225,26 @@ struct BroadcastWrites {
         }
     }
 
+    /// Writes the batch's broadcasts and, if the set of active ones changed, bumps the
+    /// broadcast version (which notifies every query service).
     func write(on connection: PGConnection) throws(PGError) {
+        var changed = false
         if !clears.isEmpty {
-            try connection.query(
-                IngestSQL.withdrawBroadcasts, [clears.map(\.path.rawValue), clears.map(\.force)])
+            changed = try connection.query(
+                IngestSQL.withdrawBroadcasts, [clears.map(\.path.rawValue), clears.map(\.force)]
+            ).affectedRows > 0
         }
         if !created.isEmpty {
+            changed = changed || created.contains { !$0.withdrawn }
             try connection.query(
                 IngestSQL.insertBroadcasts,
                 [
                     created.map(\.eventID), created.map(\.path.rawValue), created.map(\.count),
                     created.map(\.icon), created.map(\.expiresAt), created.map(\.withdrawn),
                 ])
+        }
+        if changed {
+            try BadgeStore.bumpBroadcastVersion(on: connection)
         }
     }
 }

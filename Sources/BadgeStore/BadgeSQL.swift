@@ -47,16 +47,41 @@ enum BadgeSQL {
             updated_at = now()
         """)
 
-    /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE false` updates
-    /// nothing but still locks the existing row, so it waits for a rollup worker that holds it;
-    /// when that worker deletes the row and commits, the insert happens after all. A mark is
-    /// never lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it).
+    /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE …` that updates
+    /// nothing still locks the existing row, so it waits for a rollup worker that holds it; when
+    /// that worker deletes the row and commits, the insert happens after all. A mark is never
+    /// lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it). Users in
+    /// `$2` get `bump` (their version must move even if no aggregate does).
     static let markDirty = PGStatement(
         "badges.mark_dirty",
         """
-        INSERT INTO dirty_user AS d (user_id)
-        SELECT unnest($1::text[])
-        ON CONFLICT (user_id) DO UPDATE SET generation = d.generation + 1 WHERE false
+        INSERT INTO dirty_user AS d (user_id, bump)
+        SELECT u, u = ANY($2::text[]) FROM unnest($1::text[]) AS u
+        ON CONFLICT (user_id) DO UPDATE SET bump = true WHERE excluded.bump AND NOT d.bump
+        """)
+
+    /// Records, per user, the dismissal of the active broadcasts each clear hits (the path
+    /// itself; with force, its subtree). Returns the users with a new dismissal.
+    static let dismissBroadcasts = PGStatement(
+        "badges.dismiss_broadcasts",
+        """
+        INSERT INTO broadcast_clear (user_id, broadcast_id)
+        SELECT DISTINCT c.user_id, b.id
+        FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS c(user_id, path, force)
+        JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
+        ORDER BY 1, 2
+        ON CONFLICT (user_id, broadcast_id) DO NOTHING
+        RETURNING user_id
+        """)
+
+    /// Bumps the version of the set of active broadcasts and notifies every query service.
+    static let bumpBroadcastVersion = PGStatement(
+        "badges.bump_broadcast_version",
+        """
+        WITH bumped AS (
+            UPDATE broadcast_version SET version = version + 1, changed_at = now() RETURNING version
+        )
+        SELECT version, pg_notify($1, json_build_object('broadcast_version', version)::text) FROM bumped
         """)
 
     /// Per-user transaction locks, always taken in ascending key order.
@@ -69,11 +94,39 @@ enum BadgeSQL {
 
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
-        "SELECT user_id FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
+        "SELECT user_id, bump FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
 
     static let claimOldestDirtyUsers = PGStatement(
         "badges.claim_oldest_dirty_users",
         "SELECT user_id, dirtied_at FROM dirty_user ORDER BY dirtied_at LIMIT $1 FOR UPDATE SKIP LOCKED")
+
+    /// The number of users waiting for a rollup.
+    static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(*) FROM dirty_user")
+
+    /// Deletes up to `$1` expired own-state rows (rows another transaction holds are left for
+    /// next time) and returns their users, to be marked dirty in the same transaction.
+    static let expireBadges = PGStatement(
+        "badges.expire_badges",
+        """
+        WITH expired AS (
+            DELETE FROM badge_state s
+            USING (
+                SELECT user_id, path FROM badge_state
+                WHERE expires_at <= now()
+                ORDER BY expires_at
+                LIMIT $1
+                FOR UPDATE SKIP LOCKED
+            ) AS e
+            WHERE s.user_id = e.user_id AND s.path = e.path
+            RETURNING s.user_id
+        )
+        SELECT DISTINCT user_id FROM expired
+        """)
+
+    /// Withdraws the broadcasts whose expiry has passed, as of their expiry.
+    static let expireBroadcasts = PGStatement(
+        "badges.expire_broadcasts",
+        "UPDATE broadcast SET withdrawn_at = expires_at WHERE withdrawn_at IS NULL AND expires_at <= now()")
 
     static let removeDirty = PGStatement(
         "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
@@ -112,7 +165,11 @@ enum BadgeSQL {
             RETURNING a.user_id
         ), bumped AS (
             INSERT INTO user_version AS v (user_id, version)
-            SELECT DISTINCT user_id, 1 FROM (SELECT user_id FROM removed UNION ALL SELECT user_id FROM written) AS c
+            SELECT DISTINCT user_id, 1 FROM (
+                SELECT user_id FROM removed
+                UNION ALL SELECT user_id FROM written
+                UNION ALL SELECT unnest($3::text[])
+            ) AS c
             ON CONFLICT (user_id) DO UPDATE SET version = v.version + 1, changed_at = now()
             RETURNING v.user_id, v.version
         )
@@ -120,13 +177,33 @@ enum BadgeSQL {
         FROM bumped
         """)
 
-    /// The version row and the aggregates within a subtree, in one statement.
+    /// A user's visible version, aggregates within a subtree and the broadcasts within it that
+    /// the user has not dismissed: one statement, one snapshot, two single-user range scans plus
+    /// the active broadcasts. Rows: kind 0 (the version), 1 (an aggregate), 2 (a broadcast, its
+    /// id in the second column).
     static let readTree = PGStatement(
         "badges.read_tree",
         """
-        SELECT coalesce(v.version, 0), a.path::text, a.count, a.icon
-        FROM (SELECT 1) AS one
-        LEFT JOIN user_version v ON v.user_id = $1
-        LEFT JOIN badge_aggregate a ON a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
+        SELECT 0 AS kind,
+               coalesce((SELECT version FROM user_version WHERE user_id = $1), 0)
+                 + coalesce((SELECT version FROM broadcast_version), 0),
+               NULL::text, NULL::bigint, NULL::text
+        UNION ALL
+        SELECT 1, 0, a.path::text, a.count, a.icon
+        FROM badge_aggregate a
+        WHERE a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
+        UNION ALL
+        SELECT 2, b.id, b.path::text, b.count, b.icon
+        FROM broadcast b
+        WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree
+          AND NOT EXISTS (SELECT 1 FROM broadcast_clear c WHERE c.user_id = $1 AND c.broadcast_id = b.id)
+        """)
+
+    /// Whether the user has anything stored: a version (any change ever) or own state.
+    static let userExists = PGStatement(
+        "badges.user_exists",
+        """
+        SELECT EXISTS (SELECT 1 FROM user_version WHERE user_id = $1)
+            OR EXISTS (SELECT 1 FROM badge_state WHERE user_id = $1)
         """)
 }

@@ -29,11 +29,31 @@ public struct BadgeStore: Sendable {
     // MARK: - writing
 
     /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
-    /// one statement over arrays. Does not mark users dirty (see `markDirty`).
+    /// one statement over arrays; then the batch's clears dismiss, for their users, the active
+    /// broadcasts they hit. Does not mark users dirty (see `markDirty`).
     ///
-    /// - Returns: how many own-state rows were written or deleted.
+    /// - Returns: the own-state rows written or deleted, and the users who dismissed a broadcast
+    ///   (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view changed
+    ///   though no aggregate did).
     @discardableResult
-    public static func apply(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> Int {
+    public static func apply(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> BadgeApplyOutcome {
+        var outcome = BadgeApplyOutcome()
+        outcome.touchedRows = try applyOwnState(batch, on: connection)
+        let dismissals = batch.dismissals
+        if !dismissals.isEmpty {
+            var users: Set<UserID> = []
+            let result = try connection.query(
+                BadgeSQL.dismissBroadcasts,
+                [dismissals.map(\.user.rawValue), dismissals.map(\.path.rawValue), dismissals.map(\.force)])
+            for row in result.rows {
+                if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.insert(user) }
+            }
+            outcome.dismissedBroadcasts = users.sorted()
+        }
+        return outcome
+    }
+
+    private static func applyOwnState(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
         let forced = batch.forcedClears
         if !forced.isEmpty {
@@ -76,11 +96,25 @@ public struct BadgeStore: Sendable {
         return touched
     }
 
-    /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time.
-    public static func markDirty(_ users: [UserID], on connection: PGConnection) throws(PGError) {
-        guard !users.isEmpty else { return }
-        let sorted = Array(Set(users.map(\.rawValue))).sorted()  // one lock order for every writer
-        try connection.query(BadgeSQL.markDirty, [sorted])
+    /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time. Users
+    /// in `bumping` get a new version at their rollup even if no aggregate changes.
+    public static func markDirty(_ users: [UserID], bumping: [UserID] = [], on connection: PGConnection) throws(PGError) {
+        guard !users.isEmpty || !bumping.isEmpty else { return }
+        let sorted = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()  // one lock order for every writer
+        try connection.query(BadgeSQL.markDirty, [sorted, bumping.map(\.rawValue)])
+    }
+
+    /// Bumps the version of the set of active broadcasts (every user's visible version moves)
+    /// and notifies `changeChannel` with `{"broadcast_version": …}`.
+    ///
+    /// - Returns: the new broadcast version.
+    @discardableResult
+    public static func bumpBroadcastVersion(on connection: PGConnection) throws(PGError) -> Int64 {
+        let result = try connection.query(BadgeSQL.bumpBroadcastVersion, [changeChannel])
+        guard let row = result.rows.first else {
+            throw PGError(code: .decoding, message: "broadcast_version has no row (is migration 0002 applied?)", statement: "badges.bump_broadcast_version")
+        }
+        return try row.decode(0, as: Int64.self)
     }
 
     /// Recomputes the aggregates of `users` from their own state (set-based, in SQL), bumps the
@@ -93,15 +127,20 @@ public struct BadgeStore: Sendable {
     ///
     /// - Returns: the new version of every user that changed.
     @discardableResult
-    public static func recomputeAggregates(for users: [UserID], on connection: PGConnection) throws(PGError) -> [UserID: Int64] {
-        guard !users.isEmpty else { return [:] }
-        let names = Array(Set(users.map(\.rawValue))).sorted()
+    public static func recomputeAggregates(
+        for users: [UserID], bumping: [UserID] = [], on connection: PGConnection
+    ) throws(PGError) -> [UserID: Int64] {
+        guard !users.isEmpty || !bumping.isEmpty else { return [:] }
+        let names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
         try connection.query(BadgeSQL.lockUsers, [names])
         var claimed: [String] = []
+        var bumped = Set(bumping.map(\.rawValue))
         for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
-            claimed.append(try row.decode(0, as: String.self))
+            let name = try row.decode(0, as: String.self)
+            claimed.append(name)
+            if try row.decode(1, as: Bool.self) { bumped.insert(name) }
         }
-        let changed = try connection.query(BadgeSQL.recompute, [names, changeChannel])
+        let changed = try connection.query(BadgeSQL.recompute, [names, changeChannel, bumped.sorted()])
         if !claimed.isEmpty {
             try connection.query(BadgeSQL.removeDirty, [claimed])
         }
@@ -143,25 +182,48 @@ public struct BadgeStore: Sendable {
 
     // MARK: - reading
 
-    /// One user's version and the aggregates of the shown nodes within `path`, down to `depth`
-    /// levels below it (`nil`: all). One statement, one snapshot, one index range scan.
+    /// One user's visible version and the aggregates of the shown nodes within `path`, down to
+    /// `depth` levels below it (`nil`: all), with the broadcasts the user has not dismissed
+    /// merged in. One statement, one snapshot.
+    ///
+    /// The version is the user's own version plus the broadcast version: both only grow, so it
+    /// grows with every change the user can see.
     public static func readAggregates(
         for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
     ) throws(PGError) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
-        let maximumLevel = path.depth + 1 + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let maximumLevel = path.depth + 1 + levelsBelow
         let result = try connection.query(BadgeSQL.readTree, [user.rawValue, path.rawValue, maximumLevel])
         var version: Int64 = 0
         var aggregates: [BadgePath: BadgeAggregate] = [:]
+        var broadcasts: [BroadcastBadge] = []
         for row in result.rows {
-            version = try row.decode(0, as: Int64.self)
-            guard let text = try row.decode(1, as: String?.self) else { continue }
+            let kind = try row.decode(0, as: Int32.self)
+            if kind == 0 {
+                version = try row.decode(1, as: Int64.self)
+                continue
+            }
+            let text = try row.decode(2, as: String.self)
             guard let nodePath = try? BadgePath(validating: text) else {
                 throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "badges.read_tree")
             }
-            let iconText = try row.decode(3, as: String?.self)
-            aggregates[nodePath] = BadgeAggregate(count: try row.decode(2, as: Int64.self), icon: iconText.flatMap { try? BadgeIcon(validating: $0) })
+            let count = try row.decode(3, as: Int64.self)
+            let icon = try row.decode(4, as: String?.self).flatMap { try? BadgeIcon(validating: $0) }
+            if kind == 1 {
+                aggregates[nodePath] = BadgeAggregate(count: count, icon: icon)
+            } else {
+                broadcasts.append(BroadcastBadge(id: try row.decode(1, as: Int64.self), path: nodePath, count: count, icon: icon))
+            }
         }
+        BadgeAggregate.merge(broadcasts, into: &aggregates, within: path, maximumDepth: path.depth + levelsBelow)
         return (version, aggregates)
+    }
+
+    /// Whether anything was ever stored for `user` (a version or own state). A user who never
+    /// had a badge still sees the broadcasts; the API answers such a user as missing to anyone
+    /// but themselves.
+    public static func userExists(_ user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
+        try connection.query(BadgeSQL.userExists, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
     }
 
     // MARK: - conveniences
@@ -178,11 +240,12 @@ public struct BadgeStore: Sendable {
         let finalBatch = batch
         return try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection in
-                try Self.apply(finalBatch, on: connection)
+                let outcome = try Self.apply(finalBatch, on: connection)
                 if recomputeNow {
-                    return try Self.recomputeAggregates(for: finalBatch.users, on: connection)
+                    return try Self.recomputeAggregates(
+                        for: finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
                 }
-                try Self.markDirty(finalBatch.users, on: connection)
+                try Self.markDirty(finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
                 return [:]
             }
         }
@@ -198,6 +261,17 @@ public struct BadgeStore: Sendable {
                 tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
         }
     }
+}
+
+/// What `BadgeStore.apply` did.
+public struct BadgeApplyOutcome: Sendable, Hashable {
+    /// Own-state rows written or deleted.
+    public var touchedRows = 0
+    /// Users with a newly dismissed broadcast, sorted.
+    public var dismissedBroadcasts: [UserID] = []
+
+    /// An outcome with nothing done.
+    public init() {}
 }
 
 /// A user's tree as answered by `reddot badges show` and the API: `{"user", "version", "tree"}`.

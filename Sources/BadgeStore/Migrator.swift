@@ -210,3 +210,18 @@ public struct Migrator: Sendable {
     static let advisoryLock = PGStatement("migrate.lock", "SELECT pg_advisory_lock($1)", prepared: false)
     static let advisoryUnlock = PGStatement("migrate.unlock", "SELECT pg_advisory_unlock($1)", prepared: false)
 }
+
+extension Migrator {
+    /// The schema version this build's statements need (the last migration they rely on).
+    public static let requiredSchemaVersion = 2
+
+    /// The highest applied migration version; 0 when none is (or the history table is missing).
+    public static func appliedSchemaVersion(on connection: PGConnection) throws(PGError) -> Int {
+        let exists = PGStatement(
+            "migrate.history_table_exists", "SELECT to_regclass('\(historyTable)') IS NOT NULL", prepared: false)
+        guard try connection.query(exists).rows.first?.decode(0, as: Bool.self) == true else { return 0 }
+        let latest = PGStatement(
+            "migrate.applied_version", "SELECT coalesce(max(version), 0) FROM \(historyTable)", prepared: false)
+        return try connection.query(latest).rows.first?.decode(0, as: Int.self) ?? 0
+    }
+}

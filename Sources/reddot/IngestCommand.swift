@@ -31,7 +31,23 @@ struct IngestCommand: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var ingest: IngestOptions
+    @OptionGroup var operations: OperationsOptions
 
+    func run() async throws {
+        let logger = try database.logger(label: "reddot.ingest")
+        let registry = MetricsSetup.bootstrap()
+        let configuration = try ingest.configuration(kafka: kafka, database: database)
+        try ingest.logStart(configuration, kafka: kafka, logger: logger)
+        let service = IngestService(configuration: configuration, logger: logger)
+        var services: [any Service] = [service]
+        if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }
+        try await runServices(services, logger: logger)
+    }
+}
+
+/// The ingest settings, shared by `ingest` and `run`.
+struct IngestOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The consumer group. Default: REDDOT_KAFKA_GROUP, else reddot-ingest.", valueName: "id"))
     var group: String?
 
@@ -64,8 +80,10 @@ struct IngestCommand: AsyncParsableCommand {
         guard eventRetentionDays > 0 else { throw ValidationError("--event-retention-days takes a number > 0") }
     }
 
-    func run() async throws {
-        let logger = try database.logger(label: "reddot.ingest")
+    /// The ingest configuration from these options, the Kafka and the database options.
+    ///
+    /// - Throws: `ExitCode` 65 (with a sentence) for an unreadable or invalid rules file.
+    func configuration(kafka: KafkaOptions, database: DatabaseOptions) throws -> IngestConfiguration {
         let environment = ProcessInfo.processInfo.environment
         var ruleSet = RuleSet.empty
         if let path = rules ?? environment["REDDOT_RULES_FILE"], !path.isEmpty {
@@ -88,25 +106,42 @@ struct IngestCommand: AsyncParsableCommand {
         configuration.writers = writers
         configuration.startFromEnd = startFrom == "latest"
         configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
+        return configuration
+    }
 
+    /// Logs the settings and refuses a librdkafka older than 2.0 (exit 1).
+    func logStart(_ configuration: IngestConfiguration, kafka: KafkaOptions, logger: Logger) throws {
         logger.info(
             "starting ingest",
             metadata: [
                 "kafka.brokers": "\(kafka.brokers)", "kafka.topic": "\(configuration.topic)", "kafka.group": "\(configuration.group)",
                 "kafka.dlq_topic": "\(configuration.deadLetterTopic)", "librdkafka.version": "\(RdKafkaVersion.text)",
-                "rules.types": "\(ruleSet.types.count)",
+                "rules.types": "\(configuration.rules.types.count)",
             ])
         do {
             try RdKafkaVersion.requireSupported()
-            let service = IngestService(configuration: configuration, logger: logger)
-            let group = ServiceGroup(
-                configuration: ServiceGroupConfiguration(
-                    services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-            try await group.run()
-        } catch let error as KafkaError {
-            throw fail("\(error)", code: error.name == "configuration" ? ExitCodes.usage : ExitCodes.failure)
         } catch {
             throw fail("\(error)", code: ExitCodes.failure)
         }
+    }
+}
+
+/// Runs services in one group until SIGTERM or SIGINT drains them; maps failures to exit codes.
+func runServices(_ services: [any Service], logger: Logger) async throws {
+    do {
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    } catch let error as KafkaError {
+        throw fail("\(error)", code: error.name == "configuration" ? ExitCodes.usage : ExitCodes.failure)
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        let text = "\(error)"
+        if text.contains("Address already in use") || text.contains("EADDRINUSE") {
+            throw fail("cannot listen: the address is already in use (\(text)); choose another --port", code: ExitCodes.unavailable)
+        }
+        throw fail(text, code: ExitCodes.failure)
     }
 }

@@ -425,12 +425,7 @@ struct PublishItem: Sendable {
     var payload: [UInt8]
 
     /// The record key: the user id, the first of several, or `*` for a broadcast (DESIGN §3).
-    var key: String {
-        switch event.audience {
-        case .users(let users): return users.first?.rawValue ?? "*"
-        case .everyone: return "*"
-        }
-    }
+    var key: String { event.recordKey }
 
     /// `line 3: ` or nothing, to start a message.
     var label: String { line.map { "line \($0): " } ?? "" }

@@ -13,6 +13,9 @@ struct Reddot: AsyncParsableCommand {
             The database comes from --database-url, else REDDOT_DATABASE_URL, else libpq's own PG* \
             variables and ~/.pgpass (as psql does).
             """,
-        subcommands: [MigrateCommand.self, BadgesCommand.self, IngestCommand.self, PublishCommand.self, BenchCommand.self]
+        subcommands: [
+            MigrateCommand.self, BadgesCommand.self, IngestCommand.self, RollupCommand.self, ServeCommand.self, RunCommand.self,
+            VerifyCommand.self, PublishCommand.self, TokenCommand.self, BenchCommand.self,
+        ]
     )
 }

@@ -1,0 +1,132 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension BadgeAPI {
+    /// `GET /v1/users/{user}/badges/stream`: Server-Sent Events.
+    ///
+    /// - `event: snapshot`, `id: VERSION`, data `{"user", "version", "tree"}`: first, unless the
+    ///   client's `Last-Event-ID` (or `?since=`) is the current version already (a resume with
+    ///   nothing missed). No history is kept: a client that missed versions gets a snapshot.
+    /// - `event: change`, `id: VERSION`, data `{"user", "version", "changed": [nodes]}`: the
+    ///   nodes whose display changed (a node that disappeared has `shown` false, count 0).
+    /// - `: heartbeat` comments every heartbeat interval, so proxies keep the connection.
+    func stream(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (_, user) = try await authorize(request, context)
+        let parameters = request.uri.queryParameters
+        let path = try parameters["path"].map { text throws(APIError) in try TreeQuery.path(String(text)) } ?? .root
+        var requestedVersion: Int64?
+        if let text = request.headers[Self.lastEventID] ?? parameters["since"].map(String.init) {
+            guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
+                throw APIError.badRequest("invalid_since", "Last-Event-ID (or since) must be a version, not '\(text.prefix(40))'")
+            }
+            requestedVersion = value
+        }
+        let resumeVersion = requestedVersion
+        // Subscribe before the first read, so that no change can fall between the two.
+        let subscription = hub.subscribe(user)
+        let first: UserBadgeTree
+        do {
+            first = try await readTree(user, at: path)
+        } catch {
+            subscription.cancel()
+            throw error
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        headers[Self.accelBuffering] = "no"
+        let heartbeat = configuration.heartbeatInterval
+        let logger = self.logger
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer { subscription.cancel() }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try await Task.sleep(for: heartbeat)
+                            subscription.continuation.yield(.tick)
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    var current = first
+                    var opening = "retry: 2000\n\n"
+                    if resumeVersion != first.version {
+                        opening += Self.event("snapshot", id: first.version, data: try Self.encode(first))
+                    }
+                    try await writer.write(ByteBuffer(string: opening))
+                    for await wake in subscription.stream {
+                        if wake == .tick {
+                            try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                            continue
+                        }
+                        let next: UserBadgeTree
+                        do {
+                            next = try await self.readTree(user, at: path)
+                        } catch {
+                            logger.warning("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
+                            continue
+                        }
+                        guard next.version != current.version else { continue }
+                        let change = TreeChange(
+                            user: user, version: next.version, changed: Self.changedNodes(from: current.tree, to: next.tree))
+                        current = next
+                        try await writer.write(ByteBuffer(string: Self.event("change", id: next.version, data: try Self.encode(change))))
+                    }
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    func readTree(_ user: UserID, at path: BadgePath) async throws -> UserBadgeTree {
+        let display = configuration.display
+        return try await database { connection in
+            let (version, aggregates) = try BadgeStore.readAggregates(for: user, within: path, on: connection)
+            return UserBadgeTree(
+                user: user, version: version, tree: BadgeNode.build(aggregates: aggregates, at: path, depth: nil, display: display))
+        }
+    }
+
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+    static let accelBuffering = HTTPField.Name("X-Accel-Buffering")!
+
+    static func event(_ name: String, id: Int64, data: ByteBuffer) -> String {
+        var json = String(buffer: data)
+        while json.hasSuffix("\n") { json.removeLast() }
+        return "id: \(id)\nevent: \(name)\ndata: \(json)\n\n"
+    }
+
+    /// Every node whose display differs between two trees, sorted by path; a node that is
+    /// gone appears with `shown` false.
+    static func changedNodes(from old: BadgeNode?, to new: BadgeNode?) -> [FlatNode] {
+        let before = flatten(old), after = flatten(new)
+        var changed: [FlatNode] = []
+        for (path, node) in after where before[path] != node {
+            changed.append(node)
+        }
+        for path in before.keys where after[path] == nil {
+            changed.append(FlatNode(path: path, aggregate: nil, display: BadgeDisplay()))
+        }
+        return changed.sorted { $0.path < $1.path }
+    }
+
+    private static func flatten(_ node: BadgeNode?) -> [BadgePath: FlatNode] {
+        var nodes: [BadgePath: FlatNode] = [:]
+        func visit(_ node: BadgeNode) {
+            if node.shown { nodes[node.path] = FlatNode(node) }
+            node.children.forEach(visit)
+        }
+        if let node { visit(node) }
+        return nodes
+    }
+}
+
+/// The data of a `change` event.
+struct TreeChange: Encodable {
+    var user: UserID
+    var version: Int64
+    var changed: [FlatNode]
+}

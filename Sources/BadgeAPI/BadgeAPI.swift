@@ -1,0 +1,403 @@
+import BadgeCore
+public import BadgeStore
+import Foundation
+public import Hummingbird
+import LibPQ
+public import Logging
+public import Prometheus
+public import ServiceLifecycle
+
+/// The query service (DESIGN §6): users' badge trees over HTTP, with auth, ETags, long-polls,
+/// Server-Sent Events, event publishing and the operations routes.
+///
+/// It holds no state of its own beyond the change hub's subscribers: any number of instances
+/// may serve the same database.
+public struct BadgeAPI: Sendable {
+    /// The store it reads and clears through.
+    public let store: BadgeStore
+    /// The process's change hub (run it as a service next to the application).
+    public let hub: ChangeHub
+    /// Verifies bearer tokens.
+    public let authenticator: Authenticator
+    /// Where `POST /v1/events` publishes; nil answers 503.
+    public let publisher: (any EventPublisher)?
+    /// The settings.
+    public let configuration: APIConfiguration
+    /// The registry `/metrics` shows; nil: 404.
+    public let metrics: PrometheusCollectorRegistry?
+    /// Extra readiness checks for `/readyz` (for example, pending migrations): each returns a
+    /// problem, or nil when fine.
+    public let readinessChecks: [@Sendable () async -> String?]
+    /// Where it logs.
+    public let logger: Logger
+
+    /// An API over `store`.
+    public init(
+        store: BadgeStore, hub: ChangeHub, authenticator: Authenticator, publisher: (any EventPublisher)? = nil,
+        configuration: APIConfiguration = APIConfiguration(), metrics: PrometheusCollectorRegistry? = nil,
+        readinessChecks: [@Sendable () async -> String?] = [], logger: Logger
+    ) {
+        self.store = store
+        self.hub = hub
+        self.authenticator = authenticator
+        self.publisher = publisher
+        self.configuration = configuration
+        self.metrics = metrics
+        self.readinessChecks = readinessChecks
+        self.logger = logger
+    }
+
+    /// The router with every route.
+    public func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: APIMiddleware(logger: logger))
+        router.get("/v1/users/:user/badges") { request, context in try await self.getBadges(request, context) }
+        router.post("/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) }
+        router.get("/v1/users/:user/badges/stream") { request, context in try await self.stream(request, context) }
+        router.post("/v1/events") { request, _ in try await self.publishEvents(request) }
+        router.get("/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") }
+        router.get("/readyz") { _, _ in await self.readiness() }
+        router.get("/metrics") { _, _ in try self.metricsPage() }
+        router.get("/openapi.yaml") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        }
+        return router
+    }
+
+    /// An application serving `makeRouter()` on the configured address, running `services`
+    /// (give it the hub, unless something else runs it) in its service group.
+    public func makeApplication(
+        services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> some ApplicationProtocol {
+        Application(
+            router: makeRouter(),
+            configuration: ApplicationConfiguration(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            services: services,
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            logger: logger)
+    }
+
+    // MARK: - badge routes
+
+    /// The caller and the user of a `/v1/users/{user}/…` request, after the checks every such
+    /// route makes in this order: a token (401), a valid user id (400), access (404).
+    func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (Principal, UserID) {
+        let principal = try await authenticator.authenticate(request.headers[.authorization])
+        let name = context.parameters.get("user") ?? ""
+        let user: UserID
+        do {
+            user = try UserID(validating: name)
+        } catch {
+            throw APIError.badRequest("invalid_user", "\(error)")
+        }
+        guard principal.mayActFor(user) else { throw APIError.userNotFound() }
+        if principal.subject != user.rawValue {
+            // An administrator asking for a user RedDot never stored anything for gets the same
+            // answer as a user asking for someone else's tree.
+            let exists = try await database { try BadgeStore.userExists(user, on: $0) }
+            guard exists else { throw APIError.userNotFound() }
+        }
+        return (principal, user)
+    }
+
+    private func getBadges(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (_, user) = try await authorize(request, context)
+        let query = try TreeQuery(request.uri.queryParameters, maximumWait: configuration.maximumWait)
+        var since = query.since
+        if since == nil, query.wait != nil { since = Self.version(fromETags: request.headers[.ifNoneMatch]) }
+        if let wait = query.wait {
+            guard let since else {
+                throw APIError.badRequest("invalid_query", "wait needs since=VERSION (or If-None-Match)")
+            }
+            return try await longPoll(user: user, query: query, since: since, wait: wait)
+        }
+        let answer = try await read(user: user, query: query)
+        return respond(answer, ifNoneMatch: request.headers[.ifNoneMatch])
+    }
+
+    /// A tree answer as JSON bytes and its version.
+    private struct Answer {
+        var version: Int64
+        var body: ByteBuffer
+    }
+
+    private func read(user: UserID, query: TreeQuery) async throws -> Answer {
+        let display = configuration.display
+        switch query.target {
+        case .tree(let path, let depth):
+            let tree = try await database { connection in
+                let (version, aggregates) = try BadgeStore.readAggregates(for: user, within: path, depth: depth, on: connection)
+                return UserBadgeTree(
+                    user: user, version: version, tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
+            }
+            return Answer(version: tree.version, body: try Self.encode(tree))
+        case .nodes(let paths):
+            let nodes = try await database { connection in
+                let (version, aggregates) = try BadgeStore.readAggregates(for: user, on: connection)
+                let nodes = paths.map { path in
+                    FlatNode(path: path, aggregate: aggregates[path], display: display)
+                }
+                return UserBadgeNodes(user: user, version: version, nodes: nodes)
+            }
+            return Answer(version: nodes.version, body: try Self.encode(nodes))
+        }
+    }
+
+    private func respond(_ answer: Answer, ifNoneMatch: String?) -> Response {
+        var headers = HTTPFields()
+        headers[.eTag] = Self.etag(answer.version)
+        headers[.cacheControl] = "private, no-cache"
+        if let ifNoneMatch, Self.matches(ifNoneMatch, version: answer.version) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: answer.body))
+    }
+
+    /// Answers when the version differs from `since`, or 304 when `wait` passes first.
+    private func longPoll(user: UserID, query: TreeQuery, since: Int64, wait: Duration) async throws -> Response {
+        // Subscribe before the first read, so that no change can fall between the two.
+        let subscription = hub.subscribe(user)
+        defer { subscription.cancel() }
+        let answer: Answer = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await Task.sleep(for: wait)
+                subscription.continuation.yield(.tick)
+            }
+            defer { group.cancelAll() }
+            var answer = try await read(user: user, query: query)
+            if answer.version != since { return answer }
+            for await wake in subscription.stream {
+                if wake == .tick { break }
+                answer = try await read(user: user, query: query)
+                if answer.version != since { break }
+            }
+            return answer
+        }
+        if answer.version != since {
+            return respond(answer, ifNoneMatch: nil)
+        }
+        var headers = HTTPFields()
+        headers[.eTag] = Self.etag(answer.version)
+        headers[.cacheControl] = "private, no-cache"
+        return Response(status: .notModified, headers: headers)
+    }
+
+    private func clear(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (_, user) = try await authorize(request, context)
+        let body = try await request.body.collect(upTo: configuration.maximumBodySize)
+        let clear = try ClearRequest(Array(buffer: body))
+        _ = try await withDeadline {
+            try await store.apply(
+                [BadgeMutation(user: user, path: clear.path, operation: .clear(force: clear.force))], recomputeNow: true)
+        }
+        let answer = try await read(user: user, query: TreeQuery(target: .tree(clear.path, nil)))
+        return respond(answer, ifNoneMatch: nil)
+    }
+
+    // MARK: - events
+
+    private func publishEvents(_ request: Request) async throws -> Response {
+        let principal = try await authenticator.authenticate(request.headers[.authorization])
+        guard principal.mayPublish else {
+            throw APIError(.forbidden, code: "forbidden", message: "publishing needs a token with scope reddot:admin or reddot:publish")
+        }
+        guard let publisher else {
+            throw APIError(.serviceUnavailable, code: "publishing_disabled", message: "this server has no Kafka producer (start it with --brokers)")
+        }
+        let body = Array(buffer: try await request.body.collect(upTo: configuration.maximumEventsBodySize))
+        let contentType = request.headers[.contentType]?.lowercased() ?? ""
+        let lines: [ArraySlice<UInt8>]
+        if contentType.hasPrefix("application/x-ndjson") || contentType.hasPrefix("application/jsonl") {
+            lines = body.split(separator: UInt8(ascii: "\n")).filter { !$0.allSatisfy { $0 == 32 || $0 == 13 || $0 == 9 } }
+        } else {
+            lines = [body[...]]
+        }
+        guard !lines.isEmpty else { throw APIError.badRequest("malformed_json", "the body holds no event") }
+        let decoder = EventDecoder()
+        var records: [(key: String, payload: [UInt8])] = []
+        var ids: [String] = []
+        for (index, line) in lines.enumerated() {
+            switch decoder.decode(line) {
+            case .failure(let rejection):
+                let prefix = lines.count > 1 ? "event \(index + 1): " : ""
+                throw APIError.badRequest(rejection.reason.rawValue, prefix + rejection.message)
+            case .success(let event):
+                records.append((event.recordKey, Array(line)))
+                ids.append(event.id.rawValue)
+            }
+        }
+        let delivered: [PublishedRecord]
+        do {
+            delivered = try await publisher.publish(records)
+        } catch {
+            logger.warning("publishing events failed", metadata: ["error": "\(error)"])
+            throw APIError.unavailable("the event log (Kafka) did not take the events; retry (event ids make it safe)")
+        }
+        let items = zip(ids, delivered).map { PublishedEvent(id: $0, partition: $1.partition, offset: $1.offset) }
+        return Self.json(status: .accepted, String(decoding: try Self.encode(PublishAnswer(published: items.count, events: items)).readableBytesView, as: UTF8.self))
+    }
+
+    // MARK: - operations
+
+    private func readiness() async -> Response {
+        var problems: [String] = []
+        do {
+            _ = try await withDeadline(.seconds(2)) {
+                try await store.pool.withConnection { connection in
+                    _ = try connection.query(PGStatement("api.ready", "SELECT 1"))
+                }
+            }
+        } catch {
+            problems.append("the database is unreachable")
+        }
+        if !hub.isListening { problems.append("the change listener is not connected") }
+        if problems.isEmpty {
+            for check in readinessChecks {
+                if let problem = await check() { problems.append(problem) }
+            }
+        }
+        if problems.isEmpty { return Self.json(status: .ok, "{\"status\":\"ready\"}") }
+        return APIError(.serviceUnavailable, code: "not_ready", message: problems.joined(separator: "; ")).response()
+    }
+
+    private func metricsPage() throws -> Response {
+        guard let metrics else { throw APIError(.notFound, code: "not_found", message: "metrics are not enabled") }
+        return Self.metricsResponse(metrics)
+    }
+
+    static func metricsResponse(_ metrics: PrometheusCollectorRegistry) -> Response {
+        var bytes: [UInt8] = []
+        metrics.emit(into: &bytes)
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    // MARK: - helpers
+
+    /// Runs `body` on a pooled connection; a database that does not answer within the
+    /// configured timeout gives 503 instead of a hang.
+    func database<T: Sendable>(_ body: @escaping @Sendable (PGConnection) throws -> T) async throws -> T {
+        let pool = store.pool
+        return try await withDeadline { try await pool.withConnection(body) }
+    }
+
+    func withDeadline<T: Sendable>(
+        _ timeout: Duration? = nil, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let limit = timeout ?? configuration.databaseTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            do {
+                guard let first = try await group.next(), let value = first else {
+                    throw APIError.unavailable("the database did not answer in time; try again shortly")
+                }
+                return value
+            } catch {
+                throw APIError.from(error)
+            }
+        }
+    }
+
+    static func etag(_ version: Int64) -> String { "\"\(version)\"" }
+
+    /// Whether an `If-None-Match` list names `version` (weak or strong), or is `*`.
+    static func matches(_ header: String, version: Int64) -> Bool {
+        header.split(separator: ",").contains { item in
+            let tag = item.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || tag == etag(version) || tag == "W/" + etag(version)
+        }
+    }
+
+    static func version(fromETags header: String?) -> Int64? {
+        guard let header else { return nil }
+        for item in header.split(separator: ",") {
+            var tag = item.trimmingCharacters(in: .whitespaces)
+            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2, let version = Int64(tag.dropFirst().dropLast()) {
+                return version
+            }
+        }
+        return nil
+    }
+
+    static func encode(_ value: some Encodable) throws -> ByteBuffer {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var buffer = ByteBuffer(data: try encoder.encode(value))
+        buffer.writeString("\n")
+        return buffer
+    }
+
+    static func json(status: HTTPResponse.Status, _ text: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        let body = text.hasSuffix("\n") ? text : text + "\n"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// `{"user", "version", "nodes"}`: the answer to `?paths=a,b`.
+struct UserBadgeNodes: Encodable {
+    var user: UserID
+    var version: Int64
+    var nodes: [FlatNode]
+}
+
+/// A node without children: requested by `?paths=`, or changed in a stream event. A node with
+/// nothing shown has `shown` false, count 0.
+struct FlatNode: Encodable, Hashable {
+    var path: BadgePath
+    var shown: Bool
+    var count: Int64
+    var text: String?
+    var icon: BadgeIcon?
+
+    init(path: BadgePath, aggregate: BadgeAggregate?, display: BadgeDisplay) {
+        self.path = path
+        self.shown = aggregate != nil
+        self.count = aggregate?.count ?? 0
+        self.text = aggregate.flatMap { display.text(for: $0.count) }
+        self.icon = aggregate?.icon
+    }
+
+    init(_ node: BadgeNode) {
+        self.path = node.path
+        self.shown = node.shown
+        self.count = node.count
+        self.text = node.text
+        self.icon = node.icon
+    }
+
+    enum CodingKeys: String, CodingKey { case path, shown, count, text, icon }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path, forKey: .path)
+        try container.encode(shown, forKey: .shown)
+        try container.encode(count, forKey: .count)
+        try container.encode(text, forKey: .text)
+        try container.encode(icon, forKey: .icon)
+    }
+}
+
+struct PublishedEvent: Encodable {
+    var id: String
+    var partition: Int32
+    var offset: Int64
+}
+
+struct PublishAnswer: Encodable {
+    var published: Int
+    var events: [PublishedEvent]
+}

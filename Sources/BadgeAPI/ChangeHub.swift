@@ -1,0 +1,136 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+public import LibPQ
+public import Logging
+import Metrics
+public import ServiceLifecycle
+import Synchronization
+
+/// One `LISTEN` connection per process, fanned out to the requests waiting for a user's tree to
+/// change (long-polls and streams).
+///
+/// A notification for a user wakes that user's subscribers; a broadcast change, or a
+/// reconnection of the listener (notifications may have been missed), wakes every subscriber.
+/// A wake-up only says "read again": subscribers re-read the tree and compare versions, so a
+/// spurious or coalesced wake-up is harmless.
+public final class ChangeHub: Service, Sendable {
+    private let listener: PGListener
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let subscriberGauge = Gauge(label: "reddot_api_subscribers")
+    private let notifications = Counter(label: "reddot_api_notifications_total")
+
+    private struct State {
+        var nextID: UInt64 = 0
+        var byUser: [UserID: [UInt64: AsyncStream<Wake>.Continuation]] = [:]
+        var count = 0
+        var listening = false
+    }
+
+    /// A hub listening on `BadgeStore.changeChannel` with `configuration`'s database.
+    ///
+    /// - Throws: `PGError` only for an invalid channel name (a programming error).
+    public init(configuration: PGConfiguration, logger: Logger) throws(PGError) {
+        self.listener = try PGListener(configuration: configuration, channels: [BadgeStore.changeChannel], logger: logger)
+        self.logger = logger
+    }
+
+    /// Whether the listener is connected (for `/readyz`).
+    public var isListening: Bool { state.withLock { $0.listening } }
+
+    /// Listens and dispatches until cancelled or shut down.
+    public func run() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.listener.run() }
+            group.addTask {
+                await withGracefulShutdownHandler {
+                    for await event in self.listener.events {
+                        self.dispatch(event)
+                    }
+                } onGracefulShutdown: {
+                    self.listener.stop()
+                }
+            }
+            await group.waitForAll()
+        }
+        // Wake everyone so that waiting requests end.
+        let all = state.withLock { state in
+            state.listening = false
+            return state.byUser.values.flatMap(\.values)
+        }
+        for continuation in all { continuation.finish() }
+    }
+
+    private func dispatch(_ event: PGListener.Event) {
+        switch event {
+        case .connected:
+            let all = state.withLock { state in
+                state.listening = true
+                return state.byUser.values.flatMap(\.values)
+            }
+            for continuation in all { continuation.yield(.change) }
+        case .notification(let notification):
+            notifications.increment()
+            guard let change = Self.parse(notification.payload) else { return }
+            let targets: [AsyncStream<Wake>.Continuation] = state.withLock { state in
+                switch change {
+                case .user(let user): return Array((state.byUser[user] ?? [:]).values)
+                case .broadcasts: return state.byUser.values.flatMap(\.values)
+                }
+            }
+            for continuation in targets { continuation.yield(.change) }
+        }
+    }
+
+    /// Why a subscriber wakes: a possible change, or its own timer.
+    enum Wake: Sendable, Equatable {
+        case change
+        case tick
+    }
+
+    enum Change: Equatable {
+        case user(UserID)
+        case broadcasts
+    }
+
+    /// `{"user": "u1", "version": 3}` or `{"broadcast_version": 7}`.
+    static func parse(_ payload: String) -> Change? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any] else { return nil }
+        if let name = object["user"] as? String, let user = try? UserID(validating: name) { return .user(user) }
+        if object["broadcast_version"] != nil { return .broadcasts }
+        return nil
+    }
+
+    /// Wake-ups for `user` until the returned stream is dropped or `cancel` is called: each
+    /// element means "the tree may have changed" (consecutive ones coalesce).
+    func subscribe(_ user: UserID) -> Subscription {
+        let (stream, continuation) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(8))
+        let id = state.withLock { state in
+            state.nextID += 1
+            state.byUser[user, default: [:]][state.nextID] = continuation
+            state.count += 1
+            return state.nextID
+        }
+        subscriberGauge.record(state.withLock { $0.count })
+        continuation.onTermination = { [weak self] _ in self?.remove(user, id) }
+        return Subscription(stream: stream, continuation: continuation)
+    }
+
+    private func remove(_ user: UserID, _ id: UInt64) {
+        let count = state.withLock { state in
+            if state.byUser[user]?.removeValue(forKey: id) != nil { state.count -= 1 }
+            if state.byUser[user]?.isEmpty == true { state.byUser[user] = nil }
+            return state.count
+        }
+        subscriberGauge.record(count)
+    }
+
+    /// A subscriber's wake-ups; `cancel()` (or dropping the iterator's task) unsubscribes.
+    struct Subscription: Sendable {
+        let stream: AsyncStream<Wake>
+        let continuation: AsyncStream<Wake>.Continuation
+
+        func cancel() { continuation.finish() }
+    }
+}

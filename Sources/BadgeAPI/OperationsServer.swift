@@ -1,0 +1,20 @@
+import Hummingbird
+public import Logging
+public import Prometheus
+public import ServiceLifecycle
+
+/// A small HTTP server with `/healthz` and `/metrics`, for the processes that do not serve the
+/// API (`reddot ingest`, `reddot rollup`), so that probes and Prometheus reach them too.
+public enum OperationsServer {
+    /// A service serving the two routes on `host:port`.
+    public static func make(host: String = "0.0.0.0", port: Int, registry: PrometheusCollectorRegistry, logger: Logger) -> any Service {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: APIMiddleware(logger: logger))
+        router.get("/healthz") { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") }
+        router.get("/metrics") { _, _ in BadgeAPI.metricsResponse(registry) }
+        return Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
+            logger: logger)
+    }
+}

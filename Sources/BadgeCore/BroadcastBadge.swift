@@ -1,0 +1,51 @@
+/// A broadcast badge ("audience": "all") as a user sees it: stored once, shown in every user's
+/// tree until that user dismisses it (DESIGN §2).
+public struct BroadcastBadge: Hashable, Sendable {
+    /// The stored broadcast's id; later broadcasts have larger ids.
+    public var id: Int64
+    /// Where it shows.
+    public var path: BadgePath
+    /// Its count (0: a dot).
+    public var count: Int64
+    /// Its icon, shown where the user's own state has none.
+    public var icon: BadgeIcon?
+
+    /// A broadcast with the given fields.
+    public init(id: Int64, path: BadgePath, count: Int64, icon: BadgeIcon? = nil) {
+        self.id = id
+        self.path = path
+        self.count = max(count, 0)
+        self.icon = icon
+    }
+}
+
+extension BadgeAggregate {
+    /// Adds broadcasts to one user's aggregates, as if each were own state of its own: its count
+    /// goes to its node and to every ancestor (saturating), each of them is shown, and its icon
+    /// shows at its node when the user's own state there has no icon (the latest broadcast's
+    /// icon when several have one).
+    ///
+    /// - Parameters:
+    ///   - aggregates: the user's aggregates, possibly only those within `path` and down to
+    ///     `maximumDepth` (as the store reads them).
+    ///   - path: nodes above it are left out.
+    ///   - maximumDepth: nodes deeper than this ``BadgePath/depth`` are left out (nil: none).
+    public static func merge(
+        _ broadcasts: [BroadcastBadge], into aggregates: inout [BadgePath: BadgeAggregate],
+        within path: BadgePath = .root, maximumDepth: Int? = nil
+    ) {
+        guard !broadcasts.isEmpty else { return }
+        let ownIcons = aggregates.mapValues(\.icon)
+        for broadcast in broadcasts.sorted(by: { $0.id < $1.id }) where broadcast.path.isWithin(path) {
+            for node in broadcast.path.ancestors + [broadcast.path] where node.depth >= path.depth {
+                if let maximumDepth, node.depth > maximumDepth { continue }
+                var aggregate = aggregates[node] ?? BadgeAggregate(count: 0)
+                aggregate.count = aggregate.count.addingSaturating(broadcast.count)
+                if node == broadcast.path, (ownIcons[node] ?? nil) == nil, let icon = broadcast.icon {
+                    aggregate.icon = icon
+                }
+                aggregates[node] = aggregate
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+import Metrics
+
+/// The rollup metrics, created once.
+final class RollupMetrics: Sendable {
+    /// Seconds from a user's first unprocessed change (its dirty mark) to the commit that makes
+    /// the new aggregates visible.
+    let lag = Metrics.Timer(label: "reddot_rollup_lag_seconds")
+    /// Users recomputed.
+    let users = Counter(label: "reddot_rollup_users_total")
+    /// Users whose visible tree changed (version bumped).
+    let changed = Counter(label: "reddot_rollup_changed_users_total")
+    /// Seconds per rollup transaction.
+    let batchLatency = Metrics.Timer(label: "reddot_rollup_batch_seconds")
+    /// Users waiting for a rollup.
+    let queueDepth = Gauge(label: "reddot_rollup_queue_depth_users")
+    /// Expired own-state rows' users marked dirty, and broadcasts expired.
+    let expiredUsers = Counter(label: "reddot_rollup_expired_users_total")
+    let expiredBroadcasts = Counter(label: "reddot_rollup_expired_broadcasts_total")
+    /// Failed rollup or sweep transactions (retried).
+    let errors = Counter(label: "reddot_rollup_errors_total")
+}

@@ -1,0 +1,149 @@
+import BadgeStore
+import Foundation
+public import LibPQ
+public import Logging
+public import ServiceLifecycle
+
+/// `reddot rollup`: workers that claim dirty users in batches, recompute their aggregates in
+/// SQL, bump the versions of those whose visible tree changed and notify the query services;
+/// plus a sweeper that expires badges and broadcasts.
+///
+/// Any number of workers and processes may run at once: each batch is claimed with
+/// `FOR UPDATE SKIP LOCKED` and recomputes under per-user advisory locks, so no update is lost
+/// and no two workers deadlock. On graceful shutdown every worker finishes its transaction and
+/// returns; a cancelled transaction rolls back and leaves its users dirty for the next worker.
+public struct RollupService: Service {
+    /// The database.
+    public let pool: PGPool
+    /// The settings.
+    public let configuration: RollupConfiguration
+    /// Where it logs.
+    public let logger: Logger
+    private let metrics = RollupMetrics()
+
+    /// A service over `pool` (give it at least `workers + 1` connections).
+    public init(pool: PGPool, configuration: RollupConfiguration = RollupConfiguration(), logger: Logger) {
+        self.pool = pool
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Runs the workers and the sweeper until graceful shutdown or cancellation.
+    public func run() async throws {
+        logger.info(
+            "rollup started",
+            metadata: ["rollup.workers": "\(configuration.workers)", "rollup.batch_size": "\(configuration.batchSize)"])
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<configuration.workers {
+                group.addTask { await self.workerLoop(worker) }
+            }
+            group.addTask { await self.sweeperLoop() }
+            await group.waitForAll()
+        }
+        logger.info("rollup stopped")
+    }
+
+    /// One rollup transaction: claims up to `batchSize` dirty users, oldest first, and
+    /// recomputes them.
+    ///
+    /// - Returns: how many users were claimed (0: nothing to do).
+    @discardableResult
+    public func step() async throws -> Int {
+        let limit = configuration.batchSize
+        let started = ContinuousClock.now
+        let (claimed, changed) = try await pool.withTransaction { connection in
+            let claimed = try BadgeStore.claimDirtyUsers(limit: limit, on: connection)
+            let changed = try BadgeStore.recomputeAggregates(for: claimed.map(\.user), on: connection)
+            return (claimed.map(\.dirtiedAt), changed.count)
+        }
+        guard !claimed.isEmpty else { return 0 }
+        let now = Date()
+        for dirtiedAt in claimed {
+            metrics.lag.recordNanoseconds(Int64(max(0, now.timeIntervalSince(dirtiedAt)) * 1e9))
+        }
+        metrics.batchLatency.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+        metrics.users.increment(by: claimed.count)
+        metrics.changed.increment(by: changed)
+        return claimed.count
+    }
+
+    /// One sweep: expires badges (marking their users dirty) and broadcasts.
+    ///
+    /// - Returns: users marked dirty and broadcasts expired.
+    @discardableResult
+    public func sweepExpired() async throws -> (users: Int, broadcasts: Int) {
+        let limit = configuration.expiryBatchSize
+        var users = 0
+        while !Task.isCancelled {
+            let marked = try await pool.withTransaction { connection in
+                try BadgeStore.expireBadges(limit: limit, on: connection)
+            }
+            users += marked
+            if marked < limit { break }
+        }
+        let broadcasts = try await pool.withTransaction { connection in
+            try BadgeStore.expireBroadcasts(on: connection)
+        }
+        metrics.expiredUsers.increment(by: users)
+        metrics.expiredBroadcasts.increment(by: broadcasts)
+        return (users, broadcasts)
+    }
+
+    private var shouldStop: Bool { Task.isCancelled || Task.isShuttingDownGracefully }
+
+    private func workerLoop(_ worker: Int) async {
+        var failures = 0
+        while !shouldStop {
+            do {
+                let claimed = try await step()
+                failures = 0
+                if claimed == 0 {
+                    try? await Task.sleep(for: configuration.idleInterval)
+                }
+            } catch {
+                if shouldStop { break }
+                failures += 1
+                metrics.errors.increment()
+                logger.warning(
+                    "rollup transaction failed; retrying",
+                    metadata: ["rollup.worker": "\(worker)", "error": "\(error)"])
+                try? await Task.sleep(for: backoff(failures))
+            }
+        }
+    }
+
+    private func sweeperLoop() async {
+        var failures = 0
+        var lastDepth = ContinuousClock.now - configuration.queueDepthInterval
+        while !shouldStop {
+            do {
+                try await sweepExpired()
+                if ContinuousClock.now - lastDepth >= configuration.queueDepthInterval {
+                    let depth = try await pool.withConnection { try BadgeStore.queueDepth(on: $0) }
+                    metrics.queueDepth.record(depth)
+                    lastDepth = ContinuousClock.now
+                }
+                failures = 0
+                try? await Task.sleep(for: configuration.expiryInterval)
+            } catch {
+                if shouldStop { break }
+                failures += 1
+                metrics.errors.increment()
+                logger.warning("expiry sweep failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: backoff(failures))
+            }
+        }
+    }
+
+    /// 100 ms doubling up to 5 s.
+    private func backoff(_ failures: Int) -> Duration {
+        .milliseconds(min(5_000, 100 << min(failures - 1, 6)))
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

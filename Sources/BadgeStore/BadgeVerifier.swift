@@ -1,0 +1,164 @@
+public import BadgeCore
+import LibPQ
+
+/// `reddot verify`: recounts every user's aggregates from their own state, with a formulation
+/// independent of the rollup's (each node sums the own rows within it), and compares them with
+/// the stored aggregates, a chunk of users per statement.
+///
+/// Users with a pending rollup (dirty) or an expired row not yet swept are skipped: their stored
+/// aggregates are allowed to lag.
+public struct BadgeVerifier: Sendable {
+    /// The store whose pool it reads with.
+    public let store: BadgeStore
+    /// Users compared per statement.
+    public var chunkSize: Int
+
+    /// A verifier over `store`'s database.
+    public init(store: BadgeStore, chunkSize: Int = 1_000) {
+        self.store = store
+        self.chunkSize = max(1, chunkSize)
+    }
+
+    /// Compares every user's aggregates; with `repair`, recomputes each user with a mismatch
+    /// (in its own transaction, through the rollup's own step).
+    ///
+    /// - Parameter onMismatch: called for each mismatch as it is found, in user and path order.
+    /// - Throws: `PGError` from the database.
+    public func run(repair: Bool, onMismatch: @Sendable (AggregateMismatch) -> Void = { _ in }) async throws -> VerifyReport {
+        var report = VerifyReport()
+        var after = ""
+        let size = chunkSize
+        while true {
+            let last = after
+            let users: [String] = try await store.pool.withConnection { connection in
+                try connection.query(VerifySQL.nextUsers, [last, size]).rows.map { try $0.decode(0, as: String.self) }
+            }
+            guard let lastUser = users.last else { break }
+            after = lastUser
+            report.usersChecked += users.count
+            let mismatches: [AggregateMismatch] = try await store.pool.withConnection { connection in
+                try connection.query(VerifySQL.compare, [users]).rows.compactMap { row in
+                    guard let user = try? UserID(validating: try row.decode(0, as: String.self)),
+                        let path = try? BadgePath(validating: try row.decode(1, as: String.self))
+                    else { return nil }
+                    return AggregateMismatch(
+                        user: user, path: path,
+                        storedCount: try row.decode(2, as: Int64?.self), storedIcon: try row.decode(3, as: String?.self),
+                        expectedCount: try row.decode(4, as: Int64?.self), expectedIcon: try row.decode(5, as: String?.self))
+                }
+            }
+            for mismatch in mismatches { onMismatch(mismatch) }
+            report.mismatches += mismatches.count
+            let broken = Array(Set(mismatches.map(\.user))).sorted()
+            report.usersWithMismatches += broken.count
+            if repair, !broken.isEmpty {
+                try await store.pool.withTransaction { connection in
+                    try BadgeStore.recomputeAggregates(for: broken, on: connection)
+                }
+                report.usersRepaired += broken.count
+            }
+        }
+        return report
+    }
+}
+
+/// One stored aggregate that differs from the recount. A nil count means no row.
+public struct AggregateMismatch: Sendable, Hashable, Codable {
+    /// Whose aggregate.
+    public var user: UserID
+    /// Which node.
+    public var path: BadgePath
+    /// The stored count (nil: no stored row).
+    public var storedCount: Int64?
+    /// The stored icon.
+    public var storedIcon: String?
+    /// The recounted count (nil: there should be no row).
+    public var expectedCount: Int64?
+    /// The recounted icon.
+    public var expectedIcon: String?
+
+    enum CodingKeys: String, CodingKey {
+        case user, path
+        case storedCount = "stored_count", storedIcon = "stored_icon"
+        case expectedCount = "expected_count", expectedIcon = "expected_icon"
+    }
+
+    /// A mismatch with the given fields.
+    public init(user: UserID, path: BadgePath, storedCount: Int64?, storedIcon: String?, expectedCount: Int64?, expectedIcon: String?) {
+        self.user = user
+        self.path = path
+        self.storedCount = storedCount
+        self.storedIcon = storedIcon
+        self.expectedCount = expectedCount
+        self.expectedIcon = expectedIcon
+    }
+
+    /// Encodes every key, with explicit nulls.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(user, forKey: .user)
+        try container.encode(path, forKey: .path)
+        try container.encode(storedCount, forKey: .storedCount)
+        try container.encode(storedIcon, forKey: .storedIcon)
+        try container.encode(expectedCount, forKey: .expectedCount)
+        try container.encode(expectedIcon, forKey: .expectedIcon)
+    }
+}
+
+/// What a verification found.
+public struct VerifyReport: Sendable, Hashable {
+    /// Users compared (or skipped as pending).
+    public var usersChecked = 0
+    /// Aggregate rows that differ.
+    public var mismatches = 0
+    /// Users with at least one mismatch.
+    public var usersWithMismatches = 0
+    /// Users recomputed by `repair`.
+    public var usersRepaired = 0
+
+    /// An empty report.
+    public init() {}
+}
+
+enum VerifySQL {
+    /// The next chunk of users with own state or aggregates, in user order.
+    static let nextUsers = PGStatement(
+        "verify.next_users",
+        """
+        SELECT user_id FROM (
+            (SELECT DISTINCT user_id FROM badge_state WHERE user_id > $1 ORDER BY 1 LIMIT $2)
+            UNION
+            (SELECT DISTINCT user_id FROM badge_aggregate WHERE user_id > $1 ORDER BY 1 LIMIT $2)
+        ) AS u
+        ORDER BY 1
+        LIMIT $2
+        """)
+
+    /// Recounts the listed users' aggregates (each shown node: the sum of the own rows within
+    /// it; its icon: its own row's) and returns every row that differs from the stored one.
+    static let compare = PGStatement(
+        "verify.compare",
+        """
+        WITH users AS (
+            SELECT u.user_id FROM unnest($1::text[]) AS u(user_id)
+            WHERE NOT EXISTS (SELECT 1 FROM dirty_user d WHERE d.user_id = u.user_id)
+              AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now())
+        ), own AS (
+            SELECT s.user_id, s.path, s.count, s.icon FROM badge_state s JOIN users USING (user_id)
+        ), nodes AS (
+            SELECT DISTINCT o.user_id, subpath(o.path, 0, n) AS path
+            FROM own o, generate_series(1, nlevel(o.path)) AS n
+        ), expected AS (
+            SELECT n.user_id, n.path, least(sum(o.count), \(BadgeSQL.maxCount))::bigint AS count,
+                   (SELECT x.icon FROM own x WHERE x.user_id = n.user_id AND x.path = n.path) AS icon
+            FROM nodes n JOIN own o ON o.user_id = n.user_id AND o.path <@ n.path
+            GROUP BY n.user_id, n.path
+        ), stored AS (
+            SELECT a.user_id, a.path, a.count, a.icon FROM badge_aggregate a JOIN users USING (user_id)
+        )
+        SELECT coalesce(e.user_id, s.user_id), coalesce(e.path, s.path)::text, s.count, s.icon, e.count, e.icon
+        FROM expected e FULL JOIN stored s ON s.user_id = e.user_id AND s.path = e.path
+        WHERE e.count IS DISTINCT FROM s.count OR e.icon IS DISTINCT FROM s.icon
+        ORDER BY 1, 2
+        """)
+}

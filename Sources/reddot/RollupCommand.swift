@@ -1,0 +1,122 @@
+import ArgumentParser
+import BadgeAPI
+import BadgeIngest
+import BadgeRollup
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import Prometheus
+import ServiceLifecycle
+
+/// `reddot rollup`: the rollup workers.
+struct RollupCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rollup",
+        abstract: "Recompute the aggregates of users whose badges changed (the rollup workers).",
+        discussion: """
+            Workers claim dirty users in batches (FOR UPDATE SKIP LOCKED: run as many workers and \
+            processes as you like), recompute every parent's aggregate in one SQL statement, bump \
+            the version of each user whose visible tree changed, and NOTIFY the query services. \
+            A sweeper deletes expired badges and withdraws expired broadcasts every second.
+
+            Metrics (with --metrics-port): reddot_rollup_lag_seconds (dirty mark → aggregates \
+            committed), reddot_rollup_users_total, reddot_rollup_queue_depth_users, …
+
+            SIGTERM or SIGINT: workers finish their transaction and the process exits 0. \
+            Database outages are waited out (retries with backoff). Exit codes: 0 stopped by a \
+            signal; 64 bad arguments; 1 another failure.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var rollup: RollupOptions
+    @OptionGroup var operations: OperationsOptions
+
+    func run() async throws {
+        let logger = try database.logger(label: "reddot.rollup")
+        let registry = MetricsSetup.bootstrap()
+        var services: [any Service] = [rollup.service(database: database, logger: logger)]
+        if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }
+        try await runServices(services, logger: logger)
+    }
+}
+
+/// The rollup settings, shared by `rollup` and `run`.
+struct RollupOptions: ParsableArguments {
+    @Option(name: .customLong("rollup-workers"), help: "Concurrent rollup workers in this process, each with a connection.")
+    var workers = 2
+
+    @Option(name: .customLong("rollup-batch-size"), help: "Users claimed and recomputed per transaction.")
+    var batchSize = 500
+
+    @Option(name: .customLong("rollup-idle-ms"), help: "How long an idle worker waits before looking again, in milliseconds.")
+    var idleMilliseconds = 20
+
+    @Option(name: .customLong("expiry-interval-ms"), help: "How often expired badges and broadcasts are swept, in milliseconds.")
+    var expiryIntervalMilliseconds = 1_000
+
+    func validate() throws {
+        guard (1...64).contains(workers) else { throw ValidationError("--rollup-workers takes 1…64") }
+        guard (1...100_000).contains(batchSize) else { throw ValidationError("--rollup-batch-size takes 1…100000") }
+        guard idleMilliseconds >= 1 else { throw ValidationError("--rollup-idle-ms takes a number ≥ 1") }
+        guard expiryIntervalMilliseconds >= 10 else { throw ValidationError("--expiry-interval-ms takes a number ≥ 10") }
+    }
+
+    func service(database: DatabaseOptions, logger: Logger) -> RollupService {
+        var configuration = database.configuration(statementTimeoutMilliseconds: 60_000)
+        configuration.sessionSettings += BadgeStore.recommendedSessionSettings
+        configuration.applicationName = "reddot-rollup"
+        let pool = PGPool(configuration: configuration, maximumConnections: workers + 1, logger: logger)
+        return RollupService(
+            pool: pool,
+            configuration: RollupConfiguration(
+                workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
+                expiryInterval: .milliseconds(expiryIntervalMilliseconds)),
+            logger: logger)
+    }
+}
+
+/// `reddot run`: ingest, rollup and serve in one process.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run ingest, rollup and the query service in one process (small deployments).",
+        discussion: """
+            Takes the options of ingest, rollup and serve. One service group: SIGTERM or SIGINT \
+            stops the HTTP server's streams and requests, commits ingest's batch in hand and \
+            leaves the consumer group, finishes the rollup transactions, and exits 0.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var ingest: IngestOptions
+    @OptionGroup var rollup: RollupOptions
+    @OptionGroup var serve: ServeOptions
+
+    func run() async throws {
+        let logger = try database.logger(label: "reddot.run")
+        let registry = MetricsSetup.bootstrap()
+        let configuration = try ingest.configuration(kafka: kafka, database: database)
+        try ingest.logStart(configuration, kafka: kafka, logger: logger)
+        let (application, services) = try await serve.makeServices(database: database, registry: registry, logger: logger)
+        try await runServices(
+            [IngestService(configuration: configuration, logger: logger), rollup.service(database: database, logger: logger)]
+                + services + [application],
+            logger: logger)
+    }
+}
+
+/// `--metrics-port`: a small HTTP server with /healthz and /metrics, for processes that do not
+/// serve the API (ingest, rollup).
+struct OperationsOptions: ParsableArguments {
+    @Option(name: .customLong("metrics-port"), help: ArgumentHelp("Serve /healthz and /metrics (Prometheus) on this port. Default: REDDOT_METRICS_PORT; none without it.", valueName: "port"))
+    var metricsPort: Int?
+
+    func server(registry: PrometheusCollectorRegistry, logger: Logger) throws -> (any Service)? {
+        guard let text = ServeOptions.setting(metricsPort.map(String.init), "REDDOT_METRICS_PORT") else { return nil }
+        guard let port = Int(text), (0...65_535).contains(port) else {
+            throw fail("the metrics port '\(text)' is not a port number", code: ExitCodes.usage)
+        }
+        return OperationsServer.make(port: port, registry: registry, logger: logger)
+    }
+}

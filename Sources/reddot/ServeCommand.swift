@@ -1,0 +1,217 @@
+import ArgumentParser
+import BadgeAPI
+import BadgeCore
+import BadgeStore
+import Foundation
+import Hummingbird
+import LibPQ
+import Logging
+import Metrics
+import Prometheus
+import RdKafka
+import ServiceLifecycle
+
+/// `reddot serve`: the query service.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Answer users' badge trees over HTTP (the query service).",
+        discussion: """
+            Routes: GET /v1/users/{user}/badges (?path=, ?depth=, ?paths=a,b, long-poll \
+            ?wait=30s&since=VERSION), POST /v1/users/{user}/badges/clear, GET \
+            /v1/users/{user}/badges/stream (Server-Sent Events), POST /v1/events (with --brokers), \
+            /healthz, /readyz, /metrics, /openapi.yaml.
+
+            Auth: Authorization: Bearer <JWT>, HS256 (--jwt-hs256-secret) or RS256/ES256 keys of a \
+            JWKS file (--jwt-jwks-file); exp required, nbf/aud/iss checked. A token reads and \
+            clears only its own sub's tree; scope reddot:admin acts for any user and publishes.
+
+            SIGTERM or SIGINT: stops accepting, ends the streams, finishes the requests in hand \
+            and exits 0. Exit codes: 0 stopped by a signal; 64 bad arguments or auth settings; \
+            69 the port is in use; 1 another failure.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var serve: ServeOptions
+
+    func run() async throws {
+        let logger = try database.logger(label: "reddot.serve")
+        let registry = MetricsSetup.bootstrap()
+        let (application, services) = try await serve.makeServices(database: database, registry: registry, logger: logger)
+        try await runServices(services + [application], logger: logger)
+    }
+}
+
+/// The query service's settings, shared by `serve` and `run`.
+struct ServeOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The address to listen on. Default: REDDOT_HTTP_HOST, else 0.0.0.0.", valueName: "address"))
+    var host: String?
+
+    @Option(help: ArgumentHelp("The HTTP port. Default: REDDOT_HTTP_PORT, else 8080.", valueName: "port"))
+    var port: Int?
+
+    @Option(name: .customLong("jwt-hs256-secret"), help: ArgumentHelp("The HS256 token secret (at least 32 bytes). Default: REDDOT_JWT_HS256_SECRET. Prefer the variable: flags show in ps.", valueName: "secret"))
+    var hs256Secret: String?
+
+    @Option(name: .customLong("jwt-jwks-file"), help: ArgumentHelp("A JWKS file of RS256/ES256 keys (each with a kid). Default: REDDOT_JWT_JWKS_FILE.", valueName: "file"))
+    var jwksFile: String?
+
+    @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud every token must include. Default: REDDOT_JWT_AUDIENCE.", valueName: "aud"))
+    var audience: String?
+
+    @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss every token must carry. Default: REDDOT_JWT_ISSUER.", valueName: "iss"))
+    var issuer: String?
+
+    @Flag(name: .customLong("insecure-no-auth"), help: "No authentication: every request may act for every user. Development only; logs a warning.")
+    var insecureNoAuth = false
+
+    @Option(name: .customLong("pool-size"), help: "Database connections for requests. Default: REDDOT_HTTP_POOL_SIZE, else 8.")
+    var poolSize: Int?
+
+    @Option(name: .customLong("statement-timeout-ms"), help: "The longest a request's statement may run before it answers 503.")
+    var statementTimeoutMilliseconds = 2_000
+
+    @Option(name: .customLong("count-cap"), help: "Counts above this show as N+ in text (99 → \"99+\").")
+    var countCap: Int64 = 99
+
+    @Option(name: .customLong("heartbeat-seconds"), help: "Seconds between stream heartbeats.")
+    var heartbeatSeconds: Double = 15
+
+    @Option(name: .customLong("publish-brokers"), help: ArgumentHelp("Kafka brokers for POST /v1/events. Default: REDDOT_KAFKA_BROKERS; without either, publishing over HTTP answers 503.", valueName: "list"))
+    var publishBrokers: String?
+
+    @Option(name: .customLong("publish-topic"), help: ArgumentHelp("The topic POST /v1/events publishes to. Default: REDDOT_KAFKA_TOPIC, else reddot.events.", valueName: "name"))
+    var publishTopic: String?
+
+    func validate() throws {
+        if let port, !(0...65_535).contains(port) { throw ValidationError("--port takes 0…65535") }
+        if let poolSize, !(1...256).contains(poolSize) { throw ValidationError("--pool-size takes 1…256") }
+        guard statementTimeoutMilliseconds >= 1 else { throw ValidationError("--statement-timeout-ms takes a number ≥ 1") }
+        guard countCap >= 1 else { throw ValidationError("--count-cap takes a number ≥ 1") }
+        guard heartbeatSeconds > 0 else { throw ValidationError("--heartbeat-seconds takes a number > 0") }
+    }
+
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    static func setting(_ flag: String?, _ variable: String) -> String? {
+        if let flag, !flag.isEmpty { return flag }
+        if let value = environment[variable], !value.isEmpty { return value }
+        return nil
+    }
+
+    /// The application and the services it needs (the change hub), ready for one service group.
+    ///
+    /// - Throws: `ExitCode` 64 with a sentence for invalid auth settings or a bad port variable.
+    func makeServices(
+        database: DatabaseOptions, registry: PrometheusCollectorRegistry, logger: Logger
+    ) async throws -> (application: any Service, services: [any Service]) {
+        var configuration = APIConfiguration()
+        configuration.host = Self.setting(host, "REDDOT_HTTP_HOST") ?? "0.0.0.0"
+        if let text = Self.setting(port.map(String.init), "REDDOT_HTTP_PORT") {
+            guard let value = Int(text), (0...65_535).contains(value) else {
+                throw fail("REDDOT_HTTP_PORT '\(text)' is not a port number", code: ExitCodes.usage)
+            }
+            configuration.port = value
+        }
+        configuration.display = BadgeDisplay(countCap: countCap)
+        configuration.heartbeatInterval = .milliseconds(Int64(heartbeatSeconds * 1000))
+        var poolConnections = 8
+        if let text = Self.setting(poolSize.map(String.init), "REDDOT_HTTP_POOL_SIZE") {
+            guard let value = Int(text), (1...256).contains(value) else {
+                throw fail("REDDOT_HTTP_POOL_SIZE '\(text)' is not a number from 1 to 256", code: ExitCodes.usage)
+            }
+            poolConnections = value
+        }
+
+        var auth = AuthConfiguration(
+            hs256Secret: Self.setting(hs256Secret, "REDDOT_JWT_HS256_SECRET"),
+            audience: Self.setting(audience, "REDDOT_JWT_AUDIENCE"), issuer: Self.setting(issuer, "REDDOT_JWT_ISSUER"),
+            insecureNoAuth: insecureNoAuth)
+        if let path = Self.setting(jwksFile, "REDDOT_JWT_JWKS_FILE") {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw fail("cannot read the JWKS file \(path)", code: ExitCodes.usage)
+            }
+            auth.jwks = String(decoding: data, as: UTF8.self)
+        }
+        let authenticator: Authenticator
+        do {
+            authenticator = try await Authenticator(configuration: auth)
+        } catch let error as AuthSetupError {
+            throw fail(error.description, code: ExitCodes.usage)
+        }
+        if insecureNoAuth {
+            logger.warning("authentication is OFF (--insecure-no-auth): every request may read and clear every user's badges; never run this in production")
+        }
+
+        var databaseConfiguration = database.configuration(statementTimeoutMilliseconds: statementTimeoutMilliseconds)
+        databaseConfiguration.sessionSettings += BadgeStore.recommendedSessionSettings
+        databaseConfiguration.applicationName = "reddot-serve"
+        let pool = PGPool(configuration: databaseConfiguration, maximumConnections: poolConnections, logger: logger)
+        let hub = try ChangeHub(configuration: database.configuration(), logger: logger)
+
+        var publisher: KafkaEventPublisher?
+        if let brokers = Self.setting(publishBrokers, "REDDOT_KAFKA_BROKERS") {
+            let topic = Self.setting(publishTopic, "REDDOT_KAFKA_TOPIC") ?? KafkaOptions.defaultTopic
+            if let problem = KafkaOptions.topicProblem(topic) { throw fail(problem, code: ExitCodes.usage) }
+            var kafka = KafkaConfiguration(bootstrapServers: brokers)
+            kafka.set("client.id", "reddot-serve")
+            kafka.set("message.timeout.ms", "10000")
+            do {
+                publisher = KafkaEventPublisher(producer: try KafkaProducer(configuration: kafka, logger: logger), topic: topic)
+            } catch {
+                throw fail("cannot create the Kafka producer: \(error.message)", code: ExitCodes.usage)
+            }
+        }
+
+        let schemaCheck: @Sendable () async -> String? = {
+            let applied = try? await pool.withConnection { try Migrator.appliedSchemaVersion(on: $0) }
+            guard let applied else { return "the schema version cannot be read" }
+            if applied < Migrator.requiredSchemaVersion {
+                return "the schema is at version \(applied); this build needs \(Migrator.requiredSchemaVersion) (run reddot migrate up)"
+            }
+            return nil
+        }
+        let api = BadgeAPI(
+            store: BadgeStore(pool: pool, display: configuration.display), hub: hub, authenticator: authenticator,
+            publisher: publisher, configuration: configuration, metrics: registry, readinessChecks: [schemaCheck],
+            logger: logger)
+        let address = "\(configuration.host):\(configuration.port)"
+        let application = api.makeApplication { port in
+            logger.info("serving badges", metadata: ["http.address": "\(address)", "http.port": "\(port)"])
+        }
+        // Shutdown runs in reverse: the hub stops first and ends the streams, so that the server
+        // can drain its requests.
+        return (application, [hub])
+    }
+}
+
+/// `POST /v1/events` through a Kafka producer.
+struct KafkaEventPublisher: EventPublisher {
+    let producer: KafkaProducer
+    let topic: String
+
+    func publish(_ records: [(key: String, payload: [UInt8])]) async throws -> [PublishedRecord] {
+        guard !records.isEmpty else { return [] }
+        let (reports, continuation) = AsyncStream.makeStream(of: (Int, Result<KafkaDelivery, KafkaError>).self)
+        // Queued in order (a key's records keep their order in its partition), awaited together.
+        for (index, record) in records.enumerated() {
+            let outgoing = KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: record.payload)
+            do {
+                try producer.produce(outgoing) { result in continuation.yield((index, result)) }
+            } catch {
+                continuation.finish()
+                throw error
+            }
+        }
+        var results = [PublishedRecord?](repeating: nil, count: records.count)
+        var received = 0
+        for await (index, result) in reports {
+            let delivery = try result.get()
+            results[index] = PublishedRecord(partition: delivery.partition, offset: delivery.offset)
+            received += 1
+            if received == records.count { break }
+        }
+        continuation.finish()
+        return results.compactMap { $0 }
+    }
+}
