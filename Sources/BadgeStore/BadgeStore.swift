@@ -219,6 +219,10 @@ public struct BadgeStore: Sendable {
         return (version, aggregates)
     }
 
+    /// The SQL of the tree read (`$1` user, `$2` subtree path, `$3` deepest `nlevel`), for
+    /// `reddot bench query`'s pgbench comparison of the same statement.
+    public static var treeQuerySQL: String { BadgeSQL.readTree.sql }
+
     /// Whether anything was ever stored for `user` (a version or own state). A user who never
     /// had a badge still sees the broadcasts; the API answers such a user as missing to anyone
     /// but themselves.
