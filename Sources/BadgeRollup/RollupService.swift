@@ -1,5 +1,6 @@
 import BadgeStore
 import Foundation
+import Synchronization
 public import LibPQ
 public import Logging
 public import ServiceLifecycle
@@ -20,6 +21,10 @@ public struct RollupService: Service {
     /// Where it logs.
     public let logger: Logger
     private let metrics = RollupMetrics()
+    private let failures = FailureCount()
+
+    /// Rollup and sweep transactions that failed (and were retried) since the service was made.
+    public var failedTransactions: Int { failures.value.load(ordering: .relaxed) }
 
     /// A service over `pool` (give it at least `workers + 1` connections).
     public init(pool: PGPool, configuration: RollupConfiguration = RollupConfiguration(), logger: Logger) {
@@ -103,6 +108,7 @@ public struct RollupService: Service {
             } catch {
                 if shouldStop { break }
                 failures += 1
+                self.failures.value.add(1, ordering: .relaxed)
                 metrics.errors.increment()
                 logger.warning(
                     "rollup transaction failed; retrying",
@@ -128,6 +134,7 @@ public struct RollupService: Service {
             } catch {
                 if shouldStop { break }
                 failures += 1
+                self.failures.value.add(1, ordering: .relaxed)
                 metrics.errors.increment()
                 logger.warning("expiry sweep failed; retrying", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: backoff(failures))
@@ -139,6 +146,10 @@ public struct RollupService: Service {
     private func backoff(_ failures: Int) -> Duration {
         .milliseconds(min(5_000, 100 << min(failures - 1, 6)))
     }
+}
+
+final class FailureCount: Sendable {
+    let value = Atomic<Int>(0)
 }
 
 extension Duration {

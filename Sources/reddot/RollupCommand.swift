@@ -98,7 +98,8 @@ struct RunCommand: AsyncParsableCommand {
         let registry = MetricsSetup.bootstrap()
         let configuration = try ingest.configuration(kafka: kafka, database: database)
         try ingest.logStart(configuration, kafka: kafka, logger: logger)
-        let (application, services) = try await serve.makeServices(database: database, registry: registry, logger: logger)
+        let (application, services) = try await serve.makeServices(
+            database: database, registry: registry, logger: logger, kafka: (kafka.brokers, kafka.topic))
         try await runServices(
             [IngestService(configuration: configuration, logger: logger), rollup.service(database: database, logger: logger)]
                 + services + [application],

@@ -102,8 +102,11 @@ struct ServeOptions: ParsableArguments {
     /// The application and the services it needs (the change hub), ready for one service group.
     ///
     /// - Throws: `ExitCode` 64 with a sentence for invalid auth settings or a bad port variable.
+    /// `kafka`: the events topic's brokers and name when the process has them (`reddot run`),
+    /// the defaults of `--publish-brokers` and `--publish-topic`.
     func makeServices(
-        database: DatabaseOptions, registry: PrometheusCollectorRegistry, logger: Logger
+        database: DatabaseOptions, registry: PrometheusCollectorRegistry, logger: Logger,
+        kafka events: (brokers: String, topic: String)? = nil
     ) async throws -> (application: any Service, services: [any Service]) {
         var configuration = APIConfiguration()
         configuration.host = Self.setting(host, "REDDOT_HTTP_HOST") ?? "0.0.0.0"
@@ -150,8 +153,8 @@ struct ServeOptions: ParsableArguments {
         let hub = try ChangeHub(configuration: database.configuration(), logger: logger)
 
         var publisher: KafkaEventPublisher?
-        if let brokers = Self.setting(publishBrokers, "REDDOT_KAFKA_BROKERS") {
-            let topic = Self.setting(publishTopic, "REDDOT_KAFKA_TOPIC") ?? KafkaOptions.defaultTopic
+        if let brokers = Self.setting(publishBrokers, "REDDOT_KAFKA_BROKERS") ?? events?.brokers {
+            let topic = Self.setting(publishTopic, "REDDOT_KAFKA_TOPIC") ?? events?.topic ?? KafkaOptions.defaultTopic
             if let problem = KafkaOptions.topicProblem(topic) { throw fail(problem, code: ExitCodes.usage) }
             var kafka = KafkaConfiguration(bootstrapServers: brokers)
             kafka.set("client.id", "reddot-serve")

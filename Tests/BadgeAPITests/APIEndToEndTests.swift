@@ -1,0 +1,234 @@
+import BadgeAPI
+import BadgeCore
+import BadgeIngest
+import BadgeRollup
+import BadgeStore
+import BadgeTestSupport
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import LibPQ
+import Logging
+import PGTestSupport
+import RdKafka
+import ServiceLifecycle
+import Testing
+
+/// `POST /v1/events` through a real producer (sequential sends, as a test needs nothing more).
+struct TestKafkaPublisher: EventPublisher {
+    let producer: KafkaProducer
+    let topic: String
+
+    func publish(_ records: [(key: String, payload: [UInt8])]) async throws -> [PublishedRecord] {
+        var delivered: [PublishedRecord] = []
+        for record in records {
+            let delivery = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: record.payload))
+            delivered.append(PublishedRecord(partition: delivery.partition, offset: delivery.offset))
+        }
+        return delivered
+    }
+}
+
+/// A mock Kafka cluster, and ingest plus rollup running against the harness's database.
+struct Pipeline: Sendable {
+    let cluster: KafkaMockCluster
+    let topic: String
+    let producer: KafkaProducer
+
+    static func with<T: Sendable>(_ body: @Sendable (APIHarness, Pipeline) async throws -> T) async throws -> T {
+        var quiet = TestServer.logger
+        quiet.logLevel = .error
+        let logger = quiet
+        let cluster = try KafkaMockCluster(logger: logger)
+        defer { cluster.close() }
+        let topic = "events-\(UInt32.random(in: 0...UInt32.max))"
+        try cluster.createTopic(topic, partitions: 3)
+        try cluster.createTopic(topic + ".dlq", partitions: 1)
+        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: logger)
+        defer { producer.close() }
+        let pipeline = Pipeline(cluster: cluster, topic: topic, producer: producer)
+        return try await APIHarness.with(publisher: TestKafkaPublisher(producer: producer, topic: topic)) { harness in
+            var kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+            kafka.set("session.timeout.ms", "6000")
+            kafka.set("heartbeat.interval.ms", "500")
+            var ingest = IngestConfiguration(kafka: kafka, database: PGConfiguration(connectionString: harness.database.url))
+            ingest.topic = topic
+            ingest.group = "api-e2e"
+            ingest.deadLetterTopic = topic + ".dlq"
+            ingest.batchWaitMilliseconds = 20
+            let rollupPool = PGPool(
+                configuration: PGConfiguration(connectionString: harness.database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
+                maximumConnections: 3, logger: logger)
+            defer { rollupPool.close() }
+            let rollup = RollupService(
+                pool: rollupPool, configuration: RollupConfiguration(workers: 2, idleInterval: .milliseconds(5)), logger: logger)
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: [IngestService(configuration: ingest, logger: logger), rollup], gracefulShutdownSignals: [],
+                    cancellationSignals: [], logger: logger))
+            let running = Task { try await group.run() }
+            do {
+                let value = try await body(harness, pipeline)
+                await group.triggerGracefulShutdown()
+                try await running.value
+                #expect(rollup.failedTransactions == 0)
+                return value
+            } catch {
+                await group.triggerGracefulShutdown()
+                _ = try? await running.value
+                throw error
+            }
+        }
+    }
+
+    /// Sends one user's direct operation to the topic and waits for the broker's acknowledgement.
+    func send(_ mutation: BadgeMutation, id: String) async throws {
+        let event = BadgeEvent(
+            id: try EventID(validating: id), audience: .users([mutation.user]), expiresAt: mutation.expiresAt,
+            body: .operation(path: mutation.path, operation: mutation.operation))
+        _ = try await producer.send(
+            KafkaOutgoingRecord(topic: topic, key: Array(mutation.user.rawValue.utf8), payload: EventEncoder().encode(event)))
+    }
+}
+
+/// The test's model of a broadcast.
+struct BroadcastModel {
+    var path: BadgePath
+    var count: Int64
+    var icon: BadgeIcon?
+}
+
+/// What a user must see: their own tree's aggregates plus the broadcasts they did not dismiss,
+/// each added to its node and every ancestor.
+func expectedTree(own: BadgeTree, broadcasts: [BroadcastModel], dismissed: Set<Int>, now: Date) -> BadgeNode? {
+    var aggregates = own.aggregates(now: now)
+    for (index, broadcast) in broadcasts.enumerated() where !dismissed.contains(index) {
+        var node: BadgePath? = broadcast.path
+        while let current = node {
+            var aggregate = aggregates[current] ?? BadgeAggregate(count: 0)
+            aggregate.count += broadcast.count
+            if current == broadcast.path, own.states[current]?.icon == nil, let icon = broadcast.icon { aggregate.icon = icon }
+            aggregates[current] = aggregate
+            node = current.parent
+        }
+    }
+    return BadgeNode.build(aggregates: aggregates, at: .root, depth: nil, display: BadgeDisplay())
+}
+
+@Suite("Ingest, rollup and the API together (mock Kafka, real PostgreSQL)", .serialized)
+struct APIEndToEndTests {
+    @Test("random operations and broadcasts through Kafka, ingest and rollup: every user's API tree equals the model", arguments: [5, 6] as [UInt64])
+    func property(seed: UInt64) async throws {
+        try await Pipeline.with { harness, pipeline in
+            let users = (0..<40).map { user("p\(seed)u\($0)") }
+            var generator = RandomBadgeOperations(users: users, seed: seed)
+            generator.expiries = []
+            let admin = try await harness.token(nil, scopes: [Principal.adminScope])
+            let now = Date()
+
+            // Broadcasts first, published over HTTP.
+            var broadcasts: [BroadcastModel] = []
+            var lines: [String] = []
+            for index in 0..<4 {
+                let path = generator.nextPath()
+                let count = Int64(index % 2 == 0 ? 0 : index)
+                let icon: BadgeIcon? = index == 0 ? try BadgeIcon(validating: "new") : nil
+                broadcasts.append(BroadcastModel(path: path, count: count, icon: icon))
+                let iconField = icon.map { #","icon":"\#($0.rawValue)""# } ?? ""
+                lines.append(#"{"id":"s\#(seed)-b\#(index)","op":"set","audience":"all","path":"\#(path.rawValue)","count":\#(count)\#(iconField)}"#)
+            }
+            var ndjson = HTTPFields()
+            ndjson[.contentType] = "application/x-ndjson"
+            let published = try await harness.call(.post, "/v1/events", token: admin, headers: ndjson, body: lines.joined(separator: "\n"))
+            #expect(published.status == .accepted, "\(published.text)")
+            try await Self.waitUntil("broadcasts stored") {
+                try await harness.pool.withConnection { connection in
+                    try connection.query(PGStatement("test.count", "SELECT count(*) FROM broadcast", prepared: false)).singleRow().decode(0, as: Int64.self)
+                } == 4
+            }
+
+            // Then random user operations, straight to Kafka.
+            var models: [UserID: BadgeTree] = [:]
+            var dismissed: [UserID: Set<Int>] = [:]
+            for index in 0..<1_500 {
+                let mutation = generator.next()
+                try await pipeline.send(mutation, id: "s\(seed)-\(index)")
+                models[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                if case .clear(let force) = mutation.operation {
+                    for (number, broadcast) in broadcasts.enumerated()
+                    where broadcast.path == mutation.path || (force && broadcast.path.isWithin(mutation.path)) {
+                        dismissed[mutation.user, default: []].insert(number)
+                    }
+                }
+            }
+
+            var tokens: [UserID: String] = [:]
+            for user in users { tokens[user] = try await harness.token(user.rawValue) }
+            let finalModels = models, finalDismissed = dismissed
+            var mismatched: [String] = []
+            try await Self.waitUntil("every tree equals the model", timeout: .seconds(90)) {
+                mismatched = []
+                for user in users {
+                    let expected = expectedTree(
+                        own: finalModels[user] ?? BadgeTree(), broadcasts: broadcasts, dismissed: finalDismissed[user] ?? [], now: now)
+                    let answer = try await harness.get("/v1/users/\(user.rawValue)/badges", token: tokens[user])
+                    if (try? answer.tree().tree) != expected { mismatched.append(user.rawValue) }
+                }
+                return mismatched.isEmpty
+            }
+            #expect(mismatched.isEmpty, "users whose tree differs: \(mismatched)")
+            let report = try await BadgeVerifier(store: harness.store).run(repair: false)
+            #expect(report.mismatches == 0)
+        }
+    }
+
+    @Test("a change made through ingest reaches an open stream within a second; streams resume from Last-Event-ID")
+    func streams() async throws {
+        try await Pipeline.with { harness, pipeline in
+            let ivy = user("ivy")
+            let token = try await harness.token("ivy")
+            let port = try #require(harness.client.port)
+            let stream = try EventStreamClient(port: port, uri: "/v1/users/ivy/badges/stream", headers: ["Authorization": "Bearer \(token)"])
+            let snapshot = try #require(await stream.next())
+            #expect(stream.status == 200)
+            #expect(stream.headerText.lowercased().contains("content-type: text/event-stream"))
+            #expect(snapshot.name == "snapshot")
+            #expect(snapshot.data.contains(#""user":"ivy""#))
+
+            let sentAt = ContinuousClock.now
+            try await pipeline.send(BadgeMutation(user: ivy, path: path("root.chat.c9"), operation: .increment(by: 3)), id: "ivy-1")
+            let change = try #require(await stream.next(timeout: .seconds(5)))
+            let latency = ContinuousClock.now - sentAt
+            #expect(change.name == "change")
+            #expect(latency < .seconds(1), "delivered after \(latency)")
+            #expect(change.data.contains(#""path":"root.chat.c9""#) && change.data.contains(#""count":3"#))
+            let version = try #require(change.id)
+
+            // Resuming at the current version: no snapshot, only what comes next.
+            let resumed = try EventStreamClient(
+                port: port, uri: "/v1/users/ivy/badges/stream", headers: ["Authorization": "Bearer \(token)", "Last-Event-ID": version])
+            #expect(await resumed.waitForHeaders())
+            #expect(await resumed.next(timeout: .milliseconds(700)) == nil)
+            try await pipeline.send(BadgeMutation(user: ivy, path: path("root.chat.c9"), operation: .clear(force: false)), id: "ivy-2")
+            let next = try #require(await resumed.next(timeout: .seconds(5)))
+            #expect(next.name == "change")
+            #expect(next.data.contains(#""shown":false"#))
+            #expect(Int64(next.id ?? "") ?? 0 > Int64(version) ?? 0)
+
+            // Resuming from an old version: a fresh snapshot (no history is kept).
+            let stale = try EventStreamClient(
+                port: port, uri: "/v1/users/ivy/badges/stream", headers: ["Authorization": "Bearer \(token)", "Last-Event-ID": "0"])
+            let fresh = try #require(await stale.next())
+            #expect(fresh.name == "snapshot")
+            #expect(fresh.id == next.id)
+        }
+    }
+
+    static func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw APITestError("timed out waiting until \(what)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}

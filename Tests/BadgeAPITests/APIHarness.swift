@@ -1,0 +1,148 @@
+import BadgeAPI
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import LibPQ
+import Logging
+import PGTestSupport
+import Prometheus
+
+/// A migrated throwaway database, a running change hub, and the API on a live HTTP port.
+struct APIHarness: Sendable {
+    static let secret = "reddot-test-secret-0123456789abcdef"
+
+    let database: TestDatabase
+    let pool: PGPool
+    let store: BadgeStore
+    let api: BadgeAPI
+    let client: any TestClientProtocol
+
+    static let migrationsDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("migrations")
+
+    /// Runs `body` against a live server on a fresh database; everything is stopped and dropped
+    /// afterwards, even when `body` throws.
+    static func with<T: Sendable>(
+        auth: AuthConfiguration = AuthConfiguration(hs256Secret: secret),
+        publisher: (any EventPublisher)? = nil,
+        databaseURL: String? = nil,
+        _ body: @Sendable (APIHarness) async throws -> T
+    ) async throws -> T {
+        let database = try await TestDatabase.create(prefix: "api")
+        let url = databaseURL ?? database.url
+        let pool = PGPool(
+            configuration: PGConfiguration(
+                connectionString: url, connectTimeoutSeconds: 2, statementTimeoutMilliseconds: 5_000,
+                sessionSettings: BadgeStore.recommendedSessionSettings),
+            maximumConnections: 4, logger: TestServer.logger)
+        defer { pool.close() }
+        do {
+            if databaseURL == nil {
+                let migrator = Migrator(files: try MigrationFile.load(from: migrationsDirectory), logger: TestServer.logger)
+                try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+            }
+            let hub = try ChangeHub(configuration: PGConfiguration(connectionString: url), logger: TestServer.logger)
+            var configuration = APIConfiguration(host: "127.0.0.1", port: 0)
+            configuration.heartbeatInterval = .milliseconds(500)
+            configuration.databaseTimeout = .seconds(3)
+            let api = BadgeAPI(
+                store: BadgeStore(pool: pool), hub: hub, authenticator: try await Authenticator(configuration: auth),
+                publisher: publisher, configuration: configuration, metrics: PrometheusCollectorRegistry(),
+                logger: TestServer.logger)
+            let application = api.makeApplication()
+            let value = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await hub.run() }
+                defer { group.cancelAll() }
+                if databaseURL == nil {
+                    let deadline = ContinuousClock.now + .seconds(10)
+                    while !hub.isListening, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+                }
+                return try await application.test(.live) { client in
+                    try await body(APIHarness(database: database, pool: pool, store: BadgeStore(pool: pool), api: api, client: client))
+                }
+            }
+            await database.drop()
+            return value
+        } catch {
+            await database.drop()
+            throw error
+        }
+    }
+
+    /// An HS256 token signed with the harness's secret.
+    func token(_ subject: String?, scopes: [String] = [], expiresIn: TimeInterval = 600) async throws -> String {
+        try await Authenticator.makeHS256Token(secret: Self.secret, subject: subject, scopes: scopes, expiresIn: expiresIn)
+    }
+
+    /// Applies mutations and recomputes at once (the API's own clear path).
+    @discardableResult
+    func apply(_ mutations: [BadgeMutation]) async throws -> [UserID: Int64] {
+        try await store.apply(mutations, recomputeNow: true)
+    }
+
+    /// Stores a broadcast as ingest does, bumping the broadcast version.
+    func broadcast(_ id: String, at path: String, count: Int64 = 0, icon: String? = nil) async throws {
+        try await pool.withTransaction { connection in
+            _ = try connection.query(
+                PGStatement(
+                    "test.broadcast", "INSERT INTO broadcast (event_id, path, count, icon) VALUES ($1, $2::ltree, $3, $4)", prepared: false),
+                [id, path, count, icon])
+            try BadgeStore.bumpBroadcastVersion(on: connection)
+        }
+    }
+
+    func execute(_ sql: String, _ parameters: [any PGBindable] = []) async throws {
+        try await pool.withConnection { connection in
+            _ = try connection.query(PGStatement("test.execute", sql, prepared: false), parameters)
+        }
+    }
+
+    /// One request; the token, if any, as a bearer header.
+    func call(
+        _ method: HTTPRequest.Method, _ uri: String, token: String? = nil, headers: HTTPFields = [:], body: String? = nil
+    ) async throws -> TestResponse {
+        var fields = headers
+        if let token { fields[.authorization] = "Bearer \(token)" }
+        if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
+        return try await client.execute(
+            uri: uri, method: method, headers: fields, body: body.map { ByteBuffer(string: $0) }) { $0 }
+    }
+
+    func get(_ uri: String, token: String?, headers: HTTPFields = [:]) async throws -> TestResponse {
+        try await call(.get, uri, token: token, headers: headers)
+    }
+}
+
+struct APITestError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+
+    /// The decoded `{"user", "version", "tree"}` answer.
+    func tree() throws -> UserBadgeTree {
+        try JSONDecoder().decode(UserBadgeTree.self, from: Data(text.utf8))
+    }
+
+    /// The `{"error": {"code"}}` of an error answer.
+    var errorCode: String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+            let error = object["error"] as? [String: Any]
+        else { return nil }
+        return error["code"] as? String
+    }
+}
+
+func user(_ name: String) -> UserID {
+    do { return try UserID(validating: name) } catch { preconditionFailure("bad test user \(name)") }
+}
+
+func path(_ text: String) -> BadgePath {
+    do { return try BadgePath(validating: text) } catch { preconditionFailure("bad test path \(text)") }
+}

@@ -1,0 +1,264 @@
+import BadgeAPI
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import LibPQ
+import PGTestSupport
+import Testing
+
+@Suite("The query service's routes", .serialized)
+struct APIRouteTests {
+    @Test("tree, subtree, depth and several nodes, in the shape of reddot badges show")
+    func reads() async throws {
+        try await APIHarness.with { harness in
+            let alice = user("alice")
+            try await harness.apply([
+                BadgeMutation(user: alice, path: path("root.chat.c1"), operation: .increment(by: 2)),
+                BadgeMutation(user: alice, path: path("root.chat.c2"), operation: .set(count: 120, icon: nil)),
+                BadgeMutation(user: alice, path: path("root.promo.p1"), operation: .set(count: 0, icon: try BadgeIcon(validating: "hot"))),
+            ])
+            let token = try await harness.token("alice")
+            let whole = try await harness.get("/v1/users/alice/badges", token: token)
+            #expect(whole.status == .ok)
+            let tree = try whole.tree()
+            #expect(tree.tree == (try await harness.store.tree(for: alice)).tree)
+            #expect(tree.tree?.count == 122 && tree.tree?.text == "99+")
+            #expect(whole.headers[.eTag] == "\"\(tree.version)\"")
+
+            let subtree = try await harness.get("/v1/users/alice/badges?path=root.chat&depth=0", token: token).tree()
+            #expect(subtree.tree?.path.rawValue == "root.chat" && subtree.tree?.count == 122 && subtree.tree?.children.isEmpty == true)
+
+            let nothing = try await harness.get("/v1/users/alice/badges?path=root.none", token: token)
+            #expect(nothing.status == .ok)
+            #expect(try nothing.tree().tree == nil)
+
+            let nodes = try await harness.get("/v1/users/alice/badges?paths=root.chat.c1,root.promo.p1,root.none", token: token)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(nodes.text.utf8)) as? [String: Any])
+            let list = try #require(object["nodes"] as? [[String: Any]])
+            #expect(list.map { $0["path"] as? String } == ["root.chat.c1", "root.promo.p1", "root.none"])
+            #expect(list.map { $0["count"] as? Int } == [2, 0, 0])
+            #expect(list.map { $0["shown"] as? Bool } == [true, true, false])
+            #expect(list[1]["icon"] as? String == "hot")
+            #expect(list[2]["icon"] is NSNull && list[2]["text"] is NSNull)
+        }
+    }
+
+    @Test("invalid input is refused with 400 and a message, before any SQL")
+    func validation() async throws {
+        try await APIHarness.with { harness in
+            let token = try await harness.token("alice")
+            let cases: [(uri: String, code: String)] = [
+                ("/v1/users/alice/badges?path=root..a", "invalid_path"),
+                ("/v1/users/alice/badges?path=root.a*", "invalid_path"),
+                ("/v1/users/alice/badges?path=chat", "invalid_path"),
+                ("/v1/users/alice/badges?depth=17", "invalid_depth"),
+                ("/v1/users/alice/badges?depth=-1", "invalid_depth"),
+                ("/v1/users/alice/badges?paths=root.a,root.b&depth=1", "invalid_query"),
+                ("/v1/users/alice/badges?paths=root.a,", "invalid_path"),
+                ("/v1/users/alice/badges?wait=61s&since=0", "invalid_wait"),
+                ("/v1/users/alice/badges?wait=soon&since=0", "invalid_wait"),
+                ("/v1/users/alice/badges?wait=1s", "invalid_query"),
+                ("/v1/users/alice/badges?since=-3&wait=1s", "invalid_since"),
+            ]
+            for (uri, code) in cases {
+                let response = try await harness.get(uri, token: token)
+                #expect(response.status == .badRequest, "\(uri)")
+                #expect(response.errorCode == code, "\(uri): \(response.text)")
+            }
+            let longUser = String(repeating: "x", count: 129)
+            let admin = try await harness.token(nil, scopes: [Principal.adminScope])
+            #expect(try await harness.get("/v1/users/\(longUser)/badges", token: admin).errorCode == "invalid_user")
+            let unknown = try await harness.get("/v1/nothing", token: token)
+            #expect(unknown.status == .notFound && unknown.errorCode == "not_found")
+        }
+    }
+
+    @Test("ETag from the version; If-None-Match answers 304 until the tree changes")
+    func etags() async throws {
+        try await APIHarness.with { harness in
+            let bob = user("bob")
+            try await harness.apply([BadgeMutation(user: bob, path: path("root.a"), operation: .increment(by: 1))])
+            let token = try await harness.token("bob")
+            let first = try await harness.get("/v1/users/bob/badges", token: token)
+            let etag = try #require(first.headers[.eTag])
+            var headers = HTTPFields()
+            headers[.ifNoneMatch] = etag
+            let again = try await harness.get("/v1/users/bob/badges", token: token, headers: headers)
+            #expect(again.status == .notModified)
+            #expect(again.body.readableBytes == 0)
+            #expect(again.headers[.eTag] == etag)
+            headers[.ifNoneMatch] = "W/\(etag), \"other\""
+            #expect(try await harness.get("/v1/users/bob/badges", token: token, headers: headers).status == .notModified)
+
+            try await harness.apply([BadgeMutation(user: bob, path: path("root.a"), operation: .increment(by: 1))])
+            headers[.ifNoneMatch] = etag
+            let changed = try await harness.get("/v1/users/bob/badges", token: token, headers: headers)
+            #expect(changed.status == .ok)
+            #expect(changed.headers[.eTag] != etag)
+            #expect(try changed.tree().tree?.count == 2)
+        }
+    }
+
+    @Test("a long-poll wakes up on a change, and answers 304 when its wait passes")
+    func longPoll() async throws {
+        try await APIHarness.with { harness in
+            let carol = user("carol")
+            try await harness.apply([BadgeMutation(user: carol, path: path("root.a"), operation: .increment(by: 1))])
+            let token = try await harness.token("carol")
+            let version = try await harness.get("/v1/users/carol/badges", token: token).tree().version
+
+            let started = ContinuousClock.now
+            let timedOut = try await harness.get("/v1/users/carol/badges?wait=300ms&since=\(version)", token: token)
+            #expect(timedOut.status == .notModified)
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+
+            let stale = try await harness.get("/v1/users/carol/badges?wait=5s&since=\(version - 1)", token: token)
+            #expect(stale.status == .ok)
+
+            async let waiting = harness.get("/v1/users/carol/badges?wait=10s&since=\(version)", token: token)
+            try await Task.sleep(for: .milliseconds(300))
+            let changedAt = ContinuousClock.now
+            try await harness.apply([BadgeMutation(user: carol, path: path("root.b"), operation: .increment(by: 4))])
+            let woken = try await waiting
+            #expect(woken.status == .ok)
+            #expect(try woken.tree().tree?.count == 5)
+            #expect(ContinuousClock.now - changedAt < .seconds(1))
+        }
+    }
+
+    @Test("clear applies through the store and answers the new subtree; plain clear of a parent with children changes nothing")
+    func clears() async throws {
+        try await APIHarness.with { harness in
+            let dave = user("dave")
+            try await harness.apply([
+                BadgeMutation(user: dave, path: path("root.chat"), operation: .increment(by: 1)),
+                BadgeMutation(user: dave, path: path("root.chat.c1"), operation: .increment(by: 2)),
+                BadgeMutation(user: dave, path: path("root.chat.c2"), operation: .increment(by: 3)),
+            ])
+            let token = try await harness.token("dave")
+            let before = try await harness.get("/v1/users/dave/badges", token: token).tree()
+
+            let leaf = try await harness.call(.post, "/v1/users/dave/badges/clear", token: token, body: #"{"path": "root.chat.c1"}"#)
+            #expect(leaf.status == .ok)
+            let leafAnswer = try leaf.tree()
+            #expect(leafAnswer.tree == nil)
+            #expect(leafAnswer.version == before.version + 1)
+            #expect(try await harness.get("/v1/users/dave/badges?path=root.chat", token: token).tree().tree?.count == 4)
+
+            let plain = try await harness.call(.post, "/v1/users/dave/badges/clear", token: token, body: #"{"path": "root.chat"}"#)
+            let plainAnswer = try plain.tree()
+            #expect(plainAnswer.tree?.count == 3)
+            #expect(plainAnswer.tree?.shown == true)
+
+            let forced = try await harness.call(
+                .post, "/v1/users/dave/badges/clear", token: token, body: #"{"path": "root.chat", "force": true}"#)
+            #expect(try forced.tree().tree == nil)
+            let after = try await harness.get("/v1/users/dave/badges", token: token).tree()
+            #expect(after.tree?.shown == false && after.tree?.count == 0)
+
+            let invalid: [(body: String, code: String)] = [
+                ("not json", "invalid_body"), (#"{"force": true}"#, "invalid_body"), (#"{"path": 3}"#, "invalid_body"),
+                (#"{"path": "root.a", "force": "yes"}"#, "invalid_body"), (#"{"path": "root.*"}"#, "invalid_path"),
+            ]
+            for (body, code) in invalid {
+                let response = try await harness.call(.post, "/v1/users/dave/badges/clear", token: token, body: body)
+                #expect(response.status == .badRequest && response.errorCode == code, "\(body): \(response.text)")
+            }
+            let huge = #"{"path": "root.a", "pad": ""# + String(repeating: "x", count: 17_000) + #""}"#
+            let tooLarge = try await harness.call(.post, "/v1/users/dave/badges/clear", token: token, body: huge)
+            #expect(tooLarge.status == .contentTooLarge)
+            #expect(tooLarge.errorCode == "body_too_large")
+        }
+    }
+
+    @Test("broadcasts show in every user's tree and ancestors, and each user clears them for themselves")
+    func broadcasts() async throws {
+        try await APIHarness.with { harness in
+            try await harness.apply([BadgeMutation(user: user("erin"), path: path("root.settings.theme"), operation: .increment(by: 2))])
+            try await harness.broadcast("b1", at: "root.settings.dark_mode", icon: "new")
+            try await harness.broadcast("b2", at: "root.promo.sale", count: 3)
+            let erin = try await harness.token("erin"), frank = try await harness.token("frank")
+
+            let erinTree = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            #expect(erinTree.tree?.count == 5)
+            let settings = try #require(erinTree.tree?.children.first { $0.path.rawValue == "root.settings" })
+            #expect(settings.count == 2)
+            #expect(settings.children.map(\.path.rawValue) == ["root.settings.dark_mode", "root.settings.theme"])
+            #expect(settings.children.first?.icon?.rawValue == "new")
+
+            // A user RedDot never stored anything for sees them too.
+            let frankBefore = try await harness.get("/v1/users/frank/badges", token: frank).tree()
+            #expect(frankBefore.tree?.count == 3)
+            #expect(frankBefore.tree?.children.map(\.path.rawValue) == ["root.promo", "root.settings"])
+
+            let cleared = try await harness.call(
+                .post, "/v1/users/frank/badges/clear", token: frank, body: #"{"path": "root.settings.dark_mode"}"#)
+            let clearedAnswer = try cleared.tree()
+            #expect(clearedAnswer.tree == nil)
+            #expect(clearedAnswer.version > frankBefore.version)
+            let frankAfter = try await harness.get("/v1/users/frank/badges", token: frank).tree()
+            #expect(frankAfter.tree?.children.map(\.path.rawValue) == ["root.promo"])
+            // Others keep it.
+            let erinAfter = try await harness.get("/v1/users/erin/badges?path=root.settings", token: erin).tree()
+            #expect(erinAfter.tree?.children.map(\.path.rawValue) == ["root.settings.dark_mode", "root.settings.theme"])
+            #expect(erinAfter.version == erinTree.version)
+
+            // A forced clear of an ancestor dismisses the broadcasts below it.
+            _ = try await harness.call(.post, "/v1/users/erin/badges/clear", token: erin, body: #"{"path": "root", "force": true}"#)
+            let erinEmpty = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            #expect(erinEmpty.tree?.shown == false)
+
+            // A new broadcast moves every user's version.
+            try await harness.broadcast("b3", at: "root.news", count: 1)
+            let erinNews = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            #expect(erinNews.version > erinEmpty.version)
+            #expect(erinNews.tree?.count == 1)
+        }
+    }
+
+    @Test("operations routes: healthz, readyz, metrics, and an OpenAPI document naming every route")
+    func operations() async throws {
+        try await APIHarness.with { harness in
+            #expect(try await harness.get("/healthz", token: nil).status == .ok)
+            let ready = try await harness.get("/readyz", token: nil)
+            #expect(ready.status == .ok, "\(ready.text)")
+            _ = try await harness.get("/v1/users/x/badges", token: nil)
+            let metrics = try await harness.get("/metrics", token: nil)
+            #expect(metrics.status == .ok)
+            #expect(metrics.text.contains("reddot_api_requests_total"))
+            let document = try await harness.get("/openapi.yaml", token: nil)
+            #expect(document.status == .ok)
+            for route in [
+                "/v1/users/{user}/badges:", "/v1/users/{user}/badges/clear:", "/v1/users/{user}/badges/stream:", "/v1/events:",
+                "/healthz:", "/readyz:", "/metrics:", "/openapi.yaml:",
+            ] {
+                #expect(document.text.contains("  \(route)\n"), "\(route)")
+            }
+            #expect(document.text.hasPrefix("openapi: 3.1.0"))
+
+            try await harness.execute("DELETE FROM reddot_schema_migrations WHERE version = 2")
+            let behind = try await harness.get("/readyz", token: nil)
+            #expect(behind.status == .serviceUnavailable)
+            #expect(behind.text.contains("run reddot migrate up"))
+        }
+    }
+
+    @Test("a database outage answers 503 with Retry-After, quickly, never a hang")
+    func databaseOutage() async throws {
+        try await APIHarness.with(
+            auth: AuthConfiguration(insecureNoAuth: true), databaseURL: "postgresql://reddot@127.0.0.1:1/none?connect_timeout=2"
+        ) { harness in
+            let started = ContinuousClock.now
+            let response = try await harness.get("/v1/users/alice/badges", token: nil)
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.headers[.retryAfter] == "1")
+            #expect(response.errorCode == "unavailable")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(try await harness.get("/readyz", token: nil).status == .serviceUnavailable)
+            #expect(try await harness.get("/healthz", token: nil).status == .ok)
+        }
+    }
+}
