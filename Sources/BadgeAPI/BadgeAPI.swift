@@ -3,6 +3,7 @@ public import BadgeStore
 import Foundation
 public import Hummingbird
 import LibPQ
+import NIOCore
 public import Logging
 public import Prometheus
 public import ServiceLifecycle
@@ -25,8 +26,9 @@ public struct BadgeAPI: Sendable {
     public let configuration: APIConfiguration
     /// The registry `/metrics` shows; nil: 404.
     public let metrics: PrometheusCollectorRegistry?
-    /// Extra readiness checks for `/readyz` (for example, pending migrations): each returns a
-    /// problem, or nil when fine.
+    /// Extra readiness checks for `/readyz`, beyond the built-in ones (the database answers, its
+    /// schema is at the version this build needs, the change listener is connected): each
+    /// returns a problem, or nil when fine.
     public let readinessChecks: [@Sendable () async -> String?]
     /// Where it logs.
     public let logger: Logger
@@ -188,7 +190,7 @@ public struct BadgeAPI: Sendable {
 
     private func clear(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (_, user) = try await authorize(request, context)
-        let body = try await request.body.collect(upTo: configuration.maximumBodySize)
+        let body = try await collectBody(request, limit: configuration.maximumBodySize)
         let clear = try ClearRequest(Array(buffer: body))
         _ = try await withDeadline {
             try await store.apply(
@@ -208,7 +210,7 @@ public struct BadgeAPI: Sendable {
         guard let publisher else {
             throw APIError(.serviceUnavailable, code: "publishing_disabled", message: "this server has no Kafka producer (start it with --brokers)")
         }
-        let body = Array(buffer: try await request.body.collect(upTo: configuration.maximumEventsBodySize))
+        let body = Array(buffer: try await collectBody(request, limit: configuration.maximumEventsBodySize))
         let contentType = request.headers[.contentType]?.lowercased() ?? ""
         let lines: [ArraySlice<UInt8>]
         if contentType.hasPrefix("application/x-ndjson") || contentType.hasPrefix("application/jsonl") {
@@ -246,10 +248,14 @@ public struct BadgeAPI: Sendable {
     private func readiness() async -> Response {
         var problems: [String] = []
         do {
-            _ = try await withDeadline(.seconds(2)) {
+            let applied = try await withDeadline(.seconds(2)) {
                 try await store.pool.withConnection { connection in
-                    _ = try connection.query(PGStatement("api.ready", "SELECT 1"))
+                    try Migrator.appliedSchemaVersion(on: connection)
                 }
+            }
+            if applied < Migrator.requiredSchemaVersion {
+                problems.append(
+                    "the schema is at version \(applied); this build needs \(Migrator.requiredSchemaVersion) (run reddot migrate up)")
             }
         } catch {
             problems.append("the database is unreachable")
@@ -278,6 +284,15 @@ public struct BadgeAPI: Sendable {
     }
 
     // MARK: - helpers
+
+    /// The request body, or 413 when it is over `limit` bytes.
+    func collectBody(_ request: Request, limit: Int) async throws -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the request body is over \(limit) bytes")
+        }
+    }
 
     /// Runs `body` on a pooled connection; a database that does not answer within the
     /// configured timeout gives 503 instead of a hang.

@@ -21,26 +21,16 @@ enum OpenAPIDocument {
               operationId: getBadges
               parameters:
                 - $ref: "#/components/parameters/User"
-                - name: path
+                - name: query
                   in: query
-                  description: The subtree's root (default root).
-                  schema: {type: string}
-                - name: depth
-                  in: query
-                  description: Levels below the path to include (default all).
-                  schema: {type: integer, minimum: 0, maximum: 16}
-                - name: paths
-                  in: query
-                  description: Comma-separated paths; answers those nodes flat. Not with path or depth.
-                  schema: {type: string}
-                - name: wait
-                  in: query
-                  description: Long-poll; wait up to this long (30s, 500ms; at most 60s) for a version other than since.
-                  schema: {type: string}
-                - name: since
-                  in: query
-                  description: The version the client has (with wait).
-                  schema: {type: integer, minimum: 0}
+                  description: >-
+                    The query parameters, as one object because they depend on each other: paths
+                    cannot be combined with path or depth, and wait needs since (or an If-None-Match
+                    naming a version); otherwise 400. Unknown parameters are ignored.
+                  style: form
+                  explode: true
+                  schema: {$ref: "#/components/schemas/TreeQuery"}
+                  example: {path: root.chat, depth: 1}
                 - name: If-None-Match
                   in: header
                   schema: {type: string}
@@ -49,6 +39,7 @@ enum OpenAPIDocument {
                   description: The tree (or nodes with paths=).
                   headers:
                     ETag: {$ref: "#/components/headers/ETag"}
+                    Cache-Control: {$ref: "#/components/headers/CacheControl"}
                   content:
                     application/json:
                       schema:
@@ -59,13 +50,14 @@ enum OpenAPIDocument {
                   description: Not modified (If-None-Match matched, or the long-poll's wait passed).
                   headers:
                     ETag: {$ref: "#/components/headers/ETag"}
+                    Cache-Control: {$ref: "#/components/headers/CacheControl"}
                 "400": {$ref: "#/components/responses/BadRequest"}
                 "401": {$ref: "#/components/responses/Unauthorized"}
                 "404": {$ref: "#/components/responses/NotFound"}
                 "503": {$ref: "#/components/responses/Unavailable"}
           /v1/users/{user}/badges/clear:
             post:
-              summary: Clears a node (force: its whole subtree) and answers the new subtree.
+              summary: "Clears a node (with force, its whole subtree) and answers the new subtree."
               operationId: clearBadges
               parameters:
                 - $ref: "#/components/parameters/User"
@@ -77,8 +69,12 @@ enum OpenAPIDocument {
                       type: object
                       required: [path]
                       properties:
-                        path: {type: string}
-                        force: {type: boolean, default: false}
+                        path: {$ref: "#/components/schemas/BadgePath"}
+                        force:
+                          description: Also clear the whole subtree; null is the same as absent.
+                          type: [boolean, "null"]
+                          default: false
+                    example: {path: root.chat, force: false}
               responses:
                 "200":
                   description: The subtree at the cleared path after the clear (tree null when nothing is shown there).
@@ -100,11 +96,12 @@ enum OpenAPIDocument {
                 - $ref: "#/components/parameters/User"
                 - name: path
                   in: query
-                  schema: {type: string}
+                  description: The subtree's root (default root).
+                  schema: {$ref: "#/components/schemas/BadgePath"}
                 - name: since
                   in: query
                   description: Resume from this version (as Last-Event-ID).
-                  schema: {type: integer, minimum: 0}
+                  schema: {$ref: "#/components/schemas/Version"}
                 - name: Last-Event-ID
                   in: header
                   schema: {type: string}
@@ -210,18 +207,69 @@ enum OpenAPIDocument {
               name: user
               in: path
               required: true
-              description: The user id (1-128 printable ASCII characters).
-              schema: {type: string}
+              description: The user id (1-128 visible ASCII characters, not "*" alone).
+              schema:
+                type: string
+                pattern: '^([!-)+-~][!-~]{0,127}|\*[!-~]{1,127})$'
+              example: u42
           headers:
             ETag:
               description: The user's version, quoted.
+              required: true
+              schema: {type: string, pattern: '^"[0-9]+"$'}
+            CacheControl:
+              description: Answers are private to the caller.
+              required: true
               schema: {type: string}
           schemas:
+            BadgePath:
+              description: root, then up to 16 labels of 1-64 characters of A-Z, a-z, 0-9 and _, joined by dots.
+              type: string
+              pattern: '^root(\.[A-Za-z0-9_]{1,64}){0,16}$'
+              example: root.chat.c7
+            Version:
+              description: A user's version; it only grows.
+              type: integer
+              format: int64
+              minimum: 0
+              maximum: 9223372036854775807
+            TreeQuery:
+              type: object
+              properties:
+                path:
+                  description: The subtree's root (default root).
+                  $ref: "#/components/schemas/BadgePath"
+                depth:
+                  description: Levels below the path to include (default all).
+                  type: integer
+                  minimum: 0
+                  maximum: 16
+                paths:
+                  description: Comma-separated paths (at most 100); answers those nodes flat.
+                  type: string
+                  pattern: '^root(\.[A-Za-z0-9_]{1,64}){0,16}(,root(\.[A-Za-z0-9_]{1,64}){0,16}){0,99}$'
+                wait:
+                  description: >-
+                    Long-poll: answer as soon as the version differs from since, else 304 after this
+                    long. Seconds (30s, or plain 30), milliseconds (500ms) or minutes (1m), at most
+                    60s; the pattern shows the whole-number forms, decimals such as 1.5s are
+                    accepted too.
+                  type: string
+                  pattern: '^((60|[1-5]?[0-9])s?|(60000|[1-5]?[0-9]{1,4})ms|[01]m)$'
+                since:
+                  description: The version the client has (with wait).
+                  $ref: "#/components/schemas/Version"
+              dependentRequired:
+                wait: [since]
+              not:
+                anyOf:
+                  - required: [paths, path]
+                  - required: [paths, depth]
             Node:
               type: object
               required: [path, shown, count, text, icon, children]
               properties:
-                path: {type: string}
+                path: {$ref: "#/components/schemas/BadgePath"}
                 shown: {type: boolean}
                 count: {type: integer, minimum: 0}
                 text: {type: [string, "null"]}
@@ -233,7 +281,7 @@ enum OpenAPIDocument {
               type: object
               required: [path, shown, count, text, icon]
               properties:
-                path: {type: string}
+                path: {$ref: "#/components/schemas/BadgePath"}
                 shown: {type: boolean}
                 count: {type: integer, minimum: 0}
                 text: {type: [string, "null"]}
@@ -243,7 +291,7 @@ enum OpenAPIDocument {
               required: [user, version, tree]
               properties:
                 user: {type: string}
-                version: {type: integer, minimum: 0}
+                version: {$ref: "#/components/schemas/Version"}
                 tree:
                   oneOf:
                     - $ref: "#/components/schemas/Node"
@@ -253,7 +301,7 @@ enum OpenAPIDocument {
               required: [user, version, nodes]
               properties:
                 user: {type: string}
-                version: {type: integer, minimum: 0}
+                version: {$ref: "#/components/schemas/Version"}
                 nodes:
                   type: array
                   items: {$ref: "#/components/schemas/FlatNode"}
@@ -282,6 +330,7 @@ enum OpenAPIDocument {
               description: A missing, invalid or expired token.
               headers:
                 WWW-Authenticate:
+                  required: true
                   schema: {type: string}
               content:
                 application/json:

@@ -166,17 +166,9 @@ struct ServeOptions: ParsableArguments {
             }
         }
 
-        let schemaCheck: @Sendable () async -> String? = {
-            let applied = try? await pool.withConnection { try Migrator.appliedSchemaVersion(on: $0) }
-            guard let applied else { return "the schema version cannot be read" }
-            if applied < Migrator.requiredSchemaVersion {
-                return "the schema is at version \(applied); this build needs \(Migrator.requiredSchemaVersion) (run reddot migrate up)"
-            }
-            return nil
-        }
         let api = BadgeAPI(
             store: BadgeStore(pool: pool, display: configuration.display), hub: hub, authenticator: authenticator,
-            publisher: publisher, configuration: configuration, metrics: registry, readinessChecks: [schemaCheck],
+            publisher: publisher, configuration: configuration, metrics: registry,
             logger: logger)
         let address = "\(configuration.host):\(configuration.port)"
         let application = api.makeApplication { port in

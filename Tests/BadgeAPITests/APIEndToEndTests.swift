@@ -68,6 +68,12 @@ struct Pipeline: Sendable {
                     cancellationSignals: [], logger: logger))
             let running = Task { try await group.run() }
             do {
+                // Wait until the consumer has joined its group and applied a first event, so that
+                // the tests measure a running pipeline, not the group's first rebalance.
+                try await pipeline.send(BadgeMutation(user: user("warmup"), path: .root, operation: .increment(by: 1)), id: "warmup")
+                try await APIEndToEndTests.waitUntil("the pipeline applied a first event") {
+                    try await harness.pool.withConnection { try BadgeStore.userExists(user("warmup"), on: $0) }
+                }
                 let value = try await body(harness, pipeline)
                 await group.triggerGracefulShutdown()
                 try await running.value

@@ -7,12 +7,20 @@ import Hummingbird
 import HummingbirdTesting
 import LibPQ
 import Logging
+import Metrics
 import PGTestSupport
 import Prometheus
 
 /// A migrated throwaway database, a running change hub, and the API on a live HTTP port.
 struct APIHarness: Sendable {
     static let secret = "reddot-test-secret-0123456789abcdef"
+
+    /// The registry every harness's `/metrics` shows: the process's metrics system, installed once.
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
 
     let database: TestDatabase
     let pool: PGPool
@@ -51,7 +59,7 @@ struct APIHarness: Sendable {
             configuration.databaseTimeout = .seconds(3)
             let api = BadgeAPI(
                 store: BadgeStore(pool: pool), hub: hub, authenticator: try await Authenticator(configuration: auth),
-                publisher: publisher, configuration: configuration, metrics: PrometheusCollectorRegistry(),
+                publisher: publisher, configuration: configuration, metrics: Self.registry,
                 logger: TestServer.logger)
             let application = api.makeApplication()
             let value = try await withThrowingTaskGroup(of: Void.self) { group in
