@@ -26,6 +26,8 @@ public final class ChangeHub: Service, Sendable {
         var byUser: [UserID: [UInt64: AsyncStream<Wake>.Continuation]] = [:]
         var count = 0
         var listening = false
+        /// After `run()` returned: new subscriptions end at once (the process is shutting down).
+        var stopped = false
     }
 
     /// A hub listening on `BadgeStore.changeChannel` with `configuration`'s database.
@@ -57,6 +59,7 @@ public final class ChangeHub: Service, Sendable {
         // Wake everyone so that waiting requests end.
         let all = state.withLock { state in
             state.listening = false
+            state.stopped = true
             return state.byUser.values.flatMap(\.values)
         }
         for continuation in all { continuation.finish() }
@@ -106,11 +109,16 @@ public final class ChangeHub: Service, Sendable {
     /// element means "the tree may have changed" (consecutive ones coalesce).
     func subscribe(_ user: UserID) -> Subscription {
         let (stream, continuation) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(8))
-        let id = state.withLock { state in
+        let id: UInt64? = state.withLock { state in
+            if state.stopped { return nil }
             state.nextID += 1
             state.byUser[user, default: [:]][state.nextID] = continuation
             state.count += 1
             return state.nextID
+        }
+        guard let id else {
+            continuation.finish()
+            return Subscription(stream: stream, continuation: continuation)
         }
         subscriberGauge.record(state.withLock { $0.count })
         continuation.onTermination = { [weak self] _ in self?.remove(user, id) }

@@ -77,12 +77,11 @@ struct IngestServiceTests {
         #expect(try await harness.count("SELECT count(*)::int FROM broadcast") == script.broadcasts)
         #expect(try await harness.count("SELECT count(*)::int FROM rejected_record") == 0)
         try await harness.rollUp()
-        let store = BadgeStore(pool: harness.pool)
         var mismatches: [String] = []
         let now = Date()
         for index in 0..<1_000 {
             let user = try UserID(validating: "u\(index)")
-            let stored = try await store.tree(for: user).tree
+            let stored = try await harness.ownTree(for: user)
             let expected = (script.models[user] ?? BadgeTree()).node(at: .root, now: now)
             if stored != expected { mismatches.append(user.rawValue) }
         }
@@ -133,11 +132,10 @@ struct IngestServiceTests {
         #expect(reread.isEmpty, "batches at or below the first half's end: \(reread)")
         #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
         try await harness.rollUp()
-        let store = BadgeStore(pool: harness.pool)
         let now = Date()
         for index in 0..<100 {
             let user = try UserID(validating: "u\(index)")
-            #expect(try await store.tree(for: user).tree == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
+            #expect(try await harness.ownTree(for: user) == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
         }
     }
 
@@ -160,11 +158,10 @@ struct IngestServiceTests {
         try await running.stop()
         #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
         try await harness.rollUp()
-        let store = BadgeStore(pool: harness.pool)
         let now = Date()
         for index in 0..<300 {
             let user = try UserID(validating: "u\(index)")
-            #expect(try await store.tree(for: user).tree == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
+            #expect(try await harness.ownTree(for: user) == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
         }
     }
 
