@@ -27,6 +27,7 @@ command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"
