@@ -50,10 +50,19 @@ public enum IngestStore {
             outcome.rejected[rejected.rejection.reason, default: 0] += 1
         }
 
+        try applyEvents(batch.accepted, into: &outcome, on: connection)
+        try insertRejected(batch.rejected, on: connection)
+        return outcome
+    }
+
+    /// Steps 2–4 of `commit`, also used to replay dead letters: records the events' ids,
+    /// skipping those applied before (counted as duplicates), applies the new ones' per-user
+    /// mutations as one coalesced batch, marks their users dirty, and stores broadcasts once.
+    static func applyEvents(_ accepted: [AcceptedEvent], into outcome: inout BatchOutcome, on connection: PGConnection) throws {
         // Dedupe: an id is new once, at its first record in the batch.
         var fresh: Set<String> = []
-        if !batch.accepted.isEmpty {
-            let ids = batch.accepted.map(\.operation.eventID.rawValue)
+        if !accepted.isEmpty {
+            let ids = accepted.map(\.operation.eventID.rawValue)
             for row in try connection.query(IngestSQL.recordEvents, [ids]).rows {
                 fresh.insert(try row.decode(0, as: String.self))
             }
@@ -61,7 +70,7 @@ public enum IngestStore {
 
         var badges = BadgeBatch()
         var broadcasts = BroadcastWrites()
-        for event in batch.accepted {
+        for event in accepted {
             let operation = event.operation
             guard fresh.remove(operation.eventID.rawValue) != nil else {
                 outcome.duplicates += 1
@@ -84,8 +93,6 @@ public enum IngestStore {
             outcome.users = users.count
         }
         try broadcasts.write(on: connection)
-        try insertRejected(batch.rejected, on: connection)
-        return outcome
     }
 
     /// Step 1 of `commit`: one statement for every partition, then the first lost one, if any.
@@ -143,23 +150,7 @@ public enum IngestStore {
         guard limit > 0 else { return [] }
         var rejections: [StoredRejection] = []
         for row in try connection.query(IngestSQL.unpublishedRejections, [limit]).rows {
-            func bytes(_ column: Int) throws(PGError) -> [UInt8]? {
-                guard let text = try row.decode(column, as: String?.self) else { return nil }
-                guard let bytes = ByteaHex.decode(text) else {
-                    throw PGError(
-                        code: .decoding, message: "column \(column) is not bytea in hex form",
-                        statement: IngestSQL.unpublishedRejections.name)
-                }
-                return bytes
-            }
-            let record = IngestRecord(
-                topic: try row.decode(1, as: String.self), partition: try row.decode(2, as: Int32.self),
-                offset: try row.decode(3, as: Int64.self), key: try bytes(4), payload: try bytes(5))
-            rejections.append(
-                StoredRejection(
-                    id: try row.decode(0, as: Int64.self), record: record, reason: try row.decode(6, as: String.self),
-                    message: try row.decode(7, as: String.self), eventID: try row.decode(8, as: String?.self),
-                    rejectedAt: try row.decode(9, as: Date.self)))
+            rejections.append(try StoredRejection(row: row, statement: IngestSQL.unpublishedRejections.name))
         }
         return rejections
     }
@@ -280,6 +271,27 @@ public struct BatchOutcome: Sendable, Hashable {
 
 /// A dead letter as stored in `rejected_record`, waiting to be published.
 public struct StoredRejection: Sendable, Hashable {
+    /// Decodes the columns `id, topic, partition, record_offset, record_key, payload, reason,
+    /// message, event_id, rejected_at[, published_at, replayed_at]`.
+    init(row: PGRow, statement: String) throws(PGError) {
+        func bytes(_ column: Int) throws(PGError) -> [UInt8]? {
+            guard let text = try row.decode(column, as: String?.self) else { return nil }
+            guard let bytes = ByteaHex.decode(text) else {
+                throw PGError(code: .decoding, message: "column \(column) is not bytea in hex form", statement: statement)
+            }
+            return bytes
+        }
+        let record = IngestRecord(
+            topic: try row.decode(1, as: String.self), partition: try row.decode(2, as: Int32.self),
+            offset: try row.decode(3, as: Int64.self), key: try bytes(4), payload: try bytes(5))
+        self.init(
+            id: try row.decode(0, as: Int64.self), record: record, reason: try row.decode(6, as: String.self),
+            message: try row.decode(7, as: String.self), eventID: try row.decode(8, as: String?.self),
+            rejectedAt: try row.decode(9, as: Date.self),
+            publishedAt: row.values.count > 10 ? try row.decode(10, as: Date?.self) : nil,
+            replayedAt: row.values.count > 11 ? try row.decode(11, as: Date?.self) : nil)
+    }
+
     /// The row id (for ``IngestStore/markPublished(ids:on:)``).
     public var id: Int64
     /// The original record, bytes unchanged.
@@ -292,14 +304,23 @@ public struct StoredRejection: Sendable, Hashable {
     public var eventID: String?
     /// When it was stored.
     public var rejectedAt: Date
+    /// When it was sent to the dead-letter topic (nil: not yet).
+    public var publishedAt: Date?
+    /// When `reddot dlq replay` applied it (nil: not replayed).
+    public var replayedAt: Date?
 
     /// Creates a stored rejection.
-    public init(id: Int64, record: IngestRecord, reason: String, message: String, eventID: String?, rejectedAt: Date) {
+    public init(
+        id: Int64, record: IngestRecord, reason: String, message: String, eventID: String?, rejectedAt: Date,
+        publishedAt: Date? = nil, replayedAt: Date? = nil
+    ) {
         self.id = id
         self.record = record
         self.reason = reason
         self.message = message
         self.eventID = eventID
         self.rejectedAt = rejectedAt
+        self.publishedAt = publishedAt
+        self.replayedAt = replayedAt
     }
 }

@@ -85,17 +85,7 @@ struct IngestOptions: ParsableArguments {
     /// - Throws: `ExitCode` 65 (with a sentence) for an unreadable or invalid rules file.
     func configuration(kafka: KafkaOptions, database: DatabaseOptions) throws -> IngestConfiguration {
         let environment = ProcessInfo.processInfo.environment
-        var ruleSet = RuleSet.empty
-        if let path = rules ?? environment["REDDOT_RULES_FILE"], !path.isEmpty {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw fail("cannot read the rules file \(path)", code: ExitCodes.dataError)
-            }
-            do {
-                ruleSet = try RuleSet(yaml: String(decoding: data, as: UTF8.self))
-            } catch {
-                throw fail("the rules file \(path) is invalid: \(error.message)", code: ExitCodes.dataError)
-            }
-        }
+        let ruleSet = try loadRules(rules)
         var configuration = IngestConfiguration(kafka: try kafka.configuration(), database: database.configuration())
         configuration.topic = kafka.topic
         configuration.group = group ?? environment["REDDOT_KAFKA_GROUP"] ?? "reddot-ingest"

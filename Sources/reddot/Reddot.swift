@@ -15,7 +15,7 @@ struct Reddot: AsyncParsableCommand {
             """,
         subcommands: [
             MigrateCommand.self, BadgesCommand.self, IngestCommand.self, RollupCommand.self, ServeCommand.self, RunCommand.self,
-            VerifyCommand.self, PublishCommand.self, TokenCommand.self, BenchCommand.self,
+            VerifyCommand.self, DeadLetterCommand.self, PublishCommand.self, TokenCommand.self, BenchCommand.self,
         ]
     )
 }

@@ -1,0 +1,201 @@
+import ArgumentParser
+import BadgeCore
+import BadgeIngest
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+
+/// `reddot dlq`: inspect and replay rejected records.
+struct DeadLetterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dlq",
+        abstract: "List and replay the records ingest rejected (the dead letters).",
+        discussion: """
+            Every rejected record is kept in the rejected_record table (and sent to the dead-letter \
+            topic) with its reason, its origin (topic, partition, offset) and its exact bytes. Once \
+            the cause is fixed (a rule added with --rules, for example), replay applies it exactly \
+            once and marks it replayed; it stays in the table.
+            """,
+        subcommands: [List.self, Replay.self])
+
+    struct Selection: ParsableArguments {
+        @Option(name: .customLong("id"), help: ArgumentHelp("A rejected record's id (repeatable).", valueName: "id"))
+        var ids: [Int64] = []
+
+        @Option(help: ArgumentHelp("Only records rejected for this reason (unknown_type, invalid_path, …).", valueName: "reason"))
+        var reason: String?
+
+        func validate() throws {
+            if let reason, RejectionReason(rawValue: reason) == nil {
+                throw ValidationError(
+                    "unknown reason '\(reason)'; one of \(RejectionReason.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            if ids.contains(where: { $0 < 1 }) { throw ValidationError("--id takes a record id ≥ 1") }
+        }
+    }
+
+    /// `reddot dlq list`.
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List rejected records, oldest first.",
+            discussion: """
+                One line per record: id, when, reason, origin topic/partition@offset, event id, \
+                whether it was published to the dead-letter topic and replayed, and the message. \
+                Exit codes: 0 listed (even none); 64 bad arguments; 69 the database cannot be \
+                reached; 1 another database error.
+                """)
+
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var selection: Selection
+
+        @Flag(help: "Include records replayed already.")
+        var all = false
+
+        @Option(help: "At most this many records.")
+        var limit = 100
+
+        @Option(name: .customLong("after"), help: "Only records with an id above this one (paging).")
+        var afterID: Int64 = 0
+
+        @Flag(help: "JSON lines, one record each, with the payload as text.")
+        var json = false
+
+        func validate() throws {
+            guard (1...100_000).contains(limit) else { throw ValidationError("--limit takes 1…100000") }
+        }
+
+        func run() async throws {
+            let logger = try database.logger(label: "reddot.dlq")
+            let filter = DeadLetters.Filter(
+                ids: selection.ids, reason: selection.reason, includeReplayed: all, afterID: afterID, limit: limit)
+            let records = try await withDatabase(database, logger: logger) { connection in
+                try DeadLetters.list(filter, on: connection)
+            }
+            for record in records {
+                print(json ? DeadLetterCommand.jsonLine(record) : DeadLetterCommand.textLine(record))
+            }
+            if records.isEmpty, !json {
+                FileHandle.standardError.write(Data("reddot: no rejected records match\n".utf8))
+            }
+        }
+    }
+
+    /// `reddot dlq replay`.
+    struct Replay: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply rejected records again, now that their cause is fixed.",
+            discussion: """
+                Decodes and maps each selected record (not replayed yet) as ingest would now, with \
+                --rules (or REDDOT_RULES_FILE). One that passes is applied exactly once (an event id \
+                applied in the meantime counts as done), its users are marked dirty for the rollup, \
+                and it is marked replayed; it stays in the table. One that still fails is left as \
+                it was and listed with today's reason. Select with --id, --reason, or --all.
+
+                Exit codes: 0 every selected record was replayed (or none matched); 2 some still \
+                fail; 64 bad arguments; 65 an invalid rules file; 69 the database cannot be \
+                reached; 1 another database error.
+                """)
+
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var selection: Selection
+
+        @Flag(help: "Replay every record not replayed yet (needed when neither --id nor --reason is given).")
+        var all = false
+
+        @Option(help: ArgumentHelp("The rules file (YAML). Default: REDDOT_RULES_FILE.", valueName: "file"))
+        var rules: String?
+
+        func validate() throws {
+            guard all || !selection.ids.isEmpty || selection.reason != nil else {
+                throw ValidationError("choose what to replay: --id N, --reason R, or --all")
+            }
+        }
+
+        func run() async throws {
+            let logger = try database.logger(label: "reddot.dlq")
+            let ruleSet = try loadRules(rules)
+            var total = ReplayOutcome()
+            var afterID: Int64 = 0
+            while true {
+                let filter = DeadLetters.Filter(ids: selection.ids, reason: selection.reason, afterID: afterID, limit: 500)
+                let outcome = try await withDatabase(database, logger: logger, transaction: true) { connection in
+                    try DeadLetters.replay(filter, rules: ruleSet, on: connection)
+                }
+                let seen = outcome.replayed + outcome.alreadyApplied + outcome.stillRejected.map(\.id)
+                guard let last = seen.max() else { break }
+                afterID = last
+                total.replayed += outcome.replayed
+                total.alreadyApplied += outcome.alreadyApplied
+                total.stillRejected += outcome.stillRejected
+            }
+            for id in total.replayed.sorted() { print("#\(id) replayed") }
+            for id in total.alreadyApplied.sorted() { print("#\(id) already applied (its event id was applied since); marked replayed") }
+            for (id, rejection) in total.stillRejected.sorted(by: { $0.id < $1.id }) {
+                print("#\(id) still rejected: \(rejection.reason.rawValue): \(rejection.message)")
+            }
+            FileHandle.standardError.write(
+                Data(
+                    "reddot: replayed \(total.replayed.count), already applied \(total.alreadyApplied.count), still rejected \(total.stillRejected.count)\n"
+                        .utf8))
+            if !total.stillRejected.isEmpty { throw ExitCode(2) }
+        }
+    }
+
+    static func textLine(_ record: StoredRejection) -> String {
+        var flags: [String] = []
+        if record.publishedAt != nil { flags.append("published") }
+        if record.replayedAt != nil { flags.append("replayed") }
+        let origin = "\(record.record.topic)/\(record.record.partition)@\(record.record.offset)"
+        let when = ISO8601DateFormatter().string(from: record.rejectedAt)
+        return "#\(record.id)  \(when)  \(record.reason)  \(origin)  id=\(record.eventID ?? "-")  [\(flags.joined(separator: ","))]  \(record.message)"
+    }
+
+    static func jsonLine(_ record: StoredRejection) -> String {
+        let formatter = ISO8601DateFormatter()
+        let object: [String: Any] = [
+            "id": record.id, "reason": record.reason, "message": record.message, "event_id": record.eventID ?? NSNull(),
+            "topic": record.record.topic, "partition": record.record.partition, "offset": record.record.offset,
+            "key": record.record.key.map { String(decoding: $0, as: UTF8.self) } ?? NSNull(),
+            "payload": record.record.payload.map { String(decoding: $0, as: UTF8.self) } ?? NSNull(),
+            "rejected_at": formatter.string(from: record.rejectedAt),
+            "published_at": record.publishedAt.map { formatter.string(from: $0) } ?? NSNull(),
+            "replayed_at": record.replayedAt.map { formatter.string(from: $0) } ?? NSNull(),
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// The rules file of `path` (else `REDDOT_RULES_FILE`); the empty rule set when neither is set.
+///
+/// - Throws: `ExitCode` 65 with a sentence for an unreadable or invalid file.
+func loadRules(_ path: String?) throws -> RuleSet {
+    guard let path = path ?? ProcessInfo.processInfo.environment["REDDOT_RULES_FILE"], !path.isEmpty else { return .empty }
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw fail("cannot read the rules file \(path)", code: ExitCodes.dataError)
+    }
+    do {
+        return try RuleSet(yaml: String(decoding: data, as: UTF8.self))
+    } catch {
+        throw fail("the rules file \(path) is invalid: \(error.message)", code: ExitCodes.dataError)
+    }
+}
+
+/// Runs `body` on one connection (in a transaction when asked); database failures become exit
+/// codes with a sentence.
+func withDatabase<T: Sendable>(
+    _ options: DatabaseOptions, logger: Logger, transaction: Bool = false, _ body: @escaping @Sendable (PGConnection) throws -> T
+) async throws -> T {
+    let pool = PGPool(configuration: options.configuration(), maximumConnections: 1, logger: logger)
+    defer { pool.close() }
+    do {
+        if transaction {
+            return try await pool.withTransaction { connection in try body(connection) }
+        }
+        return try await pool.withConnection(body)
+    } catch let error as PGError {
+        let what = error.code == .connectionFailed ? "cannot connect to the database" : "database error"
+        throw fail("\(what): \(error)", code: error.exitCode)
+    }
+}
