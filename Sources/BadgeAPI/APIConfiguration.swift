@@ -18,6 +18,8 @@ public struct APIConfiguration: Sendable {
     public var heartbeatInterval: Duration
     /// How counts are displayed.
     public var display: BadgeDisplay
+    /// Whether `GET /` serves the live view (a page that shows one user's tree, live).
+    public var liveView: Bool = false
 
     /// Defaults: 0.0.0.0:8080, 16 KiB bodies, waits up to 60 s, 5 s database timeout, heartbeats
     /// every 15 s.

@@ -13,8 +13,10 @@ extension BadgeAPI {
     /// - `event: change`, `id: VERSION`, data `{"user", "version", "changed": [nodes]}`: the
     ///   nodes whose display changed (a node that disappeared has `shown` false, count 0).
     /// - `: heartbeat` comments every heartbeat interval, so proxies keep the connection.
+    ///
+    /// The token may come as `?access_token=` (for browsers' EventSource).
     func stream(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (_, user) = try await authorize(request, context)
+        let (_, user) = try await authorize(request, context, queryToken: true)
         let parameters = request.uri.queryParameters
         let path = try parameters["path"].map { text throws(APIError) in try TreeQuery.path(String(text)) } ?? .root
         var requestedVersion: Int64?

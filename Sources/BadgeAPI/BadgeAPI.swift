@@ -57,6 +57,14 @@ public struct BadgeAPI: Sendable {
         router.post("/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) }
         router.get("/v1/users/:user/badges/stream") { request, context in try await self.stream(request, context) }
         router.post("/v1/events") { request, _ in try await self.publishEvents(request) }
+        if configuration.liveView {
+            router.get("/") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "text/html; charset=utf-8"
+                headers[.cacheControl] = "no-store"
+                return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: LiveView.html)))
+            }
+        }
         router.get("/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") }
         router.get("/readyz") { _, _ in await self.readiness() }
         router.get("/metrics") { _, _ in try self.metricsPage() }
@@ -86,8 +94,15 @@ public struct BadgeAPI: Sendable {
 
     /// The caller and the user of a `/v1/users/{user}/…` request, after the checks every such
     /// route makes in this order: a token (401), a valid user id (400), access (404).
-    func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (Principal, UserID) {
-        let principal = try await authenticator.authenticate(request.headers[.authorization])
+    ///
+    /// With `queryToken`, a request without an `Authorization` header may carry the token as
+    /// `?access_token=` (browsers' EventSource cannot send headers).
+    func authorize(_ request: Request, _ context: BasicRequestContext, queryToken: Bool = false) async throws -> (Principal, UserID) {
+        var authorization = request.headers[.authorization]
+        if authorization == nil, queryToken, let token = request.uri.queryParameters["access_token"] {
+            authorization = "Bearer \(token)"
+        }
+        let principal = try await authenticator.authenticate(authorization)
         let name = context.parameters.get("user") ?? ""
         let user: UserID
         do {

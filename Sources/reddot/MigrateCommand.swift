@@ -82,8 +82,15 @@ struct MigrateCommand: AsyncParsableCommand {
         }
 
         func resolveDirectory() throws -> URL {
+            try Self.resolveDirectory(directory)
+        }
+
+        /// The migrations directory: `explicit`, else `REDDOT_MIGRATIONS_DIR`, else `./migrations`,
+        /// else the one installed beside the executable (or the source tree's, for a development
+        /// build). Fails with exit 65 and a sentence when none exists.
+        static func resolveDirectory(_ explicit: String?) throws -> URL {
             let environment = ProcessInfo.processInfo.environment
-            if let explicit = directory ?? environment["REDDOT_MIGRATIONS_DIR"] {
+            if let explicit = explicit ?? environment["REDDOT_MIGRATIONS_DIR"] {
                 return URL(fileURLWithPath: explicit)
             }
             let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()

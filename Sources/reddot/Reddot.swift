@@ -14,7 +14,7 @@ struct Reddot: AsyncParsableCommand {
             variables and ~/.pgpass (as psql does).
             """,
         subcommands: [
-            MigrateCommand.self, BadgesCommand.self, IngestCommand.self, RollupCommand.self, ServeCommand.self, RunCommand.self,
+            DevCommand.self, MigrateCommand.self, BadgesCommand.self, IngestCommand.self, RollupCommand.self, ServeCommand.self, RunCommand.self,
             VerifyCommand.self, DeadLetterCommand.self, PublishCommand.self, TokenCommand.self, BenchCommand.self,
         ]
     )

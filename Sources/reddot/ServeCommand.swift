@@ -77,6 +77,9 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("heartbeat-seconds"), help: "Seconds between stream heartbeats.")
     var heartbeatSeconds: Double = 15
 
+    @Flag(name: .customLong("live-view"), help: "Serve the live view at / (a page showing one user's tree, live).")
+    var liveView = false
+
     @Option(name: .customLong("publish-brokers"), help: ArgumentHelp("Kafka brokers for POST /v1/events. Default: REDDOT_KAFKA_BROKERS; without either, publishing over HTTP answers 503.", valueName: "list"))
     var publishBrokers: String?
 
@@ -106,7 +109,8 @@ struct ServeOptions: ParsableArguments {
     /// the defaults of `--publish-brokers` and `--publish-topic`.
     func makeServices(
         database: DatabaseOptions, registry: PrometheusCollectorRegistry, logger: Logger,
-        kafka events: (brokers: String, topic: String)? = nil
+        kafka events: (brokers: String, topic: String)? = nil, forceLiveView: Bool = false,
+        onRunning: @escaping @Sendable (Int) -> Void = { _ in }
     ) async throws -> (application: any Service, services: [any Service]) {
         var configuration = APIConfiguration()
         configuration.host = Self.setting(host, "REDDOT_HTTP_HOST") ?? "0.0.0.0"
@@ -117,6 +121,7 @@ struct ServeOptions: ParsableArguments {
             configuration.port = value
         }
         configuration.display = BadgeDisplay(countCap: countCap)
+        configuration.liveView = liveView || forceLiveView
         configuration.heartbeatInterval = .milliseconds(Int64(heartbeatSeconds * 1000))
         var poolConnections = 8
         if let text = Self.setting(poolSize.map(String.init), "REDDOT_HTTP_POOL_SIZE") {
@@ -173,6 +178,7 @@ struct ServeOptions: ParsableArguments {
         let address = "\(configuration.host):\(configuration.port)"
         let application = api.makeApplication { port in
             logger.info("serving badges", metadata: ["http.address": "\(address)", "http.port": "\(port)"])
+            onRunning(port)
         }
         // Shutdown runs in reverse: the hub stops first and ends the streams, so that the server
         // can drain its requests.

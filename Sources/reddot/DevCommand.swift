@@ -1,0 +1,254 @@
+import ArgumentParser
+import BadgeAPI
+import BadgeCore
+import BadgeIngest
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import RdKafka
+import ServiceLifecycle
+
+/// `reddot dev`: everything on embedded defaults, for a newcomer's first five minutes.
+struct DevCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dev",
+        abstract: "Run RedDot on one machine with embedded defaults (development only).",
+        discussion: """
+            Starts a private PostgreSQL cluster in --data (initdb on the first start, kept between \
+            runs; as root, the server runs as the account reddot-dev), an in-process Kafka broker \
+            (librdkafka's mock cluster: memory only, never production) with the topics created, \
+            applies the migrations, and runs ingest, rollup and the API with the live view in one \
+            process. Auth stays on: a development secret is kept in --data and a ready token is \
+            printed, with copy-paste curl, reddot publish and kcat lines. --demo loads a few users \
+            with chat, promotion and a broadcast "new feature" dot.
+
+            Ctrl-C stops everything and exits 0; the next start reuses the data (--reset wipes it). \
+            Exit codes: 0 stopped; 64 bad arguments; 69 a port is busy or PostgreSQL cannot start.
+            """)
+
+    @Option(help: ArgumentHelp("The data folder (PostgreSQL cluster, secret, rules). Default: REDDOT_DEV_DATA, else .reddot-dev.", valueName: "dir"))
+    var data: String?
+
+    @Flag(help: "Wipe the data folder first.")
+    var reset = false
+
+    @Flag(help: "Load demo users and events (idempotent: their event ids are fixed).")
+    var demo = false
+
+    @Option(help: "The API port.")
+    var port = 8080
+
+    @Option(help: "The address the API listens on.")
+    var host = "127.0.0.1"
+
+    @Option(name: .customLong("pg-port"), help: "The private PostgreSQL's port (127.0.0.1 only).")
+    var postgresPort = 55432
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else warning.")
+    var logLevel: String?
+
+    func validate() throws {
+        guard (1...65_535).contains(port) else { throw ValidationError("--port takes 1…65535") }
+        guard (1...65_535).contains(postgresPort) else { throw ValidationError("--pg-port takes 1…65535") }
+    }
+
+    static let topic = "reddot.events"
+
+    func run() async throws {
+        let logger = try LoggingSetup.logger(label: "reddot.dev", levelText: logLevel, defaultLevel: .warning)
+        let folder = URL(fileURLWithPath: data ?? ProcessInfo.processInfo.environment["REDDOT_DEV_DATA"] ?? ".reddot-dev").standardizedFileURL
+        guard let binaries = DevPostgres.findBinaries() else {
+            throw fail(
+                "the PostgreSQL server binaries (initdb, pg_ctl) were not found in /usr/lib/postgresql/*/bin; install postgresql (deploy/dev.sh does) or set REDDOT_PG_BIN",
+                code: ExitCodes.unavailable)
+        }
+        let postgres = DevPostgres(
+            dataDirectory: folder.appendingPathComponent("postgres"), logFile: folder.appendingPathComponent("postgres.log"),
+            port: postgresPort, binDirectory: binaries,
+            runAs: geteuid() == 0 ? (ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-dev") : nil)
+
+        if portIsBusy(port, host: host) {
+            throw fail("port \(port) is busy (another RedDot or server?); choose another with --port", code: ExitCodes.unavailable)
+        }
+        if reset {
+            if (try? postgres.isRunning()) == true { postgres.stop() }
+            try? FileManager.default.removeItem(at: folder)
+            say("wiped \(folder.path)")
+        }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+
+        var startedHere = false
+        do {
+            if !postgres.isInitialized { say("creating a PostgreSQL cluster in \(postgres.dataDirectory.path) (first start)") }
+            try postgres.initializeIfNeeded()
+            if try postgres.isRunning() {
+                say("PostgreSQL is already running on this data folder; reusing it")
+            } else {
+                if portIsBusy(postgresPort) {
+                    throw fail("port \(postgresPort) is busy (another PostgreSQL?); choose another with --pg-port", code: ExitCodes.unavailable)
+                }
+                try postgres.start()
+                startedHere = true
+            }
+        } catch let error as DevError {
+            throw fail(error.description, code: ExitCodes.unavailable)
+        }
+        defer {
+            if startedHere {
+                say("stopping PostgreSQL")
+                postgres.stop()
+            }
+        }
+        try await Self.prepareDatabase(postgres, logger: logger)
+
+        let secret = try Self.secret(in: folder)
+        let rulesFile = folder.appendingPathComponent("rules.yaml")
+        if !FileManager.default.fileExists(atPath: rulesFile.path) {
+            try Data(Self.demoRules.utf8).write(to: rulesFile)
+        }
+
+        let cluster: KafkaMockCluster
+        do {
+            cluster = try KafkaMockCluster(logger: logger)
+            try cluster.createTopic(Self.topic, partitions: 3)
+            try cluster.createTopic(Self.topic + ".dlq", partitions: 1)
+        } catch {
+            throw fail("cannot start the in-process Kafka broker: \(error.message)", code: ExitCodes.failure)
+        }
+        defer { cluster.close() }
+        let brokers = cluster.bootstrapServers
+
+        if demo {
+            try await Self.publishDemo(brokers: brokers, logger: logger)
+        }
+
+        setenv("REDDOT_JWT_HS256_SECRET", secret, 1)
+        let database = try DatabaseOptions.parse(["--database-url", postgres.url] + (logLevel.map { ["--log-level", $0] } ?? []))
+        let kafka = try KafkaOptions.parse(["--brokers", brokers, "--topic", Self.topic])
+        let ingest = try IngestOptions.parse(["--rules", rulesFile.path, "--batch-wait-ms", "20"])
+        let rollup = try RollupOptions.parse([])
+        let serve = try ServeOptions.parse(["--host", host, "--port", "\(port)", "--pool-size", "4"])
+        let registry = MetricsSetup.bootstrap()
+        let ingestConfiguration = try ingest.configuration(kafka: kafka, database: database)
+        let cheatSheet = try await Self.cheatSheet(
+            host: host, port: port, postgres: postgres, brokers: brokers, secret: secret, folder: folder, rulesFile: rulesFile)
+        let (application, services) = try await serve.makeServices(
+            database: database, registry: registry, logger: logger, kafka: (brokers, Self.topic), forceLiveView: true,
+            onRunning: { _ in FileHandle.standardOutput.write(Data((cheatSheet + "\n").utf8)) })
+        try await runServices(
+            [IngestService(configuration: ingestConfiguration, logger: logger), rollup.service(database: database, logger: logger)]
+                + services + [application],
+            logger: logger)
+        say("stopped")
+    }
+
+    func say(_ text: String) {
+        FileHandle.standardError.write(Data("reddot dev: \(text)\n".utf8))
+    }
+
+    /// Creates the database (first start) and applies the migrations.
+    static func prepareDatabase(_ postgres: DevPostgres, logger: Logger) async throws {
+        let admin = PGPool(configuration: PGConfiguration(connectionString: postgres.adminURL), maximumConnections: 1, logger: logger)
+        defer { admin.close() }
+        try await admin.withConnection { connection in
+            let exists = try connection.query(
+                PGStatement("dev.database_exists", "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prepared: false),
+                [DevPostgres.database]
+            ).singleRow().decode(0, as: Bool.self)
+            if !exists {
+                _ = try connection.query(PGStatement("dev.create_database", "CREATE DATABASE \(DevPostgres.database)", prepared: false))
+            }
+        }
+        let files = try MigrationFile.load(from: try MigrateCommand.Options.resolveDirectory(nil))
+        let pool = PGPool(configuration: PGConfiguration(connectionString: postgres.url), maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        let applied = try await pool.withConnection { connection in try Migrator(files: files, logger: logger).up(on: connection) }
+        for file in applied {
+            FileHandle.standardError.write(Data("reddot dev: applied \(file.fileName)\n".utf8))
+        }
+    }
+
+    /// The development HS256 secret, made on the first start and kept in the data folder.
+    static func secret(in folder: URL) throws -> String {
+        let file = folder.appendingPathComponent("dev-secret")
+        if let text = try? String(contentsOf: file, encoding: .utf8), text.utf8.count >= 32 {
+            return text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
+        let secret = bytes.map { String(format: "%02x", $0) }.joined()
+        try Data(secret.utf8).write(to: file)
+        chmod(file.path, 0o600)
+        return secret
+    }
+
+    static let demoRules = """
+        # Demo rules of reddot dev (edit and restart to change them).
+        rules:
+          - type: chat.message
+            op: incr
+            path: root.chat.{conversation}
+          - type: chat.read
+            op: clear
+            path: root.chat.{conversation}
+          - type: promotion.item
+            op: set
+            path: root.promotion.{item}
+          - type: feature.launched
+            op: set
+            icon: new
+            path: root.settings.{feature}
+        """
+
+    /// A few users with chat and promotion badges, and a broadcast "new feature" dot.
+    static let demoEvents: [(key: String, json: String)] = [
+        ("alice", #"{"id":"demo-1","type":"chat.message","users":["alice","bob"],"attrs":{"conversation":"c1"}}"#),
+        ("alice", #"{"id":"demo-2","type":"chat.message","users":["alice"],"attrs":{"conversation":"c1"}}"#),
+        ("alice", #"{"id":"demo-3","type":"chat.message","users":["alice"],"attrs":{"conversation":"c2"}}"#),
+        ("alice", #"{"id":"demo-4","type":"promotion.item","users":["alice","carol"],"attrs":{"item":"spring_sale"}}"#),
+        ("bob", #"{"id":"demo-5","op":"set","user":"bob","path":"root.promotion.bundle","count":2}"#),
+        ("carol", #"{"id":"demo-6","op":"incr","user":"carol","path":"root.chat.c9","by":120}"#),
+        ("*", #"{"id":"demo-7","type":"feature.launched","audience":"all","attrs":{"feature":"dark_mode"}}"#),
+    ]
+
+    static func publishDemo(brokers: String, logger: Logger) async throws {
+        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers), logger: logger)
+        defer { producer.close() }
+        for event in demoEvents {
+            _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(event.key.utf8), payload: Array(event.json.utf8)))
+        }
+    }
+
+    static func cheatSheet(
+        host: String, port: Int, postgres: DevPostgres, brokers: String, secret: String, folder: URL, rulesFile: URL
+    ) async throws -> String {
+        let aliceToken = try await Authenticator.makeHS256Token(secret: secret, subject: "alice", expiresIn: 30 * 86_400)
+        let adminToken = try await Authenticator.makeHS256Token(
+            secret: secret, subject: nil, scopes: [Principal.adminScope], expiresIn: 30 * 86_400)
+        let base = "http://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)"
+        return """
+
+            RedDot dev is running (Ctrl-C stops it; data stays in \(folder.path), --reset wipes it).
+
+              API          \(base)   (OpenAPI: \(base)/openapi.yaml)
+              live view    \(base)/?user=alice&token=\(aliceToken)
+              PostgreSQL   \(postgres.url)
+              Kafka        \(brokers)   (in-process mock broker, memory only; topics \(topic), \(topic).dlq)
+              rules        \(rulesFile.path)
+
+            Tokens (HS256, 30 days; REDDOT_JWT_HS256_SECRET=\(secret)):
+              export TOKEN=\(aliceToken)
+              export ADMIN=\(adminToken)
+
+            Try:
+              curl -s -H "Authorization: Bearer $TOKEN" \(base)/v1/users/alice/badges
+              reddot publish --brokers \(brokers) --user alice --op incr --path root.chat.c7
+              echo '{"id":"kcat-1","op":"incr","user":"alice","path":"root.chat.c7","by":2}' | kcat -P -b \(brokers) -t \(topic) -k alice
+              curl -s -H "Authorization: Bearer $ADMIN" -d '{"id":"http-1","type":"chat.message","users":["alice"],"attrs":{"conversation":"c3"}}' \(base)/v1/events
+              curl -s -H "Authorization: Bearer $TOKEN" -d '{"path":"root.chat","force":true}' \(base)/v1/users/alice/badges/clear
+              curl -sN -H "Authorization: Bearer $TOKEN" \(base)/v1/users/alice/badges/stream
+
+            """
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `reddot dev`'s private PostgreSQL cluster: a data folder initialised on first start (as a
+/// non-root user when run as root: PostgreSQL refuses root), started on a TCP port of
+/// 127.0.0.1 only, trust authentication, stopped when `reddot dev` stops.
+struct DevPostgres {
+    /// Where the cluster lives (`<data>/postgres`).
+    let dataDirectory: URL
+    let logFile: URL
+    let port: Int
+    /// The server binaries (initdb, pg_ctl).
+    let binDirectory: URL
+    /// The account the server runs as when we are root; nil when not root.
+    let runAs: String?
+
+    static let role = "reddot"
+    static let database = "reddot"
+
+    /// The connection URI of the dev database.
+    var url: String { "postgresql://\(Self.role)@127.0.0.1:\(port)/\(Self.database)" }
+    var adminURL: String { "postgresql://\(Self.role)@127.0.0.1:\(port)/postgres" }
+
+    /// Finds the server binaries: `REDDOT_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
+    static func findBinaries() -> URL? {
+        let fileManager = FileManager.default
+        if let explicit = ProcessInfo.processInfo.environment["REDDOT_PG_BIN"], !explicit.isEmpty {
+            return URL(fileURLWithPath: explicit)
+        }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? fileManager.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        for version in versions.reversed() {
+            let bin = URL(fileURLWithPath: "\(root)/\(version)/bin")
+            if fileManager.isExecutableFile(atPath: bin.appendingPathComponent("initdb").path) { return bin }
+        }
+        return nil
+    }
+
+    var isInitialized: Bool {
+        FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path)
+    }
+
+    /// Creates the cluster if the folder has none.
+    func initializeIfNeeded() throws {
+        guard !isInitialized else { return }
+        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+        try handOver(dataDirectory.deletingLastPathComponent())
+        let result = try run(
+            "initdb", ["-D", dataDirectory.path, "-U", Self.role, "--auth=trust", "--encoding=UTF8", "--no-instructions"])
+        guard result.status == 0 else { throw DevError("initdb failed:\n\(result.output)") }
+    }
+
+    /// Whether a server runs on this data folder now.
+    func isRunning() throws -> Bool {
+        try run("pg_ctl", ["-D", dataDirectory.path, "status"]).status == 0
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    func start() throws {
+        try handOver(dataDirectory.deletingLastPathComponent())
+        let options = "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
+        let result = try run(
+            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", options, "-w", "-t", "60", "start"])
+        guard result.status == 0 else {
+            let log = (try? String(contentsOf: logFile, encoding: .utf8)).map { String($0.suffix(2_000)) } ?? ""
+            throw DevError("PostgreSQL did not start (pg_ctl exit \(result.status)):\n\(result.output)\n\(log)")
+        }
+    }
+
+    /// Stops the server (fast shutdown: connections are closed, nothing is lost).
+    func stop() {
+        _ = try? run("pg_ctl", ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"])
+    }
+
+    /// When root, gives the folder to the server's account.
+    private func handOver(_ folder: URL) throws {
+        guard let runAs else { return }
+        guard let account = getpwnam(runAs) else {
+            throw DevError(
+                "PostgreSQL refuses to run as root, and the account '\(runAs)' does not exist: run deploy/dev.sh (it creates it), or: useradd --system --create-home \(runAs)")
+        }
+        let uid = account.pointee.pw_uid, gid = account.pointee.pw_gid
+        let enumerator = FileManager.default.enumerator(atPath: folder.path)
+        chown(folder.path, uid, gid)
+        while let item = enumerator?.nextObject() as? String {
+            chown(folder.appendingPathComponent(item).path, uid, gid)
+        }
+    }
+
+    /// Runs one of the server binaries (as `runAs` when set) and returns its exit status and output.
+    func run(_ program: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let binary = binDirectory.appendingPathComponent(program).path
+        var argv = [binary] + arguments
+        var path = binary
+        if let runAs {
+            path = "/usr/sbin/runuser"
+            argv = [path, "-u", runAs, "--"] + argv
+        }
+        return try spawnAndWait(path, argv)
+    }
+}
+
+/// Runs a program to its end with stdout and stderr in a temporary file (not a pipe: a server the
+/// program starts in the background keeps its descriptors), and returns its status and output.
+func spawnAndWait(_ path: String, _ argv: [String]) throws -> (status: Int32, output: String) {
+    let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-dev-\(UUID().uuidString).log")
+    defer { try? FileManager.default.removeItem(at: outputFile) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    var pid: pid_t = 0
+    let cArguments = argv.map { strdup($0) } + [nil]
+    defer { cArguments.forEach { free($0) } }
+    let result = posix_spawn(&pid, path, &actions, nil, cArguments, environ)
+    guard result == 0 else { throw DevError("cannot start \(path): \(String(cString: strerror(result)))") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+    let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
+    let exited = (status & 0x7f) == 0
+    return (exited ? (status >> 8) & 0xff : 128 + (status & 0x7f), output)
+}
+
+/// A `reddot dev` failure with a sentence for the user.
+struct DevError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Whether something already listens on 127.0.0.1:`port` (or the port cannot be bound).
+func portIsBusy(_ port: Int, host: String = "127.0.0.1") -> Bool {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { return true }
+    defer { close(socket) }
+    var reuse: Int32 = 1
+    setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr(host == "0.0.0.0" ? "0.0.0.0" : "127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    return bound != 0
+}
