@@ -184,6 +184,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            exclude: ["Browser"],
             swiftSettings: strictSettings
         ),
         .testTarget(

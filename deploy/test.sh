@@ -28,6 +28,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+python3 -c 'import websocket' >/dev/null 2>&1 || missing+=(python3-websocket)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"

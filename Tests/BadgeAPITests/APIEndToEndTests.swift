@@ -4,6 +4,7 @@ import BadgeIngest
 import BadgeRollup
 import BadgeStore
 import BadgeTestSupport
+import Dispatch
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -47,7 +48,7 @@ struct Pipeline: Sendable {
         let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: logger)
         defer { producer.close() }
         let pipeline = Pipeline(cluster: cluster, topic: topic, producer: producer)
-        return try await APIHarness.with(publisher: TestKafkaPublisher(producer: producer, topic: topic)) { harness in
+        return try await APIHarness.with(publisher: TestKafkaPublisher(producer: producer, topic: topic), liveView: true) { harness in
             var kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
             kafka.set("session.timeout.ms", "6000")
             kafka.set("heartbeat.interval.ms", "500")
@@ -229,6 +230,48 @@ struct APIEndToEndTests {
             let fresh = try #require(await stale.next())
             #expect(fresh.name == "snapshot")
             #expect(fresh.id == next.id)
+        }
+    }
+
+    @Test("the live view, in headless Chromium, shows a published event's badge within 2 seconds")
+    func liveViewInBrowser() async throws {
+        try await Pipeline.with { harness, _ in
+            let port = try #require(harness.client.port)
+            let token = try await harness.token("lena")
+            let admin = try await harness.token(nil, scopes: [Principal.adminScope])
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/live_view_check.py")
+            let event = #"{"id":"browser-1","op":"incr","user":"lena","path":"root.chat.c42","by":7}"#
+            let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-live-view.png").path
+            let (status, output) = try await Self.runProgram(
+                "/usr/bin/python3",
+                [
+                    script.path, "http://127.0.0.1:\(port)/?user=lena&token=\(token)", "http://127.0.0.1:\(port)/v1/events", admin, event,
+                    "root.chat.c42", "7", screenshot,
+                ])
+            #expect(status == 0, "\(output)")
+            #expect(output.contains(#""ok": true"#), "\(output)")
+        }
+    }
+
+    /// Runs a program to its end (off the cooperative pool) and returns its status and stdout.
+    static func runProgram(_ path: String, _ arguments: [String]) async throws -> (Int32, String) {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                do {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: path)
+                    process.arguments = arguments
+                    let output = Pipe()
+                    process.standardOutput = output
+                    process.standardError = FileHandle.nullDevice
+                    try process.run()
+                    let data = output.fileHandleForReading.readDataToEndOfFile()
+                    process.waitUntilExit()
+                    continuation.resume(returning: (process.terminationStatus, String(decoding: data, as: UTF8.self)))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
         }
     }
 

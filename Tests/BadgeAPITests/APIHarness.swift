@@ -38,6 +38,7 @@ struct APIHarness: Sendable {
         auth: AuthConfiguration = AuthConfiguration(hs256Secret: secret),
         publisher: (any EventPublisher)? = nil,
         databaseURL: String? = nil,
+        liveView: Bool = false,
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         let database = try await TestDatabase.create(prefix: "api")
@@ -57,6 +58,7 @@ struct APIHarness: Sendable {
             var configuration = APIConfiguration(host: "127.0.0.1", port: 0)
             configuration.heartbeatInterval = .milliseconds(500)
             configuration.databaseTimeout = .seconds(3)
+            configuration.liveView = liveView
             let api = BadgeAPI(
                 store: BadgeStore(pool: pool), hub: hub, authenticator: try await Authenticator(configuration: auth),
                 publisher: publisher, configuration: configuration, metrics: Self.registry,
