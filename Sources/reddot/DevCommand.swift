@@ -133,13 +133,33 @@ struct DevCommand: AsyncParsableCommand {
         let ingestConfiguration = try ingest.configuration(kafka: kafka, database: database)
         let cheatSheet = try await Self.cheatSheet(
             host: host, port: port, postgres: postgres, brokers: brokers, secret: secret, folder: folder, rulesFile: rulesFile)
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
         let (application, services) = try await serve.makeServices(
             database: database, registry: registry, logger: logger, kafka: (brokers, Self.topic), forceLiveView: true,
-            onRunning: { _ in FileHandle.standardOutput.write(Data((cheatSheet + "\n").utf8)) })
-        try await runServices(
+            onRunning: { _ in readyContinuation.yield() })
+        let allServices: [any Service] =
             [IngestService(configuration: ingestConfiguration, logger: logger), rollup.service(database: database, logger: logger)]
-                + services + [application],
-            logger: logger)
+            + services + [application]
+        let loadDemo = demo
+        let databaseURL = postgres.url
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await runServices(allServices, logger: logger)
+                return true
+            }
+            group.addTask {
+                // The cheat sheet comes once the API listens and, with --demo, once the demo
+                // events are applied and rolled up (the consumer group has joined): every line
+                // of it works when it shows.
+                for await _ in ready { break }
+                if loadDemo { await Self.waitForDemo(databaseURL: databaseURL, logger: logger) }
+                if !Task.isCancelled { FileHandle.standardOutput.write(Data((cheatSheet + "\n").utf8)) }
+                return false
+            }
+            while let servicesEnded = try await group.next() {
+                if servicesEnded { group.cancelAll() }
+            }
+        }
         say("stopped")
     }
 
@@ -212,6 +232,32 @@ struct DevCommand: AsyncParsableCommand {
         ("*", #"{"id":"demo-7","type":"feature.launched","audience":"all","attrs":{"feature":"dark_mode"}}"#),
     ]
 
+    /// Waits (up to a minute) until the last demo event is applied and no user waits for a rollup.
+    static func waitForDemo(databaseURL: String, logger: Logger) async {
+        let pool = PGPool(configuration: PGConfiguration(connectionString: databaseURL), maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        let check = PGStatement(
+            "dev.demo_applied",
+            """
+            SELECT EXISTS (SELECT 1 FROM applied_event WHERE event_id = $1) AND NOT EXISTS (SELECT 1 FROM dirty_user)
+            """,
+            prepared: false)
+        let lastID = demoEvents.last.map { Self.eventID(of: $0.json) } ?? ""
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !Task.isCancelled, ContinuousClock.now < deadline {
+            let done = try? await pool.withConnection { connection in
+                try connection.query(check, [lastID]).singleRow().decode(0, as: Bool.self)
+            }
+            if done == true { return }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    static func eventID(of json: String) -> String {
+        guard let range = json.range(of: #""id":""#), let end = json[range.upperBound...].firstIndex(of: "\"") else { return "" }
+        return String(json[range.upperBound..<end])
+    }
+
     static func publishDemo(brokers: String, logger: Logger) async throws {
         let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers), logger: logger)
         defer { producer.close() }
@@ -227,6 +273,20 @@ struct DevCommand: AsyncParsableCommand {
         let adminToken = try await Authenticator.makeHS256Token(
             secret: secret, subject: nil, scopes: [Principal.adminScope], expiresIn: 30 * 86_400)
         let base = "http://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)"
+        // For `source .reddot-dev/env`: the tour's variables, and reddot on PATH.
+        let executableFolder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let environment = """
+            export REDDOT_API=\(base)
+            export TOKEN=\(aliceToken)
+            export ADMIN=\(adminToken)
+            export BROKERS=\(brokers)
+            export REDDOT_JWT_HS256_SECRET=\(secret)
+            export PATH="\(executableFolder):$PATH"
+
+            """
+        let environmentFile = folder.appendingPathComponent("env")
+        try Data(environment.utf8).write(to: environmentFile)
+        chmod(environmentFile.path, 0o600)
         return """
 
             RedDot dev is running (Ctrl-C stops it; data stays in \(folder.path), --reset wipes it).
@@ -240,6 +300,7 @@ struct DevCommand: AsyncParsableCommand {
             Tokens (HS256, 30 days; REDDOT_JWT_HS256_SECRET=\(secret)):
               export TOKEN=\(aliceToken)
               export ADMIN=\(adminToken)
+            (source \(environmentFile.path) sets TOKEN, ADMIN, BROKERS, REDDOT_API and puts reddot on PATH.)
 
             Try:
               curl -s -H "Authorization: Bearer $TOKEN" \(base)/v1/users/alice/badges

@@ -177,8 +177,8 @@ struct ServeCLITests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    static func waitForHealth(port: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
+    static func waitForHealth(port: Int, timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let (status, _) = try? await get(port: port, "/readyz", token: nil), status == 200 { return }
             try await Task.sleep(for: .milliseconds(100))
