@@ -20,7 +20,8 @@ extension BadgeAPI {
         let parameters = request.uri.queryParameters
         let path = try parameters["path"].map { text throws(APIError) in try TreeQuery.path(String(text)) } ?? .root
         var requestedVersion: Int64?
-        if let text = request.headers[Self.lastEventID] ?? parameters["since"].map(String.init) {
+        for text in [parameters["since"].map(String.init), request.headers[Self.lastEventID]].compactMap({ $0 }) {
+            // Both are checked when both are given; the header (sent by a reconnecting browser) wins.
             guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
                 throw APIError.badRequest("invalid_since", "Last-Event-ID (or since) must be a version, not '\(text.prefix(40))'")
             }
@@ -73,9 +74,12 @@ extension BadgeAPI {
                             continue
                         }
                         guard next.version != current.version else { continue }
-                        let change = TreeChange(
-                            user: user, version: next.version, changed: Self.changedNodes(from: current.tree, to: next.tree))
+                        let changed = Self.changedNodes(from: current.tree, to: next.tree)
                         current = next
+                        // A change elsewhere in the user's tree moves the version of a subtree
+                        // stream without changing what it shows: nothing to send.
+                        guard !changed.isEmpty else { continue }
+                        let change = TreeChange(user: user, version: next.version, changed: changed)
                         try await writer.write(ByteBuffer(string: Self.event("change", id: next.version, data: try Self.encode(change))))
                     }
                 }

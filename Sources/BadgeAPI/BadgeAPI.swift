@@ -103,7 +103,10 @@ public struct BadgeAPI: Sendable {
             authorization = "Bearer \(token)"
         }
         let principal = try await authenticator.authenticate(authorization)
-        let name = context.parameters.get("user") ?? ""
+        // Path parameters arrive percent-encoded ("a%2Fb" is the user "a/b").
+        guard let name = (context.parameters.get("user") ?? "").removingPercentEncoding else {
+            throw APIError.badRequest("invalid_user", "the user id in the path is not valid percent-encoding")
+        }
         let user: UserID
         do {
             user = try UserID(validating: name)

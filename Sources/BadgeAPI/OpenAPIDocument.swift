@@ -21,16 +21,37 @@ enum OpenAPIDocument {
               operationId: getBadges
               parameters:
                 - $ref: "#/components/parameters/User"
-                - name: query
+                - name: path
+                  in: query
+                  description: The subtree's root (default root).
+                  schema: {$ref: "#/components/schemas/BadgePath"}
+                  example: root.chat
+                - name: depth
+                  in: query
+                  description: Levels below the path to include (default all).
+                  schema: {type: integer, minimum: 0, maximum: 16}
+                - name: paths
                   in: query
                   description: >-
-                    The query parameters, as one object because they depend on each other: paths
-                    cannot be combined with path or depth, and wait needs since (or an If-None-Match
-                    naming a version); otherwise 400. Unknown parameters are ignored.
-                  style: form
-                  explode: true
-                  schema: {$ref: "#/components/schemas/TreeQuery"}
-                  example: {path: root.chat, depth: 1}
+                    Comma-separated paths (at most 100); answers those nodes flat. Not with path or
+                    depth: 400.
+                  schema:
+                    type: string
+                    pattern: '^root(\.[A-Za-z0-9_]{1,64}){0,16}(,root(\.[A-Za-z0-9_]{1,64}){0,16}){0,99}$'
+                - name: wait
+                  in: query
+                  description: >-
+                    Long-poll: answer as soon as the version differs from since, else 304 when this
+                    long has passed. Needs since (or an If-None-Match naming a version), else 400.
+                    Seconds (30s, or plain 30), milliseconds (500ms) or minutes (1m), at most 60s;
+                    the pattern shows the whole-number forms, decimals such as 1.5s are accepted too.
+                  schema:
+                    type: string
+                    pattern: '^((60|[1-5]?[0-9])s?|(60000|[1-5]?[0-9]{1,4})ms|[01]m)$'
+                - name: since
+                  in: query
+                  description: The version the client has (with wait).
+                  schema: {$ref: "#/components/schemas/Version"}
                 - name: If-None-Match
                   in: header
                   schema: {type: string}
@@ -80,6 +101,7 @@ enum OpenAPIDocument {
                   description: The subtree at the cleared path after the clear (tree null when nothing is shown there).
                   headers:
                     ETag: {$ref: "#/components/headers/ETag"}
+                    Cache-Control: {$ref: "#/components/headers/CacheControl"}
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Tree"}
@@ -92,6 +114,9 @@ enum OpenAPIDocument {
             get:
               summary: Server-Sent Events of the user's changes (snapshot, change, heartbeats).
               operationId: streamBadges
+              security:
+                - bearer: []
+                - accessToken: []
               parameters:
                 - $ref: "#/components/parameters/User"
                 - name: path
@@ -104,13 +129,39 @@ enum OpenAPIDocument {
                   schema: {$ref: "#/components/schemas/Version"}
                 - name: Last-Event-ID
                   in: header
-                  schema: {type: string}
+                  description: Resume after this version (the id of the last event received); wins over since.
+                  schema: {type: string, pattern: '^[0-9]{1,18}$'}
               responses:
                 "200":
-                  description: An event stream that stays open.
+                  description: >-
+                    An event stream that stays open: a snapshot first (unless the client resumes at
+                    the current version), then a change for each new version, and ": heartbeat"
+                    comments in between. The schema describes one event, as OpenAPI 3.1 tools read
+                    an event stream's schema.
+                  headers:
+                    Cache-Control: {$ref: "#/components/headers/CacheControl"}
                   content:
                     text/event-stream:
-                      schema: {type: string}
+                      schema:
+                        oneOf:
+                          - type: object
+                            required: [event, id, data]
+                            properties:
+                              event: {const: snapshot}
+                              id: {$ref: "#/components/schemas/EventID"}
+                              data:
+                                type: string
+                                contentMediaType: application/json
+                                contentSchema: {$ref: "#/components/schemas/Tree"}
+                          - type: object
+                            required: [event, id, data]
+                            properties:
+                              event: {const: change}
+                              id: {$ref: "#/components/schemas/EventID"}
+                              data:
+                                type: string
+                                contentMediaType: application/json
+                                contentSchema: {$ref: "#/components/schemas/Change"}
                 "400": {$ref: "#/components/responses/BadRequest"}
                 "401": {$ref: "#/components/responses/Unauthorized"}
                 "404": {$ref: "#/components/responses/NotFound"}
@@ -150,6 +201,18 @@ enum OpenAPIDocument {
                 "403": {$ref: "#/components/responses/Forbidden"}
                 "413": {$ref: "#/components/responses/TooLarge"}
                 "503": {$ref: "#/components/responses/Unavailable"}
+          /:
+            get:
+              summary: The live view, a page showing one user's tree as it changes (only with --live-view).
+              operationId: liveView
+              security: []
+              responses:
+                "200":
+                  description: The page.
+                  content:
+                    text/html:
+                      schema: {type: string}
+                "404": {$ref: "#/components/responses/NotFound"}
           /healthz:
             get:
               summary: The process is up.
@@ -195,13 +258,20 @@ enum OpenAPIDocument {
                   description: OpenAPI 3.1.
                   content:
                     application/yaml:
-                      schema: {type: string}
+                      schema: {type: object, required: [openapi, info, paths]}
         components:
           securitySchemes:
             bearer:
               type: http
               scheme: bearer
               bearerFormat: JWT
+            accessToken:
+              description: >-
+                The same JWT as a query parameter, for browsers' EventSource, which cannot send
+                headers; the stream only, and only without an Authorization header.
+              type: apiKey
+              in: query
+              name: access_token
           parameters:
             User:
               name: user
@@ -233,38 +303,6 @@ enum OpenAPIDocument {
               format: int64
               minimum: 0
               maximum: 9223372036854775807
-            TreeQuery:
-              type: object
-              properties:
-                path:
-                  description: The subtree's root (default root).
-                  $ref: "#/components/schemas/BadgePath"
-                depth:
-                  description: Levels below the path to include (default all).
-                  type: integer
-                  minimum: 0
-                  maximum: 16
-                paths:
-                  description: Comma-separated paths (at most 100); answers those nodes flat.
-                  type: string
-                  pattern: '^root(\.[A-Za-z0-9_]{1,64}){0,16}(,root(\.[A-Za-z0-9_]{1,64}){0,16}){0,99}$'
-                wait:
-                  description: >-
-                    Long-poll: answer as soon as the version differs from since, else 304 after this
-                    long. Seconds (30s, or plain 30), milliseconds (500ms) or minutes (1m), at most
-                    60s; the pattern shows the whole-number forms, decimals such as 1.5s are
-                    accepted too.
-                  type: string
-                  pattern: '^((60|[1-5]?[0-9])s?|(60000|[1-5]?[0-9]{1,4})ms|[01]m)$'
-                since:
-                  description: The version the client has (with wait).
-                  $ref: "#/components/schemas/Version"
-              dependentRequired:
-                wait: [since]
-              not:
-                anyOf:
-                  - required: [paths, path]
-                  - required: [paths, depth]
             Node:
               type: object
               required: [path, shown, count, text, icon, children]
@@ -305,6 +343,20 @@ enum OpenAPIDocument {
                 nodes:
                   type: array
                   items: {$ref: "#/components/schemas/FlatNode"}
+            Change:
+              description: The nodes whose display changed at a new version (a node that disappeared has shown false, count 0).
+              type: object
+              required: [user, version, changed]
+              properties:
+                user: {type: string}
+                version: {$ref: "#/components/schemas/Version"}
+                changed:
+                  type: array
+                  items: {$ref: "#/components/schemas/FlatNode"}
+            EventID:
+              description: The version the event brings; send it back as Last-Event-ID to resume.
+              type: string
+              pattern: '^[0-9]+$'
             Status:
               type: object
               required: [status]

@@ -139,7 +139,7 @@ struct DevCommand: AsyncParsableCommand {
             onRunning: { _ in readyContinuation.yield() })
         let allServices: [any Service] =
             [IngestService(configuration: ingestConfiguration, logger: logger), rollup.service(database: database, logger: logger)]
-            + services + [application]
+            + [application] + services
         let loadDemo = demo
         let databaseURL = postgres.url
         try await withThrowingTaskGroup(of: Bool.self) { group in

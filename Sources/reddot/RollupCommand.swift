@@ -102,7 +102,7 @@ struct RunCommand: AsyncParsableCommand {
             database: database, registry: registry, logger: logger, kafka: (kafka.brokers, kafka.topic))
         try await runServices(
             [IngestService(configuration: configuration, logger: logger), rollup.service(database: database, logger: logger)]
-                + services + [application],
+                + [application] + services,
             logger: logger)
     }
 }

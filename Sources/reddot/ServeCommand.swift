@@ -38,7 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = try database.logger(label: "reddot.serve")
         let registry = MetricsSetup.bootstrap()
         let (application, services) = try await serve.makeServices(database: database, registry: registry, logger: logger)
-        try await runServices(services + [application], logger: logger)
+        try await runServices([application] + services, logger: logger)
     }
 }
 
@@ -180,8 +180,8 @@ struct ServeOptions: ParsableArguments {
             logger.info("serving badges", metadata: ["http.address": "\(address)", "http.port": "\(port)"])
             onRunning(port)
         }
-        // Shutdown runs in reverse: the hub stops first and ends the streams, so that the server
-        // can drain its requests.
+        // Shutdown runs in reverse order of the list: give the hub after the application, so that
+        // it stops first and ends the streams and long-polls, and the server can drain.
         return (application, [hub])
     }
 }

@@ -43,6 +43,12 @@ struct APIRouteTests {
             #expect(list.map { $0["shown"] as? Bool } == [true, true, false])
             #expect(list[1]["icon"] as? String == "hot")
             #expect(list[2]["icon"] is NSNull && list[2]["text"] is NSNull)
+
+            // User ids may hold '/' and '%': the path segment is percent-decoded.
+            try await harness.apply([BadgeMutation(user: user("50%off/x"), path: path("root.a"), operation: .increment(by: 1))])
+            let odd = try await harness.get("/v1/users/50%25off%2Fx/badges", token: try await harness.token("50%off/x"))
+            #expect(odd.status == .ok, "\(odd.text)")
+            #expect(try odd.tree().user.rawValue == "50%off/x")
         }
     }
 
