@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure RedDot on this machine.",
-        subcommands: [Ingest.self])
+        subcommands: [Ingest.self, Query.self])
 
     /// `reddot bench ingest`.
     struct Ingest: AsyncParsableCommand {
