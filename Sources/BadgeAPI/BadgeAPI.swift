@@ -135,13 +135,14 @@ public struct BadgeAPI: Sendable {
             return try await longPoll(user: user, query: query, since: since, wait: wait)
         }
         let answer = try await read(user: user, query: query)
-        return respond(answer, ifNoneMatch: request.headers[.ifNoneMatch])
+        return try respond(answer, ifNoneMatch: request.headers[.ifNoneMatch])
     }
 
-    /// A tree answer as JSON bytes and its version.
+    /// A tree answer: its version, and the JSON written only when it is sent (a 304 costs no
+    /// encoding).
     private struct Answer {
         var version: Int64
-        var body: ByteBuffer
+        var encode: @Sendable () throws -> ByteBuffer
     }
 
     private func read(user: UserID, query: TreeQuery) async throws -> Answer {
@@ -153,7 +154,7 @@ public struct BadgeAPI: Sendable {
                 return UserBadgeTree(
                     user: user, version: version, tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
             }
-            return Answer(version: tree.version, body: try Self.encode(tree))
+            return Answer(version: tree.version, encode: { TreeJSON.encode(tree) })
         case .nodes(let paths):
             let nodes = try await database { connection in
                 let (version, aggregates) = try BadgeStore.readAggregates(for: user, on: connection)
@@ -162,11 +163,11 @@ public struct BadgeAPI: Sendable {
                 }
                 return UserBadgeNodes(user: user, version: version, nodes: nodes)
             }
-            return Answer(version: nodes.version, body: try Self.encode(nodes))
+            return Answer(version: nodes.version, encode: { try Self.encode(nodes) })
         }
     }
 
-    private func respond(_ answer: Answer, ifNoneMatch: String?) -> Response {
+    private func respond(_ answer: Answer, ifNoneMatch: String?) throws -> Response {
         var headers = HTTPFields()
         headers[.eTag] = Self.etag(answer.version)
         headers[.cacheControl] = "private, no-cache"
@@ -174,7 +175,7 @@ public struct BadgeAPI: Sendable {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: answer.body))
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try answer.encode()))
     }
 
     /// Answers when the version differs from `since`, or 304 when `wait` passes first.
@@ -198,7 +199,7 @@ public struct BadgeAPI: Sendable {
             return answer
         }
         if answer.version != since {
-            return respond(answer, ifNoneMatch: nil)
+            return try respond(answer, ifNoneMatch: nil)
         }
         var headers = HTTPFields()
         headers[.eTag] = Self.etag(answer.version)
@@ -215,7 +216,7 @@ public struct BadgeAPI: Sendable {
                 [BadgeMutation(user: user, path: clear.path, operation: .clear(force: clear.force))], recomputeNow: true)
         }
         let answer = try await read(user: user, query: TreeQuery(target: .tree(clear.path, nil)))
-        return respond(answer, ifNoneMatch: nil)
+        return try respond(answer, ifNoneMatch: nil)
     }
 
     // MARK: - events

@@ -1,0 +1,69 @@
+import BadgeCore
+import BadgeStore
+import NIOCore
+
+/// The tree answers written straight into a buffer, in the same shape (and key order) as
+/// `JSONEncoder` with sorted keys gives: the hot path of every read, where Foundation's encoder
+/// cost more than the database query.
+enum TreeJSON {
+    /// `{"tree": …, "user": …, "version": …}` and a newline.
+    static func encode(_ answer: UserBadgeTree) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(256 + 96 * nodeCount(answer.tree))
+        buffer.writeStaticString("{\"tree\":")
+        if let tree = answer.tree { write(tree, into: &buffer) } else { buffer.writeStaticString("null") }
+        buffer.writeStaticString(",\"user\":")
+        writeString(answer.user.rawValue, into: &buffer)
+        buffer.writeStaticString(",\"version\":")
+        buffer.writeString(String(answer.version))
+        buffer.writeStaticString("}\n")
+        return buffer
+    }
+
+    private static func nodeCount(_ node: BadgeNode?) -> Int {
+        guard let node else { return 0 }
+        return 1 + node.children.reduce(0) { $0 + nodeCount($1) }
+    }
+
+    /// `{"children": […], "count": …, "icon": …, "path": …, "shown": …, "text": …}`.
+    static func write(_ node: BadgeNode, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString("{\"children\":[")
+        for (index, child) in node.children.enumerated() {
+            if index > 0 { buffer.writeStaticString(",") }
+            write(child, into: &buffer)
+        }
+        buffer.writeStaticString("],\"count\":")
+        buffer.writeString(String(node.count))
+        buffer.writeStaticString(",\"icon\":")
+        if let icon = node.icon { writeString(icon.rawValue, into: &buffer) } else { buffer.writeStaticString("null") }
+        buffer.writeStaticString(",\"path\":")
+        writeString(node.path.rawValue, into: &buffer)
+        buffer.writeStaticString(node.shown ? ",\"shown\":true,\"text\":" : ",\"shown\":false,\"text\":")
+        if let text = node.text { writeString(text, into: &buffer) } else { buffer.writeStaticString("null") }
+        buffer.writeStaticString("}")
+    }
+
+    /// A JSON string: `"` and `\` escaped, control characters as `\u00XX`; everything else as is
+    /// (user ids are printable ASCII; paths, icons and texts narrower still).
+    static func writeString(_ text: String, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString("\"")
+        let needsEscaping = text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        if !needsEscaping {
+            buffer.writeString(text)
+        } else {
+            let hex = Array("0123456789abcdef".utf8)
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
+                case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
+                case 0x0A: buffer.writeStaticString("\\n")
+                case 0x0D: buffer.writeStaticString("\\r")
+                case 0x09: buffer.writeStaticString("\\t")
+                case ..<0x20: buffer.writeBytes([UInt8(ascii: "\\"), UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
+                default: buffer.writeInteger(byte)
+                }
+            }
+        }
+        buffer.writeStaticString("\"")
+    }
+}
