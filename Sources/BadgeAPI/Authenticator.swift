@@ -217,7 +217,7 @@ public final class Authenticator: Sendable {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
         let claims = TokenClaims(
-            sub: subject.map { SubjectClaim(value: $0) }, exp: ExpirationClaim(value: Date().addingTimeInterval(expiresIn)),
+            sub: subject.map { SubjectClaim(value: $0) }, exp: ExpirationClaim(value: Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + expiresIn).rounded(.down))),
             nbf: nil, aud: audience.map { AudienceClaim(value: [$0]) }, iss: issuer.map { IssuerClaim(value: $0) },
             scope: scopes.isEmpty ? nil : scopes.joined(separator: " "))
         return try await keys.sign(claims)
