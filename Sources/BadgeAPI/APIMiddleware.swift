@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Metrics
+import Synchronization
 
 /// Turns every error into the JSON error shape, and counts requests per route and status.
 struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -38,14 +39,39 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             response = answer.response()
         }
-        let route = context.endpointPath ?? "unmatched"
-        Counter(
-            label: "reddot_api_requests_total",
-            dimensions: [("route", route), ("method", request.method.rawValue), ("status", "\(response.status.code)")]
-        ).increment()
-        Metrics.Timer(label: "reddot_api_request_seconds", dimensions: [("route", route)])
-            .recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+        let (counter, timer) = RequestMetrics.shared.metrics(
+            route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: Int(response.status.code))
+        counter.increment()
+        timer.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
         return response
+    }
+}
+
+/// The per-route request metrics, made once per (route, method, status) rather than looked up
+/// in the metrics factory on every request.
+final class RequestMetrics: Sendable {
+    static let shared = RequestMetrics()
+
+    private struct Key: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    private let made = Mutex<[Key: (Counter, Metrics.Timer)]>([:])
+
+    func metrics(route: String, method: String, status: Int) -> (Counter, Metrics.Timer) {
+        let key = Key(route: route, method: method, status: status)
+        if let found = made.withLock({ $0[key] }) { return found }
+        let created = (
+            Counter(label: "reddot_api_requests_total", dimensions: [("route", route), ("method", method), ("status", "\(status)")]),
+            Metrics.Timer(label: "reddot_api_request_seconds", dimensions: [("route", route)])
+        )
+        return made.withLock { made in
+            if let found = made[key] { return found }
+            made[key] = created
+            return created
+        }
     }
 }
 

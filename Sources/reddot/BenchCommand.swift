@@ -120,41 +120,16 @@ struct BenchCommand: AsyncParsableCommand {
             let runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let useMock = kafka.brokerList == nil
 
-            let files: [MigrationFile]
-            do {
-                let arguments = migrationsDirectory.map { ["--migrations", $0] } ?? []
-                files = try MigrationFile.load(from: try MigrateCommand.Options.parse(arguments).resolveDirectory())
-            } catch let error as MigrationError {
-                throw fail(error.message, code: error.exitCode)
-            }
+            let files = try BenchScratch.migrations(migrationsDirectory)
 
-            let server = database.configuration()
-            let scratchName = "reddot_bench_\(runID)"
-            let scratch = PGConfiguration(connectionString: Self.connectionString(server.connectionString, database: scratchName))
-            let serverVersion = try await Self.createDatabase(scratchName, server: server, logger: logger)
-            let report: BenchReport
-            do {
-                let pool = PGPool(configuration: scratch, maximumConnections: 1, logger: logger)
-                defer { pool.close() }
-                let migrator = Migrator(files: files, logger: logger)
-                try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
-                report = try await measure(scratch: scratch, scratchName: scratchName, runID: runID, useMock: useMock, serverVersion: serverVersion, logger: logger)
-            } catch {
-                if !keep { await Self.dropDatabase(scratchName, server: server, logger: logger) }
-                if let error = error as? ExitCode { throw error }
-                if let error = error as? PGError { throw fail("database error: \(error)", code: error.exitCode) }
-                throw fail("\(error)", code: ExitCodes.failure)
+            let report = try await BenchScratch.run(
+                runID: runID, server: database.configuration(), applicationName: "reddot-bench-ingest", migrations: files, keep: keep,
+                logger: logger
+            ) { scratch, scratchName, serverVersion in
+                try await measure(
+                    scratch: scratch, scratchName: scratchName, runID: runID, useMock: useMock, serverVersion: serverVersion, logger: logger)
             }
-            if !keep { await Self.dropDatabase(scratchName, server: server, logger: logger) }
-
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                encoder.keyEncodingStrategy = .convertToSnakeCase
-                print(String(decoding: try encoder.encode(report), as: UTF8.self))
-            } else {
-                print(report.text)
-            }
+            try BenchScratch.print(report, text: report.text, json: json)
             if !report.verified {
                 throw fail("events were lost: \(report.verification)", code: ExitCodes.failure)
             }
@@ -238,6 +213,61 @@ struct BenchCommand: AsyncParsableCommand {
             } catch {
                 FileHandle.standardError.write(Data("reddot: could not drop the scratch database \(name): \(error)\n".utf8))
             }
+        }
+    }
+}
+
+/// The scratch database of one bench run: created on the server of `--database-url`, migrated
+/// with the real migrations, dropped afterwards unless `--keep`. Failures become exit codes with
+/// a sentence.
+enum BenchScratch {
+    /// The migration files of `directory` (else where `reddot migrate` finds them).
+    static func migrations(_ directory: String?) throws -> [MigrationFile] {
+        do {
+            let arguments = directory.map { ["--migrations", $0] } ?? []
+            return try MigrationFile.load(from: try MigrateCommand.Options.parse(arguments).resolveDirectory())
+        } catch let error as MigrationError {
+            throw fail(error.message, code: error.exitCode)
+        }
+    }
+
+    /// Creates `reddot_bench_<runID>`, migrates it, and runs `body` with its configuration, name
+    /// and the server's version; drops it afterwards (also on failure) unless `keep`.
+    static func run<T>(
+        runID: String, server: PGConfiguration, applicationName: String, migrations files: [MigrationFile], keep: Bool,
+        logger: Logger, _ body: (PGConfiguration, String, String) async throws -> T
+    ) async throws -> T {
+        let name = "reddot_bench_\(runID)"
+        let scratch = PGConfiguration(
+            connectionString: BenchCommand.Ingest.connectionString(server.connectionString, database: name),
+            applicationName: applicationName)
+        let serverVersion = try await BenchCommand.Ingest.createDatabase(name, server: server, logger: logger)
+        let value: T
+        do {
+            let pool = PGPool(configuration: scratch, maximumConnections: 1, logger: logger)
+            defer { pool.close() }
+            let migrator = Migrator(files: files, logger: logger)
+            try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+            value = try await body(scratch, name, serverVersion)
+        } catch {
+            if !keep { await BenchCommand.Ingest.dropDatabase(name, server: server, logger: logger) }
+            if let error = error as? ExitCode { throw error }
+            if let error = error as? PGError { throw fail("database error: \(error)", code: error.exitCode) }
+            throw fail("\(error)", code: ExitCodes.failure)
+        }
+        if !keep { await BenchCommand.Ingest.dropDatabase(name, server: server, logger: logger) }
+        return value
+    }
+
+    /// Prints a report: its text, or with `json` the report in snake-case JSON.
+    static func print(_ report: some Encodable, text: String, json: Bool) throws {
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            Swift.print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            Swift.print(text)
         }
     }
 }

@@ -138,13 +138,7 @@ extension BenchCommand {
             let logger = try LoggingSetup.logger(label: "reddot.bench", levelText: database.logLevel, defaultLevel: .warning)
             let runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
 
-            let files: [MigrationFile]
-            do {
-                let arguments = migrationsDirectory.map { ["--migrations", $0] } ?? []
-                files = try MigrationFile.load(from: try MigrateCommand.Options.parse(arguments).resolveDirectory())
-            } catch let error as MigrationError {
-                throw fail(error.message, code: error.exitCode)
-            }
+            let files = try BenchScratch.migrations(migrationsDirectory)
             let pgbench: PGBench
             do {
                 pgbench = try await onThread(named: "reddot.bench.pgbench") { [pgbenchPath] in try PGBench.locate(pgbenchPath) }
@@ -152,41 +146,19 @@ extension BenchCommand {
                 throw fail("\(error)", code: ExitCodes.unavailable)
             }
 
-            let server = database.configuration()
-            let scratchName = "reddot_bench_\(runID)"
-            let scratch = PGConfiguration(
-                connectionString: Ingest.connectionString(server.connectionString, database: scratchName),
-                applicationName: "reddot-bench-query")
-            let serverVersion = try await Ingest.createDatabase(scratchName, server: server, logger: logger)
-            let report: QueryBenchReport
-            do {
-                let pool = PGPool(configuration: scratch, maximumConnections: 1, logger: logger)
-                defer { pool.close() }
-                let migrator = Migrator(files: files, logger: logger)
-                try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+            let report = try await BenchScratch.run(
+                runID: runID, server: database.configuration(), applicationName: "reddot-bench-query", migrations: files, keep: keep,
+                logger: logger
+            ) { scratch, scratchName, serverVersion in
                 let settings = QueryBenchmark.Settings(
                     users: users, sampleUsers: min(sampleUsers, users), connections: connections, clientThreads: min(clientThreads, connections),
                     poolSize: poolSize, pgbenchClients: pgbenchClients ?? connections, pgbenchThreads: pgbenchThreads,
                     duration: duration, warmup: warmup, loadBatchUsers: loadBatchUsers, loadWriters: loadWriters, seed: seed,
                     database: scratch, databaseName: scratchName)
                 let benchmark = QueryBenchmark(settings: settings, pgbench: pgbench, logger: logger)
-                report = try await benchmark.run(postgresql: serverVersion, database: scratchName, kept: keep)
-            } catch {
-                if !keep { await Ingest.dropDatabase(scratchName, server: server, logger: logger) }
-                if let error = error as? ExitCode { throw error }
-                if let error = error as? PGError { throw fail("database error: \(error)", code: error.exitCode) }
-                throw fail("\(error)", code: ExitCodes.failure)
+                return try await benchmark.run(postgresql: serverVersion, database: scratchName, kept: keep)
             }
-            if !keep { await Ingest.dropDatabase(scratchName, server: server, logger: logger) }
-
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                encoder.keyEncodingStrategy = .convertToSnakeCase
-                print(String(decoding: try encoder.encode(report), as: UTF8.self))
-            } else {
-                print(report.text)
-            }
+            try BenchScratch.print(report, text: report.text, json: json)
             if report.httpErrors > 0 || report.pgbenchFailed > 0 {
                 throw fail(
                     "\(report.httpErrors) HTTP errors, \(report.pgbenchFailed) failed pgbench transactions\(report.firstError.map { ": \($0)" } ?? "")",

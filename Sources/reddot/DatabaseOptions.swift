@@ -78,6 +78,12 @@ enum ExitCodes {
 }
 
 extension PGError {
+    /// Prints the sentence for a database error met by a command and gives its exit code.
+    func commandFailure() -> ExitCode {
+        let what = code == .connectionFailed ? "cannot connect to the database" : "database error"
+        return fail("\(what): \(self)", code: exitCode)
+    }
+
     /// The exit code for a database error met by a command.
     var exitCode: Int32 {
         if code == .connectionFailed || code == .connectionLost { return ExitCodes.unavailable }

@@ -195,7 +195,6 @@ func withDatabase<T: Sendable>(
         }
         return try await pool.withConnection(body)
     } catch let error as PGError {
-        let what = error.code == .connectionFailed ? "cannot connect to the database" : "database error"
-        throw fail("\(what): \(error)", code: error.exitCode)
+        throw error.commandFailure()
     }
 }

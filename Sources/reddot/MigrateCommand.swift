@@ -76,8 +76,7 @@ struct MigrateCommand: AsyncParsableCommand {
             } catch let error as MigrationError {
                 throw fail(error.message, code: error.exitCode)
             } catch let error as PGError {
-                let what = error.code == .connectionFailed ? "cannot connect to the database" : "database error"
-                throw fail("\(what): \(error)", code: error.exitCode)
+                throw error.commandFailure()
             }
         }
 

@@ -54,8 +54,7 @@ struct VerifyCommand: AsyncParsableCommand {
                 if printLines { print(Self.line(mismatch)) }
             }
         } catch let error as PGError {
-            let what = error.code == .connectionFailed ? "cannot connect to the database" : "database error"
-            throw fail("\(what): \(error)", code: error.exitCode)
+            throw error.commandFailure()
         }
         if json {
             let encoder = JSONEncoder()
