@@ -1,6 +1,7 @@
 public import BadgeCore
 public import Foundation
 import JWTKit
+import Synchronization
 
 /// Who may call the API: HS256 tokens signed with a shared secret, and/or RS256 / ES256 tokens
 /// signed by a key of a JWKS file; with the audience and issuer every token must name.
@@ -77,6 +78,14 @@ public final class Authenticator: Sendable {
     private let jwksKeys: JWTKeyCollection?
     /// The JWKS key ids and the algorithm each verifies.
     private let jwksAlgorithms: [String: String]
+    /// Tokens verified before, with what they grant, so that a keep-alive client's every request
+    /// does not pay the signature check again. Only the expiry can change a cached verdict.
+    private let verified = Mutex(BoundedCache<String, VerifiedToken>(budget: 8 * 1024 * 1024))
+
+    private struct VerifiedToken {
+        var principal: Principal
+        var expiry: Date
+    }
 
     /// Loads the keys.
     ///
@@ -147,6 +156,13 @@ public final class Authenticator: Sendable {
             throw APIError.unauthorized("the Authorization header must be 'Bearer <JWT>'", error: "invalid_request")
         }
         let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+        if let known = verified.withLock({ $0[token] }) {
+            guard known.expiry.addingTimeInterval(configuration.leeway) > Date() else {
+                verified.withLock { $0.remove(token) }
+                throw APIError.unauthorized("the token has expired")
+            }
+            return known.principal
+        }
         let header = try Self.header(of: token)
         let claims: TokenClaims
         do {
@@ -170,7 +186,12 @@ public final class Authenticator: Sendable {
         } catch {
             throw APIError.unauthorized("the token's signature or claims are invalid")
         }
-        return try check(claims)
+        let principal = try check(claims)
+        if let expiry = claims.exp?.value {
+            let entry = VerifiedToken(principal: principal, expiry: expiry)
+            verified.withLock { $0.insert(entry, for: token, cost: token.utf8.count + 128) }
+        }
+        return principal
     }
 
     private func check(_ claims: TokenClaims) throws(APIError) -> Principal {

@@ -11,8 +11,9 @@ public import ServiceLifecycle
 /// The query service (DESIGN §6): users' badge trees over HTTP, with auth, ETags, long-polls,
 /// Server-Sent Events, event publishing and the operations routes.
 ///
-/// It holds no state of its own beyond the change hub's subscribers: any number of instances
-/// may serve the same database.
+/// It holds no state of its own beyond the change hub's subscribers and its cache of whole
+/// trees (kept current by the same notifications): any number of instances may serve the same
+/// database.
 public struct BadgeAPI: Sendable {
     /// The store it reads and clears through.
     public let store: BadgeStore
@@ -134,7 +135,7 @@ public struct BadgeAPI: Sendable {
             }
             return try await longPoll(user: user, query: query, since: since, wait: wait)
         }
-        let answer = try await read(user: user, query: query)
+        let answer = try await read(user: user, query: query, atLeast: Self.version(fromETags: request.headers[.ifNoneMatch]))
         return try respond(answer, ifNoneMatch: request.headers[.ifNoneMatch])
     }
 
@@ -145,16 +146,27 @@ public struct BadgeAPI: Sendable {
         var encode: @Sendable () throws -> ByteBuffer
     }
 
-    private func read(user: UserID, query: TreeQuery) async throws -> Answer {
+    /// `atLeast`: a version the client has seen; a cached answer older than that is not used.
+    private func read(user: UserID, query: TreeQuery, atLeast: Int64? = nil) async throws -> Answer {
         let display = configuration.display
         switch query.target {
         case .tree(let path, let depth):
+            // Whole trees, what apps poll, are cached (see TreeCache); subtrees are read.
+            let cache = hub.treeCache
+            let whole = path == .root && depth == nil
+            if whole, let entry = cache.lookup(user, minimumVersion: atLeast) {
+                return Answer(version: entry.version, encode: { entry.json })
+            }
+            let ticket = whole ? cache.ticket(for: user) : nil
             let tree = try await database { connection in
                 let (version, aggregates) = try BadgeStore.readAggregates(for: user, within: path, depth: depth, on: connection)
                 return UserBadgeTree(
                     user: user, version: version, tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
             }
-            return Answer(version: tree.version, encode: { TreeJSON.encode(tree) })
+            guard let ticket else { return Answer(version: tree.version, encode: { TreeJSON.encode(tree) }) }
+            let json = TreeJSON.encode(tree)
+            cache.store(user, version: tree.version, json: json, ticket: ticket)
+            return Answer(version: tree.version, encode: { json })
         case .nodes(let paths):
             let nodes = try await database { connection in
                 let (version, aggregates) = try BadgeStore.readAggregates(for: user, on: connection)
@@ -189,11 +201,11 @@ public struct BadgeAPI: Sendable {
                 subscription.continuation.yield(.tick)
             }
             defer { group.cancelAll() }
-            var answer = try await read(user: user, query: query)
+            var answer = try await read(user: user, query: query, atLeast: since)
             if answer.version != since { return answer }
             for await wake in subscription.stream {
                 if wake == .tick { break }
-                answer = try await read(user: user, query: query)
+                answer = try await read(user: user, query: query, atLeast: since)
                 if answer.version != since { break }
             }
             return answer
@@ -215,6 +227,8 @@ public struct BadgeAPI: Sendable {
             try await store.apply(
                 [BadgeMutation(user: user, path: clear.path, operation: .clear(force: clear.force))], recomputeNow: true)
         }
+        // The notification follows; the next read on this server must not wait for it.
+        hub.treeCache.invalidate(user)
         let answer = try await read(user: user, query: TreeQuery(target: .tree(clear.path, nil)))
         return try respond(answer, ifNoneMatch: nil)
     }

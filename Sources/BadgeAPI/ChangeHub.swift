@@ -14,8 +14,12 @@ import Synchronization
 /// reconnection of the listener (notifications may have been missed), wakes every subscriber.
 /// A wake-up only says "read again": subscribers re-read the tree and compare versions, so a
 /// spurious or coalesced wake-up is harmless.
+///
+/// The same notifications keep the process's ``TreeCache`` current.
 public final class ChangeHub: Service, Sendable {
     private let listener: PGListener
+    /// Whole-tree answers, invalidated by this hub's notifications.
+    let treeCache: TreeCache
     private let logger: Logger
     private let state = Mutex(State())
     private let subscriberGauge = Gauge(label: "reddot_api_subscribers")
@@ -30,13 +34,21 @@ public final class ChangeHub: Service, Sendable {
         var stopped = false
     }
 
-    /// A hub listening on `BadgeStore.changeChannel` with `configuration`'s database.
+    /// A hub listening on `BadgeStore.changeChannel` with `configuration`'s database, keeping up
+    /// to `treeCacheBytes` of whole-tree answers (0: none), each served for at most
+    /// `treeCacheMaximumAge`.
     ///
     /// - Throws: `PGError` only for an invalid channel name (a programming error).
-    public init(configuration: PGConfiguration, logger: Logger) throws(PGError) {
+    public init(
+        configuration: PGConfiguration, treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger
+    ) throws(PGError) {
         self.listener = try PGListener(configuration: configuration, channels: [BadgeStore.changeChannel], logger: logger)
+        self.treeCache = TreeCache(budgetBytes: treeCacheBytes, maximumAge: treeCacheMaximumAge)
         self.logger = logger
     }
+
+    /// How often whole-tree reads were answered from the cache, since the start.
+    public var treeCacheStatistics: TreeCacheStatistics { treeCache.statistics }
 
     /// Whether the listener is connected (for `/readyz`).
     public var isListening: Bool { state.withLock { $0.listening } }
@@ -56,6 +68,7 @@ public final class ChangeHub: Service, Sendable {
             }
             await group.waitForAll()
         }
+        treeCache.invalidateAll(listening: false)
         // Wake everyone so that waiting requests end.
         let all = state.withLock { state in
             state.listening = false
@@ -68,6 +81,8 @@ public final class ChangeHub: Service, Sendable {
     private func dispatch(_ event: PGListener.Event) {
         switch event {
         case .connected:
+            // Notifications sent while it was away are lost.
+            treeCache.invalidateAll(listening: true)
             let all = state.withLock { state in
                 state.listening = true
                 return state.byUser.values.flatMap(\.values)
@@ -75,7 +90,15 @@ public final class ChangeHub: Service, Sendable {
             for continuation in all { continuation.yield(.change) }
         case .notification(let notification):
             notifications.increment()
-            guard let change = Self.parse(notification.payload) else { return }
+            guard let change = Self.parse(notification.payload) else {
+                // Not a payload this build writes: something changed, nobody knows what.
+                treeCache.invalidateAll(listening: true)
+                return
+            }
+            switch change {
+            case .user(let user): treeCache.invalidate(user)
+            case .broadcasts: treeCache.invalidateAll(listening: true)
+            }
             let targets: [AsyncStream<Wake>.Continuation] = state.withLock { state in
                 switch change {
                 case .user(let user): return Array((state.byUser[user] ?? [:]).values)

@@ -34,9 +34,12 @@ extension BenchCommand {
                 the rollup (recomputeDirtyUsers, one task per writer) fills badge_aggregate (27 rows per \
                 user) and user_version; then VACUUM ANALYZE and CHECKPOINT. Reported: rows/s and users/s.
 
-                Phase 1, HTTP: the query service (BadgeAPI, the ChangeHub, a pool of --pool-size \
-                connections, Prometheus metrics as in reddot serve) runs in this process on \
-                127.0.0.1 and a free port. The readers are --sample-users users spread evenly over \
+                Phase 1, HTTP: the query service (BadgeAPI, the ChangeHub with a tree cache of \
+                --tree-cache-mb, a pool of --pool-size connections, Prometheus metrics as in reddot \
+                serve) runs in this process on 127.0.0.1 and a free port. With the cache on (as \
+                in reddot serve), repeated reads of an unchanged tree skip PostgreSQL: the report \
+                gives the share answered from it; --tree-cache-mb 0 measures every read going to \
+                PostgreSQL, the like-for-like comparison with pgbench. The readers are --sample-users users spread evenly over \
                 all (user i × (--users / --sample-users)), each with its own HS256 token, signed before the \
                 clock starts. A small HTTP/1.1 client (--client-threads threads polling --connections \
                 keep-alive connections, one request in flight per connection) sends GET \
@@ -79,6 +82,11 @@ extension BenchCommand {
 
         @Option(name: .customLong("pool-size"), help: "The query service's database connections.")
         var poolSize: Int = 8
+
+        @Option(
+            name: .customLong("tree-cache-mb"),
+            help: "The query service's cache of whole trees, in MiB, as reddot serve's --tree-cache-mb (default 64); 0 reads every answer from PostgreSQL.")
+        var treeCacheMegabytes: Int = 64
 
         @Option(name: .customLong("pgbench-clients"), help: "pgbench's clients (-c). Default: --connections.")
         var pgbenchClients: Int?
@@ -125,6 +133,7 @@ extension BenchCommand {
             guard (1...10_000).contains(connections) else { throw ValidationError("--connections takes 1…10000") }
             guard (1...256).contains(clientThreads) else { throw ValidationError("--client-threads takes 1…256") }
             guard (1...256).contains(poolSize) else { throw ValidationError("--pool-size takes 1…256") }
+            guard (0...65_536).contains(treeCacheMegabytes) else { throw ValidationError("--tree-cache-mb takes 0…65536") }
             if let pgbenchClients, !(1...10_000).contains(pgbenchClients) { throw ValidationError("--pgbench-clients takes 1…10000") }
             guard (1...256).contains(pgbenchThreads) else { throw ValidationError("--pgbench-threads takes 1…256") }
             guard (1...3_600).contains(duration) else { throw ValidationError("--duration takes 1…3600 seconds") }
@@ -152,7 +161,7 @@ extension BenchCommand {
             ) { scratch, scratchName, serverVersion in
                 let settings = QueryBenchmark.Settings(
                     users: users, sampleUsers: min(sampleUsers, users), connections: connections, clientThreads: min(clientThreads, connections),
-                    poolSize: poolSize, pgbenchClients: pgbenchClients ?? connections, pgbenchThreads: pgbenchThreads,
+                    poolSize: poolSize, treeCacheBytes: treeCacheMegabytes << 20, pgbenchClients: pgbenchClients ?? connections, pgbenchThreads: pgbenchThreads,
                     duration: duration, warmup: warmup, loadBatchUsers: loadBatchUsers, loadWriters: loadWriters, seed: seed,
                     database: scratch, databaseName: scratchName)
                 let benchmark = QueryBenchmark(settings: settings, pgbench: pgbench, logger: logger)
@@ -178,6 +187,7 @@ struct QueryBenchmark: Sendable {
         var connections: Int
         var clientThreads: Int
         var poolSize: Int
+        var treeCacheBytes: Int
         var pgbenchClients: Int
         var pgbenchThreads: Int
         var duration: Int
@@ -355,6 +365,8 @@ struct QueryBenchmark: Sendable {
         var answerBytes: Int
         var tokenSeconds: Double
         var cpu: CPUUsage
+        /// Whole-tree reads answered from the service's cache during the measured window.
+        var cache: TreeCacheStatistics
     }
 
     /// Runs the query service in-process and drives it with the HTTP client.
@@ -393,7 +405,7 @@ struct QueryBenchmark: Sendable {
         configuration.sessionSettings += BadgeStore.recommendedSessionSettings
         let pool = PGPool(configuration: configuration, maximumConnections: settings.poolSize, logger: logger)
         defer { pool.close() }
-        let hub = try ChangeHub(configuration: settings.database, logger: logger)
+        let hub = try ChangeHub(configuration: settings.database, treeCacheBytes: settings.treeCacheBytes, logger: logger)
         var apiConfiguration = APIConfiguration()
         apiConfiguration.host = "127.0.0.1"
         apiConfiguration.port = 0
@@ -419,7 +431,10 @@ struct QueryBenchmark: Sendable {
                     HTTPLoadGenerator.request(path: "/v1/users/\(Self.userName(user))/badges", port: port, token: token)
                 }
                 let answerBytes = try await verifyAnswers(port: port, sample: sample, requests: requests)
-                outcome = .success(try await measureHTTP(port: port, requests: requests, answerBytes: answerBytes, tokenSeconds: tokenSeconds))
+                outcome = .success(
+                    try await measureHTTP(
+                        port: port, requests: requests, answerBytes: answerBytes, tokenSeconds: tokenSeconds,
+                        cacheStatistics: { hub.treeCacheStatistics }))
             } catch {
                 outcome = .failure(error)
             }
@@ -458,7 +473,9 @@ struct QueryBenchmark: Sendable {
         1 + node.children.reduce(0) { $0 + nodeCount($1) }
     }
 
-    private func measureHTTP(port: Int, requests: [[UInt8]], answerBytes: Int, tokenSeconds: Double) async throws -> HTTPMeasurement {
+    private func measureHTTP(
+        port: Int, requests: [[UInt8]], answerBytes: Int, tokenSeconds: Double, cacheStatistics: @Sendable () -> TreeCacheStatistics
+    ) async throws -> HTTPMeasurement {
         let start = BenchClock.now + 50_000_000
         let measureStart = start + UInt64(settings.warmup) * 1_000_000_000
         let end = measureStart + UInt64(settings.duration) * 1_000_000_000
@@ -469,11 +486,14 @@ struct QueryBenchmark: Sendable {
         try await Self.sleep(until: measureStart)
         let database = settings.databaseName
         let before = CPUSample.now(database: database)
+        let cacheBefore = cacheStatistics()
         try await Self.sleep(until: end)
         let after = CPUSample.now(database: database)
+        let cacheAfter = cacheStatistics()
         let load = try await result
         let cpu = CPUUsage(before: before, after: after, httpClientSeconds: load.clientCPUSeconds)
-        return HTTPMeasurement(load: load, answerBytes: answerBytes, tokenSeconds: tokenSeconds, cpu: cpu)
+        let cache = TreeCacheStatistics(hits: cacheAfter.hits - cacheBefore.hits, misses: cacheAfter.misses - cacheBefore.misses)
+        return HTTPMeasurement(load: load, answerBytes: answerBytes, tokenSeconds: tokenSeconds, cpu: cpu, cache: cache)
     }
 
     static func sleep(until deadline: UInt64) async throws {
@@ -1137,6 +1157,9 @@ struct QueryBenchReport: Encodable {
     var connections: Int
     var clientThreads: Int
     var poolSize: Int
+    var treeCacheMegabytes: Int
+    /// The share of the measured reads answered from the tree cache, in percent.
+    var treeCacheHitPercent: Double
     var warmupSeconds: Int
     var durationSeconds: Int
     var httpRequests: Int
@@ -1224,6 +1247,9 @@ struct QueryBenchReport: Encodable {
         connections = settings.connections
         clientThreads = settings.clientThreads
         poolSize = settings.poolSize
+        treeCacheMegabytes = settings.treeCacheBytes >> 20
+        let lookups = http.cache.hits + http.cache.misses
+        treeCacheHitPercent = lookups > 0 ? 100 * Double(http.cache.hits) / Double(lookups) : 0
         warmupSeconds = settings.warmup
         durationSeconds = settings.duration
         httpRequests = http.load.requests
@@ -1265,13 +1291,14 @@ struct QueryBenchReport: Encodable {
             load:       \(number(loadRowsPerSecond)) rows/s (\(Self.seconds(loadSeconds)); \(loadWriters) writers, \(loadBatchUsers) users per transaction); rollup \(number(rollupUsersPerSecond)) users/s (\(Self.seconds(rollupSeconds))); vacuum \(Self.seconds(vacuumSeconds))
             readers:    \(number(Double(sampleUsers))) users (\(sampleStride == 1 ? "all" : "one in \(sampleStride)")), one HS256 token each (signed in \(Self.seconds(tokenSeconds)))
             http:       GET /v1/users/{user}/badges, whole tree (\(number(Double(answerBytes))) bytes); \(connections) connections on \(clientThreads) client threads; pool \(poolSize); \(warmupSeconds) s warm-up, \(durationSeconds) s measured
+                        tree cache: \(treeCacheMegabytes == 0 ? "off (every answer read from PostgreSQL)" : "\(treeCacheMegabytes) MiB, \(String(format: "%.1f", treeCacheHitPercent))% of the measured reads answered from it")
                         \(number(httpRequestsPerSecond)) requests/s; latency p50 \(Self.milliseconds(httpP50Ms)), p99 \(Self.milliseconds(httpP99Ms)), max \(Self.milliseconds(httpMaxMs)); errors \(errorText)
                         CPU per request: \(httpCPU?.text(client: "client") ?? "not measured")
             pgbench:    the same query for the same users, \(pgbenchClients) clients on \(pgbenchThreads) threads: \(number(pgbenchTps)) tps; latency average \(Self.milliseconds(pgbenchLatencyAverageMs)); failed \(pgbenchFailed)
                         CPU per query: \(pgbenchCPU?.text(client: "pgbench") ?? "not measured (runs of 2 s or less)")
                         \(pgbenchCommand)
             \(script)
-            ratio:      http = \(String(format: "%.1f", httpPercentOfPgbench))% of pgbench's rate
+            ratio:      http = \(String(format: "%.1f", httpPercentOfPgbench))% of pgbench's rate\(treeCacheMegabytes == 0 ? "" : " (with the cache; --tree-cache-mb 0 for every read from PostgreSQL)")
             targets:    ≥ 50% of pgbench: \(ratioMet ? "yes" : "NO"); p99 < 10 ms: \(p99Met ? "yes" : "NO"); no errors: \(httpErrors == 0 && pgbenchFailed == 0 ? "yes" : "NO")
             database:   \(database) (\(databaseKept ? "kept" : "dropped"))
             """

@@ -77,6 +77,12 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("heartbeat-seconds"), help: "Seconds between stream heartbeats.")
     var heartbeatSeconds: Double = 15
 
+    @Option(name: .customLong("tree-cache-mb"), help: ArgumentHelp("Memory for cached whole-tree answers, in MiB; 0 turns the cache off. Default: REDDOT_TREE_CACHE_MB, else 64.", valueName: "MiB"))
+    var treeCacheMegabytes: Int?
+
+    @Option(name: .customLong("tree-cache-max-age-seconds"), help: "The longest a cached tree is served (a bound for writers that do not NOTIFY).")
+    var treeCacheMaximumAgeSeconds: Double = 60
+
     @Flag(name: .customLong("live-view"), help: "Serve the live view at / (a page showing one user's tree, live).")
     var liveView = false
 
@@ -92,6 +98,10 @@ struct ServeOptions: ParsableArguments {
         guard statementTimeoutMilliseconds >= 1 else { throw ValidationError("--statement-timeout-ms takes a number ≥ 1") }
         guard countCap >= 1 else { throw ValidationError("--count-cap takes a number ≥ 1") }
         guard heartbeatSeconds > 0 else { throw ValidationError("--heartbeat-seconds takes a number > 0") }
+        if let treeCacheMegabytes, !(0...65_536).contains(treeCacheMegabytes) {
+            throw ValidationError("--tree-cache-mb takes 0…65536")
+        }
+        guard treeCacheMaximumAgeSeconds > 0 else { throw ValidationError("--tree-cache-max-age-seconds takes a number > 0") }
     }
 
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
@@ -130,6 +140,13 @@ struct ServeOptions: ParsableArguments {
             }
             poolConnections = value
         }
+        var treeCacheBytes = 64 << 20
+        if let text = Self.setting(treeCacheMegabytes.map(String.init), "REDDOT_TREE_CACHE_MB") {
+            guard let value = Int(text), (0...65_536).contains(value) else {
+                throw fail("REDDOT_TREE_CACHE_MB '\(text)' is not a number from 0 to 65536", code: ExitCodes.usage)
+            }
+            treeCacheBytes = value << 20
+        }
 
         var auth = AuthConfiguration(
             hs256Secret: Self.setting(hs256Secret, "REDDOT_JWT_HS256_SECRET"),
@@ -155,7 +172,9 @@ struct ServeOptions: ParsableArguments {
         databaseConfiguration.sessionSettings += BadgeStore.recommendedSessionSettings
         databaseConfiguration.applicationName = "reddot-serve"
         let pool = PGPool(configuration: databaseConfiguration, maximumConnections: poolConnections, logger: logger)
-        let hub = try ChangeHub(configuration: database.configuration(), logger: logger)
+        let hub = try ChangeHub(
+            configuration: database.configuration(), treeCacheBytes: treeCacheBytes,
+            treeCacheMaximumAge: .milliseconds(Int64(treeCacheMaximumAgeSeconds * 1000)), logger: logger)
 
         var publisher: KafkaEventPublisher?
         if let brokers = Self.setting(publishBrokers, "REDDOT_KAFKA_BROKERS") ?? events?.brokers {

@@ -39,6 +39,8 @@ struct APIHarness: Sendable {
         publisher: (any EventPublisher)? = nil,
         databaseURL: String? = nil,
         liveView: Bool = false,
+        treeCacheBytes: Int = 0,
+        treeCacheMaximumAge: Duration = .seconds(60),
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         let database = try await TestDatabase.create(prefix: "api")
@@ -54,7 +56,9 @@ struct APIHarness: Sendable {
                 let migrator = Migrator(files: try MigrationFile.load(from: migrationsDirectory), logger: TestServer.logger)
                 try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
             }
-            let hub = try ChangeHub(configuration: PGConfiguration(connectionString: url), logger: TestServer.logger)
+            let hub = try ChangeHub(
+                configuration: PGConfiguration(connectionString: url), treeCacheBytes: treeCacheBytes,
+                treeCacheMaximumAge: treeCacheMaximumAge, logger: TestServer.logger)
             var configuration = APIConfiguration(host: "127.0.0.1", port: 0)
             configuration.heartbeatInterval = .milliseconds(500)
             configuration.databaseTimeout = .seconds(3)

@@ -1,0 +1,302 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import LibPQ
+import NIOCore
+import PGTestSupport
+import Testing
+
+@testable import BadgeAPI
+
+@Suite("The bounded FIFO map behind the caches")
+struct BoundedCacheTests {
+    @Test("random inserts and removals agree with a plain model: contents, total cost, oldest evicted first")
+    func againstModel() {
+        for seed in UInt64(1)...UInt64(20) {
+            var generator = SeededGenerator(seed: seed)
+            let budget = Int.random(in: 5...60, using: &generator)
+            var cache = BoundedCache<Int, Int>(budget: budget)
+            // The model: insertion order of live keys, their values and costs.
+            var order: [Int] = []
+            var model: [Int: (value: Int, cost: Int)] = [:]
+            for step in 0..<2_000 {
+                let key = Int.random(in: 0..<40, using: &generator)
+                if Int.random(in: 0..<4, using: &generator) == 0 {
+                    cache.remove(key)
+                    model[key] = nil
+                    order.removeAll { $0 == key }
+                } else {
+                    let cost = Int.random(in: 1...8, using: &generator)
+                    cache.insert(step, for: key, cost: cost)
+                    model[key] = nil
+                    order.removeAll { $0 == key }
+                    if cost > budget { continue }  // never stored, and evicts nothing
+                    var total = model.values.reduce(0) { $0 + $1.cost }
+                    while total + cost > budget, let oldest = order.first {
+                        total -= model[oldest]!.cost
+                        model[oldest] = nil
+                        order.removeFirst()
+                    }
+                    model[key] = (step, cost)
+                    order.append(key)
+                }
+                #expect(cache.count == model.count, "seed \(seed) step \(step)")
+                #expect(cache.cost == model.values.reduce(0) { $0 + $1.cost })
+                #expect(cache.cost <= budget)
+            }
+            for key in 0..<40 { #expect(cache[key] == model[key]?.value, "seed \(seed) key \(key)") }
+        }
+    }
+
+    @Test("a zero budget holds nothing; an entry costing more than the budget is not stored")
+    func limits() {
+        var none = BoundedCache<String, Int>(budget: 0)
+        none.insert(1, for: "a")
+        #expect(none.count == 0)
+        var small = BoundedCache<String, Int>(budget: 10)
+        small.insert(1, for: "a", cost: 4)
+        small.insert(2, for: "huge", cost: 11)
+        #expect(small["a"] == 1)
+        #expect(small["huge"] == nil)
+    }
+}
+
+@Suite("The tree cache's coherence rules")
+struct TreeCacheUnitTests {
+    let alice = user("alice")
+    let json = ByteBuffer(string: "{}")
+
+    func serving(_ cache: TreeCache) -> TreeCache {
+        cache.invalidateAll(listening: true)
+        return cache
+    }
+
+    @Test("nothing is served or stored until the listener is connected, nor after it stopped")
+    func onlyWhileListening() throws {
+        let cache = TreeCache(budgetBytes: 1 << 20, maximumAge: .seconds(60))
+        #expect(cache.ticket(for: alice) == nil)
+        cache.invalidateAll(listening: true)
+        let ticket = try #require(cache.ticket(for: alice))
+        cache.store(alice, version: 3, json: json, ticket: ticket)
+        #expect(cache.lookup(alice)?.version == 3)
+        cache.invalidateAll(listening: false)
+        #expect(cache.lookup(alice) == nil)
+        #expect(cache.ticket(for: alice) == nil)
+    }
+
+    @Test("an answer read before a notification is not stored after it")
+    func ticketsGoStale() throws {
+        let cache = serving(TreeCache(budgetBytes: 1 << 20, maximumAge: .seconds(60)))
+        let bob = user("bob")
+        let before = try #require(cache.ticket(for: alice))
+        let bobBefore = try #require(cache.ticket(for: bob))
+        cache.invalidate(alice)
+        cache.store(alice, version: 1, json: json, ticket: before)
+        #expect(cache.lookup(alice) == nil)
+        // A broadcast or a reconnection stales every ticket.
+        cache.invalidateAll(listening: true)
+        cache.store(bob, version: 1, json: json, ticket: bobBefore)
+        #expect(cache.lookup(bob) == nil)
+        // A fresh ticket stores; an older version never replaces a newer one.
+        cache.store(alice, version: 5, json: json, ticket: try #require(cache.ticket(for: alice)))
+        cache.store(alice, version: 4, json: json, ticket: try #require(cache.ticket(for: alice)))
+        #expect(cache.lookup(alice)?.version == 5)
+        cache.invalidate(alice)
+        #expect(cache.lookup(alice) == nil)
+    }
+
+    @Test("a client that has seen a later version, or an entry past its age, is not answered from the cache")
+    func minimumVersionAndAge() async throws {
+        let cache = serving(TreeCache(budgetBytes: 1 << 20, maximumAge: .milliseconds(200)))
+        cache.store(alice, version: 7, json: json, ticket: try #require(cache.ticket(for: alice)))
+        #expect(cache.lookup(alice, minimumVersion: 7)?.version == 7)
+        #expect(cache.lookup(alice, minimumVersion: 8) == nil)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(cache.lookup(alice) == nil)
+    }
+
+    @Test("the byte budget bounds the cache; the oldest answers go first")
+    func budget() throws {
+        let cache = serving(TreeCache(budgetBytes: 10_000, maximumAge: .seconds(60)))
+        let body = ByteBuffer(string: String(repeating: "x", count: 840))  // 1,000 bytes with the overhead
+        for index in 0..<25 {
+            let name = user("u\(index)")
+            cache.store(name, version: 1, json: body, ticket: try #require(cache.ticket(for: name)))
+        }
+        #expect((0..<15).allSatisfy { cache.lookup(user("u\($0)")) == nil })
+        #expect((15..<25).allSatisfy { cache.lookup(user("u\($0)")) != nil })
+    }
+}
+
+@Suite("The tree cache behind the API (real PostgreSQL, real notifications)", .serialized)
+struct TreeCacheAPITests {
+    static let cacheBytes = 8 << 20
+
+    /// GETs the whole tree until `accept` holds, for up to `limit`; returns the last answer.
+    func poll(
+        _ harness: APIHarness, _ uri: String, token: String, within limit: Duration = .seconds(2),
+        until accept: (UserBadgeTree) -> Bool
+    ) async throws -> UserBadgeTree {
+        let deadline = ContinuousClock.now + limit
+        var answer = try await harness.get(uri, token: token).tree()
+        while !accept(answer), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            answer = try await harness.get(uri, token: token).tree()
+        }
+        return answer
+    }
+
+    /// GETs the whole tree until an answer comes from the cache (a read that overlapped a
+    /// notification is not stored, so the first one may not be); returns that answer.
+    func cachedRead(_ harness: APIHarness, _ uri: String, token: String) async throws -> TestResponse {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while true {
+            let before = harness.api.hub.treeCacheStatistics.hits
+            let answer = try await harness.get(uri, token: token)
+            if harness.api.hub.treeCacheStatistics.hits > before || ContinuousClock.now > deadline { return answer }
+        }
+    }
+
+    @Test("a repeated read comes from the cache; a change shows within a second; a clear through the API shows at once")
+    func readsAndChanges() async throws {
+        try await APIHarness.with(treeCacheBytes: Self.cacheBytes) { harness in
+            let dan = user("dan")
+            let hub = harness.api.hub
+            try await harness.apply([BadgeMutation(user: dan, path: path("root.chat.a"), operation: .increment(by: 2))])
+            let token = try await harness.token("dan")
+            let first = try await cachedRead(harness, "/v1/users/dan/badges", token: token)
+            let before = hub.treeCacheStatistics
+            let second = try await harness.get("/v1/users/dan/badges", token: token)
+            #expect(hub.treeCacheStatistics.hits == before.hits + 1)
+            #expect(second.text == first.text)
+            #expect(second.headers[.eTag] == first.headers[.eTag])
+            var headers = HTTPFields()
+            headers[.ifNoneMatch] = first.headers[.eTag]
+            #expect(try await harness.get("/v1/users/dan/badges", token: token, headers: headers).status == .notModified)
+
+            // A change from another writer (the rollup's path): visible once its notification is in.
+            let version = try first.tree().version
+            let started = ContinuousClock.now
+            try await harness.apply([BadgeMutation(user: dan, path: path("root.chat.b"), operation: .increment(by: 3))])
+            let changed = try await poll(harness, "/v1/users/dan/badges", token: token) { $0.version > version }
+            #expect(changed.tree?.count == 5)
+            #expect(ContinuousClock.now - started < .seconds(1))
+
+            // A clear through this server: the next read shows it, without waiting.
+            let cleared = try await harness.call(.post, "/v1/users/dan/badges/clear", token: token, body: #"{"path": "root.chat.b"}"#)
+            #expect(cleared.status == .ok)
+            let after = try await harness.get("/v1/users/dan/badges", token: token).tree()
+            #expect(after.tree?.count == 2)
+            #expect(after.version == (try cleared.tree().version))
+        }
+    }
+
+    @Test("a client ahead of the cache reads PostgreSQL; a writer that does not notify is seen after the maximum age")
+    func staleness() async throws {
+        try await APIHarness.with(treeCacheBytes: Self.cacheBytes, treeCacheMaximumAge: .seconds(1)) { harness in
+            let eve = user("eve")
+            try await harness.apply([BadgeMutation(user: eve, path: path("root.a"), operation: .increment(by: 1))])
+            let token = try await harness.token("eve")
+            let cached = try await cachedRead(harness, "/v1/users/eve/badges", token: token).tree().version
+            // Hand-made SQL: a version bump without NOTIFY.
+            try await harness.execute("UPDATE user_version SET version = version + 10 WHERE user_id = $1", ["eve"])
+            #expect(try await harness.get("/v1/users/eve/badges", token: token).tree().version == cached)
+            // A client that saw the later version (from another server) is not sent back in time.
+            var headers = HTTPFields()
+            headers[.ifNoneMatch] = "\"\(cached + 10)\""
+            let ahead = try await harness.get("/v1/users/eve/badges", token: token, headers: headers)
+            #expect(ahead.status == .notModified)
+            #expect(ahead.headers[.eTag] == "\"\(cached + 10)\"")
+            // Others see it once the cached answer is older than its maximum age.
+            let aged = try await poll(harness, "/v1/users/eve/badges", token: token, within: .seconds(3)) { $0.version != cached }
+            #expect(aged.version == cached + 10)
+        }
+    }
+
+    @Test("a broadcast, and a reconnection of the listener (notifications may be lost), empty the cache")
+    func flushes() async throws {
+        try await APIHarness.with(treeCacheBytes: Self.cacheBytes) { harness in
+            try await harness.apply([
+                BadgeMutation(user: user("fay"), path: path("root.a"), operation: .increment(by: 1)),
+                BadgeMutation(user: user("gus"), path: path("root.a"), operation: .increment(by: 1)),
+            ])
+            let fay = try await harness.token("fay"), gus = try await harness.token("gus")
+            let fayVersion = try await cachedRead(harness, "/v1/users/fay/badges", token: fay).tree().version
+            let gusVersion = try await cachedRead(harness, "/v1/users/gus/badges", token: gus).tree().version
+
+            try await harness.broadcast("cache-b1", at: "root.news", count: 1)
+            let fayNews = try await poll(harness, "/v1/users/fay/badges", token: fay) { $0.version > fayVersion }
+            let gusNews = try await poll(harness, "/v1/users/gus/badges", token: gus) { $0.version > gusVersion }
+            #expect(fayNews.tree?.count == 2)
+            #expect(gusNews.tree?.count == 2)
+
+            // A change the listener cannot have heard of, then the listener's connection drops.
+            _ = try await cachedRead(harness, "/v1/users/fay/badges", token: fay)
+            try await harness.execute("UPDATE user_version SET version = version + 10 WHERE user_id = $1", ["fay"])
+            #expect(try await harness.get("/v1/users/fay/badges", token: fay).tree().version == fayNews.version)
+            try await harness.execute(
+                """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND query = 'LISTEN \(BadgeStore.changeChannel)'
+                """)
+            let reconnected = try await poll(harness, "/v1/users/fay/badges", token: fay, within: .seconds(10)) {
+                $0.version == fayNews.version + 10
+            }
+            #expect(reconnected.version == fayNews.version + 10)
+        }
+    }
+
+    @Test("readers racing a writer never leave a stale tree behind in the cache")
+    func racingReaders() async throws {
+        try await APIHarness.with(treeCacheBytes: Self.cacheBytes) { harness in
+            let hal = user("hal")
+            try await harness.apply([BadgeMutation(user: hal, path: path("root.a"), operation: .increment(by: 1))])
+            let token = try await harness.token("hal")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var last: Int64 = 0
+                        for _ in 0..<60 {
+                            let version = try await harness.get("/v1/users/hal/badges", token: token).tree().version
+                            #expect(version >= last, "a reader went back in time")
+                            last = version
+                        }
+                    }
+                }
+                group.addTask {
+                    for _ in 0..<40 {
+                        try await harness.apply([BadgeMutation(user: hal, path: path("root.a"), operation: .increment(by: 1))])
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let stored = try await harness.pool.withConnection { connection in
+                try BadgeStore.readAggregates(for: hal, on: connection)
+            }
+            let settled = try await poll(harness, "/v1/users/hal/badges", token: token) { $0.version == stored.version }
+            #expect(settled.version == stored.version)
+            #expect(settled.tree?.count == 41)
+            // Settled means settled: no stale answer comes back later.
+            try await Task.sleep(for: .milliseconds(200))
+            for _ in 0..<20 {
+                #expect(try await harness.get("/v1/users/hal/badges", token: token).tree().version == stored.version)
+            }
+        }
+    }
+}
+
+/// A small deterministic generator (SplitMix64), for reproducible random tests.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
