@@ -101,6 +101,21 @@ struct APIAuthTests {
         return parts.joined(separator: ".")
     }
 
+    @Test("a token accepted before (and so remembered) is refused once it expires")
+    func rememberedTokenExpires() async throws {
+        try await APIHarness.with(auth: AuthConfiguration(hs256Secret: APIHarness.secret, leeway: 0)) { harness in
+            try await harness.apply([BadgeMutation(user: user("ivy"), path: path("root.a"), operation: .increment(by: 1))])
+            // exp is a whole second: 3 s from now rounds down to 2–3 s.
+            let token = try await harness.token("ivy", expiresIn: 3)
+            #expect(try await harness.get("/v1/users/ivy/badges", token: token).status == .ok)
+            #expect(try await harness.get("/v1/users/ivy/badges", token: token).status == .ok)
+            try await Task.sleep(for: .milliseconds(3_100))
+            let expired = try await harness.get("/v1/users/ivy/badges", token: token)
+            #expect(expired.status == .unauthorized)
+            #expect(expired.text.contains("expired"))
+        }
+    }
+
     @Test("JWKS: RS256 and ES256 keys by kid; an unknown or missing kid, or a mismatched alg, is refused")
     func jwks() async throws {
         let rsa = try Insecure.RSA.PrivateKey(pem: try Self.opensslRSAKey())
