@@ -7,6 +7,9 @@ import Synchronization
 /// Turns every error into the JSON error shape, and counts requests per route and status.
 struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
+    /// The methods a path has routes for (empty: an unknown path), so that another method on a
+    /// known path answers 405 with `Allow` rather than 404.
+    let allowedMethods: @Sendable (String) -> [HTTPRequest.Method]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
@@ -15,6 +18,14 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as APIError {
             response = error.response()
+        } catch let error as HTTPError where error.status == .notFound && !allowedMethods(request.uri.path).isEmpty {
+            let allowed = allowedMethods(request.uri.path).map(\.rawValue).joined(separator: ", ")
+            var headers = HTTPFields()
+            headers[.allow] = allowed
+            response = APIError(
+                .methodNotAllowed, code: "method_not_allowed",
+                message: "\(request.method) is not allowed on \(request.uri.path); use \(allowed)", headers: headers
+            ).response()
         } catch let error as HTTPError {
             let code: String
             switch error.status.code {
@@ -40,10 +51,19 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             response = answer.response()
         }
         let (counter, timer) = RequestMetrics.shared.metrics(
-            route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: Int(response.status.code))
+            route: context.endpointPath ?? "unmatched", method: Self.methodLabel(request.method), status: Int(response.status.code))
         counter.increment()
         timer.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
         return response
+    }
+
+    /// The method as a metrics label: the standard ones by name, any other as "other" (a client
+    /// must not be able to make new time series at will).
+    static func methodLabel(_ method: HTTPRequest.Method) -> String {
+        switch method {
+        case .get, .head, .post, .put, .delete, .patch, .options, .trace, .connect: method.rawValue
+        default: "other"
+        }
     }
 }
 

@@ -53,7 +53,8 @@ public struct BadgeAPI: Sendable {
     /// The router with every route.
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: APIMiddleware(logger: logger))
+        let liveView = configuration.liveView
+        router.add(middleware: APIMiddleware(logger: logger, allowedMethods: { Self.allowedMethods(forPath: $0, liveView: liveView) }))
         router.get("/v1/users/:user/badges") { request, context in try await self.getBadges(request, context) }
         router.post("/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) }
         router.get("/v1/users/:user/badges/stream") { request, context in try await self.stream(request, context) }
@@ -75,6 +76,26 @@ public struct BadgeAPI: Sendable {
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
         }
         return router
+    }
+
+    /// The methods `path` has routes for; empty for a path with none.
+    static func allowedMethods(forPath path: String, liveView: Bool) -> [HTTPRequest.Method] {
+        switch path {
+        case "/healthz", "/readyz", "/metrics", "/openapi.yaml": return [.get]
+        case "/v1/events": return [.post]
+        case "/": return liveView ? [.get] : []
+        default: break
+        }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard segments.count >= 5, segments[0].isEmpty, segments[1] == "v1", segments[2] == "users", !segments[3].isEmpty,
+            segments[4] == "badges"
+        else { return [] }
+        switch segments.count {
+        case 5: return [.get]
+        case 6 where segments[5] == "clear": return [.post]
+        case 6 where segments[5] == "stream": return [.get]
+        default: return []
+        }
     }
 
     /// An application serving `makeRouter()` on the configured address, running `services`

@@ -9,7 +9,7 @@ public enum OperationsServer {
     /// A service serving the two routes on `host:port`.
     public static func make(host: String = "0.0.0.0", port: Int, registry: PrometheusCollectorRegistry, logger: Logger) -> any Service {
         let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: APIMiddleware(logger: logger))
+        router.add(middleware: APIMiddleware(logger: logger) { path in path == "/healthz" || path == "/metrics" ? [.get] : [] })
         router.get("/healthz") { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") }
         router.get("/metrics") { _, _ in BadgeAPI.metricsResponse(registry) }
         return Application(

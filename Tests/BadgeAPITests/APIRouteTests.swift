@@ -252,6 +252,28 @@ struct APIRouteTests {
         }
     }
 
+    @Test("another method on a known path answers 405 with Allow; an unknown path 404")
+    func methodNotAllowed() async throws {
+        try await APIHarness.with { harness in
+            let token = try await harness.token("alice")
+            for (method, uri, allow) in [
+                (HTTPRequest.Method.delete, "/v1/users/alice/badges", "GET"), (.put, "/v1/users/alice/badges/clear", "POST"),
+                (.get, "/v1/users/alice/badges/clear", "POST"), (.post, "/v1/users/alice/badges/stream", "GET"),
+                (.get, "/v1/events", "POST"), (.trace, "/healthz", "GET"), (.post, "/openapi.yaml", "GET"),
+            ] {
+                let response = try await harness.call(method, uri, token: token)
+                #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
+                #expect(response.headers[.allow] == allow, "\(method) \(uri)")
+                #expect(response.errorCode == "method_not_allowed")
+            }
+            for uri in ["/v1/users/alice", "/v1/users/alice/badges/other", "/nothing", "/"] {
+                let response = try await harness.call(.delete, uri, token: token)
+                #expect(response.status == .notFound, "\(uri)")
+                #expect(response.headers[.allow] == nil)
+            }
+        }
+    }
+
     @Test("a database outage answers 503 with Retry-After, quickly, never a hang")
     func databaseOutage() async throws {
         try await APIHarness.with(
