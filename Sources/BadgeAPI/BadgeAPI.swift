@@ -126,7 +126,8 @@ public struct BadgeAPI: Sendable {
         }
         let principal = try await authenticator.authenticate(authorization)
         // Path parameters arrive percent-encoded ("a%2Fb" is the user "a/b").
-        guard let name = (context.parameters.get("user") ?? "").removingPercentEncoding else {
+        let encoded = context.parameters.get("user") ?? ""
+        guard let name = encoded.contains("%") ? encoded.removingPercentEncoding : encoded else {
             throw APIError.badRequest("invalid_user", "the user id in the path is not valid percent-encoding")
         }
         let user: UserID
