@@ -44,9 +44,14 @@ extension BenchCommand {
                 clock starts. A small HTTP/1.1 client (--client-threads threads polling --connections \
                 keep-alive connections, one request in flight per connection) sends GET \
                 /v1/users/{user}/badges (the whole tree) for random sampled users, with that user's \
-                token, for --warmup seconds unmeasured and then --duration seconds measured. \
-                Reported: requests/s, latency p50/p99/max (from writing the request to reading the \
-                last byte of the answer), and errors (any answer but 200, any broken connection). \
+                token, for --warmup seconds unmeasured and then --duration seconds measured. By \
+                default each connection sends its next request as soon as its answer is in (closed \
+                loop: the most the service can do, where latency is mostly queueing); --rate R \
+                offers R requests/s on schedule instead (open loop; sent on a 1 ms tick), for \
+                latency at a given load. \
+                Reported: requests/s, latency p50/p99/max (from writing the request, or from its \
+                scheduled time with --rate, to reading the last byte of the answer), and errors \
+                (any answer but 200, any broken connection). \
                 Before that, three answers are decoded and checked against the loaded counts.
 
                 Phase 2, the machine's limit for the same read: after the server has stopped, \
@@ -82,6 +87,12 @@ extension BenchCommand {
 
         @Option(name: .customLong("pool-size"), help: "The query service's database connections.")
         var poolSize: Int = 8
+
+        @Option(
+            help: ArgumentHelp(
+                "Requests per second offered in all (open loop: sent on schedule, latency counted from the scheduled time); 0: each connection sends its next request as soon as its answer is in (closed loop, the most the service can do).",
+                valueName: "requests/s"))
+        var rate: Int = 0
 
         @Option(
             name: .customLong("tree-cache-mb"),
@@ -134,6 +145,7 @@ extension BenchCommand {
             guard (1...256).contains(clientThreads) else { throw ValidationError("--client-threads takes 1…256") }
             guard (1...256).contains(poolSize) else { throw ValidationError("--pool-size takes 1…256") }
             guard (0...65_536).contains(treeCacheMegabytes) else { throw ValidationError("--tree-cache-mb takes 0…65536") }
+            guard (0...10_000_000).contains(rate) else { throw ValidationError("--rate takes 0…10000000") }
             if let pgbenchClients, !(1...10_000).contains(pgbenchClients) { throw ValidationError("--pgbench-clients takes 1…10000") }
             guard (1...256).contains(pgbenchThreads) else { throw ValidationError("--pgbench-threads takes 1…256") }
             guard (1...3_600).contains(duration) else { throw ValidationError("--duration takes 1…3600 seconds") }
@@ -161,7 +173,7 @@ extension BenchCommand {
             ) { scratch, scratchName, serverVersion in
                 let settings = QueryBenchmark.Settings(
                     users: users, sampleUsers: min(sampleUsers, users), connections: connections, clientThreads: min(clientThreads, connections),
-                    poolSize: poolSize, treeCacheBytes: treeCacheMegabytes << 20, pgbenchClients: pgbenchClients ?? connections, pgbenchThreads: pgbenchThreads,
+                    poolSize: poolSize, treeCacheBytes: treeCacheMegabytes << 20, rate: rate, pgbenchClients: pgbenchClients ?? connections, pgbenchThreads: pgbenchThreads,
                     duration: duration, warmup: warmup, loadBatchUsers: loadBatchUsers, loadWriters: loadWriters, seed: seed,
                     database: scratch, databaseName: scratchName)
                 let benchmark = QueryBenchmark(settings: settings, pgbench: pgbench, logger: logger)
@@ -188,6 +200,8 @@ struct QueryBenchmark: Sendable {
         var clientThreads: Int
         var poolSize: Int
         var treeCacheBytes: Int
+        /// Requests per second offered (0: closed loop).
+        var rate: Int
         var pgbenchClients: Int
         var pgbenchThreads: Int
         var duration: Int
@@ -481,7 +495,7 @@ struct QueryBenchmark: Sendable {
         let end = measureStart + UInt64(settings.duration) * 1_000_000_000
         let plan = HTTPLoadGenerator.Plan(
             port: port, requests: requests, connections: settings.connections, threads: settings.clientThreads,
-            measureStart: measureStart, end: end, seed: settings.seed)
+            measureStart: measureStart, end: end, seed: settings.seed, rate: settings.rate)
         async let result = HTTPLoadGenerator.run(plan)
         try await Self.sleep(until: measureStart)
         let database = settings.databaseName
@@ -588,6 +602,8 @@ enum HTTPLoadGenerator {
         var measureStart: UInt64
         var end: UInt64
         var seed: UInt64
+        /// Requests per second offered by all threads together; 0: closed loop.
+        var rate: Int = 0
     }
 
     struct ThreadResult: Sendable {
@@ -694,6 +710,11 @@ private struct HTTPLoadWorker {
     var pollSet: [pollfd] = []
     var chunk = [UInt8](repeating: 0, count: 65_536)
     var result = HTTPLoadGenerator.ThreadResult()
+    /// Open loop: the time the next request is due, the spacing of this thread's requests, and
+    /// the connections with nothing in flight.
+    var nextDue: UInt64 = 0
+    var spacing: UInt64 = 0
+    var idle: [Int] = []
 
     init(plan: HTTPLoadGenerator.Plan, connections: Int, seed: UInt64) {
         self.plan = plan
@@ -710,13 +731,28 @@ private struct HTTPLoadWorker {
         defer {
             for connection in connections where connection.descriptor >= 0 { _ = close(connection.descriptor) }
         }
+        if plan.rate > 0 {
+            spacing = max(1, UInt64(plan.threads) * 1_000_000_000 / UInt64(plan.rate))
+            nextDue = BenchClock.now
+        }
         for slot in connections.indices { reopen(slot) }
         var cpuAtStart: Double?
         while true {
             let now = BenchClock.now
             if cpuAtStart == nil, now >= plan.measureStart { cpuAtStart = Self.threadCPUSeconds() }
             if now >= plan.end { break }
-            let ready = poll(&pollSet, nfds_t(pollSet.count), 10)
+            var timeout: Int32 = 10
+            if spacing > 0 {
+                // Requests due go out on idle connections; a late one keeps its scheduled time,
+                // so waiting for a free connection counts as latency. poll() counts whole
+                // milliseconds, so a request may go out up to 1 ms after its time (counted too).
+                while nextDue <= now, let slot = idle.popLast() {
+                    sendRequest(slot, scheduledAt: nextDue)
+                    nextDue += spacing
+                }
+                if nextDue > now { timeout = Int32(min(10, (nextDue - now + 999_999) / 1_000_000)) }
+            }
+            let ready = poll(&pollSet, nfds_t(pollSet.count), timeout)
             if ready < 0, errno != EINTR {
                 failed("poll: \(String(cString: strerror(errno)))")
                 break
@@ -767,12 +803,21 @@ private struct HTTPLoadWorker {
         }
         connections[slot].bytes.removeAll(keepingCapacity: true)
         connections[slot].head = nil
-        if now < plan.end { sendRequest(slot) }
+        if now < plan.end { nextRequest(slot) }
     }
 
-    private mutating func sendRequest(_ slot: Int) {
+    /// Closed loop: sends at once; open loop: waits for the schedule.
+    private mutating func nextRequest(_ slot: Int) {
+        if spacing > 0 {
+            if !idle.contains(slot) { idle.append(slot) }
+        } else {
+            sendRequest(slot, scheduledAt: BenchClock.now)
+        }
+    }
+
+    private mutating func sendRequest(_ slot: Int, scheduledAt: UInt64) {
         let request = plan.requests[Int(generator.next() % UInt64(plan.requests.count))]
-        connections[slot].sentAt = BenchClock.now
+        connections[slot].sentAt = scheduledAt
         if let problem = BenchSocket.sendAll(connections[slot].descriptor, request) { broken(slot, problem) }
     }
 
@@ -791,7 +836,7 @@ private struct HTTPLoadWorker {
             _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
             connections[slot] = Connection(descriptor: descriptor)
             pollSet[slot].fd = descriptor
-            sendRequest(slot)
+            nextRequest(slot)
         } catch {
             failed("\(error)")
         }
@@ -1158,6 +1203,8 @@ struct QueryBenchReport: Encodable {
     var clientThreads: Int
     var poolSize: Int
     var treeCacheMegabytes: Int
+    /// Requests per second offered (open loop); 0: closed loop.
+    var offeredRate: Int
     /// The share of the measured reads answered from the tree cache, in percent.
     var treeCacheHitPercent: Double
     var warmupSeconds: Int
@@ -1248,6 +1295,7 @@ struct QueryBenchReport: Encodable {
         clientThreads = settings.clientThreads
         poolSize = settings.poolSize
         treeCacheMegabytes = settings.treeCacheBytes >> 20
+        offeredRate = settings.rate
         let lookups = http.cache.hits + http.cache.misses
         treeCacheHitPercent = lookups > 0 ? 100 * Double(http.cache.hits) / Double(lookups) : 0
         warmupSeconds = settings.warmup
@@ -1291,6 +1339,7 @@ struct QueryBenchReport: Encodable {
             load:       \(number(loadRowsPerSecond)) rows/s (\(Self.seconds(loadSeconds)); \(loadWriters) writers, \(loadBatchUsers) users per transaction); rollup \(number(rollupUsersPerSecond)) users/s (\(Self.seconds(rollupSeconds))); vacuum \(Self.seconds(vacuumSeconds))
             readers:    \(number(Double(sampleUsers))) users (\(sampleStride == 1 ? "all" : "one in \(sampleStride)")), one HS256 token each (signed in \(Self.seconds(tokenSeconds)))
             http:       GET /v1/users/{user}/badges, whole tree (\(number(Double(answerBytes))) bytes); \(connections) connections on \(clientThreads) client threads; pool \(poolSize); \(warmupSeconds) s warm-up, \(durationSeconds) s measured
+                        load: \(offeredRate == 0 ? "closed loop (each connection sends again as soon as its answer is in)" : "open loop, \(number(Double(offeredRate))) requests/s offered (latency from each request's scheduled time)")
                         tree cache: \(treeCacheMegabytes == 0 ? "off (every answer read from PostgreSQL)" : "\(treeCacheMegabytes) MiB, \(String(format: "%.1f", treeCacheHitPercent))% of the measured reads answered from it")
                         \(number(httpRequestsPerSecond)) requests/s; latency p50 \(Self.milliseconds(httpP50Ms)), p99 \(Self.milliseconds(httpP99Ms)), max \(Self.milliseconds(httpMaxMs)); errors \(errorText)
                         CPU per request: \(httpCPU?.text(client: "client") ?? "not measured")
