@@ -113,7 +113,7 @@ public struct RollupService: Service {
                 logger.warning(
                     "rollup transaction failed; retrying",
                     metadata: ["rollup.worker": "\(worker)", "error": "\(error)"])
-                try? await Task.sleep(for: backoff(failures))
+                await pause(backoff(failures))
             }
         }
     }
@@ -137,7 +137,7 @@ public struct RollupService: Service {
                 self.failures.value.add(1, ordering: .relaxed)
                 metrics.errors.increment()
                 logger.warning("expiry sweep failed; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: backoff(failures))
+                await pause(backoff(failures))
             }
         }
     }
@@ -145,6 +145,14 @@ public struct RollupService: Service {
     /// 100 ms doubling up to 5 s.
     private func backoff(_ failures: Int) -> Duration {
         .milliseconds(min(5_000, 100 << min(failures - 1, 6)))
+    }
+
+    /// Sleeps for a retry pause, cut short by graceful shutdown or cancellation: while the
+    /// database is away, SIGTERM should not wait out a pause of up to 5 s.
+    private func pause(_ duration: Duration) async {
+        try? await cancelWhenGracefulShutdown {
+            try await Task.sleep(for: duration)
+        }
     }
 }
 

@@ -202,15 +202,26 @@ public final class PGConnection: @unchecked Sendable {
     /// Waits up to `timeoutMilliseconds` for `NOTIFY` messages on channels this connection LISTENs
     /// to, and returns those that arrived (possibly none).
     ///
+    /// A socket that is readable because the server closed it, or that failed, ends in
+    /// `.connectionLost` (libpq reads the end of the stream and drops the connection), so a
+    /// caller that reconnects on that error never polls a dead socket again.
+    ///
     /// - Throws: `PGError.Code.connectionLost` when the connection broke.
     public func waitForNotifications(timeoutMilliseconds: Int32) throws(PGError) -> [PGNotification] {
         guard let handle else { throw PGError(code: .connectionLost, message: "the connection is closed") }
         var received = drainNotifications(handle)
         if !received.isEmpty { return received }
-        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let socket = PQsocket(handle)
+        guard socket >= 0, PQstatus(handle) == CONNECTION_OK else {
+            throw PGError(code: .connectionLost, message: PGConnection.errorMessage(of: handle))
+        }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
         let ready = poll(&descriptor, 1, timeoutMilliseconds)
         if ready < 0, errno != EINTR {
             throw PGError(code: .connectionLost, message: "poll failed on the connection socket (errno \(errno))")
+        }
+        if ready > 0, descriptor.revents & Int16(POLLNVAL) != 0 {
+            throw PGError(code: .connectionLost, message: "the connection socket is not open")
         }
         if ready > 0 {
             guard PQconsumeInput(handle) == 1 else {

@@ -5,9 +5,14 @@ import Synchronization
 /// Receives PostgreSQL `NOTIFY` messages on a dedicated connection and thread.
 ///
 /// One listener per process is enough: fan its `events` out to subscribers. The listener
-/// reconnects by itself (with backoff) when the connection breaks; after every (re)connection it
-/// yields `.connected`, because notifications sent while it was away are lost and subscribers
-/// should re-read what they show.
+/// reconnects by itself when the connection breaks; after every (re)connection it yields
+/// `.connected`, because notifications sent while it was away are lost and subscribers should
+/// re-read what they show.
+///
+/// Reconnection pauses start at 100 ms and double up to 5 s. They start again from 100 ms only
+/// after a connection stayed up for `stableConnection`: a server that accepts each connection
+/// and drops it at once (shutting down, a proxy whose database is gone, a session killer) is
+/// retried with growing pauses, not ten times a second forever.
 public final class PGListener: Sendable {
     /// What a listener reports.
     public enum Event: Sendable, Hashable {
@@ -67,11 +72,15 @@ public final class PGListener: Sendable {
         stopped.store(true, ordering: .releasing)
     }
 
+    /// How long a connection must stay up before the reconnection pause starts again from 100 ms.
+    static let stableConnection = Duration.seconds(2)
+
     private var isStopped: Bool { stopped.load(ordering: .acquiring) }
 
     private func loop() {
         var delayMilliseconds = 100
         while !isStopped {
+            var connectedAt: ContinuousClock.Instant?
             do {
                 let connection = try PGConnection.connect(configuration, logger: logger)
                 defer { connection.close() }
@@ -79,13 +88,16 @@ public final class PGListener: Sendable {
                     try connection.execute(script: "LISTEN \(channel)", name: "listen")
                 }
                 continuation.yield(.connected)
-                delayMilliseconds = 100
+                connectedAt = .now
                 while !isStopped {
                     for notification in try connection.waitForNotifications(timeoutMilliseconds: 250) {
                         continuation.yield(.notification(notification))
                     }
                 }
             } catch {
+                if let connectedAt, ContinuousClock.now - connectedAt >= Self.stableConnection {
+                    delayMilliseconds = 100
+                }
                 logger.warning(
                     "LISTEN connection failed; reconnecting",
                     metadata: [LogKey.error: "\(error)", "retry.delay_ms": "\(delayMilliseconds)"])

@@ -1,0 +1,105 @@
+import BadgeCore
+import BadgeRollup
+import BadgeStore
+import Foundation
+import LibPQ
+import PGTestSupport
+import ServiceLifecycle
+import Testing
+
+/// The rollup's database goes away (its sessions end, new ones are refused) and comes back.
+@Suite("The rollup worker when its database goes away", .serialized)
+struct RollupOutageTests {
+    @Test("while the database refuses connections the workers retry with growing pauses, and they catch up when it is back")
+    func refusedThenBack() async throws {
+        try await RollupFixture.with { fixture in
+            let alice = user("alice")
+            let service = RollupService(
+                pool: fixture.pool, configuration: RollupConfiguration(workers: 2, expiryInterval: .milliseconds(200)),
+                logger: TestServer.logger)
+            try await fixture.withRollup([service]) {
+                try await fixture.ingest([BadgeMutation(user: alice, path: path("root.inbox.a"), operation: .set(count: 1, icon: nil))])
+                try await fixture.waitForEmptyQueue()
+
+                try await Outage.begin(fixture.database)
+                do {
+                    let before = service.failedTransactions
+                    try await Task.sleep(for: .seconds(6))
+                    let failures = service.failedTransactions - before
+                    // Three loops (two workers, the sweeper) pausing 100 ms doubling to 5 s fail
+                    // about 7 times each in 6 s; a loop without a pause fails thousands of times.
+                    #expect(failures >= 3, "the workers never noticed the database went away")
+                    #expect(failures <= 45, "\(failures) failed transactions in 6 s")
+                } catch {
+                    try? await Outage.end(fixture.database)
+                    throw error
+                }
+                try await Outage.end(fixture.database)
+
+                try await fixture.ingest([BadgeMutation(user: alice, path: path("root.inbox.b"), operation: .set(count: 2, icon: nil))])
+                try await fixture.waitForEmptyQueue()
+                #expect(try await fixture.store.tree(for: alice).tree?.count == 3)
+            }
+        }
+    }
+
+    @Test("graceful shutdown does not wait out a retry pause while the database is away")
+    func shutdownDuringPause() async throws {
+        try await RollupFixture.with { fixture in
+            let service = RollupService(
+                pool: fixture.pool, configuration: RollupConfiguration(workers: 1), logger: TestServer.logger)
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: TestServer.logger))
+            let running = Task { try await group.run() }
+            try await Outage.begin(fixture.database)
+            do {
+                // After 7 s of failures every loop is in a pause of 3.2 s or 5 s.
+                try await Task.sleep(for: .seconds(7))
+                #expect(service.failedTransactions >= 6)
+                let shutdownStarted = ContinuousClock.now
+                await group.triggerGracefulShutdown()
+                try await running.value
+                let took = ContinuousClock.now - shutdownStarted
+                #expect(took < .seconds(2), "graceful shutdown took \(took)")
+            } catch {
+                await group.triggerGracefulShutdown()
+                _ = try? await running.value
+                try? await Outage.end(fixture.database)
+                throw error
+            }
+            try await Outage.end(fixture.database)
+        }
+    }
+}
+
+/// Makes a test database go away (sessions ended, new ones refused) and come back.
+enum Outage {
+    static func begin(_ database: TestDatabase) async throws {
+        try await allowConnections(false, database)
+        let admin = PGPool(configuration: PGConfiguration(connectionString: database.adminURL), maximumConnections: 1, logger: TestServer.logger)
+        defer { admin.close() }
+        try await admin.withConnection { connection in
+            try connection.query(
+                PGStatement(
+                    "test.terminate_sessions",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    prepared: false),
+                [database.name])
+        }
+    }
+
+    static func end(_ database: TestDatabase) async throws {
+        try await allowConnections(true, database)
+    }
+
+    private static func allowConnections(_ allowed: Bool, _ database: TestDatabase) async throws {
+        let admin = PGPool(configuration: PGConfiguration(connectionString: database.adminURL), maximumConnections: 1, logger: TestServer.logger)
+        defer { admin.close() }
+        // The name is made of [a-z0-9_] only, so it is safe as an identifier.
+        let script = "ALTER DATABASE \(database.name) WITH ALLOW_CONNECTIONS \(allowed)"
+        try await admin.withConnection { connection in
+            try connection.execute(script: script, name: "test.allow_connections")
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import LibPQ
+import Logging
+import PGTestSupport
+import Synchronization
+import Testing
+
+/// A listener whose server goes away must wait with growing pauses (never poll a dead socket or
+/// reconnect in a tight loop) and must come back by itself.
+@Suite("PGListener when its database goes away")
+struct PGListenerOutageTests {
+    @Test("a database that refuses connections is retried with growing pauses; the listener comes back when it accepts again")
+    func refusedThenBack() async throws {
+        let database = try await TestDatabase.create(prefix: "listen")
+        let admin = PGPool(configuration: PGConfiguration(connectionString: database.adminURL), maximumConnections: 1, logger: TestServer.logger)
+        defer { admin.close() }
+        do {
+            let channel = "reddot_outage_\(UInt32.random(in: 0...UInt32.max))"
+            let warnings = WarningCount()
+            let listener = try PGListener(
+                configuration: database.configuration, channels: [channel], logger: warnings.logger(level: .warning))
+            let events = EventLog(listener)
+            let run = Task { await listener.run() }
+            defer {
+                listener.stop()
+                run.cancel()
+            }
+            #expect(try await events.waitFor(connections: 1, seconds: 30))
+
+            // The database goes away: its sessions end and new ones are refused.
+            try await setAllowConnections(false, database, admin: admin)
+            try await terminateSessions(of: database, admin: admin)
+            let before = warnings.value
+            try await Task.sleep(for: .seconds(6))
+            let attempts = warnings.value - before
+            // Pauses of 100 ms doubling to 5 s make about 6 attempts in 6 s; a loop that polls
+            // the closed socket, or reconnects without pausing, makes thousands.
+            #expect(attempts >= 1, "the listener never noticed the database went away")
+            #expect(attempts <= 15, "\(attempts) reconnection attempts in 6 s")
+            #expect(events.connections == 1)
+
+            // The database is back: the listener reconnects by itself and receives again.
+            try await setAllowConnections(true, database, admin: admin)
+            #expect(try await events.waitFor(connections: 2, seconds: 30))
+            let sender = PGPool(configuration: database.configuration, maximumConnections: 1, logger: TestServer.logger)
+            defer { sender.close() }
+            try await sender.withConnection { connection in
+                try connection.query(PGStatement("test.notify", "SELECT pg_notify($1, $2)"), [channel, "back"])
+            }
+            #expect(try await events.waitFor(payload: "back", seconds: 30))
+        } catch {
+            _ = try? await setAllowConnections(true, database, admin: admin)
+            await database.drop()
+            throw error
+        }
+        await database.drop()
+    }
+
+    @Test("a server that drops every connection at once is retried with growing pauses, not ten times a second")
+    func droppedAtOnce() async throws {
+        let adminURL = try TestServer.adminURL()
+        let channel = "reddot_flap_\(UInt32.random(in: 0...UInt32.max))"
+        let listener = try PGListener(
+            configuration: PGConfiguration(connectionString: adminURL), channels: [channel], logger: TestServer.logger)
+        let events = EventLog(listener)
+        let run = Task { await listener.run() }
+        defer {
+            listener.stop()
+            run.cancel()
+        }
+        #expect(try await events.waitFor(connections: 1, seconds: 30))
+
+        // Ends the listener's session as soon as it has listened, for 6 s.
+        let killer = PGPool(configuration: PGConfiguration(connectionString: adminURL), maximumConnections: 1, logger: TestServer.logger)
+        defer { killer.close() }
+        let connectionsBefore = events.connections
+        let deadline = ContinuousClock.now + .seconds(6)
+        while ContinuousClock.now < deadline {
+            try await killer.withConnection { connection in
+                try connection.query(
+                    PGStatement(
+                        "test.kill_listener",
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()",
+                        prepared: false),
+                    ["LISTEN \(channel)"])
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let reconnections = events.connections - connectionsBefore
+        // Growing pauses (100 ms, 200 ms, … 3.2 s) allow about 6 connections in 6 s; restarting
+        // from 100 ms after every connection makes 30 or more.
+        #expect(reconnections >= 2, "the listener did not reconnect after its session was ended")
+        #expect(reconnections <= 12, "\(reconnections) connections in 6 s")
+
+        // Left alone, it settles (after its current pause, at most 5 s) and receives again.
+        let sender = PGPool(configuration: PGConfiguration(connectionString: adminURL), maximumConnections: 1, logger: TestServer.logger)
+        defer { sender.close() }
+        var delivered = false
+        for attempt in 0..<30 where !delivered {
+            try await sender.withConnection { connection in
+                try connection.query(PGStatement("test.notify", "SELECT pg_notify($1, $2)"), [channel, "settled-\(attempt)"])
+            }
+            delivered = try await events.waitFor(payload: "settled-\(attempt)", seconds: 1)
+        }
+        #expect(delivered)
+    }
+
+    private func setAllowConnections(_ allowed: Bool, _ database: TestDatabase, admin: PGPool) async throws {
+        // The name is made of [a-z0-9_] only, so it is safe as an identifier.
+        let script = "ALTER DATABASE \(database.name) WITH ALLOW_CONNECTIONS \(allowed)"
+        try await admin.withConnection { connection in
+            try connection.execute(script: script, name: "test.allow_connections")
+        }
+    }
+
+    private func terminateSessions(of database: TestDatabase, admin: PGPool) async throws {
+        try await admin.withConnection { connection in
+            try connection.query(
+                PGStatement(
+                    "test.terminate_sessions",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    prepared: false),
+                [database.name])
+        }
+    }
+}
+
+/// Collects a listener's events on a task of its own.
+private final class EventLog: Sendable {
+    private final class Seen: Sendable {
+        let state = Mutex<(connections: Int, payloads: [String])>((0, []))
+    }
+
+    private let seen = Seen()
+    private let reader: Task<Void, Never>
+
+    init(_ listener: PGListener) {
+        let seen = self.seen
+        reader = Task {
+            for await event in listener.events {
+                switch event {
+                case .connected: seen.state.withLock { $0.connections += 1 }
+                case .notification(let notification): seen.state.withLock { $0.payloads.append(notification.payload) }
+                }
+            }
+        }
+    }
+
+    deinit { reader.cancel() }
+
+    var connections: Int { seen.state.withLock { $0.connections } }
+
+    func waitFor(connections: Int, seconds: Int) async throws -> Bool {
+        try await waitUntil(seconds: seconds) { seen.state.withLock { $0.connections >= connections } }
+    }
+
+    func waitFor(payload: String, seconds: Int) async throws -> Bool {
+        try await waitUntil(seconds: seconds) { seen.state.withLock { $0.payloads.contains(payload) } }
+    }
+
+    private func waitUntil(seconds: Int, _ condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+}
+
+/// Counts the warnings logged through its loggers (the listener logs one per failed attempt).
+private final class WarningCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    var value: Int { count.load(ordering: .acquiring) }
+
+    func logger(level: Logger.Level) -> Logger {
+        Logger(label: "reddot.test.listener") { _ in Handler(count: self, logLevel: level) }
+    }
+
+    private struct Handler: LogHandler {
+        let count: WarningCount
+        var logLevel: Logger.Level
+        var metadata: Logger.Metadata = [:]
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            if event.level >= .warning { count.count.add(1, ordering: .releasing) }
+        }
+    }
+}
