@@ -80,6 +80,10 @@ public final class ChangeHub: Service, Sendable {
 
     private func dispatch(_ event: PGListener.Event) {
         switch event {
+        case .disconnected:
+            // Until it is back, nothing tells the cache what changed.
+            treeCache.invalidateAll(listening: false)
+            state.withLock { $0.listening = false }
         case .connected:
             // Notifications sent while it was away are lost.
             treeCache.invalidateAll(listening: true)

@@ -5,9 +5,9 @@ import Synchronization
 /// Receives PostgreSQL `NOTIFY` messages on a dedicated connection and thread.
 ///
 /// One listener per process is enough: fan its `events` out to subscribers. The listener
-/// reconnects by itself when the connection breaks; after every (re)connection it yields
-/// `.connected`, because notifications sent while it was away are lost and subscribers should
-/// re-read what they show.
+/// reconnects by itself when the connection breaks. It yields `.disconnected` when a connection
+/// it listened on breaks, and `.connected` after every (re)connection: notifications sent while
+/// it was away are lost, so subscribers should re-read what they show.
 ///
 /// Reconnection pauses start at 100 ms and double up to 5 s. They start again from 100 ms only
 /// after a connection stayed up for `stableConnection`: a server that accepts each connection
@@ -18,6 +18,8 @@ public final class PGListener: Sendable {
     public enum Event: Sendable, Hashable {
         /// The listener is (again) listening on all its channels.
         case connected
+        /// The connection it listened on broke; notifications are missed until `.connected`.
+        case disconnected
         /// A notification arrived.
         case notification(PGNotification)
     }
@@ -95,8 +97,9 @@ public final class PGListener: Sendable {
                     }
                 }
             } catch {
-                if let connectedAt, ContinuousClock.now - connectedAt >= Self.stableConnection {
-                    delayMilliseconds = 100
+                if let connectedAt {
+                    continuation.yield(.disconnected)
+                    if ContinuousClock.now - connectedAt >= Self.stableConnection { delayMilliseconds = 100 }
                 }
                 logger.warning(
                     "LISTEN connection failed; reconnecting",

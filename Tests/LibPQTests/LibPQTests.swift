@@ -272,6 +272,7 @@ struct LibPQTests {
                     prepared: false),
                 ["LISTEN \(channel)"])
         }
+        #expect(await events.next() == .disconnected)
         #expect(await events.next() == .connected)
         try await pool.withConnection { connection in
             try connection.query(PGStatement("test.notify", "SELECT pg_notify($1, $2)"), [channel, "again"])

@@ -140,6 +140,7 @@ private final class EventLog: Sendable {
             for await event in listener.events {
                 switch event {
                 case .connected: seen.state.withLock { $0.connections += 1 }
+                case .disconnected: break
                 case .notification(let notification): seen.state.withLock { $0.payloads.append(notification.payload) }
                 }
             }
