@@ -19,8 +19,13 @@ import Synchronization
 final class TreeCache: Sendable {
     struct Entry: Sendable {
         var version: Int64
-        var json: ByteBuffer
+        /// The JSON, in an array of its exact size (a `ByteBuffer` rounds its storage up to a
+        /// power of two: 4 KiB for a 2.4 KB tree), so that the budget counts what is held.
+        var bytes: [UInt8]
         var storedAt: ContinuousClock.Instant
+
+        /// The answer's body.
+        var json: ByteBuffer { ByteBuffer(bytes: bytes) }
     }
 
     /// Taken before a database read; `store` only keeps the answer if it is still current.
@@ -42,7 +47,7 @@ final class TreeCache: Sendable {
 
     private static let stripeCount = 1024
     /// Bytes counted per entry beyond its JSON (the key, the entry, the bookkeeping).
-    private static let entryOverhead = 160
+    private static let entryOverhead = 200
 
     private let state: Mutex<State>
     /// The most an entry may be served after it was read.
@@ -105,13 +110,13 @@ final class TreeCache: Sendable {
     /// Keeps `user`'s tree at `version`, read after `ticket` was taken, unless a notification for
     /// that user (or for everyone) has arrived since.
     func store(_ user: UserID, version: Int64, json: ByteBuffer, ticket: Ticket) {
-        let entry = Entry(version: version, json: json, storedAt: .now)
+        let entry = Entry(version: version, bytes: Array(json.readableBytesView), storedAt: .now)
         let bytes = state.withLock { state -> Int? in
             guard state.serving, state.generation == ticket.generation,
                 state.stripeGenerations[ticket.stripe] == ticket.stripeGeneration
             else { return nil }
             if let current = state.entries[user], current.version >= version { return nil }
-            state.entries.insert(entry, for: user, cost: json.readableBytes + Self.entryOverhead)
+            state.entries.insert(entry, for: user, cost: entry.bytes.count + Self.entryOverhead)
             return state.entries.cost
         }
         if let bytes { sizeGauge.record(bytes) }
