@@ -271,7 +271,7 @@ struct MigratorTests {
                 #expect(error?.exitCode == 75)
                 #expect(error?.message.contains("more than 0.3 s") == true, "\(error?.message ?? "")")
                 #expect(elapsed >= .milliseconds(250), "waited \(elapsed)")
-                #expect(elapsed < .seconds(3), "waited \(elapsed)")
+                #expect(elapsed < .seconds(15), "waited \(elapsed)")  // gives up, rather than waiting for the holder; generous for a loaded CI machine
                 #expect(try await !database.tableExists("alpha"))
                 #expect(try await !database.tableExists(Migrator.historyTable))
             }
@@ -295,7 +295,7 @@ struct MigratorTests {
                 #expect(error?.code == .lockBusy)
                 #expect(error?.exitCode == 75)
                 #expect(error?.message.contains("0002_alter_alpha.sql") == true, "\(error?.message ?? "")")
-                #expect(elapsed < .seconds(3), "waited \(elapsed)")
+                #expect(elapsed < .seconds(15), "waited \(elapsed)")  // gives up, rather than waiting for the holder; generous for a loaded CI machine
                 #expect(try await database.history().map(\.version) == [1])
             }
             #expect(try await database.scalar("SELECT count(*)::bigint FROM information_schema.columns WHERE table_name = 'alpha' AND column_name = 'note'") == 0)
