@@ -196,7 +196,7 @@ struct TreeCacheAPITests {
 
     @Test("a client ahead of the cache reads PostgreSQL; a writer that does not notify is seen after the maximum age")
     func staleness() async throws {
-        try await APIHarness.with(treeCacheBytes: Self.cacheBytes, treeCacheMaximumAge: .seconds(1)) { harness in
+        try await APIHarness.with(treeCacheBytes: Self.cacheBytes, treeCacheMaximumAge: .seconds(3)) { harness in
             let eve = user("eve")
             try await harness.apply([BadgeMutation(user: eve, path: path("root.a"), operation: .increment(by: 1))])
             let token = try await harness.token("eve")
@@ -211,7 +211,7 @@ struct TreeCacheAPITests {
             #expect(ahead.status == .notModified)
             #expect(ahead.headers[.eTag] == "\"\(cached + 10)\"")
             // Others see it once the cached answer is older than its maximum age.
-            let aged = try await poll(harness, "/v1/users/eve/badges", token: token, within: .seconds(6)) { $0.version != cached }
+            let aged = try await poll(harness, "/v1/users/eve/badges", token: token, within: .seconds(10)) { $0.version != cached }
             #expect(aged.version == cached + 10)
         }
     }
