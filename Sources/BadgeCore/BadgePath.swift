@@ -23,6 +23,19 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     ///
     /// - Throws: ``BadgePathError`` naming the path and the first rule it breaks.
     public init(validating text: String) throws(BadgePathError) {
+        // Almost every path is valid: one pass over the bytes accepts it. Anything else takes the
+        // path below, which names the first rule broken.
+        if let labels = Self.labelsOfValidPath(text) {
+            self.init(labels: labels, rawValue: text)
+            return
+        }
+        self.init(trustedLabels: try Self.checkedLabels(text))
+    }
+
+    /// The labels of `text`, checked rule by rule.
+    ///
+    /// - Throws: ``BadgePathError`` naming the path and the first rule it breaks.
+    static func checkedLabels(_ text: String) throws(BadgePathError) -> [String] {
         if text.isEmpty { throw .empty }
         let parts = text.unicodeScalars.split(separator: ".", omittingEmptySubsequences: false)
         guard let first = parts.first, String(first) == "root" else {
@@ -38,7 +51,44 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
             try Self.check(label: label, position: index + 1, path: text)
             labels.append(label)
         }
-        self.init(trustedLabels: labels)
+        return labels
+    }
+
+    /// The labels of `text` if it is a valid path, checked in one pass over its UTF-8 bytes; nil
+    /// if anything is off (the caller then finds out what).
+    static func labelsOfValidPath(_ text: String) -> [String]? {
+        let bytes = text.utf8
+        var labelCount = 1
+        var labelLength = 0
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "."):
+                if labelLength == 0 { return nil }
+                labelCount += 1
+                labelLength = 0
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "_"):
+                labelLength += 1
+                if labelLength > maximumLabelLength { return nil }
+            default:
+                return nil
+            }
+        }
+        guard labelLength > 0, labelCount - 1 <= maximumDepth, bytes.starts(with: "root".utf8),
+            bytes.count == 4 || bytes[bytes.index(bytes.startIndex, offsetBy: 4)] == UInt8(ascii: ".")
+        else { return nil }
+        var labels: [String] = []
+        labels.reserveCapacity(labelCount)
+        for label in bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false) {
+            labels.append(String(decoding: label, as: UTF8.self))
+        }
+        return labels
+    }
+
+    /// A valid path's labels and text (`labels` joined with dots).
+    private init(labels: [String], rawValue: String) {
+        self.labels = labels
+        self.rawValue = rawValue
     }
 
     /// A path from labels that are known to be valid.

@@ -1,4 +1,4 @@
-import BadgeCore
+@testable import BadgeCore
 import Foundation
 import Testing
 
@@ -162,6 +162,31 @@ struct BadgePathTests {
         #expect(try JSONDecoder().decode([BadgePath].self, from: encoded) == [try path("root.chat")])
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode([BadgePath].self, from: Data(#"["root.*"]"#.utf8))
+        }
+    }
+}
+
+@Suite("BadgePath's one-pass check")
+struct BadgePathFastCheckTests {
+    @Test("accepts exactly what the rule-by-rule check accepts, with the same labels")
+    func agreesWithTheRules() {
+        let alphabet: [String] = ["root", "root", ".", ".", "a", "Z", "9", "_", "chat", "x", "-", " ", "é", "ｒ", "..", "\u{301}", "r", "oot"]
+        var generator = SystemRandomNumberGenerator()
+        var cases = ["", "root", "root.", ".root", "rootx", "root.a", "Root", "root..a", "root.a.", "rooot",
+                     "root." + String(repeating: "a", count: 64), "root." + String(repeating: "a", count: 65),
+                     (["root"] + Array(repeating: "a", count: 16)).joined(separator: "."),
+                     (["root"] + Array(repeating: "a", count: 17)).joined(separator: ".")]
+        for _ in 0..<20_000 {
+            cases.append((0..<Int.random(in: 1...12, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined())
+        }
+        for text in cases {
+            let fast = BadgePath.labelsOfValidPath(text)
+            let rules = try? BadgePath.checkedLabels(text)
+            #expect(fast == rules, "\(text.debugDescription)")
+            if let path = try? BadgePath(validating: text) {
+                #expect(path.rawValue == text)
+                #expect(path.labels == rules)
+            }
         }
     }
 }
