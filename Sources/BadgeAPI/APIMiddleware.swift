@@ -7,9 +7,9 @@ import Synchronization
 /// Turns every error into the JSON error shape, and counts requests per route and status.
 struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
-    /// The methods a path has routes for (empty: an unknown path), so that another method on a
-    /// known path answers 405 with `Allow` rather than 404.
-    let allowedMethods: @Sendable (String) -> [HTTPRequest.Method]
+    /// The router's routes, so that another method on a known path answers 405 with `Allow`
+    /// rather than 404.
+    let routes: RouteTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
@@ -18,31 +18,8 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as APIError {
             response = error.response()
-        } catch let error as HTTPError where error.status == .notFound && !allowedMethods(request.uri.path).isEmpty {
-            let allowed = allowedMethods(request.uri.path).map(\.rawValue).joined(separator: ", ")
-            var headers = HTTPFields()
-            headers[.allow] = allowed
-            response = APIError(
-                .methodNotAllowed, code: "method_not_allowed",
-                message: "\(request.method) is not allowed on \(request.uri.path); use \(allowed)", headers: headers
-            ).response()
         } catch let error as HTTPError {
-            let code: String
-            switch error.status.code {
-            case 404: code = "not_found"
-            case 405: code = "method_not_allowed"
-            case 413: code = "body_too_large"
-            default: code = error.status.code < 500 ? "bad_request" : "internal"
-            }
-            let message: String
-            if error.status == .notFound {
-                message = "no route for \(request.method) \(request.uri.path)"
-            } else if error.status == .contentTooLarge {
-                message = "the request body is too large"
-            } else {
-                message = error.body ?? error.status.reasonPhrase
-            }
-            response = APIError(error.status, code: code, message: message, headers: error.headers).response()
+            response = answer(error, to: request)
         } catch {
             let answer = APIError.from(error)
             if answer.status == .internalServerError {
@@ -57,12 +34,88 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 
+    /// The JSON answer to Hummingbird's own errors; no route for a known path is a wrong method.
+    private func answer(_ error: HTTPError, to request: Request) -> Response {
+        if error.status == .notFound {
+            let allowed = routes.methods(for: request.uri.path)
+            if !allowed.isEmpty {
+                let names = allowed.map(\.rawValue).joined(separator: ", ")
+                var headers = HTTPFields()
+                headers[.allow] = names
+                return APIError(
+                    .methodNotAllowed, code: "method_not_allowed",
+                    message: "\(request.method) is not allowed on \(request.uri.path); use \(names)", headers: headers
+                ).response()
+            }
+        }
+        let code: String
+        switch error.status.code {
+        case 404: code = "not_found"
+        case 405: code = "method_not_allowed"
+        case 413: code = "body_too_large"
+        default: code = error.status.code < 500 ? "bad_request" : "internal"
+        }
+        let message: String
+        if error.status == .notFound {
+            message = "no route for \(request.method) \(request.uri.path)"
+        } else if error.status == .contentTooLarge {
+            message = "the request body is too large"
+        } else {
+            message = error.body ?? error.status.reasonPhrase
+        }
+        return APIError(error.status, code: code, message: message, headers: error.headers).response()
+    }
+
     /// The method as a metrics label: the standard ones by name, any other as "other" (a client
     /// must not be able to make new time series at will).
     static func methodLabel(_ method: HTTPRequest.Method) -> String {
         switch method {
         case .get, .head, .post, .put, .delete, .patch, .options, .trace, .connect: method.rawValue
         default: "other"
+        }
+    }
+}
+
+/// A route: a method, a path pattern (a `:name` segment matches any one segment) and its handler.
+struct APIRoute<Context: RequestContext>: Sendable {
+    var method: HTTPRequest.Method
+    var path: String
+    var handler: @Sendable (Request, Context) async throws -> Response
+
+    init(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, Context) async throws -> Response) {
+        self.method = method
+        self.path = path
+        self.handler = handler
+    }
+}
+
+/// The method and path pattern of every route of a router.
+struct RouteTable: Sendable {
+    private let routes: [(method: HTTPRequest.Method, segments: [Substring])]
+
+    init(_ routes: [(method: HTTPRequest.Method, path: String)]) {
+        self.routes = routes.map { ($0.method, $0.path.split(separator: "/", omittingEmptySubsequences: false)) }
+    }
+
+    /// The methods that have a route for `path`; empty for a path no route has.
+    func methods(for path: String) -> [HTTPRequest.Method] {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        return routes.filter { route in
+            route.segments.count == segments.count
+                && zip(route.segments, segments).allSatisfy { pattern, segment in
+                    pattern.hasPrefix(":") ? !segment.isEmpty : pattern == segment
+                }
+        }.map(\.method)
+    }
+}
+
+extension Router {
+    /// Serves `routes` behind the API middleware, which answers another method on one of their
+    /// paths with 405 and `Allow`.
+    func addAPIRoutes(_ routes: [APIRoute<Context>], logger: Logger) {
+        add(middleware: APIMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
+        for route in routes {
+            on(RouterPath(route.path), method: route.method, use: route.handler)
         }
     }
 }

@@ -52,50 +52,32 @@ public struct BadgeAPI: Sendable {
 
     /// The router with every route.
     public func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
-        let liveView = configuration.liveView
-        router.add(middleware: APIMiddleware(logger: logger, allowedMethods: { Self.allowedMethods(forPath: $0, liveView: liveView) }))
-        router.get("/v1/users/:user/badges") { request, context in try await self.getBadges(request, context) }
-        router.post("/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) }
-        router.get("/v1/users/:user/badges/stream") { request, context in try await self.stream(request, context) }
-        router.post("/v1/events") { request, _ in try await self.publishEvents(request) }
-        if configuration.liveView {
-            router.get("/") { _, _ in
+        var routes: [APIRoute<BasicRequestContext>] = [
+            APIRoute(.get, "/v1/users/:user/badges") { request, context in try await self.getBadges(request, context) },
+            APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) },
+            APIRoute(.get, "/v1/users/:user/badges/stream") { request, context in try await self.stream(request, context) },
+            APIRoute(.post, "/v1/events") { request, _ in try await self.publishEvents(request) },
+            APIRoute(.get, "/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") },
+            APIRoute(.get, "/readyz") { _, _ in await self.readiness() },
+            APIRoute(.get, "/metrics") { _, _ in try self.metricsPage() },
+            APIRoute(.get, "/openapi.yaml") { _, _ in
                 var headers = HTTPFields()
-                headers[.contentType] = "text/html; charset=utf-8"
-                headers[.cacheControl] = "no-store"
-                return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: LiveView.html)))
-            }
+                headers[.contentType] = "application/yaml; charset=utf-8"
+                return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+            },
+        ]
+        if configuration.liveView {
+            routes.append(
+                APIRoute(.get, "/") { _, _ in
+                    var headers = HTTPFields()
+                    headers[.contentType] = "text/html; charset=utf-8"
+                    headers[.cacheControl] = "no-store"
+                    return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: LiveView.html)))
+                })
         }
-        router.get("/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") }
-        router.get("/readyz") { _, _ in await self.readiness() }
-        router.get("/metrics") { _, _ in try self.metricsPage() }
-        router.get("/openapi.yaml") { _, _ in
-            var headers = HTTPFields()
-            headers[.contentType] = "application/yaml; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
-        }
+        let router = Router(context: BasicRequestContext.self)
+        router.addAPIRoutes(routes, logger: logger)
         return router
-    }
-
-    /// The methods `path` has routes for; empty for a path with none.
-    static func allowedMethods(forPath path: String, liveView: Bool) -> [HTTPRequest.Method] {
-        switch path {
-        case "/healthz", "/readyz", "/metrics", "/openapi.yaml": return [.get]
-        case "/v1/events": return [.post]
-        case "/": return liveView ? [.get] : []
-        default: break
-        }
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard segments.count >= 5, segments[0].isEmpty, segments[1] == "v1", segments[2] == "users", !segments[3].isEmpty,
-            segments[4] == "badges"
-        else { return [] }
-        switch segments.count {
-        case 5: return [.get]
-        case 6 where segments[5] == "clear": return [.post]
-        case 6 where segments[5] == "stream": return [.get]
-        default: return []
-        }
     }
 
     /// An application serving `makeRouter()` on the configured address, running `services`

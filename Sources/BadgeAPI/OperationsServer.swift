@@ -9,9 +9,11 @@ public enum OperationsServer {
     /// A service serving the two routes on `host:port`.
     public static func make(host: String = "0.0.0.0", port: Int, registry: PrometheusCollectorRegistry, logger: Logger) -> any Service {
         let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: APIMiddleware(logger: logger) { path in path == "/healthz" || path == "/metrics" ? [.get] : [] })
-        router.get("/healthz") { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") }
-        router.get("/metrics") { _, _ in BadgeAPI.metricsResponse(registry) }
+        router.addAPIRoutes(
+            [
+                APIRoute(.get, "/healthz") { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") },
+                APIRoute(.get, "/metrics") { _, _ in BadgeAPI.metricsResponse(registry) },
+            ], logger: logger)
         return Application(
             router: router,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
