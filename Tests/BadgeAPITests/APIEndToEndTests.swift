@@ -242,7 +242,7 @@ struct APIEndToEndTests {
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/live_view_check.py")
             let event = #"{"id":"browser-1","op":"incr","user":"lena","path":"root.chat.c42","by":7}"#
             let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-live-view.png").path
-            let (status, output) = try await Self.runProgram(
+            let (status, output) = try await ChildProcess.run(
                 "/usr/bin/python3",
                 [
                     script.path, "http://127.0.0.1:\(port)/?user=lena&token=\(token)", "http://127.0.0.1:\(port)/v1/events", admin, event,
@@ -250,28 +250,6 @@ struct APIEndToEndTests {
                 ])
             #expect(status == 0, "\(output)")
             #expect(output.contains(#""ok": true"#), "\(output)")
-        }
-    }
-
-    /// Runs a program to its end (off the cooperative pool) and returns its status and stdout.
-    static func runProgram(_ path: String, _ arguments: [String]) async throws -> (Int32, String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let process = Process()
-                    process.executableURL = URL(fileURLWithPath: path)
-                    process.arguments = arguments
-                    let output = Pipe()
-                    process.standardOutput = output
-                    process.standardError = FileHandle.nullDevice
-                    try process.run()
-                    let data = output.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    continuation.resume(returning: (process.terminationStatus, String(decoding: data, as: UTF8.self)))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
         }
     }
 

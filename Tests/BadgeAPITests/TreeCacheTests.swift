@@ -1,5 +1,6 @@
 import BadgeCore
 import BadgeStore
+import BadgeTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -16,7 +17,7 @@ struct BoundedCacheTests {
     @Test("random inserts and removals agree with a plain model: contents, total cost, oldest evicted first")
     func againstModel() {
         for seed in UInt64(1)...UInt64(20) {
-            var generator = SeededGenerator(seed: seed)
+            var generator = SeededRandom(seed: seed)
             let budget = Int.random(in: 5...60, using: &generator)
             var cache = BoundedCache<Int, Int>(budget: budget)
             // The model: insertion order of live keys, their values and costs.
@@ -285,18 +286,5 @@ struct TreeCacheAPITests {
                 #expect(try await harness.get("/v1/users/hal/badges", token: token).tree().version == stored.version)
             }
         }
-    }
-}
-
-/// A small deterministic generator (SplitMix64), for reproducible random tests.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

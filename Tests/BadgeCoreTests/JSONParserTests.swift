@@ -1,19 +1,7 @@
 @testable import BadgeCore
+import BadgeTestSupport
 import Foundation
 import Testing
-
-/// A small seeded generator (SplitMix64), so that failures repeat.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
-    }
-}
 
 /// The parser's value for `text`, or nil if it rejected it.
 private func parsed(_ text: String) -> JSONValue? {
@@ -119,7 +107,7 @@ struct JSONParserTests {
 
     @Test("agrees with Foundation on thousands of random and mutated documents")
     func differential() {
-        var generator = SeededGenerator(state: 0x5EED_0001)
+        var generator = SeededRandom(seed: 0x5EED_0001)
         var documents: [[UInt8]] = []
         let seeds = [
             #"{"id": "9f1c", "op": "incr", "user": "u42", "path": "root.chat.c7", "by": 1}"#,
@@ -193,7 +181,7 @@ struct JSONParserTests {
 
     private static let alphabet = Array(#"{}[]:,"\ /0123456789.eE+-ntfrulasbxuDdcC"#.utf8) + [0, 0x09, 0x0A, 0x1F, 0x7F]
 
-    private static func mutate(_ base: [UInt8], using generator: inout SeededGenerator) -> [UInt8] {
+    private static func mutate(_ base: [UInt8], using generator: inout SeededRandom) -> [UInt8] {
         var bytes = base
         for _ in 0..<Int.random(in: 1...3, using: &generator) {
             let position = bytes.isEmpty ? 0 : Int.random(in: 0..<bytes.count, using: &generator)
@@ -213,7 +201,7 @@ struct JSONParserTests {
         return bytes
     }
 
-    private static func space(using generator: inout SeededGenerator) -> String {
+    private static func space(using generator: inout SeededRandom) -> String {
         ["", "", "", " ", "\n", "\t ", "\r\n"].randomElement(using: &generator) ?? ""
     }
 
@@ -229,7 +217,7 @@ struct JSONParserTests {
         #"\uD83D\uDE00"#, #"\ud800"#, #"\b\f\r\t"#, #"\u0000"#, "e\u{301}", #"\u00E9"#,
     ]
 
-    private static func randomDocument(depth: Int, using generator: inout SeededGenerator) -> String {
+    private static func randomDocument(depth: Int, using generator: inout SeededRandom) -> String {
         let choice = depth > 4 ? Int.random(in: 0..<5, using: &generator) : Int.random(in: 0..<8, using: &generator)
         switch choice {
         case 0: return ["true", "false", "null"].randomElement(using: &generator) ?? "null"

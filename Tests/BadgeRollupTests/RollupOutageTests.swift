@@ -21,7 +21,7 @@ struct RollupOutageTests {
                 try await fixture.ingest([BadgeMutation(user: alice, path: path("root.inbox.a"), operation: .set(count: 1, icon: nil))])
                 try await fixture.waitForEmptyQueue()
 
-                try await Outage.begin(fixture.database)
+                try await fixture.database.beginOutage()
                 do {
                     let before = service.failedTransactions
                     try await Task.sleep(for: .seconds(6))
@@ -31,10 +31,10 @@ struct RollupOutageTests {
                     #expect(failures >= 3, "the workers never noticed the database went away")
                     #expect(failures <= 45, "\(failures) failed transactions in 6 s")
                 } catch {
-                    try? await Outage.end(fixture.database)
+                    try? await fixture.database.endOutage()
                     throw error
                 }
-                try await Outage.end(fixture.database)
+                try await fixture.database.endOutage()
 
                 try await fixture.ingest([BadgeMutation(user: alice, path: path("root.inbox.b"), operation: .set(count: 2, icon: nil))])
                 try await fixture.waitForEmptyQueue()
@@ -52,7 +52,7 @@ struct RollupOutageTests {
                 configuration: ServiceGroupConfiguration(
                     services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: TestServer.logger))
             let running = Task { try await group.run() }
-            try await Outage.begin(fixture.database)
+            try await fixture.database.beginOutage()
             do {
                 // After 7 s of failures every loop is in a pause of 3.2 s or 5 s.
                 try await Task.sleep(for: .seconds(7))
@@ -65,41 +65,10 @@ struct RollupOutageTests {
             } catch {
                 await group.triggerGracefulShutdown()
                 _ = try? await running.value
-                try? await Outage.end(fixture.database)
+                try? await fixture.database.endOutage()
                 throw error
             }
-            try await Outage.end(fixture.database)
-        }
-    }
-}
-
-/// Makes a test database go away (sessions ended, new ones refused) and come back.
-enum Outage {
-    static func begin(_ database: TestDatabase) async throws {
-        try await allowConnections(false, database)
-        let admin = PGPool(configuration: PGConfiguration(connectionString: database.adminURL), maximumConnections: 1, logger: TestServer.logger)
-        defer { admin.close() }
-        try await admin.withConnection { connection in
-            try connection.query(
-                PGStatement(
-                    "test.terminate_sessions",
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-                    prepared: false),
-                [database.name])
-        }
-    }
-
-    static func end(_ database: TestDatabase) async throws {
-        try await allowConnections(true, database)
-    }
-
-    private static func allowConnections(_ allowed: Bool, _ database: TestDatabase) async throws {
-        let admin = PGPool(configuration: PGConfiguration(connectionString: database.adminURL), maximumConnections: 1, logger: TestServer.logger)
-        defer { admin.close() }
-        // The name is made of [a-z0-9_] only, so it is safe as an identifier.
-        let script = "ALTER DATABASE \(database.name) WITH ALLOW_CONNECTIONS \(allowed)"
-        try await admin.withConnection { connection in
-            try connection.execute(script: script, name: "test.allow_connections")
+            try await fixture.database.endOutage()
         }
     }
 }

@@ -12,8 +12,6 @@ struct PGListenerOutageTests {
     @Test("a database that refuses connections is retried with growing pauses; the listener comes back when it accepts again")
     func refusedThenBack() async throws {
         let database = try await TestDatabase.create(prefix: "listen")
-        let admin = PGPool(configuration: PGConfiguration(connectionString: database.adminURL), maximumConnections: 1, logger: TestServer.logger)
-        defer { admin.close() }
         do {
             let channel = "reddot_outage_\(UInt32.random(in: 0...UInt32.max))"
             let warnings = WarningCount()
@@ -28,8 +26,7 @@ struct PGListenerOutageTests {
             #expect(try await events.waitFor(connections: 1, seconds: 30))
 
             // The database goes away: its sessions end and new ones are refused.
-            try await setAllowConnections(false, database, admin: admin)
-            try await terminateSessions(of: database, admin: admin)
+            try await database.beginOutage()
             let before = warnings.value
             try await Task.sleep(for: .seconds(6))
             let attempts = warnings.value - before
@@ -40,7 +37,7 @@ struct PGListenerOutageTests {
             #expect(events.connections == 1)
 
             // The database is back: the listener reconnects by itself and receives again.
-            try await setAllowConnections(true, database, admin: admin)
+            try await database.endOutage()
             #expect(try await events.waitFor(connections: 2, seconds: 30))
             let sender = PGPool(configuration: database.configuration, maximumConnections: 1, logger: TestServer.logger)
             defer { sender.close() }
@@ -49,7 +46,7 @@ struct PGListenerOutageTests {
             }
             #expect(try await events.waitFor(payload: "back", seconds: 30))
         } catch {
-            _ = try? await setAllowConnections(true, database, admin: admin)
+            _ = try? await database.endOutage()
             await database.drop()
             throw error
         }
@@ -103,25 +100,6 @@ struct PGListenerOutageTests {
             delivered = try await events.waitFor(payload: "settled-\(attempt)", seconds: 1)
         }
         #expect(delivered)
-    }
-
-    private func setAllowConnections(_ allowed: Bool, _ database: TestDatabase, admin: PGPool) async throws {
-        // The name is made of [a-z0-9_] only, so it is safe as an identifier.
-        let script = "ALTER DATABASE \(database.name) WITH ALLOW_CONNECTIONS \(allowed)"
-        try await admin.withConnection { connection in
-            try connection.execute(script: script, name: "test.allow_connections")
-        }
-    }
-
-    private func terminateSessions(of database: TestDatabase, admin: PGPool) async throws {
-        try await admin.withConnection { connection in
-            try connection.query(
-                PGStatement(
-                    "test.terminate_sessions",
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-                    prepared: false),
-                [database.name])
-        }
     }
 }
 

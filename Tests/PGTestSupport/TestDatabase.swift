@@ -93,3 +93,35 @@ public struct TestSetupError: Error, CustomStringConvertible {
     /// Creates the error.
     public init(_ description: String) { self.description = description }
 }
+
+extension TestDatabase {
+    /// The database goes away: new sessions are refused and its sessions are ended.
+    public func beginOutage() async throws {
+        try await allowConnections(false)
+        try await admin { connection in
+            try connection.query(
+                PGStatement(
+                    "test.terminate_sessions",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    prepared: false),
+                [name])
+        }
+    }
+
+    /// The database accepts sessions again.
+    public func endOutage() async throws {
+        try await allowConnections(true)
+    }
+
+    private func allowConnections(_ allowed: Bool) async throws {
+        // The name is made of [a-z0-9_] only, so it is safe as an identifier.
+        let script = "ALTER DATABASE \(name) WITH ALLOW_CONNECTIONS \(allowed)"
+        try await admin { connection in try connection.execute(script: script, name: "test.allow_connections") }
+    }
+
+    private func admin(_ body: @escaping @Sendable (PGConnection) throws -> Void) async throws {
+        let pool = PGPool(configuration: PGConfiguration(connectionString: adminURL), maximumConnections: 1, logger: TestServer.logger)
+        defer { pool.close() }
+        try await pool.withConnection(body)
+    }
+}

@@ -87,24 +87,6 @@ struct DevTourTests {
 
     /// Runs a script with bash -e -o pipefail in `folder`; returns the status and stdout + stderr.
     static func bash(_ script: String, in folder: URL) async throws -> (Int32, String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let process = Process()
-                    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-                    process.arguments = ["-e", "-o", "pipefail", "-c", script]
-                    process.currentDirectoryURL = folder
-                    let output = Pipe()
-                    process.standardOutput = output
-                    process.standardError = output
-                    try process.run()
-                    let data = output.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    continuation.resume(returning: (process.terminationStatus, String(decoding: data, as: UTF8.self)))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
+        try await ChildProcess.run("/bin/bash", ["-e", "-o", "pipefail", "-c", script], in: folder, mergingStandardError: true)
     }
 }
