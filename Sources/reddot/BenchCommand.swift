@@ -17,12 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "ingest",
             abstract: "Measure ingest end to end (Kafka → PostgreSQL) against the plain batched upsert of the same rows.",
-            discussion: """
-                Nothing touches real data. The bench creates a scratch database reddot_bench_<random> \
-                on the server of --database-url (so that role needs CREATEDB), migrates it with the \
-                real migrations, runs everything there and drops it at the end (unless --keep). An \
-                interrupted bench leaves its scratch database behind: drop it by hand.
-
+            discussion: BenchScratchOptions.discussion + """
                 Kafka: by default an in-process librdkafka mock cluster with a fresh topic of \
                 --partitions partitions. That broker keeps only about the last 5 MB of each \
                 partition, so ingest is started first and the producer never runs more than about \
@@ -91,18 +86,7 @@ struct BenchCommand: AsyncParsableCommand {
         @Flag(help: "Use the in-process mock Kafka cluster (the default unless --brokers is given).")
         var mock = false
 
-        @Flag(help: "Keep the scratch database (its name is printed).")
-        var keep = false
-
-        @Flag(help: "Print the report as JSON on stdout.")
-        var json = false
-
-        @Option(
-            name: .customLong("migrations"),
-            help: ArgumentHelp(
-                "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else as 'reddot migrate' finds it.",
-                valueName: "dir"))
-        var migrationsDirectory: String?
+        @OptionGroup var scratchSettings: BenchScratchOptions
 
         func validate() throws {
             guard events >= 1 else { throw ValidationError("--events takes a number ≥ 1") }
@@ -120,16 +104,16 @@ struct BenchCommand: AsyncParsableCommand {
             let runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let useMock = kafka.brokerList == nil
 
-            let files = try BenchScratch.migrations(migrationsDirectory)
+            let files = try BenchScratch.migrations(scratchSettings.migrationsDirectory)
 
             let report = try await BenchScratch.run(
-                runID: runID, server: database.configuration(), applicationName: "reddot-bench-ingest", migrations: files, keep: keep,
+                runID: runID, server: database.configuration(), applicationName: "reddot-bench-ingest", migrations: files, keep: scratchSettings.keep,
                 logger: logger
             ) { scratch, scratchName, serverVersion in
                 try await measure(
                     scratch: scratch, scratchName: scratchName, runID: runID, useMock: useMock, serverVersion: serverVersion, logger: logger)
             }
-            try BenchScratch.print(report, text: report.text, json: json)
+            try BenchScratch.print(report, text: report.text, json: scratchSettings.json)
             if !report.verified {
                 throw fail("events were lost: \(report.verification)", code: ExitCodes.failure)
             }
@@ -167,7 +151,7 @@ struct BenchCommand: AsyncParsableCommand {
             return BenchReport(
                 settings: settings, workload: workload, ingest: ingest, upsert: upsert, breakdown: breakdown,
                 kafka: useMock ? "mock cluster (in-process)" : "brokers \(kafka.brokers)",
-                postgresql: serverVersion, database: scratchName, kept: keep)
+                postgresql: serverVersion, database: scratchName, kept: scratchSettings.keep)
         }
 
         private func progress(_ message: String) {
@@ -220,6 +204,32 @@ struct BenchCommand: AsyncParsableCommand {
 /// The scratch database of one bench run: created on the server of `--database-url`, migrated
 /// with the real migrations, dropped afterwards unless `--keep`. Failures become exit codes with
 /// a sentence.
+/// The settings of the scratch database every bench runs in, and how its report is printed.
+struct BenchScratchOptions: ParsableArguments {
+    /// The opening paragraph of every bench's help.
+    static let discussion = """
+        Nothing touches real data. The bench creates a scratch database reddot_bench_<random> \
+        on the server of --database-url (so that role needs CREATEDB), migrates it with the \
+        real migrations, runs everything there and drops it at the end (unless --keep). An \
+        interrupted bench leaves its scratch database behind: drop it by hand.
+
+
+        """
+
+    @Flag(help: "Keep the scratch database (its name is printed).")
+    var keep = false
+
+    @Flag(help: "Print the report as JSON on stdout.")
+    var json = false
+
+    @Option(
+        name: .customLong("migrations"),
+        help: ArgumentHelp(
+            "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else as 'reddot migrate' finds it.",
+            valueName: "dir"))
+    var migrationsDirectory: String?
+}
+
 enum BenchScratch {
     /// The migration files of `directory` (else where `reddot migrate` finds them).
     static func migrations(_ directory: String?) throws -> [MigrationFile] {

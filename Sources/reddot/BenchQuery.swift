@@ -20,12 +20,7 @@ extension BenchCommand {
         static let configuration = CommandConfiguration(
             commandName: "query",
             abstract: "Measure tree reads over HTTP against pgbench running the store's own tree query.",
-            discussion: """
-                Nothing touches real data. The bench creates a scratch database reddot_bench_<random> \
-                on the server of --database-url (so that role needs CREATEDB), migrates it with the \
-                real migrations, runs everything there and drops it at the end (unless --keep). An \
-                interrupted bench leaves its scratch database behind: drop it by hand.
-
+            discussion: BenchScratchOptions.discussion + """
                 Load: --users users named by number (0, 1, …), each with the same 20 nodes \
                 (root.chat.direct.d0…d5, root.chat.group.g0…g3, root.promotion.p0…p4, root.feed.like, \
                 .comment, .follow, .mention, root.system.update) set to a count of 1-9 drawn from \
@@ -126,18 +121,7 @@ extension BenchCommand {
         @Option(name: .customLong("pgbench"), help: ArgumentHelp("The pgbench executable.", valueName: "path"))
         var pgbenchPath: String?
 
-        @Flag(help: "Keep the scratch database (its name is printed).")
-        var keep = false
-
-        @Flag(help: "Print the report as JSON on stdout.")
-        var json = false
-
-        @Option(
-            name: .customLong("migrations"),
-            help: ArgumentHelp(
-                "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else as 'reddot migrate' finds it.",
-                valueName: "dir"))
-        var migrationsDirectory: String?
+        @OptionGroup var scratchSettings: BenchScratchOptions
 
         func validate() throws {
             guard users >= 1, users <= 100_000_000 else { throw ValidationError("--users takes 1…100000000") }
@@ -159,7 +143,7 @@ extension BenchCommand {
             let logger = try LoggingSetup.logger(label: "reddot.bench", levelText: database.logLevel, defaultLevel: .warning)
             let runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
 
-            let files = try BenchScratch.migrations(migrationsDirectory)
+            let files = try BenchScratch.migrations(scratchSettings.migrationsDirectory)
             let pgbench: PGBench
             do {
                 pgbench = try await onThread(named: "reddot.bench.pgbench") { [pgbenchPath] in try PGBench.locate(pgbenchPath) }
@@ -168,7 +152,7 @@ extension BenchCommand {
             }
 
             let report = try await BenchScratch.run(
-                runID: runID, server: database.configuration(), applicationName: "reddot-bench-query", migrations: files, keep: keep,
+                runID: runID, server: database.configuration(), applicationName: "reddot-bench-query", migrations: files, keep: scratchSettings.keep,
                 logger: logger
             ) { scratch, scratchName, serverVersion in
                 let settings = QueryBenchmark.Settings(
@@ -177,9 +161,9 @@ extension BenchCommand {
                     duration: duration, warmup: warmup, loadBatchUsers: loadBatchUsers, loadWriters: loadWriters, seed: seed,
                     database: scratch, databaseName: scratchName)
                 let benchmark = QueryBenchmark(settings: settings, pgbench: pgbench, logger: logger)
-                return try await benchmark.run(postgresql: serverVersion, database: scratchName, kept: keep)
+                return try await benchmark.run(postgresql: serverVersion, database: scratchName, kept: scratchSettings.keep)
             }
-            try BenchScratch.print(report, text: report.text, json: json)
+            try BenchScratch.print(report, text: report.text, json: scratchSettings.json)
             if report.httpErrors > 0 || report.pgbenchFailed > 0 {
                 throw fail(
                     "\(report.httpErrors) HTTP errors, \(report.pgbenchFailed) failed pgbench transactions\(report.firstError.map { ": \($0)" } ?? "")",
