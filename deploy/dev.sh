@@ -11,6 +11,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 say() { echo "dev.sh: $*" >&2; }
+# shellcheck source=deploy/packages.sh
+. deploy/packages.sh
 
 # --- 1. system packages -------------------------------------------------------------------
 missing=()
@@ -19,16 +21,7 @@ pkg-config --exists libpq 2>/dev/null || missing+=(libpq-dev)
 pkg-config --exists rdkafka 2>/dev/null || missing+=(librdkafka-dev)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"
-    exit 1
-  fi
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_missing "${missing[@]}"
 # Debian's postgresql package starts a system cluster on 5432; RedDot dev runs its own and
 # leaves that one alone.
 

@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 root_dir=$(pwd)
 
 say() { printf '[test.sh] %s\n' "$*" >&2; }
+# shellcheck source=deploy/packages.sh
+. deploy/packages.sh
 
 # --- 1. system packages -------------------------------------------------------------------
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
@@ -36,14 +38,7 @@ command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3-yaml)
 if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    say "missing packages: ${missing[*]}; run as root once, or: sudo apt-get install -y ${missing[*]}"
-    exit 1
-  fi
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  install_missing "${missing[@]}"
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 fi
 command -v swift >/dev/null 2>&1 || { say "swift is not on PATH"; exit 1; }
