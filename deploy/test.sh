@@ -140,4 +140,9 @@ if [ -n "$warnings" ]; then
 fi
 say "checking deploy/ (deploy/lint.sh)"
 REDDOT_BIN="$root_dir/.build/debug/reddot" bash "$root_dir/deploy/lint.sh" >&2
-swift test --skip-build "$@"
+# The suite's output is long and CI keeps only its end, so a failure is summed up last.
+test_log="$work/test.log"
+if swift test --skip-build "$@" 2>&1 | tee "$test_log"; then exit 0; fi
+say "swift test failed; the issues it recorded:"
+grep -E -A 8 'recorded an issue|error: |Fatal error|Test .* failed' "$test_log" | grep -v 'warning reddot' | tail -n 80 >&2 || true
+exit 1

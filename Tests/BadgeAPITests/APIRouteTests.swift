@@ -131,7 +131,7 @@ struct APIRouteTests {
             let woken = try await waiting
             #expect(woken.status == .ok)
             #expect(try woken.tree().tree?.count == 5)
-            #expect(ContinuousClock.now - changedAt < .seconds(1))
+            #expect(ContinuousClock.now - changedAt < .seconds(5))  // long before its 10 s wait, even on a loaded machine
         }
     }
 

@@ -218,7 +218,9 @@ struct PublishTests {
                 "reddot: cannot reach Kafka at 127.0.0.1:1: the event was not delivered within message.timeout.ms (2000 ms)"),
             "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
-        #expect(ContinuousClock.now - started < .seconds(15))
+        // About 3 s alone; up to 16 s was seen with the whole suite on a loaded machine. The
+        // bound tells the delivery timeout given from librdkafka's default of 300 s.
+        #expect(ContinuousClock.now - started < .seconds(50))
     }
 
     // MARK: - the JSON Schema
