@@ -49,22 +49,31 @@ public struct BadgeNode: Hashable, Sendable {
             return nil
         }
         let deepest = depth.map { path.depth + max($0, 0) }
-        var childrenOf: [BadgePath: [BadgePath]] = [:]
-        for candidate in aggregates.keys where candidate.depth > path.depth && candidate.isWithin(path) {
+        // Sorted by path, a node's descendants directly follow it (`.` sorts below every label
+        // character), so one pass with a stack of open nodes builds the tree.
+        var below: [(path: BadgePath, aggregate: BadgeAggregate)] = []
+        below.reserveCapacity(aggregates.count)
+        for (candidate, candidateAggregate) in aggregates where candidate.depth > path.depth && candidate.isWithin(path) {
             if let deepest, candidate.depth > deepest { continue }
-            if let parent = candidate.parent {
-                childrenOf[parent, default: []].append(candidate)
-            }
+            below.append((candidate, candidateAggregate))
         }
-        func node(_ nodePath: BadgePath, _ aggregate: BadgeAggregate) -> BadgeNode {
-            let children = (childrenOf[nodePath] ?? []).sorted().compactMap { child in
-                aggregates[child].map { node(child, $0) }
-            }
-            return BadgeNode(
-                path: nodePath, shown: true, count: aggregate.count, text: display.text(for: aggregate.count),
-                icon: aggregate.icon, children: children)
+        below.sort { $0.path < $1.path }
+        var open = [BadgeNode(path: path, shown: true, count: aggregate.count, text: display.text(for: aggregate.count), icon: aggregate.icon)]
+        func closeInnermost() {
+            let closed = open.removeLast()
+            open[open.count - 1].children.append(closed)
         }
-        return node(path, aggregate)
+        for (candidate, candidateAggregate) in below {
+            while open.count > 1, !candidate.isWithin(open[open.count - 1].path) { closeInnermost() }
+            // A node whose parent is missing is not reachable, nor is anything below it.
+            guard candidate.depth == open[open.count - 1].path.depth + 1 else { continue }
+            open.append(
+                BadgeNode(
+                    path: candidate, shown: true, count: candidateAggregate.count,
+                    text: display.text(for: candidateAggregate.count), icon: candidateAggregate.icon))
+        }
+        while open.count > 1 { closeInnermost() }
+        return open[0]
     }
 }
 

@@ -1,4 +1,5 @@
 import BadgeCore
+import BadgeTestSupport
 import Foundation
 import Testing
 
@@ -195,6 +196,40 @@ struct BadgeTreeTests {
             BadgeNode.build(aggregates: subset, at: try path("root.chat"), depth: nil, display: BadgeDisplay()))
         #expect(node.count == 2)
         #expect(node.children.map(\.path.rawValue) == ["root.chat.c7"])
+    }
+
+    @Test("build gives the tree of the plain definition for random maps, subtrees and depths, missing parents included")
+    func buildMatchesDefinition() throws {
+        // The definition: a node's children are the map's paths whose parent it is, in path
+        // order, down to the depth limit; a path whose parent is missing is unreachable.
+        func reference(_ aggregates: [BadgePath: BadgeAggregate], _ nodePath: BadgePath, levels: Int?) -> BadgeNode? {
+            guard let aggregate = aggregates[nodePath] else { return nil }
+            let children =
+                levels == 0
+                ? [] : aggregates.keys.filter { $0.parent == nodePath }.sorted().compactMap { reference(aggregates, $0, levels: levels.map { $0 - 1 }) }
+            return BadgeNode(
+                path: nodePath, shown: true, count: aggregate.count, text: BadgeDisplay().text(for: aggregate.count),
+                icon: aggregate.icon, children: children)
+        }
+        var random = SeededRandom(seed: 7)
+        let labels = ["a", "b", "a0", "a_", "B", "ab"]
+        for _ in 0..<2_000 {
+            var aggregates: [BadgePath: BadgeAggregate] = [:]
+            for _ in 0..<Int.random(in: 0...30, using: &random) {
+                let depth = Int.random(in: 0...4, using: &random)
+                let nodeLabels = ["root"] + (0..<depth).map { _ in labels.randomElement(using: &random)! }
+                aggregates[try path(nodeLabels.joined(separator: "."))] = BadgeAggregate(
+                    count: Int64.random(in: 0...120, using: &random), icon: nil)
+            }
+            let at = aggregates.keys.randomElement(using: &random) ?? .root
+            let depth: Int? = Bool.random(using: &random) ? nil : Int.random(in: -1...3, using: &random)
+            let built = BadgeNode.build(aggregates: aggregates, at: at, depth: depth, display: BadgeDisplay())
+            let expected =
+                aggregates[at] == nil && at == .root
+                ? BadgeNode(path: .root, shown: false, count: 0, text: nil, icon: nil)
+                : reference(aggregates, at, levels: depth.map { max($0, 0) })
+            #expect(built == expected, "at \(at), depth \(String(describing: depth)), paths \(aggregates.keys.sorted())")
+        }
     }
 
     @Test("JSON shape: exact keys, explicit nulls, nested children")
