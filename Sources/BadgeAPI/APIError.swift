@@ -73,6 +73,8 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
             switch error.code {
             case .connectionFailed, .connectionLost, .poolClosed, .cancelled:
                 return unavailable("the database is unavailable; try again shortly")
+            case .timedOut:
+                return unavailable("the database did not answer in time; try again shortly")
             default:
                 if error.sqlState == "57014" || error.sqlState?.hasPrefix("08") == true || error.sqlState == "57P01"
                     || error.sqlState == "57P03" || error.sqlState == "53300"

@@ -335,8 +335,12 @@ public struct BadgeAPI: Sendable {
     /// Runs `body` on a pooled connection; a database that does not answer within the
     /// configured timeout gives 503 instead of a hang.
     func database<T: Sendable>(_ body: @escaping @Sendable (PGConnection) throws -> T) async throws -> T {
-        let pool = store.pool
-        return try await withDeadline { try await pool.withConnection(body) }
+        // The pool's deadline costs no task and no timer per request (withDeadline costs both).
+        do {
+            return try await store.pool.withConnection(deadline: .now + configuration.databaseTimeout, body)
+        } catch {
+            throw APIError.from(error)
+        }
     }
 
     func withDeadline<T: Sendable>(

@@ -17,6 +17,9 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code("cancelled")
         /// A result value could not be decoded into the requested Swift type.
         public static let decoding = Code("decoding")
+        /// A deadline passed first (`PGPool.withConnection(deadline:)`): no connection was free or
+        /// could be opened in time, or the statement was still running (it is cancelled).
+        public static let timedOut = Code("timedOut")
         /// The pool was shut down.
         public static let poolClosed = Code("poolClosed")
         /// Anything else libpq reported (out of memory, protocol errors).

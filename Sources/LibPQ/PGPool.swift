@@ -25,6 +25,20 @@ public final class PGPool: Sendable {
     private struct Waiter {
         let id: UInt64
         let continuation: CheckedContinuation<Grant, any Error>
+        /// The `PGDeadlines` id of its deadline, if it has one.
+        let deadlineID: UInt64?
+
+        /// Hands it `grant` (its deadline no longer applies).
+        func resume(_ grant: Grant) {
+            if let deadlineID { PGDeadlines.shared.disarm(deadlineID) }
+            continuation.resume(returning: grant)
+        }
+
+        /// Fails it with `error`.
+        func resume(throwing error: any Error) {
+            if let deadlineID { PGDeadlines.shared.disarm(deadlineID) }
+            continuation.resume(throwing: error)
+        }
     }
 
     /// What `acquire` was given: an idle connection, or the right to open a new one.
@@ -51,28 +65,54 @@ public final class PGPool: Sendable {
 
     /// Leases a connection to `body`, which runs on the connection's own thread.
     ///
+    /// With a `deadline`, the call gives up when it passes, with `PGError` `.timedOut`: while
+    /// waiting for a free connection, while opening one, or while `body` runs. A running statement
+    /// is then cancelled on the server; the connection goes back to the pool (or is closed) when
+    /// `body` has returned, even if the server never answers the cancel. A deadline is checked
+    /// every 50 ms.
+    ///
     /// - Throws: whatever `body` throws; `PGError` `.connectionFailed` when no connection can be
-    ///   opened; `.poolClosed` after `close()`; `CancellationError` when cancelled while waiting.
+    ///   opened; `.timedOut` when the deadline passed first; `.poolClosed` after `close()`;
+    ///   `CancellationError` when cancelled while waiting.
     @discardableResult
     public func withConnection<T: Sendable>(
-        _ body: @escaping @Sendable (PGConnection) throws -> T
+        deadline: ContinuousClock.Instant? = nil, _ body: @escaping @Sendable (PGConnection) throws -> T
     ) async throws -> T {
-        let entry = try await acquire()
+        let entry = try await acquire(deadline: deadline)
         entry.connection.resetCancellation()
         if Task.isCancelled {
             release(entry)
             throw CancellationError()
         }
+        // Cancels the statement only while `body` runs: once it has returned, the connection may
+        // already be leased again.
+        let running = Mutex(true)
+        let cancelWhileRunning: @Sendable () -> Void = {
+            running.withLock { isRunning in
+                if isRunning { entry.connection.cancel() }
+            }
+        }
         let outcome: Result<T, any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
+                let once = PGResumeOnce(continuation)
+                let deadlineID = deadline.map { deadline in
+                    PGDeadlines.shared.arm(deadline) {
+                        if once.resume(.failure(PGError(code: .timedOut, message: "the database did not answer in time"))) {
+                            cancelWhileRunning()
+                        }
+                    }
+                }
                 entry.queue.async {
-                    continuation.resume(returning: Result { try body(entry.connection) })
+                    let result = Result { try body(entry.connection) }
+                    running.withLock { $0 = false }
+                    if let deadlineID { PGDeadlines.shared.disarm(deadlineID) }
+                    self.release(entry)
+                    once.resume(result)
                 }
             }
         } onCancel: {
-            entry.connection.cancel()
+            cancelWhileRunning()
         }
-        release(entry)
         return try outcome.get()
     }
 
@@ -101,7 +141,7 @@ public final class PGPool: Sendable {
         }
         for entry in idle { entry.queue.async { entry.connection.close() } }
         for waiter in waiters {
-            waiter.continuation.resume(throwing: PGError(code: .poolClosed, message: "the connection pool is closed"))
+            waiter.resume(throwing: PGError(code: .poolClosed, message: "the connection pool is closed"))
         }
     }
 
@@ -117,7 +157,7 @@ public final class PGPool: Sendable {
         state.withLock { ($0.open, $0.idle.count, $0.waiters.count) }
     }
 
-    private func acquire() async throws -> Entry {
+    private func acquire(deadline: ContinuousClock.Instant?) async throws -> Entry {
         try Task.checkCancellation()
         let waiterID = state.withLock { state -> UInt64 in
             state.nextWaiterID += 1
@@ -134,43 +174,64 @@ public final class PGPool: Sendable {
                         state.open += 1
                         return .success(.open)
                     }
-                    state.waiters.append(Waiter(id: waiterID, continuation: continuation))
+                    let deadlineID = deadline.map { deadline in
+                        PGDeadlines.shared.arm(deadline) { [self] in
+                            stopWaiting(waiterID, PGError(code: .timedOut, message: "no database connection became free in time"))
+                        }
+                    }
+                    state.waiters.append(Waiter(id: waiterID, continuation: continuation, deadlineID: deadlineID))
                     return nil
                 }
                 if let immediate { continuation.resume(with: immediate) }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> Waiter? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return nil }
-                return state.waiters.remove(at: index)
-            }
-            waiter?.continuation.resume(throwing: CancellationError())
+            stopWaiting(waiterID, CancellationError())
         }
         switch grant {
         case .idle(let entry):
             return entry
         case .open:
-            do {
-                return try await open()
-            } catch {
-                giveBack(nil)
-                throw error
-            }
+            return try await open(deadline: deadline)
         }
     }
 
-    private func open() async throws -> Entry {
+    /// Fails a waiting `acquire` with `error`, if it is still waiting.
+    private func stopWaiting(_ waiterID: UInt64, _ error: any Error) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return nil }
+            return state.waiters.remove(at: index)
+        }
+        waiter?.resume(throwing: error)
+    }
+
+    /// Opens a connection in a slot `acquire` granted. The slot is given back if opening fails,
+    /// and the connection goes to the pool if it opens after the deadline passed.
+    private func open(deadline: ContinuousClock.Instant?) async throws -> Entry {
         let queue = DispatchQueue(label: "reddot.postgres.connection")
         queue.setSpecific(key: Self.connectionQueueKey, value: true)
         let configuration = self.configuration
         let logger = self.logger
-        let connection = try await withCheckedThrowingContinuation {
-            (continuation: CheckedContinuation<PGConnection, any Error>) in
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Entry, any Error>, Never>) in
+            let once = PGResumeOnce(continuation)
+            let deadlineID = deadline.map { deadline in
+                PGDeadlines.shared.arm(deadline) {
+                    once.resume(.failure(PGError(code: .timedOut, message: "no database connection could be opened in time")))
+                }
+            }
             queue.async {
-                continuation.resume(with: Result { try PGConnection.connect(configuration, logger: logger) })
+                let result = Result { try Entry(connection: PGConnection.connect(configuration, logger: logger), queue: queue) }
+                if let deadlineID { PGDeadlines.shared.disarm(deadlineID) }
+                if once.resume(result) {
+                    if case .failure = result { self.giveBack(nil) }
+                } else {
+                    switch result {
+                    case .success(let entry): self.release(entry)
+                    case .failure: self.giveBack(nil)
+                    }
+                }
             }
         }
-        return Entry(connection: connection, queue: queue)
+        return try outcome.get()
     }
 
     private func release(_ entry: Entry) {
@@ -209,7 +270,7 @@ public final class PGPool: Sendable {
         }
         switch action {
         case .none: break
-        case .resume(let waiter, let grant): waiter.continuation.resume(returning: grant)
+        case .resume(let waiter, let grant): waiter.resume(grant)
         case .close(let entry): entry.queue.async { entry.connection.close() }
         }
     }

@@ -188,6 +188,60 @@ struct LibPQTests {
         #expect(one == 1)
     }
 
+    @Test("a deadline ends a slow statement with timedOut, cancels it on the server, and keeps the connection")
+    func deadlineWhileRunning() async throws {
+        let pool = try pool(1)
+        defer { pool.close() }
+        let pid = try await pool.withConnection { try $0.query(PGStatement("test.pid", "SELECT pg_backend_pid()")).singleRow().decode(0, as: Int32.self) }
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PGError.self) {
+            try await pool.withConnection(deadline: .now + .milliseconds(300)) {
+                try $0.query(PGStatement("test.sleep", "SELECT pg_sleep(30)"))
+            }
+        }
+        #expect(error?.code == .timedOut)
+        let took = ContinuousClock.now - started
+        #expect(took >= .milliseconds(300))
+        #expect(took < .seconds(15), "took \(took)")  // far below the 30 s sleep, even on a loaded machine
+        // The statement was cancelled on the server (else the connection would stay busy for
+        // 30 s and this lease would time out), and the same session serves the next lease.
+        let again = try await pool.withConnection(deadline: .now + .seconds(10)) {
+            try $0.query(PGStatement("test.pid", "SELECT pg_backend_pid()")).singleRow().decode(0, as: Int32.self)
+        }
+        #expect(again == pid)
+    }
+
+    @Test("a deadline gives up waiting for a busy pool, and for a body that does not return, without losing the connection")
+    func deadlineWhileWaitingOrStuck() async throws {
+        let pool = try pool(1)
+        defer { pool.close() }
+        // A body that blocks outside libpq (a cancel cannot end it) holds the only connection.
+        let released = DispatchSemaphore(value: 0)
+        let stuck = Task {
+            try await pool.withConnection(deadline: .now + .milliseconds(200)) { _ in
+                _ = released.wait(timeout: .now() + 60)
+            }
+        }
+        let stuckError = await #expect(throws: PGError.self) { try await stuck.value }
+        #expect(stuckError?.code == .timedOut)  // answered while the body still blocks
+
+        let started = ContinuousClock.now
+        let waitError = await #expect(throws: PGError.self) {
+            try await pool.withConnection(deadline: .now + .milliseconds(300)) { _ in 1 }
+        }
+        #expect(waitError?.code == .timedOut)
+        #expect(waitError?.message.contains("no database connection became free") == true)
+        #expect(ContinuousClock.now - started < .seconds(15))
+
+        // Once the body returns, its connection serves the next lease.
+        released.signal()
+        let one = try await pool.withConnection(deadline: .now + .seconds(30)) {
+            try $0.query(PGStatement("test.one", "SELECT 1")).singleRow().decode(0, as: Int.self)
+        }
+        #expect(one == 1)
+        #expect(pool.statistics.open == 1)
+    }
+
     @Test("the pool leases a connection to one task at a time, on its own thread")
     func poolLeasing() async throws {
         let pool = try pool(3)
