@@ -16,8 +16,13 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
 
     /// The path as text, such as `root.chat.c7`.
     public let rawValue: String
-    /// The labels, `root` first: `["root", "chat", "c7"]`.
-    public let labels: [String]
+    /// How many labels follow `root`: 0 for `root` itself.
+    public let depth: Int
+
+    /// The labels, `root` first: `["root", "chat", "c7"]` (split from ``rawValue`` on each use).
+    public var labels: [String] {
+        rawValue.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    }
 
     /// Validates `text` as a path.
     ///
@@ -25,8 +30,8 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     public init(validating text: String) throws(BadgePathError) {
         // Almost every path is valid: one pass over the bytes accepts it. Anything else takes the
         // path below, which names the first rule broken.
-        if let labels = Self.labelsOfValidPath(text) {
-            self.init(labels: labels, rawValue: text)
+        if let labelCount = Self.labelCountOfValidPath(text) {
+            self.init(rawValue: text, depth: labelCount - 1)
             return
         }
         self.init(trustedLabels: try Self.checkedLabels(text))
@@ -54,9 +59,9 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
         return labels
     }
 
-    /// The labels of `text` if it is a valid path, checked in one pass over its UTF-8 bytes; nil
-    /// if anything is off (the caller then finds out what).
-    static func labelsOfValidPath(_ text: String) -> [String]? {
+    /// How many labels `text` has (`root` included) if it is a valid path, checked in one pass
+    /// over its UTF-8 bytes; nil if anything is off (the caller then finds out what).
+    static func labelCountOfValidPath(_ text: String) -> Int? {
         let bytes = text.utf8
         var labelCount = 1
         var labelLength = 0
@@ -77,23 +82,18 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
         guard labelLength > 0, labelCount - 1 <= maximumDepth, bytes.starts(with: "root".utf8),
             bytes.count == 4 || bytes[bytes.index(bytes.startIndex, offsetBy: 4)] == UInt8(ascii: ".")
         else { return nil }
-        var labels: [String] = []
-        labels.reserveCapacity(labelCount)
-        for label in bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false) {
-            labels.append(String(decoding: label, as: UTF8.self))
-        }
-        return labels
+        return labelCount
     }
 
-    /// A valid path's labels and text (`labels` joined with dots).
-    private init(labels: [String], rawValue: String) {
-        self.labels = labels
+    /// A valid path's text and depth.
+    private init(rawValue: String, depth: Int) {
         self.rawValue = rawValue
+        self.depth = depth
     }
 
     /// A path from labels that are known to be valid.
     init(trustedLabels: [String]) {
-        self.labels = trustedLabels
+        self.depth = trustedLabels.count - 1
         self.rawValue = trustedLabels.joined(separator: ".")
     }
 
@@ -117,19 +117,20 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
         }
     }
 
-    /// How many labels follow `root`: 0 for `root` itself.
-    public var depth: Int { labels.count - 1 }
-
     /// The parent node's path; `nil` for `root`.
     public var parent: BadgePath? {
-        if labels.count <= 1 { return nil }
-        return BadgePath(trustedLabels: Array(labels.dropLast()))
+        guard depth > 0, let dot = rawValue.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
+        return BadgePath(rawValue: String(rawValue[..<dot]), depth: depth - 1)
     }
 
     /// Every ancestor, `root` first and the parent last; empty for `root`. Excludes the path itself.
     public var ancestors: [BadgePath] {
-        if labels.count <= 1 { return [] }
-        return (1..<labels.count).map { BadgePath(trustedLabels: Array(labels.prefix($0))) }
+        var ancestors: [BadgePath] = []
+        ancestors.reserveCapacity(depth)
+        for dot in rawValue.utf8.indices where rawValue.utf8[dot] == UInt8(ascii: ".") {
+            ancestors.append(BadgePath(rawValue: String(rawValue[..<dot]), depth: ancestors.count))
+        }
+        return ancestors
     }
 
     /// The child path with one more label.
@@ -137,17 +138,17 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     /// - Throws: ``BadgePathError`` if `label` is not a valid label or the result would be too deep.
     public func appending(label: String) throws(BadgePathError) -> BadgePath {
         let candidate = rawValue + "." + label
-        try Self.check(label: label, position: labels.count + 1, path: candidate)
+        try Self.check(label: label, position: depth + 2, path: candidate)
         if depth + 1 > Self.maximumDepth {
             throw .tooDeep(path: candidate, depth: depth + 1)
         }
-        return BadgePath(trustedLabels: labels + [label])
+        return BadgePath(rawValue: candidate, depth: depth + 1)
     }
 
     /// Whether this path is `other` or one of its descendants (`ltree`'s `<@`).
     public func isWithin(_ other: BadgePath) -> Bool {
-        if other.labels.count > labels.count { return false }
-        if other.labels.count == labels.count { return rawValue == other.rawValue }
+        if other.depth > depth { return false }
+        if other.depth == depth { return rawValue == other.rawValue }
         return rawValue.utf8.starts(with: other.rawValue.utf8)
             && rawValue.utf8.dropFirst(other.rawValue.utf8.count).first == UInt8(ascii: ".")
     }

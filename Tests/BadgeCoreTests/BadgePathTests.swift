@@ -180,12 +180,15 @@ struct BadgePathFastCheckTests {
             cases.append((0..<Int.random(in: 1...12, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined())
         }
         for text in cases {
-            let fast = BadgePath.labelsOfValidPath(text)
+            let fast = BadgePath.labelCountOfValidPath(text)
             let rules = try? BadgePath.checkedLabels(text)
-            #expect(fast == rules, "\(text.debugDescription)")
+            #expect(fast == rules?.count, "\(text.debugDescription)")
             if let path = try? BadgePath(validating: text) {
                 #expect(path.rawValue == text)
                 #expect(path.labels == rules)
+                #expect(path.depth == (rules?.count ?? 0) - 1)
+                #expect(path.parent == rules.flatMap { $0.count > 1 ? BadgePath(trustedLabels: Array($0.dropLast())) : nil })
+                #expect(path.ancestors.map(\.rawValue) == (1..<(rules?.count ?? 1)).map { rules![..<$0].joined(separator: ".") })
             }
         }
     }
