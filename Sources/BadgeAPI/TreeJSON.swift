@@ -35,19 +35,29 @@ enum TreeJSON {
         buffer.writeStaticString("],\"count\":")
         buffer.writeString(String(node.count))
         buffer.writeStaticString(",\"icon\":")
-        if let icon = node.icon { writeString(icon.rawValue, into: &buffer) } else { buffer.writeStaticString("null") }
+        // Icons ([a-z0-9_-]) and paths ([A-Za-z0-9_.]) never need escaping.
+        if let icon = node.icon { writePlain(icon.rawValue, into: &buffer) } else { buffer.writeStaticString("null") }
         buffer.writeStaticString(",\"path\":")
-        writeString(node.path.rawValue, into: &buffer)
+        writePlain(node.path.rawValue, into: &buffer)
         buffer.writeStaticString(node.shown ? ",\"shown\":true,\"text\":" : ",\"shown\":false,\"text\":")
         if let text = node.text { writeString(text, into: &buffer) } else { buffer.writeStaticString("null") }
         buffer.writeStaticString("}")
+    }
+
+    /// A JSON string of text that holds nothing to escape.
+    private static func writePlain(_ text: String, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString("\"")
+        buffer.writeString(text)
+        buffer.writeStaticString("\"")
     }
 
     /// A JSON string: `"` and `\` escaped, control characters as `\u00XX`; everything else as is
     /// (user ids are printable ASCII; paths, icons and texts narrower still).
     static func writeString(_ text: String, into buffer: inout ByteBuffer) {
         buffer.writeStaticString("\"")
-        let needsEscaping = text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        let needsEscaping = text.utf8.withContiguousStorageIfAvailable { bytes in
+            bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        } ?? text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
         if !needsEscaping {
             buffer.writeString(text)
         } else {

@@ -149,7 +149,8 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     public func isWithin(_ other: BadgePath) -> Bool {
         if other.depth > depth { return false }
         if other.depth == depth { return rawValue == other.rawValue }
-        return rawValue.utf8.starts(with: other.rawValue.utf8)
+        // Paths are ASCII, so String's prefix test and order are byte-wise (and fast).
+        return rawValue.hasPrefix(other.rawValue)
             && rawValue.utf8.dropFirst(other.rawValue.utf8.count).first == UInt8(ascii: ".")
     }
 
@@ -165,7 +166,7 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     /// Label by label in byte order, a prefix first (PostgreSQL `ltree` order). Because `.` sorts
     /// below every label character, this is the byte order of the texts.
     public static func < (lhs: BadgePath, rhs: BadgePath) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+        lhs.rawValue < rhs.rawValue
     }
 }
 

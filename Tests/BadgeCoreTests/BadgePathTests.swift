@@ -168,7 +168,7 @@ struct BadgePathTests {
 
 @Suite("BadgePath's one-pass check")
 struct BadgePathFastCheckTests {
-    @Test("accepts exactly what the rule-by-rule check accepts, with the same labels")
+    @Test("accepts exactly what the rule-by-rule check accepts, with the same labels; orders and nests paths by their bytes")
     func agreesWithTheRules() {
         let alphabet: [String] = ["root", "root", ".", ".", "a", "Z", "9", "_", "chat", "x", "-", " ", "é", "ｒ", "..", "\u{301}", "r", "oot"]
         var generator = SystemRandomNumberGenerator()
@@ -179,7 +179,14 @@ struct BadgePathFastCheckTests {
         for _ in 0..<20_000 {
             cases.append((0..<Int.random(in: 1...12, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined())
         }
+        var previous = BadgePath.root
         for text in cases {
+            if let path = try? BadgePath(validating: text) {
+                // Path order is the byte order of the texts (PostgreSQL's ltree order).
+                #expect((previous < path) == previous.rawValue.utf8.lexicographicallyPrecedes(path.rawValue.utf8))
+                #expect(path.isWithin(previous) == (path == previous || path.rawValue.utf8.starts(with: (previous.rawValue + ".").utf8)))
+                previous = path
+            }
             let fast = BadgePath.labelCountOfValidPath(text)
             let rules = try? BadgePath.checkedLabels(text)
             #expect(fast == rules?.count, "\(text.debugDescription)")
