@@ -69,7 +69,8 @@ public final class PGPool: Sendable {
     /// waiting for a free connection, while opening one, or while `body` runs. A running statement
     /// is then cancelled on the server; the connection goes back to the pool (or is closed) when
     /// `body` has returned, even if the server never answers the cancel. A deadline is checked
-    /// every 50 ms.
+    /// every 50 ms. `.timedOut` does not say that `body` had no effect: it may still finish, or
+    /// commit, after the caller was answered.
     ///
     /// - Throws: whatever `body` throws; `PGError` `.connectionFailed` when no connection can be
     ///   opened; `.timedOut` when the deadline passed first; `.poolClosed` after `close()`;
@@ -84,34 +85,27 @@ public final class PGPool: Sendable {
             release(entry)
             throw CancellationError()
         }
-        // Cancels the statement only while `body` runs: once it has returned, the connection may
-        // already be leased again.
-        let running = Mutex(true)
-        let cancelWhileRunning: @Sendable () -> Void = {
-            running.withLock { isRunning in
-                if isRunning { entry.connection.cancel() }
-            }
-        }
+        let lease = Lease(entry.connection)
         let outcome: Result<T, any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
                 let once = PGResumeOnce(continuation)
                 let deadlineID = deadline.map { deadline in
                     PGDeadlines.shared.arm(deadline) {
                         if once.resume(.failure(PGError(code: .timedOut, message: "the database did not answer in time"))) {
-                            cancelWhileRunning()
+                            lease.cancelUntilDone()
                         }
                     }
                 }
                 entry.queue.async {
                     let result = Result { try body(entry.connection) }
-                    running.withLock { $0 = false }
+                    lease.done()
                     if let deadlineID { PGDeadlines.shared.disarm(deadlineID) }
                     self.release(entry)
                     once.resume(result)
                 }
             }
         } onCancel: {
-            cancelWhileRunning()
+            lease.cancelUntilDone()
         }
         return try outcome.get()
     }
@@ -155,6 +149,42 @@ public final class PGPool: Sendable {
     /// How many connections are open and how many are idle, for metrics.
     public var statistics: (open: Int, idle: Int, waiting: Int) {
         state.withLock { ($0.open, $0.idle.count, $0.waiters.count) }
+    }
+
+    /// Cancels one lease's statement, and only while its body runs: once the body has returned,
+    /// the connection may already serve another lease.
+    private final class Lease: Sendable {
+        /// Where cancels are sent: `PQcancel` blocks while it reaches the server (for as long as
+        /// TCP tries, when the network is down), so it never holds a thread that deadlines need.
+        private static let cancelQueue = DispatchQueue(label: "reddot.postgres.cancel")
+        /// How often the cancel is sent again while the body still runs: a cancel that reaches
+        /// the server between two statements, or between prepare and execute, is ignored there.
+        private static let resendInterval = Duration.milliseconds(250)
+
+        private let connection: PGConnection
+        private let running = Mutex(true)
+
+        init(_ connection: PGConnection) {
+            self.connection = connection
+        }
+
+        /// Sends a cancel now, and again every 250 ms, until the body returns.
+        func cancelUntilDone() {
+            Self.cancelQueue.async { [self] in
+                let stillRunning = running.withLock { isRunning in
+                    if isRunning { connection.cancel() }
+                    return isRunning
+                }
+                if stillRunning {
+                    _ = PGDeadlines.shared.arm(.now + Self.resendInterval) { [self] in cancelUntilDone() }
+                }
+            }
+        }
+
+        /// The body has returned: no more cancels.
+        func done() {
+            running.withLock { $0 = false }
+        }
     }
 
     private func acquire(deadline: ContinuousClock.Instant?) async throws -> Entry {

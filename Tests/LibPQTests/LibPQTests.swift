@@ -215,6 +215,7 @@ struct LibPQTests {
     func deadlineWhileWaitingOrStuck() async throws {
         let pool = try pool(1)
         defer { pool.close() }
+        try await pool.withConnection { try $0.query(PGStatement("test.one", "SELECT 1")) }  // connect first
         // A body that blocks outside libpq (a cancel cannot end it) holds the only connection.
         let released = DispatchSemaphore(value: 0)
         let stuck = Task {
