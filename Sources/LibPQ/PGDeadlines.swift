@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// One thread for the process checks every 50 ms, so arming and disarming a deadline is a
 /// dictionary insert and remove under a lock: no timer, no task per call. Actions run on a global
-/// dispatch queue, because cancelling a statement (`PQcancel`) blocks while it reaches the server.
+/// dispatch queue, so that a slow one never delays the next check.
 final class PGDeadlines: Sendable {
     static let shared = PGDeadlines()
 
