@@ -144,5 +144,7 @@ REDDOT_BIN="$root_dir/.build/debug/reddot" bash "$root_dir/deploy/lint.sh" >&2
 test_log="$work/test.log"
 if swift test --skip-build "$@" 2>&1 | tee "$test_log"; then exit 0; fi
 say "swift test failed; the issues it recorded:"
-grep -E -A 8 'recorded an issue|error: |Fatal error|Test .* failed' "$test_log" | grep -v 'warning reddot' | tail -n 80 >&2 || true
+sed 's/\x1b\[[0-9;]*m//g' "$test_log" |
+  awk '/✘/ { print; follow = 1; next } follow && /^↳/ { print; next } { follow = 0 } /Fatal error|(^|: )error: / { print }' |
+  tail -n 80 >&2 || true
 exit 1
