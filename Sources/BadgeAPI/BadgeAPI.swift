@@ -286,10 +286,8 @@ public struct BadgeAPI: Sendable {
     private func readiness() async -> Response {
         var problems: [String] = []
         do {
-            let applied = try await withDeadline(.seconds(2)) {
-                try await store.pool.withConnection { connection in
-                    try Migrator.appliedSchemaVersion(on: connection)
-                }
+            let applied = try await store.pool.withConnection(deadline: .now + .seconds(2)) { connection in
+                try Migrator.appliedSchemaVersion(on: connection)
             }
             if applied < Migrator.requiredSchemaVersion {
                 problems.append(
@@ -343,10 +341,10 @@ public struct BadgeAPI: Sendable {
         }
     }
 
-    func withDeadline<T: Sendable>(
-        _ timeout: Duration? = nil, _ body: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        let limit = timeout ?? configuration.databaseTimeout
+    /// Runs `body`, which may take several leases (a write with its retries), and answers 503
+    /// when it has not finished within the configured timeout. Single reads use `database`.
+    func withDeadline<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let limit = configuration.databaseTimeout
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await body() }
             group.addTask {

@@ -55,9 +55,8 @@ enum TreeJSON {
     /// (user ids are printable ASCII; paths, icons and texts narrower still).
     static func writeString(_ text: String, into buffer: inout ByteBuffer) {
         buffer.writeStaticString("\"")
-        let needsEscaping = text.utf8.withContiguousStorageIfAvailable { bytes in
-            bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        } ?? text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        let special: (UInt8) -> Bool = { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        let needsEscaping = text.utf8.withContiguousStorageIfAvailable { $0.contains(where: special) } ?? text.utf8.contains(where: special)
         if !needsEscaping {
             buffer.writeString(text)
         } else {

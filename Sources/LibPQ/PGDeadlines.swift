@@ -10,8 +10,8 @@ import Synchronization
 final class PGDeadlines: Sendable {
     static let shared = PGDeadlines()
 
-    /// How often due deadlines are looked for: the precision of a deadline.
-    static let tick = Duration.milliseconds(50)
+    /// How often due deadlines are looked for, in microseconds: the precision of a deadline.
+    static let tickMicroseconds: useconds_t = 50_000
 
     private struct Armed {
         let deadline: ContinuousClock.Instant
@@ -48,9 +48,8 @@ final class PGDeadlines: Sendable {
     }
 
     private func loop() {
-        let pause = useconds_t(Self.tick.components.attoseconds / 1_000_000_000_000)
         while true {
-            usleep(pause)
+            usleep(Self.tickMicroseconds)
             let now = ContinuousClock.now
             let due = state.withLock { state -> [@Sendable () -> Void] in
                 guard !state.armed.isEmpty else { return [] }
