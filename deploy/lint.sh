@@ -100,6 +100,9 @@ if mode == "k8s":
         by_kind.setdefault(doc.get("kind"), {})[doc["metadata"]["name"]] = doc
     configmaps = by_kind.get("ConfigMap", {})
     deployments = by_kind.get("Deployment", {})
+    statefulsets = by_kind.get("StatefulSet", {})
+    workloads = {**deployments, **statefulsets}
+    kinds = {name: ("StatefulSet" if name in statefulsets else "Deployment") for name in workloads}
     jobs = by_kind.get("Job", {})
     known_secret_keys = {"reddot": {"database-url", "jwt-hs256-secret"}}
 
@@ -153,26 +156,30 @@ if mode == "k8s":
                     problem(f"{name}: mounts the undeclared volume {mount['name']}")
         return spec
 
-    for name, deployment in deployments.items():
+    for name, deployment in workloads.items():
         template = deployment["spec"]["template"]
         selector = deployment["spec"]["selector"]["matchLabels"]
         if not matches(selector, template["metadata"].get("labels", {})):
-            problem(f"Deployment {name}: the selector does not match the pod labels")
-        spec = check_pod(f"Deployment {name}", template["spec"], long_running=True)
+            problem(f"{kinds[name]} {name}: the selector does not match the pod labels")
+        spec = check_pod(f"{kinds[name]} {name}", template["spec"], long_running=True)
         annotations = template["metadata"].get("annotations", {})
         if annotations.get("prometheus.io/scrape") == "true":
             ports = [port["containerPort"] for container in spec["containers"] for port in container.get("ports", [])]
             if int(annotations.get("prometheus.io/port", 0)) not in ports:
-                problem(f"Deployment {name}: prometheus.io/port is not a container port")
+                problem(f"{kinds[name]} {name}: prometheus.io/port is not a container port")
+    for name, statefulset in statefulsets.items():
+        service = by_kind.get("Service", {}).get(statefulset["spec"].get("serviceName"))
+        if service is None or service["spec"].get("clusterIP") != "None":
+            problem(f"StatefulSet {name}: serviceName does not name a headless Service")
     for name, job in jobs.items():
         spec = job["spec"]["template"]["spec"]
         if spec.get("restartPolicy") not in ("Never", "OnFailure"):
             problem(f"Job {name}: restartPolicy must be Never or OnFailure")
         check_pod(f"Job {name}", spec, long_running=False)
     for name, service in by_kind.get("Service", {}).items():
-        targets = [d for d in deployments.values() if matches(service["spec"].get("selector", {}), d["spec"]["template"]["metadata"]["labels"])]
+        targets = [d for d in workloads.values() if matches(service["spec"].get("selector", {}), d["spec"]["template"]["metadata"]["labels"])]
         if not targets:
-            problem(f"Service {name}: the selector matches no Deployment")
+            problem(f"Service {name}: the selector matches no workload")
         for port in service["spec"].get("ports", []):
             target = port.get("targetPort")
             named = {p.get("name") for d in targets for c in d["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
@@ -180,9 +187,9 @@ if mode == "k8s":
                 problem(f"Service {name}: targetPort {target} is not a port of the pods it selects")
     for name, budget in by_kind.get("PodDisruptionBudget", {}).items():
         selector = budget["spec"]["selector"]["matchLabels"]
-        count = sum(matches(selector, d["spec"]["template"]["metadata"]["labels"]) for d in deployments.values())
+        count = sum(matches(selector, d["spec"]["template"]["metadata"]["labels"]) for d in workloads.values())
         if count != 1:
-            problem(f"PodDisruptionBudget {name}: the selector matches {count} Deployments, not 1")
+            problem(f"PodDisruptionBudget {name}: the selector matches {count} workloads, not 1")
     for name, autoscaler in by_kind.get("HorizontalPodAutoscaler", {}).items():
         target = autoscaler["spec"]["scaleTargetRef"]
         if target["kind"] != "Deployment" or target["name"] not in deployments:
@@ -190,8 +197,8 @@ if mode == "k8s":
         elif "replicas" in deployments[target["name"]]["spec"]:
             problem(f"Deployment {target['name']}: sets replicas although {name} scales it (each apply would reset it)")
     for component in ("serve", "ingest", "rollup"):
-        if f"reddot-{component}" not in deployments:
-            problem(f"no Deployment reddot-{component}")
+        if f"reddot-{component}" not in workloads:
+            problem(f"no Deployment or StatefulSet reddot-{component}")
         if f"reddot-{component}" not in by_kind.get("PodDisruptionBudget", {}):
             problem(f"no PodDisruptionBudget reddot-{component}")
     if "reddot-migrate" not in jobs:

@@ -10,6 +10,12 @@ public struct IngestConfiguration: Sendable {
     public var topic: String = "reddot.events"
     /// The consumer group.
     public var group: String = "reddot-ingest"
+    /// This consumer's stable name in the group (`group.instance.id`, Kafka static membership,
+    /// KIP-345), or nil for a dynamic member. A static member that restarts under the same name
+    /// within `session.timeout.ms` gets its partitions back without a rebalance, and a member
+    /// that died is replaced at once instead of being waited for; two live consumers of one
+    /// group must never share a name (the broker fences the older one).
+    public var instanceID: String?
     /// Where rejected records are published.
     public var deadLetterTopic: String = "reddot.events.dlq"
     /// The database.

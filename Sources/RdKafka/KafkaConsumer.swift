@@ -79,7 +79,11 @@ public final class KafkaConsumer: @unchecked Sendable {
             if item.err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return nil }
             let error = KafkaError(item.err, context: "consumer error on \(topic)[\(item.partition)]")
             logger.warning("Kafka consumer error", metadata: [LogKey.error: "\(error)"])
-            if item.err == RD_KAFKA_RESP_ERR__FATAL { throw error }
+            if item.err == RD_KAFKA_RESP_ERR__FATAL {
+                var buffer = [CChar](repeating: 0, count: 512)
+                let fatal = rd_kafka_fatal_error(handle, &buffer, buffer.count)
+                throw KafkaError(fatal, context: "fatal client error: \(cBufferText(buffer))")
+            }
             return nil
         }
         let key = item.key.map { Array(UnsafeRawBufferPointer(start: $0, count: item.key_len)) }

@@ -27,6 +27,10 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         KafkaError(name: "configuration", message: message)
     }
 
+    /// Whether the broker fenced this consumer because another one joined its group with the
+    /// same `group.instance.id` (static membership): fatal for this client.
+    public var isFencedInstance: Bool { code == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID.rawValue }
+
     public var description: String { "\(message) [\(name)]" }
 }
 

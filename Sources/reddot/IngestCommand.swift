@@ -21,9 +21,14 @@ struct IngestCommand: AsyncParsableCommand {
             published to the dead-letter topic with headers reddot.reason, reddot.message, \
             reddot.original.topic, reddot.original.partition and reddot.original.offset.
 
-            Run as many instances as the topic has partitions. SIGTERM or SIGINT: the batch in \
-            hand is committed, the consumer leaves the group (its partitions move at once), and \
-            the process exits 0. Database outages are waited out (retries with backoff).
+            Run as many instances as the topic has partitions. Each is a static member of the \
+            group (--instance-id, default the host name): after a crash, the restarted ingest \
+            takes its partitions back at once; a member that does not come back is dropped after \
+            session.timeout.ms (6 s unless -X sets it) and its partitions move to the others. \
+            SIGTERM or SIGINT: the batch in hand is committed, the consumer closes, and the \
+            process exits 0 (a static member keeps its partitions for session.timeout.ms, so a \
+            quick restart resumes without a rebalance; --instance-id none makes a dynamic member \
+            that leaves the group at once). Database outages are waited out (retries with backoff).
 
             Exit codes: 0 stopped by a signal; 64 bad arguments or a refused Kafka property; \
             65 an invalid rules file; 1 a fatal Kafka or database error.
@@ -50,6 +55,16 @@ struct IngestCommand: AsyncParsableCommand {
 struct IngestOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The consumer group. Default: REDDOT_KAFKA_GROUP, else reddot-ingest.", valueName: "id"))
     var group: String?
+
+    @Option(
+        name: .customLong("instance-id"),
+        help: ArgumentHelp(
+            "This consumer's stable name in the group (Kafka static membership, group.instance.id): an ingest that "
+                + "restarts under the same name gets its partitions back at once, without waiting for the dead "
+                + "one's session to time out. Each ingest of a group needs its own. Default: REDDOT_INSTANCE_ID, "
+                + "else the host name (in Kubernetes, the pod name); 'none' makes a dynamic member.",
+            valueName: "name"))
+    var instanceID: String?
 
     @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq.", valueName: "name"))
     var deadLetterTopic: String?
@@ -78,6 +93,27 @@ struct IngestOptions: ParsableArguments {
         guard batchWaitMilliseconds >= 0 else { throw ValidationError("--batch-wait-ms takes a number ≥ 0") }
         guard ["earliest", "latest"].contains(startFrom) else { throw ValidationError("--start-from takes earliest or latest") }
         guard eventRetentionDays > 0 else { throw ValidationError("--event-retention-days takes a number > 0") }
+        if let name = Self.instanceName(flag: instanceID), let problem = KafkaOptions.nameProblem(name, kind: "instance id") {
+            throw ValidationError("\(problem) (--instance-id or REDDOT_INSTANCE_ID)")
+        }
+    }
+
+    /// The static member name: the flag, then `REDDOT_INSTANCE_ID`, then the host name made
+    /// into a valid name; nil for `none` (a dynamic member).
+    static func instanceName(flag: String?) -> String? {
+        let given = KafkaOptions.nonEmpty(flag) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_INSTANCE_ID"])
+        if let given { return given == "none" ? nil : given }
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return nil }
+        let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let name = String(
+            host.unicodeScalars.prefix(200).map { scalar -> Character in
+                switch scalar {
+                case "a"..."z", "A"..."Z", "0"..."9", ".", "_", "-": Character(scalar)
+                default: "-"
+                }
+            })
+        return name.isEmpty || name == "." || name == ".." ? nil : name
     }
 
     /// The ingest configuration from these options, the Kafka and the database options.
@@ -89,6 +125,7 @@ struct IngestOptions: ParsableArguments {
         var configuration = IngestConfiguration(kafka: try kafka.configuration(), database: database.configuration())
         configuration.topic = kafka.topic
         configuration.group = group ?? environment["REDDOT_KAFKA_GROUP"] ?? "reddot-ingest"
+        configuration.instanceID = Self.instanceName(flag: instanceID)
         configuration.deadLetterTopic = deadLetterTopic ?? environment["REDDOT_KAFKA_DLQ_TOPIC"] ?? "\(kafka.topic).dlq"
         configuration.rules = ruleSet
         configuration.batchSize = batchSize
@@ -106,6 +143,7 @@ struct IngestOptions: ParsableArguments {
             metadata: [
                 "kafka.brokers": "\(kafka.brokers)", "kafka.topic": "\(configuration.topic)", "kafka.group": "\(configuration.group)",
                 "kafka.dlq_topic": "\(configuration.deadLetterTopic)", "librdkafka.version": "\(RdKafkaVersion.text)",
+                "kafka.group_instance_id": "\(configuration.instanceID ?? "none")",
                 "rules.types": "\(configuration.rules.types.count)",
             ])
         do {

@@ -126,16 +126,20 @@ struct KafkaOptions: ParsableArguments {
     }
 
     /// Why `name` is not a Kafka topic name (1–249 of `[A-Za-z0-9._-]`, not `.` or `..`), or nil.
-    static func topicProblem(_ name: String) -> String? {
+    static func topicProblem(_ name: String) -> String? { nameProblem(name, kind: "topic") }
+
+    /// Why `name` is not a Kafka name of this `kind` (topics and `group.instance.id` share the
+    /// rule: 1–249 of `[A-Za-z0-9._-]`, not `.` or `..`), or nil.
+    static func nameProblem(_ name: String, kind: String) -> String? {
         if name.isEmpty || name == "." || name == ".." || name.utf8.count > 249 {
-            return "topic '\(name.prefix(80))' is not a Kafka topic name (1-249 characters, not '.' or '..')"
+            return "\(kind) '\(name.prefix(80))' is not a valid Kafka \(kind) (1-249 characters, not '.' or '..')"
         }
         for scalar in name.unicodeScalars {
             switch scalar {
             case "a"..."z", "A"..."Z", "0"..."9", ".", "_", "-": continue
             default:
-                return "topic '\(name.prefix(80))' has the character '\(scalar)'; "
-                    + "a Kafka topic name is made of a-z, A-Z, 0-9, '.', '_' and '-'"
+                return "\(kind) '\(name.prefix(80))' has the character '\(scalar)'; "
+                    + "a Kafka \(kind) is made of a-z, A-Z, 0-9, '.', '_' and '-'"
             }
         }
         return nil
