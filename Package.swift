@@ -107,6 +107,7 @@ let package = Package(
             dependencies: [
                 "BadgeCore", "BadgeStore", "LibPQ",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -130,6 +131,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+
+        // Fuzz targets for the parsers of untrusted input (events, paths, HTTP values, migration
+        // files). deploy/fuzz.sh builds it with libFuzzer (-sanitize=fuzzer -DFUZZING); the ordinary
+        // build replays corpora (Tests/FuzzCorpus). Only light dependencies, so the sanitized build is quick.
+        .executableTarget(
+            name: "reddot-fuzz",
+            dependencies: ["BadgeCore", "BadgeStore"],
             swiftSettings: strictSettings
         ),
 

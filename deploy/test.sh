@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # RedDot's test command: installs what a fresh machine lacks, starts two throwaway PostgreSQL
 # clusters as a non-root user on free ports (the second for tests that restart the server),
-# builds (warnings in RedDot's own code fail the run), checks deploy/ with deploy/lint.sh, runs `swift test`, and stops PostgreSQL
+# builds (warnings in RedDot's own code fail the run), fuzzes each parser briefly (deploy/fuzz.sh),
+# checks deploy/ with deploy/lint.sh, runs `swift test`, and stops PostgreSQL
 # whatever happens. Kafka tests use librdkafka's in-process mock cluster: no broker needed.
 #
 #   deploy/test.sh                      # the whole suite
 #   deploy/test.sh --filter Migrator    # extra arguments go to `swift test`
 #
 # Environment: REDDOT_TEST_KEEP=1 keeps the data folder for a post-mortem;
+# REDDOT_TEST_FUZZ_SECONDS sets each fuzz target's time (default 12 for the whole suite, 0 for a
+# filtered run; 0 skips);
 # REDDOT_TEST_PG_USER names the non-root user PostgreSQL runs as when started by root
 # (default: reddot-test, created if missing).
 set -euo pipefail
@@ -123,6 +126,9 @@ restart_port=$(free_port $(( port + 1 ))) || { say "no free port after $port"; e
 start_cluster restartable "$restart_port"
 
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=reddot PGDATABASE=postgres
+# No GSSAPI for the throwaway servers: libpq would load Kerberos for every connection, and its
+# exit-time clean-up can abort a test process whose threads still connect (k5_mutex_lock).
+export PGGSSENCMODE=disable
 export REDDOT_TEST_DATABASE_URL="postgresql://reddot@127.0.0.1:$port/postgres"
 export REDDOT_TEST_RESTARTABLE_DATABASE_URL="postgresql://reddot@127.0.0.1:$restart_port/postgres"
 export REDDOT_TEST_RESTARTABLE_PG_CTL="$work/restartable.pg_ctl"
@@ -137,6 +143,17 @@ fi
 warnings=$(grep -E "^$root_dir/(Sources|Tests)/.*warning:" "$build_log" | sort -u || true)
 if [ -n "$warnings" ]; then
   say "warnings in RedDot's code (they are errors here):"; echo "$warnings" >&2; exit 1
+fi
+# Fuzzing: each parser of untrusted input for a few seconds (deploy/fuzz.sh; its build has its
+# own scratch path). The whole suite fuzzes; a filtered run (arguments given) does not, unless
+# REDDOT_TEST_FUZZ_SECONDS is set. REDDOT_TEST_FUZZ_SECONDS=0 skips it.
+fuzz_seconds=${REDDOT_TEST_FUZZ_SECONDS:-}
+if [ -z "$fuzz_seconds" ]; then
+  if [ $# -eq 0 ]; then fuzz_seconds=12; else fuzz_seconds=0; fi
+fi
+if [ "$fuzz_seconds" != 0 ]; then
+  say "fuzzing each target for $fuzz_seconds s (deploy/fuzz.sh)"
+  bash "$root_dir/deploy/fuzz.sh" "$fuzz_seconds" || { say "fuzzing found a crash or a broken invariant (above)"; exit 1; }
 fi
 say "checking deploy/ (deploy/lint.sh)"
 REDDOT_BIN="$root_dir/.build/debug/reddot" bash "$root_dir/deploy/lint.sh" >&2

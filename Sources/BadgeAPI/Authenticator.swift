@@ -148,14 +148,12 @@ public final class Authenticator: Sendable {
         if configuration.insecureNoAuth {
             return Principal(subject: nil, scopes: [Principal.adminScope])
         }
-        guard let authorization, !authorization.isEmpty else {
-            throw APIError.unauthorized("a bearer token is required (Authorization: Bearer <JWT>)", error: "invalid_request")
+        let token: String
+        do {
+            token = try BearerToken(authorization: authorization).text
+        } catch {
+            throw APIError.unauthorized(error.message, error: error.code)
         }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw APIError.unauthorized("the Authorization header must be 'Bearer <JWT>'", error: "invalid_request")
-        }
-        let token = String(parts[1].trimmingBlanks)
         if let known = verified.withLock({ $0[token] }) {
             guard known.expiry.addingTimeInterval(configuration.leeway) > Date() else {
                 verified.withLock { $0.remove(token) }
@@ -213,16 +211,8 @@ public final class Authenticator: Sendable {
         return Principal(subject: claims.sub?.value, scopes: scopes)
     }
 
-    private struct Header: Decodable {
-        var alg: String
-        var kid: String?
-    }
-
-    private static func header(of token: String) throws(APIError) -> Header {
-        let segments = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, let data = Base64URL.decode(segments[0]),
-            let header = try? JSONDecoder().decode(Header.self, from: data)
-        else {
+    private static func header(of token: String) throws(APIError) -> BearerToken.Header {
+        guard let header = BearerToken(text: token).header else {
             throw APIError.unauthorized("the bearer token is not a JWT")
         }
         return header
@@ -255,12 +245,4 @@ struct TokenClaims: JWTPayload {
     var scope: String?
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}
-}
-
-enum Base64URL {
-    static func decode(_ text: some StringProtocol) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
 }

@@ -19,15 +19,14 @@ extension BadgeAPI {
         let (_, user) = try await authorize(request, context, queryToken: true)
         let parameters = request.uri.queryParameters
         let path = try parameters["path"].map { text throws(APIError) in try TreeQuery.path(String(text)) } ?? .root
-        var requestedVersion: Int64?
-        for text in [parameters["since"].map(String.init), request.headers[Self.lastEventID]].compactMap({ $0 }) {
-            // Both are checked when both are given; the header (sent by a reconnecting browser) wins.
-            guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
-                throw APIError.badRequest("invalid_since", "Last-Event-ID (or since) must be a version, not '\(text.prefix(40))'")
-            }
-            requestedVersion = value
+        // Both are checked when both are given; the header (sent by a reconnecting browser) wins.
+        let resumeVersion: Int64?
+        do {
+            resumeVersion = try RequestValues.resumeVersion(
+                since: parameters["since"].map(String.init), lastEventID: request.headers[Self.lastEventID])
+        } catch {
+            throw APIError(error)
         }
-        let resumeVersion = requestedVersion
         // Subscribe before the first read, so that no change can fall between the two.
         let subscription = hub.subscribe(user)
         let first: UserBadgeTree

@@ -2,6 +2,7 @@ import BadgeCore
 public import BadgeStore
 import Foundation
 public import Hummingbird
+import HummingbirdCore
 import LibPQ
 import NIOCore
 public import Logging
@@ -31,14 +32,18 @@ public struct BadgeAPI: Sendable {
     /// schema is at the version this build needs, the change listener is connected): each
     /// returns a problem, or nil when fine.
     public let readinessChecks: [@Sendable () async -> String?]
+    /// What clients may hold: connections, idle time, header sizes, streams.
+    public let limits: ServerLimits
     /// Where it logs.
     public let logger: Logger
+    /// The open streams and long-polls, against `limits`.
+    let streamLimiter: StreamLimiter
 
     /// An API over `store`.
     public init(
         store: BadgeStore, hub: ChangeHub, authenticator: Authenticator, publisher: (any EventPublisher)? = nil,
         configuration: APIConfiguration = APIConfiguration(), metrics: PrometheusCollectorRegistry? = nil,
-        readinessChecks: [@Sendable () async -> String?] = [], logger: Logger
+        readinessChecks: [@Sendable () async -> String?] = [], limits: ServerLimits = ServerLimits(), logger: Logger
     ) {
         self.store = store
         self.hub = hub
@@ -47,15 +52,24 @@ public struct BadgeAPI: Sendable {
         self.configuration = configuration
         self.metrics = metrics
         self.readinessChecks = readinessChecks
+        self.limits = limits
         self.logger = logger
+        self.streamLimiter = StreamLimiter(limits: limits)
     }
 
     /// The router with every route.
     public func makeRouter() -> Router<BasicRequestContext> {
         var routes: [APIRoute<BasicRequestContext>] = [
-            APIRoute(.get, "/v1/users/:user/badges") { request, context in try await self.getBadges(request, context) },
+            APIRoute(.get, "/v1/users/:user/badges") { request, context in
+                // A long-poll holds a slot like a stream (a query that merely mentions "wait" takes
+                // one for the moment it is answered: harmless, and no query parsing for polls).
+                guard request.uri.query?.contains("wait") == true else { return try await self.getBadges(request, context) }
+                return try await self.limitingStreams(request, context, queryToken: false) { try await self.getBadges(request, context) }
+            },
             APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) },
-            APIRoute(.get, "/v1/users/:user/badges/stream") { request, context in try await self.stream(request, context) },
+            APIRoute(.get, "/v1/users/:user/badges/stream") { request, context in
+                try await self.limitingStreams(request, context, queryToken: true) { try await self.stream(request, context) }
+            },
             APIRoute(.post, "/v1/events") { request, _ in try await self.publishEvents(request) },
             APIRoute(.get, "/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") },
             APIRoute(.get, "/readyz") { _, _ in await self.readiness() },
@@ -81,17 +95,48 @@ public struct BadgeAPI: Sendable {
     }
 
     /// An application serving `makeRouter()` on the configured address, running `services`
-    /// (give it the hub, unless something else runs it) in its service group.
+    /// (give it the hub, unless something else runs it) in its service group, under `limits`
+    /// (idle connections, header sizes, the connection count).
     public func makeApplication(
         services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        Application(
+        let decoder = HTTP1Channel.Configuration.DecoderConfiguration(
+            maxHeaderFieldSize: limits.maximumHeaderFieldSize, maxHeaderListSize: limits.maximumHeaderListSize,
+            maxHeaderFieldCount: limits.maximumHeaderCount)
+        let http = HTTP1Channel.Configuration(
+            idleTimeout: limits.idleTimeout.map { .nanoseconds($0.nanoseconds) }, httpDecoderConfiguration: decoder)
+        return Application(
             router: makeRouter(),
+            server: .http1(configuration: http),
             configuration: ApplicationConfiguration(
-                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                availableConnectionsDelegate: ConnectionCounter(maximum: limits.maximumConnections)),
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
+    }
+
+    /// Runs a stream or long-poll route holding a slot of the stream limits until its response
+    /// has been written (or dropped); over a limit, 503 or 429 with `Retry-After`.
+    private func limitingStreams(
+        _ request: Request, _ context: BasicRequestContext, queryToken: Bool, _ route: () async throws -> Response
+    ) async throws -> Response {
+        let encoded = context.parameters.get("user") ?? ""
+        let user = encoded.contains("%") ? encoded.removingPercentEncoding ?? encoded : encoded
+        switch streamLimiter.acquire(user) {
+        case .failure(let refusal):
+            // How many streams a user holds is said only to a caller who may act for that user.
+            _ = try await authorize(request, context, queryToken: queryToken)
+            throw refusal
+        case .success(let permit):
+            var response = try await route()
+            let body = response.body
+            response.body = ResponseBody(contentLength: body.contentLength) { writer in
+                defer { permit.release() }
+                try await body.write(writer)
+            }
+            return response
+        }
     }
 
     // MARK: - badge routes
@@ -131,7 +176,7 @@ public struct BadgeAPI: Sendable {
     private func getBadges(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (_, user) = try await authorize(request, context)
         let query = try TreeQuery(request.uri.queryParameters, maximumWait: configuration.maximumWait)
-        let ifNoneMatch = IfNoneMatch(request.headers[.ifNoneMatch])
+        let ifNoneMatch = EntityTags(request.headers[.ifNoneMatch])
         var since = query.since
         if since == nil, query.wait != nil { since = ifNoneMatch?.firstVersion }
         if let wait = query.wait {
@@ -184,7 +229,7 @@ public struct BadgeAPI: Sendable {
         }
     }
 
-    private func respond(_ answer: Answer, ifNoneMatch: IfNoneMatch?) throws -> Response {
+    private func respond(_ answer: Answer, ifNoneMatch: EntityTags?) throws -> Response {
         var headers = HTTPFields()
         headers[.eTag] = Self.etag(answer.version)
         headers[.cacheControl] = "private, no-cache"
@@ -321,12 +366,33 @@ public struct BadgeAPI: Sendable {
 
     // MARK: - helpers
 
-    /// The request body, or 413 when it is over `limit` bytes.
+    /// The request body; 413 when it is over `limit` bytes, 408 when it has not all arrived
+    /// within the body timeout, 400 when its framing is broken.
     func collectBody(_ request: Request, limit: Int) async throws -> ByteBuffer {
+        let timeout = limits.bodyTimeout
         do {
-            return try await request.body.collect(upTo: limit)
+            return try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+                group.addTask { try await request.body.collect(upTo: limit) }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let body = first else {
+                    throw APIError(.requestTimeout, code: "body_timeout", message: "the request body did not arrive within \(timeout)")
+                }
+                return body
+            }
         } catch is NIOTooManyBytesError {
             throw APIError(.contentTooLarge, code: "body_too_large", message: "the request body is over \(limit) bytes")
+        } catch let error as APIError {
+            throw error
+        } catch is CancellationError {
+            throw APIError.unavailable("the server is stopping; try again shortly")
+        } catch {
+            // The body's framing is broken (a bad chunk size, a length that does not match) or
+            // the connection went away: the client's fault, never a 500.
+            throw APIError.badRequest("invalid_body", "the request body could not be read (malformed chunked encoding or length)")
         }
     }
 
@@ -363,7 +429,7 @@ public struct BadgeAPI: Sendable {
         }
     }
 
-    static func etag(_ version: Int64) -> String { "\"\(version)\"" }
+    static func etag(_ version: Int64) -> String { EntityTags.tag(version) }
 
     static func encode(_ value: some Encodable) throws -> ByteBuffer {
         let encoder = JSONEncoder()
@@ -379,45 +445,6 @@ public struct BadgeAPI: Sendable {
         headers[.cacheControl] = "no-store"
         let body = text.hasSuffix("\n") ? text : text + "\n"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
-    }
-}
-
-/// An `If-None-Match` header, read once per request: its entity tags, weak ones (`W/"7"`) as
-/// strong.
-struct IfNoneMatch {
-    private let tags: [Substring]
-
-    /// Nil without a header.
-    init?(_ header: String?) {
-        guard let header else { return nil }
-        tags = header.split(separator: ",").map { item in
-            let tag = item.trimmingBlanks
-            return tag.hasPrefix("W/\"") ? tag.dropFirst(2) : tag
-        }
-    }
-
-    /// Whether it names `version`, or is `*`.
-    func matches(_ version: Int64) -> Bool {
-        let etag = BadgeAPI.etag(version)
-        return tags.contains { $0 == "*" || $0 == etag }
-    }
-
-    /// The version of the first tag that is one.
-    var firstVersion: Int64? {
-        for tag in tags where tag.count >= 2 && tag.hasPrefix("\"") && tag.hasSuffix("\"") {
-            if let version = Int64(tag.dropFirst().dropLast()) { return version }
-        }
-        return nil
-    }
-}
-
-extension Substring {
-    /// Without leading and trailing spaces and tabs (Foundation's `trimmingCharacters` costs
-    /// microseconds, on every request).
-    var trimmingBlanks: Substring {
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else { return "" }
-        return self[first...last]
     }
 }
 

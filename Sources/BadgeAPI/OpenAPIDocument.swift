@@ -75,6 +75,7 @@ enum OpenAPIDocument {
                 "400": {$ref: "#/components/responses/BadRequest"}
                 "401": {$ref: "#/components/responses/Unauthorized"}
                 "404": {$ref: "#/components/responses/NotFound"}
+                "429": {$ref: "#/components/responses/TooManyStreams"}
                 "503": {$ref: "#/components/responses/Unavailable"}
           /v1/users/{user}/badges/clear:
             post:
@@ -109,6 +110,7 @@ enum OpenAPIDocument {
                 "401": {$ref: "#/components/responses/Unauthorized"}
                 "404": {$ref: "#/components/responses/NotFound"}
                 "413": {$ref: "#/components/responses/TooLarge"}
+                "408": {$ref: "#/components/responses/BodyTimeout"}
                 "503": {$ref: "#/components/responses/Unavailable"}
           /v1/users/{user}/badges/stream:
             get:
@@ -165,6 +167,7 @@ enum OpenAPIDocument {
                 "400": {$ref: "#/components/responses/BadRequest"}
                 "401": {$ref: "#/components/responses/Unauthorized"}
                 "404": {$ref: "#/components/responses/NotFound"}
+                "429": {$ref: "#/components/responses/TooManyStreams"}
                 "503": {$ref: "#/components/responses/Unavailable"}
           /v1/events:
             post:
@@ -200,6 +203,7 @@ enum OpenAPIDocument {
                 "401": {$ref: "#/components/responses/Unauthorized"}
                 "403": {$ref: "#/components/responses/Forbidden"}
                 "413": {$ref: "#/components/responses/TooLarge"}
+                "408": {$ref: "#/components/responses/BodyTimeout"}
                 "503": {$ref: "#/components/responses/Unavailable"}
           /:
             get:
@@ -402,8 +406,26 @@ enum OpenAPIDocument {
               content:
                 application/json:
                   schema: {$ref: "#/components/schemas/Error"}
+            BodyTimeout:
+              description: The request body did not arrive within the body timeout (code body_timeout).
+              content:
+                application/json:
+                  schema: {$ref: "#/components/schemas/Error"}
+            TooManyStreams:
+              description: >-
+                This user already holds the most open streams and long-polls one user may
+                (code too_many_streams); retry after Retry-After seconds.
+              headers:
+                Retry-After:
+                  schema: {type: string}
+              content:
+                application/json:
+                  schema: {$ref: "#/components/schemas/Error"}
             Unavailable:
-              description: The database (or Kafka) is unavailable; retry after Retry-After seconds.
+              description: >-
+                The database (or Kafka) is unavailable, or the server holds the most open
+                streams and long-polls it may (code too_many_streams); retry after Retry-After
+                seconds.
               headers:
                 Retry-After:
                   schema: {type: string}

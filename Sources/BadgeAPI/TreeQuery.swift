@@ -12,7 +12,7 @@ struct TreeQuery: Sendable {
     }
 
     /// The most paths one `?paths=` may name.
-    static let maximumPaths = 100
+    static let maximumPaths = RequestValues.maximumPaths
 
     var target: Target
     /// Long-poll: how long to wait for a version other than `since`.
@@ -25,67 +25,46 @@ struct TreeQuery: Sendable {
         self.since = since
     }
 
-    /// - Throws: ``APIError`` 400 naming the parameter and what is wrong with it.
+    /// - Throws: ``APIError`` 400 naming the parameter and what is wrong with it (the values are
+    ///   read by ``RequestValues``, which never traps, whatever the text).
     init(_ parameters: Parameters, maximumWait: Duration) throws(APIError) {
-        let path = try parameters["path"].map { text throws(APIError) in try Self.path(String(text)) }
-        var depth: Int?
-        if let text = parameters["depth"] {
-            guard let value = Int(text), (0...BadgePath.maximumDepth).contains(value) else {
-                throw APIError.badRequest("invalid_depth", "depth must be an integer from 0 to \(BadgePath.maximumDepth), not '\(text.prefix(40))'")
+        do throws(RequestValueError) {
+            let path = try parameters["path"].map { text throws(RequestValueError) in try RequestValues.path(text) }
+            let depth = try parameters["depth"].map { text throws(RequestValueError) in try RequestValues.depth(text) }
+            if let list = parameters["paths"] {
+                guard path == nil, depth == nil else {
+                    throw RequestValueError("invalid_query", "paths cannot be combined with path or depth")
+                }
+                target = .nodes(try RequestValues.paths(list))
+            } else {
+                target = .tree(path ?? .root, depth)
             }
-            depth = value
-        }
-        if let list = parameters["paths"] {
-            guard path == nil, depth == nil else {
-                throw APIError.badRequest("invalid_query", "paths cannot be combined with path or depth")
-            }
-            let items = list.split(separator: ",", omittingEmptySubsequences: false)
-            guard items.count <= Self.maximumPaths else {
-                throw APIError.badRequest("invalid_query", "paths names \(items.count) paths; at most \(Self.maximumPaths)")
-            }
-            var paths: [BadgePath] = []
-            for item in items { paths.append(try Self.path(String(item))) }
-            target = .nodes(paths)
-        } else {
-            target = .tree(path ?? .root, depth)
-        }
-        if let text = parameters["wait"] {
-            guard let wait = Self.duration(String(text)), wait <= maximumWait else {
-                throw APIError.badRequest(
-                    "invalid_wait", "wait must be a duration such as 30s or 500ms, at most \(maximumWait), not '\(text.prefix(40))'")
-            }
-            self.wait = wait
-        }
-        if let text = parameters["since"] {
-            guard let value = Int64(text), value >= 0 else {
-                throw APIError.badRequest("invalid_since", "since must be a version (an integer ≥ 0), not '\(text.prefix(40))'")
-            }
-            since = value
+            wait = try parameters["wait"].map { text throws(RequestValueError) in try RequestValues.wait(text, maximum: maximumWait) }
+            since = try parameters["since"].map { text throws(RequestValueError) in try RequestValues.since(text) }
+        } catch {
+            throw APIError(error)
         }
     }
 
     static func path(_ text: String) throws(APIError) -> BadgePath {
         do {
-            return try BadgePath(validating: text)
+            return try RequestValues.path(text)
         } catch {
-            throw APIError.badRequest("invalid_path", "\(error)")
+            throw APIError(error)
         }
     }
 
-    /// `30s`, `500ms`, `2m`, or a plain number of seconds; nil if not one of those.
+    /// `30s`, `500ms`, `2m`, or a plain number of seconds; nil if not one of those (see
+    /// ``RequestValues/duration(_:)``).
     static func duration(_ text: String) -> Duration? {
-        let units: [(suffix: String, scale: Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
-        var number = Substring(text)
-        var scale = 1.0
-        for unit in units where text.hasSuffix(unit.suffix) {
-            number = text.dropLast(unit.suffix.count)
-            scale = unit.scale
-            break
-        }
-        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let value = Double(number),
-            value.isFinite, value >= 0
-        else { return nil }
-        return .milliseconds(Int64((value * scale * 1000).rounded()))
+        RequestValues.duration(text)
+    }
+}
+
+extension APIError {
+    /// A 400 answer for a query parameter or header that cannot be read.
+    init(_ error: RequestValueError) {
+        self = .badRequest(error.code, error.message)
     }
 }
 

@@ -36,7 +36,8 @@ public struct BadgeNode: Hashable, Sendable {
     ///
     /// - Parameters:
     ///   - depth: how many levels below `path` to include: nil for all, 0 for the node only,
-    ///     1 for the node and its children, … A negative depth is taken as 0.
+    ///     1 for the node and its children, … A negative depth is taken as 0, one above
+    ///     ``BadgePath/maximumDepth`` as that.
     /// - Returns: nil if `path` has no aggregate (nothing shown), except for `root`, which always
     ///   answers: an empty tree's root has `shown` false and count 0.
     public static func build(
@@ -48,7 +49,8 @@ public struct BadgeNode: Hashable, Sendable {
             }
             return nil
         }
-        let deepest = depth.map { path.depth + max($0, 0) }
+        // Clamped first: no path is deeper than maximumDepth, and `path.depth + Int.max` traps.
+        let deepest = depth.map { path.depth + min(max($0, 0), BadgePath.maximumDepth) }
         // Sorted by path, a node's descendants directly follow it (`.` sorts below every label
         // character), so one pass with a stack of open nodes builds the tree.
         var below: [(path: BadgePath, aggregate: BadgeAggregate)] = []

@@ -40,7 +40,7 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     /// The labels of `text`, checked rule by rule.
     ///
     /// - Throws: ``BadgePathError`` naming the path and the first rule it breaks.
-    static func checkedLabels(_ text: String) throws(BadgePathError) -> [String] {
+    package static func checkedLabels(_ text: String) throws(BadgePathError) -> [String] {
         if text.isEmpty { throw .empty }
         let parts = text.unicodeScalars.split(separator: ".", omittingEmptySubsequences: false)
         guard let first = parts.first, String(first) == "root" else {
@@ -61,7 +61,7 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
 
     /// How many labels `text` has (`root` included) if it is a valid path, checked in one pass
     /// over its UTF-8 bytes; nil if anything is off (the caller then finds out what).
-    static func labelCountOfValidPath(_ text: String) -> Int? {
+    package static func labelCountOfValidPath(_ text: String) -> Int? {
         let bytes = text.utf8
         var labelCount = 1
         var labelLength = 0

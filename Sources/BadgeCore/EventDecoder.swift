@@ -150,8 +150,8 @@ struct EventFields {
         guard let text = try string(name) else { return nil }
         guard let date = RFC3339.parse(text) else {
             throw Self.invalid(
-                "field '\(name)' is \(Quoting.quoted(text)); it must be an RFC 3339 timestamp such as "
-                    + "'2025-03-01T12:00:00Z' or '2025-03-01T14:00:00.5+02:00'")
+                "field '\(name)' is \(Quoting.quoted(text)); it must be an RFC 3339 timestamp from 1970 to 9999 "
+                    + "(UTC), such as '2025-03-01T12:00:00Z' or '2025-03-01T14:00:00.5+02:00'")
         }
         return date
     }

@@ -1,19 +1,19 @@
 /// A rule's path template, such as `root.chat.{conversation}` or `root.shop.item_{id}`: `root`
 /// then labels made of literal characters `[A-Za-z0-9_]` and `{name}` placeholders, a placeholder
 /// filling a whole label or part of one.
-struct PathTemplate: Hashable, Sendable {
-    enum Part: Hashable, Sendable {
+package struct PathTemplate: Hashable, Sendable {
+    package enum Part: Hashable, Sendable {
         case literal(String)
         case placeholder(String)
     }
 
     /// The template as written.
-    let text: String
+    package let text: String
     /// The labels, `root` first, each a list of parts.
-    let labels: [[Part]]
+    package let labels: [[Part]]
 
     /// Every placeholder name, in order of first appearance.
-    var placeholders: [String] {
+    package var placeholders: [String] {
         var names: [String] = []
         for case .placeholder(let name) in labels.joined() where !names.contains(name) {
             names.append(name)
@@ -24,7 +24,7 @@ struct PathTemplate: Hashable, Sendable {
     /// Parses a template.
     ///
     /// - Throws: a message naming the problem and the label (positions count from 1, `root` at 1).
-    init(parsing text: String) throws(RuleSetError) {
+    package init(parsing text: String) throws(RuleSetError) {
         func problem(_ message: String) -> RuleSetError {
             RuleSetError(message: "path template \(Quoting.quoted(text)) \(message)")
         }
@@ -93,7 +93,7 @@ struct PathTemplate: Hashable, Sendable {
     ///
     /// - Throws: `missing_attribute` for an absent attribute; `invalid_path` for a value that is
     ///   not a valid label (or part of one), or a resulting path that is not valid.
-    func render(attributes: [String: String], type: String) throws(EventRejection) -> BadgePath {
+    package func render(attributes: [String: String], type: String) throws(EventRejection) -> BadgePath {
         var rendered: [String] = []
         for parts in labels {
             var label = ""

@@ -4,7 +4,8 @@ import Foundation
 /// without a calendar or locale.
 enum RFC3339 {
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `t`, `z` and a space for `T` are
-    /// accepted as RFC 3339 allows. Returns nil for anything else or an impossible date.
+    /// accepted as RFC 3339 allows. Returns nil for anything else, an impossible date, or an
+    /// instant outside 1970-01-01T00:00:00Z … 9999-12-31T23:59:59.99997Z (after the offset).
     static func parse(_ text: String) -> Date? {
         let bytes = Array(text.utf8)
         var index = 0
@@ -58,15 +59,29 @@ enum RFC3339 {
         guard index == bytes.count else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+        // The instant must fall in 1970-01-01 … 9999-12-31 UTC (after the offset). Below, the
+        // calendars disagree: Foundation's Gregorian calendar is Julian before 1582-10-15, so it
+        // would write 1500-03-10 as 1500-02-29, which PostgreSQL refuses (and a batch holding it
+        // would fail on every retry); nothing a badge shows happened before 1970 anyway. Above,
+        // RFC 3339 has no years. Checked on the Double the Date holds: near 9999 its unit in the
+        // last place is about 30 µs, so 23:59:59.999999 rounds to the year 10000.
+        let interval = Double(seconds) + fraction
+        guard interval >= Self.firstSecond, interval < Self.endSecond else { return nil }
+        return Date(timeIntervalSince1970: interval)
     }
 
+    /// 1970-01-01T00:00:00Z: the first instant read.
+    static let firstSecond: Double = 0
+    /// 10000-01-01T00:00:00Z in seconds since 1970: the first instant after the years read.
+    static let endSecond: Double = 253_402_300_800
+
     /// Formats `date` in UTC with up to microsecond precision, trailing zeros dropped:
-    /// `2025-03-01T12:00:00.25Z`. Years outside 0000–9999 are clamped to that range.
+    /// `2025-03-01T12:00:00.25Z`. Years outside 0000–9999 are clamped to that range (``parse(_:)``
+    /// reads only years 1970–9999, so what it reads formats back to the same instant).
     static func format(_ date: Date) -> String {
-        let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
-        let firstSecond = -62_167_219_200.0  // 0000-01-01T00:00:00Z
-        let interval = min(max(date.timeIntervalSince1970, firstSecond), limit)
+        let limit = endSecond.nextDown  // 9999-12-31T23:59:59.99997Z, the last Double before 10000
+        let zeroSecond = -62_167_219_200.0  // 0000-01-01T00:00:00Z
+        let interval = min(max(date.timeIntervalSince1970, zeroSecond), limit)
         let micros = Int64((interval * 1_000_000).rounded())
         var seconds = micros / 1_000_000
         var fraction = micros % 1_000_000

@@ -19,14 +19,14 @@ import Yams
 /// ```
 public struct RuleSet: Sendable {
     /// One rule: a type, the operation it makes, and the path template.
-    struct Rule: Sendable, Hashable {
-        var type: String
-        var template: PathTemplate
-        var operation: BadgeOperation
+    package struct Rule: Sendable, Hashable {
+        package var type: String
+        package var template: PathTemplate
+        package var operation: BadgeOperation
     }
 
     /// The rules in file order.
-    let rules: [Rule]
+    package let rules: [Rule]
     /// The rules by type.
     let rulesByType: [String: Rule]
 

@@ -6,7 +6,7 @@ public import Foundation
 /// `-- reddot:no-transaction` (needed for `CREATE INDEX CONCURRENTLY`); such a file must hold a
 /// single statement and should be safe to run again (`IF NOT EXISTS`).
 public struct MigrationFile: Sendable, Hashable {
-    /// The number before the first underscore.
+    /// The number before the first underscore, 1 to ``maximumVersion``.
     public var version: Int
     /// The words after it (`init`).
     public var name: String
@@ -24,13 +24,20 @@ public struct MigrationFile: Sendable, Hashable {
 
     /// Creates a migration from a file name and its bytes.
     ///
-    /// - Throws: `MigrationError` `.invalidFile` when the name is not `NNNN_words.sql` or the
-    ///   bytes are not UTF-8.
+    /// - Throws: `MigrationError` `.invalidFile` when the name is not `NNNN_words.sql`, its number
+    ///   is above ``maximumVersion``, or the bytes are not UTF-8.
     public init(fileName: String, contents: [UInt8]) throws(MigrationError) {
         guard let (version, name) = Self.parse(fileName: fileName) else {
             throw MigrationError(
                 .invalidFile,
                 "migration file '\(fileName)' is not named NNNN_name.sql (digits, an underscore, then a-z, 0-9 and _)")
+        }
+        // The history table keeps the number in an `integer` column: a larger one would fail
+        // only after the file ran.
+        guard version <= Self.maximumVersion else {
+            throw MigrationError(
+                .invalidFile,
+                "migration file '\(fileName)' has the number \(version == Int.max ? "beyond \(Int.max)" : String(version)); the most is \(Self.maximumVersion)")
         }
         guard let sql = String(validating: contents, as: UTF8.self) else {
             throw MigrationError(.invalidFile, "migration file '\(fileName)' is not UTF-8")
@@ -40,22 +47,33 @@ public struct MigrationFile: Sendable, Hashable {
         self.fileName = fileName
         self.sql = sql
         self.checksum = "sha256:" + SHA256.hexDigest(contents)
-        self.isTransactional = !sql.split(separator: "\n").contains {
+        self.isTransactional = !Self.lines(of: sql).contains {
             $0.trimmingCharacters(in: .whitespaces) == Self.noTransactionDirective
         }
     }
 
-    static func parse(fileName: String) -> (Int, String)? {
+    /// The largest number a file may have: the history table's `integer` column holds it.
+    public static let maximumVersion = Int(Int32.max)
+
+    /// The lines of SQL text as PostgreSQL ends a `--` comment: at `\n` or `\r` (so `\r\n`
+    /// files work; Swift's `Character` would see `\r\n` as one character, not as `\n`).
+    static func lines(of sql: String) -> [String] {
+        sql.unicodeScalars.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).map { String(String.UnicodeScalarView($0)) }
+    }
+
+    package static func parse(fileName: String) -> (Int, String)? {
         guard fileName.hasSuffix(".sql") else { return nil }
         let stem = fileName.dropLast(4)
         guard let underscore = stem.firstIndex(of: "_") else { return nil }
         let digits = stem[..<underscore]
         let words = stem[stem.index(after: underscore)...]
         guard digits.count >= 4, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
-            let version = Int(digits), version > 0,
             !words.isEmpty,
             words.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLowercase || $0.isNumber)) })
         else { return nil }
+        // Digits beyond `Int` are a number too large (`Int.max` here), not a misnamed file.
+        let version = Int(digits) ?? (digits.contains { $0 != "0" } ? Int.max : 0)
+        guard version > 0 else { return nil }
         return (version, String(words))
     }
 

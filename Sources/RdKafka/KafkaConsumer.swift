@@ -1,4 +1,6 @@
 internal import CRdKafka
+import Foundation
+import Synchronization
 public import Logging
 
 /// A librdkafka consumer in a group, whose partitions start at offsets the application chooses.
@@ -14,6 +16,7 @@ public import Logging
 public final class KafkaConsumer: @unchecked Sendable {
     private var handle: OpaquePointer?
     private let context: KafkaClientContext
+    private let mainQueue: MainQueueServer
     private let logger: Logger
 
     /// Creates a consumer; `group.id` must be among the properties.
@@ -41,7 +44,10 @@ public final class KafkaConsumer: @unchecked Sendable {
             rd_kafka_conf_destroy(conf)  // not taken over on failure
             throw KafkaError(name: "create", message: "cannot create the Kafka consumer: \(cBufferText(buffer))")
         }
-        rd_kafka_poll_set_consumer(handle)
+        // The main queue (statistics, client errors) is served on a thread of its own rather than
+        // forwarded to `poll`: the lag gauges and fatal errors keep coming while the poll thread
+        // waits, for a database or a rebalance.
+        self.mainQueue = MainQueueServer(handle: handle)
         self.handle = handle
         self.context = context
         self.logger = logger
@@ -180,6 +186,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.debug("consumer close reported an error", metadata: [LogKey.error: "\(KafkaError(error, context: "close"))"])
         }
+        mainQueue.stop()
         rd_kafka_destroy(handle)
         self.handle = nil
         _ = context  // kept alive until after rd_kafka_destroy
@@ -241,5 +248,33 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     private static func errorText(_ error: OpaquePointer) -> String {
         rd_kafka_error_string(error).map { String(cString: $0) } ?? "unknown"
+    }
+}
+
+/// Serves a client's main queue (`rd_kafka_poll`: statistics and error callbacks) on a thread
+/// of its own until `stop()`, which must come before `rd_kafka_destroy`.
+private final class MainQueueServer: @unchecked Sendable {
+    private let handle: OpaquePointer
+    private let stopping = Atomic<Bool>(false)
+    private let stopped = DispatchSemaphore(value: 0)
+    private var running = true
+
+    init(handle: OpaquePointer) {
+        self.handle = handle
+        let thread = Thread { [self] in
+            while !stopping.load(ordering: .acquiring) { rd_kafka_poll(self.handle, 100) }
+            stopped.signal()
+        }
+        thread.name = "reddot.kafka.main-queue"
+        thread.start()
+    }
+
+    /// Stops serving and waits until the thread has returned from its last poll. Idempotent;
+    /// call it from one thread.
+    func stop() {
+        guard running else { return }
+        running = false
+        stopping.store(true, ordering: .releasing)
+        stopped.wait()
     }
 }

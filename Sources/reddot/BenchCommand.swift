@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure RedDot on this machine.",
-        subcommands: [Ingest.self, Query.self])
+        subcommands: [Ingest.self, Query.self, Pipeline.self])
 
     /// `reddot bench ingest`.
     struct Ingest: AsyncParsableCommand {
@@ -89,13 +89,14 @@ struct BenchCommand: AsyncParsableCommand {
         @OptionGroup var scratchSettings: BenchScratchOptions
 
         func validate() throws {
-            guard events >= 1 else { throw ValidationError("--events takes a number ≥ 1") }
+            guard (1...1_000_000_000).contains(events) else { throw ValidationError("--events takes 1…1000000000") }
             guard users >= 1, users <= Int(Int32.max) else { throw ValidationError("--users takes a number ≥ 1") }
             guard paths >= 1, paths <= 1_000_000 else { throw ValidationError("--paths takes 1…1000000") }
             guard partitions >= 1, partitions <= 10_000 else { throw ValidationError("--partitions takes 1…10000") }
             guard batchSize >= 1, batchSize <= 100_000 else { throw ValidationError("--batch-size takes 1…100000") }
             guard batchWaitMilliseconds >= 0 else { throw ValidationError("--batch-wait-ms takes a number ≥ 0") }
-            if let rate, !(rate > 0) { throw ValidationError("--rate takes a number of events/s > 0") }
+            // The schedule is UInt64(index / rate * 1e9) ns: a tiny rate would trap.
+            if let rate, !(rate >= 1 && rate <= 100_000_000) { throw ValidationError("--rate takes 1…100000000 events/s") }
             if mock, kafka.brokerList != nil { throw ValidationError("--mock and --brokers exclude each other") }
         }
 

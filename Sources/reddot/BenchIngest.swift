@@ -88,7 +88,9 @@ struct IngestBenchmark: Sendable {
 
         // Warm up: one event per partition, committed, so the group has joined and the
         // database connection is open before the clock starts.
-        let warmups = try await warmUp(producer, recorder: recorder)
+        let warmups = try await benchWarmUp(
+            producer, recorder: recorder, topic: settings.topic, mockPartitions: settings.isMockCluster ? settings.partitions : nil,
+            runID: settings.runID, user: "bench_warmup", path: "root.bench.warmup", stallSeconds: Self.stallSeconds)
 
         let topic = settings.topic
         let rate = settings.rate
@@ -170,32 +172,6 @@ struct IngestBenchmark: Sendable {
             appliedEvents: 0, rejectedRecords: 0)
     }
 
-    /// Sends one event per partition (one in all for external brokers, whose partition count the
-    /// benchmark does not know) and waits until ingest has committed them.
-    private func warmUp(_ producer: KafkaProducer, recorder: BenchRecorder) async throws -> [(Int32, Int64)] {
-        let encoder = EventEncoder()
-        let targets: [Int32?] = settings.isMockCluster ? (0..<settings.partitions).map { $0 } : [nil]
-        var delivered: [(Int32, Int64)] = []
-        for (index, partition) in targets.enumerated() {
-            let event = BadgeEvent(
-                id: try EventID(validating: "\(settings.runID)-warmup-\(index)"),
-                audience: .users([try UserID(validating: "bench_warmup")]),
-                body: .operation(path: try BadgePath(validating: "root.bench.warmup"), operation: .increment(by: 1)))
-            let record = KafkaOutgoingRecord(
-                topic: settings.topic, partition: partition, key: Array("bench_warmup".utf8), payload: encoder.encode(event))
-            let delivery = try await producer.send(record)
-            delivered.append((delivery.partition, delivery.offset))
-        }
-        let deadline = BenchClock.now + UInt64(Self.stallSeconds * 2 * 1e9)
-        while !delivered.allSatisfy({ recorder.committedNext(partition: $0.0) > $0.1 }) {
-            if recorder.hasIngestEnded { throw BenchFailure("ingest stopped before it consumed anything: \(recorder.ingestError ?? "")") }
-            if BenchClock.now > deadline {
-                throw BenchFailure("ingest did not commit the warm-up events within \(Int(Self.stallSeconds * 2)) s; is the consumer group joining?")
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        return delivered
-    }
 
     /// Waits until every partition's commits reach its log-end offset; false when ingest stalls
     /// (no commit for ``stallSeconds``) or stops first.
@@ -594,4 +570,36 @@ struct BreakdownMeasurement: Sendable {
     var events: Int
     var decodeSeconds: Double
     var transactionSeconds: Double
+}
+
+/// Sends one warm-up event to every partition of the mock cluster's topic (one to the topic on
+/// real brokers) and waits until ingest has committed them all: the group has joined.
+///
+/// - Returns: each warm-up event's partition and offset.
+/// - Throws: `BenchFailure` when ingest stops or commits nothing within twice `stallSeconds`.
+func benchWarmUp(
+    _ producer: KafkaProducer, recorder: BenchRecorder, topic: String, mockPartitions: Int32?, runID: String,
+    user: String, path: String, stallSeconds: Double
+) async throws -> [(Int32, Int64)] {
+    let encoder = EventEncoder()
+    let targets: [Int32?] = mockPartitions.map { count in (0..<count).map { $0 } } ?? [nil]
+    var delivered: [(Int32, Int64)] = []
+    for (index, partition) in targets.enumerated() {
+        let event = BadgeEvent(
+            id: try EventID(validating: "\(runID)-warmup-\(index)"),
+            audience: .users([try UserID(validating: user)]),
+            body: .operation(path: try BadgePath(validating: path), operation: .increment(by: 1)))
+        let record = KafkaOutgoingRecord(topic: topic, partition: partition, key: Array(user.utf8), payload: encoder.encode(event))
+        let delivery = try await producer.send(record)
+        delivered.append((delivery.partition, delivery.offset))
+    }
+    let deadline = BenchClock.now + UInt64(stallSeconds * 2 * 1e9)
+    while !delivered.allSatisfy({ recorder.committedNext(partition: $0.0) > $0.1 }) {
+        if recorder.hasIngestEnded { throw BenchFailure("ingest stopped before it consumed anything: \(recorder.ingestError ?? "")") }
+        if BenchClock.now > deadline {
+            throw BenchFailure("ingest did not commit the warm-up events within \(Int(stallSeconds * 2)) s; is the consumer group joining?")
+        }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return delivered
 }

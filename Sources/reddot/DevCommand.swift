@@ -16,7 +16,9 @@ struct DevCommand: AsyncParsableCommand {
         abstract: "Run RedDot on one machine with embedded defaults (development only).",
         discussion: """
             Starts a private PostgreSQL cluster in --data (initdb on the first start, kept between \
-            runs; as root, the server runs as the account reddot-dev), an in-process Kafka broker \
+            runs; as root, the server runs as the account reddot-dev, and when that account cannot \
+            enter the data folder the cluster lives in /var/lib/reddot-dev/<name>-<hash> instead, \
+            which the output says), an in-process Kafka broker \
             (librdkafka's mock cluster: memory only, never production) with the topics created, \
             applies the migrations, and runs ingest, rollup and the API with the live view in one \
             process. Auth stays on: a development secret is kept in --data and a ready token is \
@@ -30,7 +32,7 @@ struct DevCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The data folder (PostgreSQL cluster, secret, rules). Default: REDDOT_DEV_DATA, else .reddot-dev.", valueName: "dir"))
     var data: String?
 
-    @Flag(help: "Wipe the data folder first.")
+    @Flag(help: "Wipe the data folder first (and its cluster in /var/lib, when it lives there).")
     var reset = false
 
     @Flag(help: "Load demo users and events (idempotent: their event ids are fixed).")
@@ -63,20 +65,32 @@ struct DevCommand: AsyncParsableCommand {
                 "the PostgreSQL server binaries (initdb, pg_ctl) were not found in /usr/lib/postgresql/*/bin; install postgresql (deploy/dev.sh does) or set REDDOT_PG_BIN",
                 code: ExitCodes.unavailable)
         }
-        let postgres = DevPostgres(
-            dataDirectory: folder.appendingPathComponent("postgres"), logFile: folder.appendingPathComponent("postgres.log"),
-            port: postgresPort, binDirectory: binaries,
-            runAs: geteuid() == 0 ? (ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-dev") : nil)
+        let account = geteuid() == 0 ? (ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-dev") : nil
 
         if portIsBusy(port, host: host) {
             throw fail("port \(port) is busy (another RedDot or server?); choose another with --port", code: ExitCodes.unavailable)
         }
         if reset {
-            if (try? postgres.isRunning()) == true { postgres.stop() }
+            var wiped = [folder]
+            let placement = DevPostgres.placement(dataFolder: folder, account: account)
+            let old = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)
+            if (try? old.isRunning()) == true { old.stop() }
             try? FileManager.default.removeItem(at: folder)
-            say("wiped \(folder.path)")
+            if let account {
+                let outside = DevPostgres.outsideFolder(for: folder, account: account)
+                if FileManager.default.fileExists(atPath: outside.path) {
+                    try? FileManager.default.removeItem(at: outside)
+                    wiped.append(outside)
+                }
+            }
+            say("wiped \(wiped.map(\.path).joined(separator: " and "))")
         }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let placement = DevPostgres.placement(dataFolder: folder, account: account)
+        let postgres = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)
+        if let reason = placement.reason {
+            say("the PostgreSQL cluster lives in \(placement.clusterFolder.path) (kept between runs, --reset wipes it), not in \(folder.path): \(reason)")
+        }
 
         var startedHere = false
         do {

@@ -6,10 +6,16 @@ import Glibc
 /// `reddot dev`'s private PostgreSQL cluster: a data folder initialised on first start (as a
 /// non-root user when run as root: PostgreSQL refuses root), started on a TCP port of
 /// 127.0.0.1 only, trust authentication, stopped when `reddot dev` stops.
+///
+/// The cluster and its log live in `clusterFolder`: the data folder itself, or, as root when the
+/// server's account cannot enter the data folder (a clone under `/root` or in a 0700 folder),
+/// `/var/lib/<account>/<name>-<hash of the data folder's path>` (see `placement`).
 struct DevPostgres {
-    /// Where the cluster lives (`<data>/postgres`).
-    let dataDirectory: URL
-    let logFile: URL
+    /// The folder handed to the server's account: `postgres/` and `postgres.log` are in it.
+    let clusterFolder: URL
+    /// Where the cluster lives (`<clusterFolder>/postgres`).
+    var dataDirectory: URL { clusterFolder.appendingPathComponent("postgres") }
+    var logFile: URL { clusterFolder.appendingPathComponent("postgres.log") }
     let port: Int
     /// The server binaries (initdb, pg_ctl).
     let binDirectory: URL
@@ -45,8 +51,10 @@ struct DevPostgres {
     /// Creates the cluster if the folder has none.
     func initializeIfNeeded() throws {
         guard !isInitialized else { return }
+        if runAs != nil { _ = try account() }
+        try Self.makeReachable(clusterFolder.deletingLastPathComponent())
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-        try handOver(dataDirectory.deletingLastPathComponent())
+        try handOver(clusterFolder)
         let result = try run(
             "initdb", ["-D", dataDirectory.path, "-U", Self.role, "--auth=trust", "--encoding=UTF8", "--no-instructions"])
         guard result.status == 0 else { throw DevError("initdb failed:\n\(result.output)") }
@@ -59,7 +67,7 @@ struct DevPostgres {
 
     /// Starts the server and waits until it accepts connections.
     func start() throws {
-        try handOver(dataDirectory.deletingLastPathComponent())
+        try handOver(clusterFolder)
         let options = "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
         let result = try run(
             "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", options, "-w", "-t", "60", "start"])
@@ -76,17 +84,22 @@ struct DevPostgres {
 
     /// When root, gives the folder to the server's account.
     private func handOver(_ folder: URL) throws {
-        guard let runAs else { return }
-        guard let account = getpwnam(runAs) else {
-            throw DevError(
-                "PostgreSQL refuses to run as root, and the account '\(runAs)' does not exist: run deploy/dev.sh (it creates it), or: useradd --system --create-home \(runAs)")
-        }
-        let uid = account.pointee.pw_uid, gid = account.pointee.pw_gid
+        guard runAs != nil else { return }
+        let (uid, gid) = try account()
         let enumerator = FileManager.default.enumerator(atPath: folder.path)
         chown(folder.path, uid, gid)
         while let item = enumerator?.nextObject() as? String {
             chown(folder.appendingPathComponent(item).path, uid, gid)
         }
+    }
+
+    /// The user and group ids of `runAs`.
+    private func account() throws -> (uid: uid_t, gid: gid_t) {
+        guard let runAs, let account = getpwnam(runAs) else {
+            throw DevError(
+                "PostgreSQL refuses to run as root, and the account '\(runAs ?? "")' does not exist: run deploy/dev.sh (it creates it), or: useradd --system --create-home --home-dir /var/lib/\(runAs ?? "") \(runAs ?? "")")
+        }
+        return (account.pointee.pw_uid, account.pointee.pw_gid)
     }
 
     /// Runs one of the server binaries (as `runAs` when set) and returns its exit status and output.
@@ -95,10 +108,78 @@ struct DevPostgres {
         var argv = [binary] + arguments
         var path = binary
         if let runAs {
+            // In the cluster's folder: initdb fails when its account cannot enter the working
+            // directory (a repository under /root).
             path = "/usr/sbin/runuser"
-            argv = [path, "-u", runAs, "--"] + argv
+            argv = [path, "-u", runAs, "--", "/usr/bin/env", "--chdir=\(clusterFolder.path)"] + argv
         }
         return try spawnAndWait(path, argv)
+    }
+}
+
+extension DevPostgres {
+    /// Where the cluster of `dataFolder` lives, and why, when it is not in the data folder.
+    struct Placement {
+        var clusterFolder: URL
+        /// Nil when the cluster is in the data folder; else the sentence that says why it is not.
+        var reason: String?
+    }
+
+    /// Where the cluster of `dataFolder` lives when the server runs as `account` (nil: not root).
+    ///
+    /// In the data folder when not root, when a cluster is there already, or when `account` can
+    /// enter the folder that holds it; else (or when a cluster was made there before) in
+    /// `outsideFolder(for:account:)`, kept between runs. The user's folders are never chmod'ed.
+    static func placement(dataFolder: URL, account: String?) -> Placement {
+        guard let account else { return Placement(clusterFolder: dataFolder) }
+        let inside = DevPostgres(clusterFolder: dataFolder, port: 0, binDirectory: URL(fileURLWithPath: "/"), runAs: account)
+        let outsideFolder = outsideFolder(for: dataFolder, account: account)
+        let outside = DevPostgres(clusterFolder: outsideFolder, port: 0, binDirectory: URL(fileURLWithPath: "/"), runAs: account)
+        let parent = dataFolder.deletingLastPathComponent()
+        if inside.isInitialized { return Placement(clusterFolder: dataFolder) }
+        let enters = canEnter(parent, account: account)
+        if outside.isInitialized {
+            let reason = enters
+                ? "it was made there when the account \(account) could not enter \(parent.path)"
+                : "the account \(account) (PostgreSQL refuses root) cannot enter \(parent.path)"
+            return Placement(clusterFolder: outsideFolder, reason: reason)
+        }
+        if enters { return Placement(clusterFolder: dataFolder) }
+        return Placement(
+            clusterFolder: outsideFolder, reason: "the account \(account) (PostgreSQL refuses root) cannot enter \(parent.path)")
+    }
+
+    /// `/var/lib/<account>/<name>-<hash>`: a stable folder for the cluster of `dataFolder`, named
+    /// after the repository folder (or the data folder when it is not `.reddot-dev`) and an FNV-1a
+    /// hash of the data folder's full path, so two clones never share a cluster.
+    static func outsideFolder(for dataFolder: URL, account: String) -> URL {
+        let path = dataFolder.standardizedFileURL.path
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let named = dataFolder.lastPathComponent == ".reddot-dev" ? dataFolder.deletingLastPathComponent() : dataFolder
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        let label = String(named.lastPathComponent.filter { allowed.contains($0) }.prefix(40))
+        let hex = String(hash >> 32, radix: 16)
+        let name = (label.isEmpty || label.hasPrefix(".") ? "reddot" : label) + "-" + String(repeating: "0", count: 8 - hex.count) + hex
+        return URL(fileURLWithPath: "/var/lib").appendingPathComponent(account).appendingPathComponent(name)
+    }
+
+    /// Whether `account` may enter `folder` (search permission on it and every folder above it).
+    static func canEnter(_ folder: URL, account: String) -> Bool {
+        guard getpwnam(account) != nil else { return false }
+        let result = try? spawnAndWait(
+            "/usr/sbin/runuser", ["/usr/sbin/runuser", "-u", account, "--", "/usr/bin/test", "-x", folder.path])
+        return result?.status == 0
+    }
+
+    /// Creates `folder` (root's, mode 0755) when missing: the server's account must pass through it.
+    static func makeReachable(_ folder: URL) throws {
+        guard !FileManager.default.fileExists(atPath: folder.path) else { return }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        chmod(folder.path, 0o755)
     }
 }
 

@@ -90,9 +90,10 @@ struct IngestOptions: ParsableArguments {
     func validate() throws {
         guard batchSize >= 1, batchSize <= 100_000 else { throw ValidationError("--batch-size takes 1…100000") }
         guard (1...16).contains(writers) else { throw ValidationError("--writers takes 1…16") }
-        guard batchWaitMilliseconds >= 0 else { throw ValidationError("--batch-wait-ms takes a number ≥ 0") }
+        guard (0...3_600_000).contains(batchWaitMilliseconds) else { throw ValidationError("--batch-wait-ms takes 0…3600000") }
         guard ["earliest", "latest"].contains(startFrom) else { throw ValidationError("--start-from takes earliest or latest") }
-        guard eventRetentionDays > 0 else { throw ValidationError("--event-retention-days takes a number > 0") }
+        // Bounded before `.seconds(days * 86400)`, which traps beyond Int128 attoseconds (1e300, inf).
+        guard eventRetentionDays > 0, eventRetentionDays <= 36_500 else { throw ValidationError("--event-retention-days takes a number > 0 and ≤ 36500") }
         if let name = Self.instanceName(flag: instanceID), let problem = KafkaOptions.nameProblem(name, kind: "instance id") {
             throw ValidationError("\(problem) (--instance-id or REDDOT_INSTANCE_ID)")
         }

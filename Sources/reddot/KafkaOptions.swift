@@ -112,7 +112,9 @@ struct KafkaOptions: ParsableArguments {
             throw ValidationError("cannot read the Kafka properties file \(path)")
         }
         var properties: [(key: String, value: String)] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Any line ending: "\r\n" is one Character, so splitting on "\n" alone would run a CRLF
+        // file's lines together into one value.
+        for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let equals = line.firstIndex(of: "="), equals != line.startIndex else {

@@ -47,9 +47,14 @@ struct MigrateCommand: AsyncParsableCommand {
         @Option(name: .customLong("lock-timeout"), help: "Seconds a migration may wait for a table lock (lock_timeout) before giving up; 0 waits forever.")
         var lockTimeoutSeconds: Double = 10
 
+        /// The longest lock wait PostgreSQL takes: 2147483647 ms.
+        static let maximumLockSeconds = Double(Int32.max / 1000)
+
         func validate() throws {
-            guard lockWaitSeconds >= 0, lockTimeoutSeconds >= 0 else {
-                throw ValidationError("--lock-wait and --lock-timeout take seconds ≥ 0")
+            // PostgreSQL's lock_timeout is an int of milliseconds; the bound also keeps
+            // Int(seconds * 1000) from trapping on 1e300 or inf.
+            guard (0...Self.maximumLockSeconds).contains(lockWaitSeconds), (0...Self.maximumLockSeconds).contains(lockTimeoutSeconds) else {
+                throw ValidationError("--lock-wait and --lock-timeout take seconds from 0 to \(Int(Self.maximumLockSeconds))")
             }
         }
 

@@ -590,7 +590,8 @@ final class EventSender: Sendable {
     /// without a report well after the delivery timeout count as failed.
     func finish() -> Outcome {
         if let timeoutMilliseconds, timeoutMilliseconds > 0 {
-            let deadline = DispatchTime.now() + .milliseconds(timeoutMilliseconds + 30_000)
+            // librdkafka takes at most Int32.max ms; clamped so that the sum cannot overflow.
+            let deadline = DispatchTime.now() + .milliseconds(min(timeoutMilliseconds, Int(Int32.max)) + 30_000)
             _ = pending.wait(timeout: deadline)
         } else {
             pending.wait()

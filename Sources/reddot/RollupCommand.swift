@@ -58,8 +58,8 @@ struct RollupOptions: ParsableArguments {
     func validate() throws {
         guard (1...64).contains(workers) else { throw ValidationError("--rollup-workers takes 1…64") }
         guard (1...100_000).contains(batchSize) else { throw ValidationError("--rollup-batch-size takes 1…100000") }
-        guard idleMilliseconds >= 1 else { throw ValidationError("--rollup-idle-ms takes a number ≥ 1") }
-        guard expiryIntervalMilliseconds >= 10 else { throw ValidationError("--expiry-interval-ms takes a number ≥ 10") }
+        guard (1...3_600_000).contains(idleMilliseconds) else { throw ValidationError("--rollup-idle-ms takes 1…3600000") }
+        guard (10...3_600_000).contains(expiryIntervalMilliseconds) else { throw ValidationError("--expiry-interval-ms takes 10…3600000") }
     }
 
     func service(database: DatabaseOptions, logger: Logger) -> RollupService {

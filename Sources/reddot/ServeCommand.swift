@@ -26,6 +26,11 @@ struct ServeCommand: AsyncParsableCommand {
             JWKS file (--jwt-jwks-file); exp required, nbf/aud/iss checked. A token reads and \
             clears only its own sub's tree; scope reddot:admin acts for any user and publishes.
 
+            Limits for hostile clients: connections idle or with unfinished requests close after \
+            --idle-timeout-seconds; bodies must arrive within --body-timeout-seconds (408); streams \
+            and long-polls beyond --max-streams answer 503, beyond --max-streams-per-user 429, both \
+            with Retry-After; beyond --max-connections new connections wait.
+
             SIGTERM or SIGINT: stops accepting, ends the streams, finishes the requests in hand \
             and exits 0. Exit codes: 0 stopped by a signal; 64 bad arguments or auth settings; \
             69 the port is in use; 1 another failure.
@@ -89,19 +94,92 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("publish-brokers"), help: ArgumentHelp("Kafka brokers for POST /v1/events. Default: REDDOT_KAFKA_BROKERS; without either, publishing over HTTP answers 503.", valueName: "list"))
     var publishBrokers: String?
 
+    @Option(name: .customLong("idle-timeout-seconds"), help: ArgumentHelp("Close a connection that sends no complete request part for this long (unfinished request lines or headers, stalled bodies, idle keep-alive); 0: never. Streams and long-polls being answered are not cut. Default: REDDOT_HTTP_IDLE_TIMEOUT_SECONDS, else 30.", valueName: "seconds"))
+    var idleTimeoutSeconds: Double?
+
+    @Option(name: .customLong("body-timeout-seconds"), help: ArgumentHelp("A request body must arrive within this, else 408. Default: REDDOT_HTTP_BODY_TIMEOUT_SECONDS, else 10.", valueName: "seconds"))
+    var bodyTimeoutSeconds: Double?
+
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp("Open connections at most; more wait in the listen backlog; 0: no limit. Default: REDDOT_HTTP_MAX_CONNECTIONS, else the open-file limit less the pool and 128.", valueName: "count"))
+    var maximumConnections: Int?
+
+    @Option(name: .customLong("max-streams"), help: ArgumentHelp("Open streams and long-polls in this process at most; more answer 503 with Retry-After. Default: REDDOT_HTTP_MAX_STREAMS, else 10000.", valueName: "count"))
+    var maximumStreams: Int?
+
+    @Option(name: .customLong("max-streams-per-user"), help: ArgumentHelp("Open streams and long-polls of one user in this process at most; more answer 429 with Retry-After. Default: REDDOT_HTTP_MAX_STREAMS_PER_USER, else 32.", valueName: "count"))
+    var maximumStreamsPerUser: Int?
+
     @Option(name: .customLong("publish-topic"), help: ArgumentHelp("The topic POST /v1/events publishes to. Default: REDDOT_KAFKA_TOPIC, else reddot.events.", valueName: "name"))
     var publishTopic: String?
 
     func validate() throws {
         if let port, !(0...65_535).contains(port) { throw ValidationError("--port takes 0…65535") }
         if let poolSize, !(1...256).contains(poolSize) { throw ValidationError("--pool-size takes 1…256") }
-        guard statementTimeoutMilliseconds >= 1 else { throw ValidationError("--statement-timeout-ms takes a number ≥ 1") }
+        // PostgreSQL's statement_timeout is an int of milliseconds.
+        guard (1...Int(Int32.max)).contains(statementTimeoutMilliseconds) else {
+            throw ValidationError("--statement-timeout-ms takes 1…\(Int32.max)")
+        }
         guard countCap >= 1 else { throw ValidationError("--count-cap takes a number ≥ 1") }
-        guard heartbeatSeconds > 0 else { throw ValidationError("--heartbeat-seconds takes a number > 0") }
+        // Checked before any conversion to Duration: Int64(1e300 * 1000) traps.
+        guard heartbeatSeconds > 0, heartbeatSeconds <= 3_600 else { throw ValidationError("--heartbeat-seconds takes a number > 0 and ≤ 3600") }
         if let treeCacheMegabytes, !(0...65_536).contains(treeCacheMegabytes) {
             throw ValidationError("--tree-cache-mb takes 0…65536")
         }
-        guard treeCacheMaximumAgeSeconds > 0 else { throw ValidationError("--tree-cache-max-age-seconds takes a number > 0") }
+        guard treeCacheMaximumAgeSeconds > 0, treeCacheMaximumAgeSeconds <= 86_400 else {
+            throw ValidationError("--tree-cache-max-age-seconds takes a number > 0 and ≤ 86400")
+        }
+        if let idleTimeoutSeconds, !(0...86_400).contains(idleTimeoutSeconds) {
+            throw ValidationError("--idle-timeout-seconds takes 0…86400")
+        }
+        if let bodyTimeoutSeconds, !(0.001...3_600).contains(bodyTimeoutSeconds) {
+            throw ValidationError("--body-timeout-seconds takes a number from 0.001 to 3600")
+        }
+        if let maximumConnections, !(0...10_000_000).contains(maximumConnections) {
+            throw ValidationError("--max-connections takes 0…10000000")
+        }
+        if let maximumStreams, !(1...10_000_000).contains(maximumStreams) { throw ValidationError("--max-streams takes 1…10000000") }
+        if let maximumStreamsPerUser, !(1...10_000_000).contains(maximumStreamsPerUser) {
+            throw ValidationError("--max-streams-per-user takes 1…10000000")
+        }
+    }
+
+    /// A number setting: the flag, else the variable (which must parse and lie in `range`), else nil.
+    ///
+    /// - Throws: `ExitCode` 64 with a sentence for a variable that is not such a number.
+    static func number<Value: LosslessStringConvertible & Comparable>(
+        _ flag: Value?, _ variable: String, in range: ClosedRange<Value>
+    ) throws -> Value? {
+        if let flag { return flag }
+        guard let text = environment[variable], !text.isEmpty else { return nil }
+        guard let value = Value(text), range.contains(value) else {
+            throw fail("\(variable) '\(text.prefix(40))' is not a number from \(range.lowerBound) to \(range.upperBound)", code: ExitCodes.usage)
+        }
+        return value
+    }
+
+    /// The server limits from the flags and variables; the connection limit defaults to the
+    /// process's open-file limit less the request pool and 128 (the listener, Kafka, logs).
+    func serverLimits(poolConnections: Int) throws -> ServerLimits {
+        var limits = ServerLimits()
+        if let seconds = try Self.number(idleTimeoutSeconds, "REDDOT_HTTP_IDLE_TIMEOUT_SECONDS", in: 0...86_400) {
+            limits.idleTimeout = seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded()))
+        }
+        if let seconds = try Self.number(bodyTimeoutSeconds, "REDDOT_HTTP_BODY_TIMEOUT_SECONDS", in: 0.001...3_600) {
+            limits.bodyTimeout = .milliseconds(Int64((seconds * 1000).rounded()))
+        }
+        if let count = try Self.number(maximumConnections, "REDDOT_HTTP_MAX_CONNECTIONS", in: 0...10_000_000) {
+            limits.maximumConnections = count == 0 ? nil : count
+        } else {
+            var files = rlimit()
+            if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files) == 0, files.rlim_cur != rlim_t.max {  // not RLIM_INFINITY
+                limits.maximumConnections = max(16, Int(clamping: files.rlim_cur) - poolConnections - 128)
+            }
+        }
+        if let count = try Self.number(maximumStreams, "REDDOT_HTTP_MAX_STREAMS", in: 1...10_000_000) { limits.maximumStreams = count }
+        if let count = try Self.number(maximumStreamsPerUser, "REDDOT_HTTP_MAX_STREAMS_PER_USER", in: 1...10_000_000) {
+            limits.maximumStreamsPerUser = count
+        }
+        return limits
     }
 
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
@@ -147,6 +225,7 @@ struct ServeOptions: ParsableArguments {
             }
             treeCacheBytes = value << 20
         }
+        let limits = try serverLimits(poolConnections: poolConnections)
 
         var auth = AuthConfiguration(
             hs256Secret: Self.setting(hs256Secret, "REDDOT_JWT_HS256_SECRET"),
@@ -192,7 +271,7 @@ struct ServeOptions: ParsableArguments {
 
         let api = BadgeAPI(
             store: BadgeStore(pool: pool, display: configuration.display), hub: hub, authenticator: authenticator,
-            publisher: publisher, configuration: configuration, metrics: registry,
+            publisher: publisher, configuration: configuration, metrics: registry, limits: limits,
             logger: logger)
         let address = "\(configuration.host):\(configuration.port)"
         let application = api.makeApplication { port in

@@ -129,6 +129,13 @@ struct TokenCommand: AsyncParsableCommand {
     @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("iss. Default: REDDOT_JWT_ISSUER.", valueName: "iss"))
     var issuer: String?
 
+    func validate() throws {
+        // A NaN or infinite expiry cannot be written as JSON; one beyond ten years is a mistake.
+        guard expiresIn.isFinite, abs(expiresIn) <= 315_360_000 else {
+            throw ValidationError("--expires-in takes seconds from -315360000 to 315360000 (ten years)")
+        }
+    }
+
     func run() async throws {
         guard let secret = ServeOptions.setting(secret, "REDDOT_JWT_HS256_SECRET") else {
             throw fail("no secret: give --jwt-hs256-secret or set REDDOT_JWT_HS256_SECRET", code: ExitCodes.usage)

@@ -247,7 +247,8 @@ struct EventEncoderTests {
                 body: .operation(path: try path("root.promo"), operation: .clear(force: false))),
             BadgeEvent(
                 id: try EventID(validating: "e5"), audience: .everyone,
-                expiresAt: Date(timeIntervalSince1970: -1.5),
+                // The earliest instants read back (timestamps before 1970 are refused: issue 11).
+                expiresAt: Date(timeIntervalSince1970: 0.5),
                 body: .content(type: "feature.launched", attributes: ["feature": "dark_mode", "note": "a \"b\"\n\u{1}é"])),
             BadgeEvent(
                 id: try EventID(validating: "e6"), audience: .users([try user("u1")]),

@@ -40,6 +40,20 @@ struct IngestCrashTests {
         }
     }
 
+    /// Rolls up, then names the users u0… whose stored tree differs from the script's model.
+    static func usersDifferingFromModel(_ harness: IngestHarness, _ script: EventScript, users: Int) async throws -> [String] {
+        try await harness.rollUp()
+        let now = Date()
+        var mismatches: [String] = []
+        for index in 0..<users {
+            let user = try UserID(validating: "u\(index)")
+            if try await harness.ownTree(for: user) != (script.models[user] ?? BadgeTree()).node(at: .root, now: now) {
+                mismatches.append(user.rawValue)
+            }
+        }
+        return mismatches
+    }
+
     @Test("ten SIGKILLs during a run lose nothing and count nothing twice; SIGTERM exits 0")
     func killNine() async throws {
         let harness = try await IngestHarness(partitions: 4)
@@ -93,15 +107,7 @@ struct IngestCrashTests {
         #expect(kills >= 10)
         #expect(try await harness.storedOffsets(group: group) == ends)
         #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
-        try await harness.rollUp()
-        let now = Date()
-        var mismatches: [String] = []
-        for index in 0..<300 {
-            let user = try UserID(validating: "u\(index)")
-            if try await harness.ownTree(for: user) != (script.models[user] ?? BadgeTree()).node(at: .root, now: now) {
-                mismatches.append(user.rawValue)
-            }
-        }
+        let mismatches = try await Self.usersDifferingFromModel(harness, script, users: 300)
         #expect(mismatches.isEmpty, "\(mismatches.count) users differ, e.g. \(mismatches.prefix(5))")
     }
 
@@ -169,15 +175,7 @@ struct IngestCrashTests {
         #expect(try await last.end(with: SIGTERM) == 0)
         #expect(try await harness.storedOffsets(group: group) == ends)
         #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
-        try await harness.rollUp()
-        let now = Date()
-        var mismatches: [String] = []
-        for index in 0..<300 {
-            let user = try UserID(validating: "u\(index)")
-            if try await harness.ownTree(for: user) != (script.models[user] ?? BadgeTree()).node(at: .root, now: now) {
-                mismatches.append(user.rawValue)
-            }
-        }
+        let mismatches = try await Self.usersDifferingFromModel(harness, script, users: 300)
         #expect(mismatches.isEmpty, "\(mismatches.count) users differ, e.g. \(mismatches.prefix(5))")
     }
 

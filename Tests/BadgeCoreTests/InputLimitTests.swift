@@ -1,0 +1,79 @@
+import BadgeCore
+import Foundation
+import Testing
+
+/// Numbers and dates at the edges of what events may carry (issue 11): refused with a reason, or
+/// kept within the model's saturating arithmetic; never a trap.
+@Suite("Input limits of events and the model")
+struct InputLimitTests {
+    @Test("timestamps must fall in the years 1970-9999 UTC, after the offset and the Double's rounding")
+    func timestampRange() throws {
+        let refused = [
+            "0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "1500-03-10T12:00:00Z", "1969-12-31T23:59:59.999Z",
+            "1970-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01", "9999-12-31T23:59:59.999999Z",
+            "9999-12-31T23:59:59.9999999999Z",
+        ]
+        for text in refused {
+            let found = rejection(#"{"id":"t","op":"set","user":"u","path":"root.a","expires_at":"\#(text)"}"#)
+            #expect(found?.reason == .invalidField, "\(text)")
+            #expect(found?.message.contains("from 1970 to 9999") == true, "\(text): \(String(describing: found))")
+        }
+        for text in ["1970-01-01T00:00:00Z", "1970-01-01T00:00:00-00:01", "9999-12-31T23:59:59Z", "9999-12-31T23:59:59.99Z", "9999-12-31T23:59:59+23:59"] {
+            let decoded = try #require(event(#"{"id":"t","op":"set","user":"u","path":"root.a","occurred_at":"\#(text)"}"#), "\(text)")
+            // What is read is written back within the years, and reads again to the same instant.
+            let encoded = EventEncoder().encode(decoded)
+            let again = try #require(try? EventDecoder().decode(encoded).get(), "\(String(decoding: encoded, as: UTF8.self))")
+            let first = try #require(decoded.occurredAt).timeIntervalSinceReferenceDate
+            let second = try #require(again.occurredAt).timeIntervalSinceReferenceDate
+            #expect(abs(first - second) <= 0.000_000_5 + 4 * first.ulp, "\(text)")
+        }
+    }
+
+    @Test("count and by beyond 1,000,000,000 (and at Int64's limits) are refused")
+    func countLimits() {
+        for json in [
+            #"{"id":"c","op":"set","user":"u","path":"root.a","count":9223372036854775807}"#,
+            #"{"id":"c","op":"set","user":"u","path":"root.a","count":9223372036854775808}"#,
+            #"{"id":"c","op":"set","user":"u","path":"root.a","count":-9223372036854775808}"#,
+            #"{"id":"c","op":"set","user":"u","path":"root.a","count":1e300}"#,
+            #"{"id":"c","op":"incr","user":"u","path":"root.a","by":1000000001}"#,
+            #"{"id":"c","op":"incr","user":"u","path":"root.a","by":9.3e18}"#,
+        ] {
+            #expect(rejection(json)?.reason == .invalidField, "\(json)")
+        }
+    }
+
+    @Test("sums near Int64.max saturate in the tree, the batch and the aggregates")
+    func saturation() throws {
+        let a = try path("root.a")
+        let b = try path("root.b")
+        var tree = BadgeTree(states: [a: BadgeState(count: .max - 1), b: BadgeState(count: .max)])
+        var batch = BadgeBatch()
+        let alice = try user("alice")
+        for _ in 0..<3 {
+            tree.apply(.increment(by: BadgeOperation.maximumCount), at: a, now: now)
+            batch.append(BadgeMutation(user: alice, path: a, operation: .increment(by: BadgeOperation.maximumCount)))
+        }
+        #expect(tree.states[a]?.count == .max)
+        var coalesced = BadgeTree(states: [a: BadgeState(count: .max - 1), b: BadgeState(count: .max)])
+        coalesced.apply(batch, for: alice, now: now)
+        #expect(coalesced == tree)
+        let aggregates = tree.aggregates(now: now)
+        #expect(aggregates[.root]?.count == .max)
+        #expect(tree.node(at: .root, now: now)?.text == "99+")
+    }
+}
+
+@Suite("Depths from untrusted input")
+struct DepthLimitTests {
+    @Test("a depth of Int.max (reddot badges show --depth) is all levels, not an overflow")
+    func hugeDepth() throws {
+        let tree = BadgeTree(states: [try path("root.a.b"): BadgeState(count: 2)])
+        let aggregates = tree.aggregates(now: now)
+        let all = BadgeNode.build(aggregates: aggregates, at: try path("root.a"), depth: .max, display: BadgeDisplay())
+        #expect(all == BadgeNode.build(aggregates: aggregates, at: try path("root.a"), depth: nil, display: BadgeDisplay()))
+        #expect(all?.children.map(\.path.rawValue) == ["root.a.b"])
+        let none = BadgeNode.build(aggregates: aggregates, at: .root, depth: .min, display: BadgeDisplay())
+        #expect(none?.children.isEmpty == true)
+    }
+}
