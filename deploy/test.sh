@@ -119,7 +119,9 @@ SH
   say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') '$name' on 127.0.0.1:$port"
 }
 
-port=${REDDOT_TEST_PG_PORT:-$(free_port 55432)} || { say "no free port from 55432"; exit 1; }
+# Below the kernel's ephemeral range (32768-60999 by default): a server restarted by a test must
+# get its port back, and an outgoing connection of another test may hold any ephemeral port.
+port=${REDDOT_TEST_PG_PORT:-$(free_port 25432)} || { say "no free port from 25432"; exit 1; }
 start_cluster main "$port"
 # A second server for tests that restart PostgreSQL, so they never disturb the others.
 restart_port=$(free_port $(( port + 1 ))) || { say "no free port after $port"; exit 1; }

@@ -61,9 +61,8 @@ public struct BadgeAPI: Sendable {
     public func makeRouter() -> Router<BasicRequestContext> {
         var routes: [APIRoute<BasicRequestContext>] = [
             APIRoute(.get, "/v1/users/:user/badges") { request, context in
-                // A long-poll holds a slot like a stream (a query that merely mentions "wait" takes
-                // one for the moment it is answered: harmless, and no query parsing for polls).
-                guard request.uri.query?.contains("wait") == true else { return try await self.getBadges(request, context) }
+                // A long-poll (`?wait=`) holds a slot like a stream.
+                guard request.uri.queryParameters["wait"] != nil else { return try await self.getBadges(request, context) }
                 return try await self.limitingStreams(request, context, queryToken: false) { try await self.getBadges(request, context) }
             },
             APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) },
@@ -121,12 +120,11 @@ public struct BadgeAPI: Sendable {
     private func limitingStreams(
         _ request: Request, _ context: BasicRequestContext, queryToken: Bool, _ route: () async throws -> Response
     ) async throws -> Response {
-        let encoded = context.parameters.get("user") ?? ""
-        let user = encoded.contains("%") ? encoded.removingPercentEncoding ?? encoded : encoded
-        switch streamLimiter.acquire(user) {
+        // Only a caller who may act for the user takes (or learns about) that user's slots: a
+        // flood of bad tokens must not use up a victim's streams.
+        let (_, user) = try await authorize(request, context, queryToken: queryToken)
+        switch streamLimiter.acquire(user.rawValue) {
         case .failure(let refusal):
-            // How many streams a user holds is said only to a caller who may act for that user.
-            _ = try await authorize(request, context, queryToken: queryToken)
             throw refusal
         case .success(let permit):
             var response = try await route()

@@ -69,7 +69,7 @@ final class IngestWorker: @unchecked Sendable {
             throw KafkaError(
                 code: error.code, name: error.name,
                 message: "another consumer of group '\(configuration.group)' joined with this consumer's instance id "
-                    + "'\(configuration.instanceID ?? "")' (group.instance.id), so the broker fenced this one: "
+                    + "'\(configuration.kafka["group.instance.id"] ?? configuration.instanceID ?? "")' (group.instance.id), so the broker fenced this one: "
                     + "give each ingest its own --instance-id (REDDOT_INSTANCE_ID). \(error.message)")
         }
     }

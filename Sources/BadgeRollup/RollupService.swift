@@ -64,7 +64,8 @@ public struct RollupService: Service {
         guard !claimed.isEmpty else { return 0 }
         let now = Date()
         for dirtiedAt in claimed {
-            metrics.lag.recordNanoseconds(Int64(max(0, now.timeIntervalSince(dirtiedAt)) * 1e9))
+            // Clamped: a dirty mark set by hand centuries ago must not trap the conversion.
+            metrics.lag.recordNanoseconds(Int64(min(max(0, now.timeIntervalSince(dirtiedAt)) * 1e9, 9e18)))
         }
         metrics.batchLatency.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
         metrics.users.increment(by: claimed.count)

@@ -57,6 +57,23 @@ struct DevCommand: AsyncParsableCommand {
 
     static let topic = "reddot.events"
 
+    /// What `reddot dev` itself puts in its data folder: all `--reset` may wipe.
+    static let dataFolderEntries: Set<String> = ["env", "dev-secret", "rules.yaml", "postgres", "postgres.log"]
+
+    /// Why `--reset` must not wipe `folder` (the file system root, the home or current folder,
+    /// or a folder holding anything `reddot dev` did not put there), or nil.
+    static func wipeProblem(_ folder: URL) -> String? {
+        let path = folder.standardizedFileURL.path
+        let guarded = ["/", FileManager.default.homeDirectoryForCurrentUser.standardizedFileURL.path, FileManager.default.currentDirectoryPath]
+        if guarded.contains(path) { return "--reset would wipe \(path); give --data a folder of its own" }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let foreign = entries.filter { !dataFolderEntries.contains($0) }
+        guard foreign.isEmpty else {
+            return "--reset wipes only a folder reddot dev made, and \(path) also holds \(foreign.sorted().prefix(3).joined(separator: ", ")); remove it yourself or choose another --data"
+        }
+        return nil
+    }
+
     func run() async throws {
         let logger = try LoggingSetup.logger(label: "reddot.dev", levelText: logLevel, defaultLevel: .warning)
         let folder = URL(fileURLWithPath: data ?? ProcessInfo.processInfo.environment["REDDOT_DEV_DATA"] ?? ".reddot-dev").standardizedFileURL
@@ -66,11 +83,17 @@ struct DevCommand: AsyncParsableCommand {
                 code: ExitCodes.unavailable)
         }
         let account = geteuid() == 0 ? (ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-dev") : nil
+        if let account, account.isEmpty || account.contains("/") || account.hasPrefix(".") || getpwnam(account) == nil {
+            throw fail(
+                "PostgreSQL refuses to run as root, and REDDOT_DEV_PG_USER names no account ('\(account.prefix(40))'): run deploy/dev.sh (it creates reddot-dev), or: useradd --system --home-dir /var/lib/\(account.prefix(40)) \(account.prefix(40))",
+                code: ExitCodes.usage)
+        }
 
         if portIsBusy(port, host: host) {
             throw fail("port \(port) is busy (another RedDot or server?); choose another with --port", code: ExitCodes.unavailable)
         }
         if reset {
+            if let problem = Self.wipeProblem(folder) { throw fail(problem, code: ExitCodes.usage) }
             var wiped = [folder]
             let placement = DevPostgres.placement(dataFolder: folder, account: account)
             let old = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)

@@ -61,7 +61,8 @@ struct IngestOptions: ParsableArguments {
         help: ArgumentHelp(
             "This consumer's stable name in the group (Kafka static membership, group.instance.id): an ingest that "
                 + "restarts under the same name gets its partitions back at once, without waiting for the dead "
-                + "one's session to time out. Each ingest of a group needs its own. Default: REDDOT_INSTANCE_ID, "
+                + "one's session to time out. Each live ingest of a group needs its own (two with one name fence "
+                + "each other), so with the default run one ingest per host. Default: REDDOT_INSTANCE_ID, "
                 + "else the host name (in Kubernetes, the pod name); 'none' makes a dynamic member.",
             valueName: "name"))
     var instanceID: String?

@@ -128,8 +128,8 @@ struct ServeOptions: ParsableArguments {
         guard treeCacheMaximumAgeSeconds > 0, treeCacheMaximumAgeSeconds <= 86_400 else {
             throw ValidationError("--tree-cache-max-age-seconds takes a number > 0 and ≤ 86400")
         }
-        if let idleTimeoutSeconds, !(0...86_400).contains(idleTimeoutSeconds) {
-            throw ValidationError("--idle-timeout-seconds takes 0…86400")
+        if let idleTimeoutSeconds, idleTimeoutSeconds != 0, !(1...86_400).contains(idleTimeoutSeconds) {
+            throw ValidationError("--idle-timeout-seconds takes 0 (never) or 1…86400")
         }
         if let bodyTimeoutSeconds, !(0.001...3_600).contains(bodyTimeoutSeconds) {
             throw ValidationError("--body-timeout-seconds takes a number from 0.001 to 3600")
@@ -162,6 +162,10 @@ struct ServeOptions: ParsableArguments {
     func serverLimits(poolConnections: Int) throws -> ServerLimits {
         var limits = ServerLimits()
         if let seconds = try Self.number(idleTimeoutSeconds, "REDDOT_HTTP_IDLE_TIMEOUT_SECONDS", in: 0...86_400) {
+            // Below a second every connection would close as it opens: refuse it as a typo.
+            guard seconds == 0 || seconds >= 1 else {
+                throw fail("REDDOT_HTTP_IDLE_TIMEOUT_SECONDS takes 0 (never) or 1…86400", code: ExitCodes.usage)
+            }
             limits.idleTimeout = seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded()))
         }
         if let seconds = try Self.number(bodyTimeoutSeconds, "REDDOT_HTTP_BODY_TIMEOUT_SECONDS", in: 0.001...3_600) {

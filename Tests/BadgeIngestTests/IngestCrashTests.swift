@@ -113,7 +113,7 @@ struct IngestCrashTests {
 
     /// What an operator meets after crashes: no consumer property set, so the member that died
     /// is still in the group when its successor (same host, so the same instance id) joins.
-    @Test("five SIGKILLs in a row with the default consumer settings: the next ingest commits within 15 s on the mock cluster")
+    @Test("five SIGKILLs in a row with the default consumer settings: the next ingest commits within 20 s on the mock cluster (librdkafka's 45 s default took minutes)")
     func crashRecoveryWithDefaults() async throws {
         let harness = try await IngestHarness(partitions: 4)
         defer { Task { await harness.tearDown() } }
@@ -168,7 +168,7 @@ struct IngestCrashTests {
         // active, the dead one too: the group waits the join delay (session.timeout.ms - 1 s)
         // and then one more session timeout for the dead member, about 11 s with the 6 s
         // default (it was about two minutes with librdkafka's 45 s).
-        #expect(limit <= .seconds(15), "the ingest started after five SIGKILLs took \(limit) to commit")
+        #expect(limit <= .seconds(20), "the ingest started after five SIGKILLs took \(limit) to commit")
 
         #expect(try await harness.waitForOffsets(group: group, ends, seconds: 120))
         try await Task.sleep(for: .seconds(1))

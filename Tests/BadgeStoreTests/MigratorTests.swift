@@ -70,7 +70,7 @@ struct MigratorTests {
         let directory = try FixtureDirectory([
             "0001_create_alpha.sql": "CREATE TABLE alpha (id integer PRIMARY KEY);\n",
             // Slow, so that the others arrive while the first holds the lock.
-            "0002_slow.sql": "SELECT pg_sleep(0.3);\nCREATE TABLE beta (id integer PRIMARY KEY);\n",
+            "0002_slow.sql": "SELECT pg_sleep(1.5);\nCREATE TABLE beta (id integer PRIMARY KEY);\n",
             "0003_seed_alpha.sql": "INSERT INTO alpha VALUES (1);\n",
         ])
         defer { directory.delete() }

@@ -14,6 +14,32 @@ import Glibc
 struct DevAnywhereTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+    @Test("--reset refuses a folder holding files reddot dev did not make, and an account name that is no account")
+    func resetIsCareful() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-reset-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let notes = folder.appendingPathComponent("notes.txt")
+        try Data("mine".utf8).write(to: notes)
+        let binary = try CLITests.binary.get().path
+        let ports = ["--port", "\(try ServeCLITests.freePort())", "--pg-port", "\(try ServeCLITests.freePort())"]
+        let account = "REDDOT_DEV_PG_USER=\(ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test")"
+        let refused = try await ChildProcess.run(
+            "/usr/bin/env", [account, binary, "dev", "--data", folder.path, "--reset"] + ports, mergingStandardError: true)
+        #expect(refused.status == 64, "\(refused.output)")
+        #expect(refused.output.contains("--reset wipes only a folder reddot dev made"), "\(refused.output)")
+        #expect(refused.output.contains("notes.txt"), "\(refused.output)")
+        #expect(FileManager.default.fileExists(atPath: notes.path))
+        if geteuid() == 0 {
+            let strange = try await ChildProcess.run(
+                "/usr/bin/env", ["REDDOT_DEV_PG_USER=../etc", binary, "dev", "--data", folder.path, "--reset"] + ports,
+                mergingStandardError: true)
+            #expect(strange.status == 64, "\(strange.output)")
+            #expect(strange.output.contains("names no account"), "\(strange.output)")
+            #expect(FileManager.default.fileExists(atPath: notes.path))
+        }
+    }
+
     @Test(
         "as root, a fresh clone in a 0700 folder: dev.sh answers /healthz, the cluster lives outside, Ctrl-C stops it all",
         .enabled(if: geteuid() == 0, "runs only as root: the private-folder problem is the PostgreSQL account's, which only root uses"),
