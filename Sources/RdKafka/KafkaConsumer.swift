@@ -11,7 +11,8 @@ public import Logging
 /// cooperative protocols. `commit` also records them in Kafka (best effort) for lag tools.
 ///
 /// Threading: every method but `commit` must be called from one thread, the poll thread (the
-/// rebalance handler runs there too, inside `poll`). Owns its `rd_kafka_t` and destroys it in
+/// rebalance handler runs there too, inside `poll`). The client's main queue (statistics, client
+/// errors) is served by a thread of the consumer's own, so they keep coming while `poll` waits. Owns its `rd_kafka_t` and destroys it in
 /// `close()` (or deinit), after `rd_kafka_consumer_close` so partitions move at once.
 public final class KafkaConsumer: @unchecked Sendable {
     private var handle: OpaquePointer?
