@@ -81,7 +81,8 @@ struct MetricsScrapeTests {
             try await harness.publish(Self.goodEvents("d", count: 10))
             try await Task.sleep(for: .seconds(3))
             try await harness.publish(Self.goodEvents("e", count: 10))
-            let stuck = try await PrometheusPage.waitFor(port: ingestPort, seconds: 5) { page in
+            // librdkafka's statistics come every 5 s: give them a few rounds on a loaded machine.
+            let stuck = try await PrometheusPage.waitFor(port: ingestPort, seconds: 20) { page in
                 page.values(lag, matching: [topicLabel]).reduce(0, +) == 30
             }
             #expect(stuck.held, "the lag did not rise to 30 while the database was stuck:\n\(stuck.page.text)")
@@ -95,15 +96,17 @@ struct MetricsScrapeTests {
         // 3. Rollup: ten users wait (their dirty rows held, so SKIP LOCKED passes them by); the
         //    queue depth shows 10, then 0 once they are free and rolled up.
         #expect(try await harness.count("SELECT count(*) FROM dirty_user") == 10)
-        let rollup = try ReddotChild(
-            ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
-            in: harness.folder, name: "rollup")
-        defer { _ = rollup }
-        let waiting = try await withHeldSession(sql, holding: "BEGIN; SELECT user_id FROM dirty_user FOR UPDATE", until: "ROLLBACK") {
-            try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
+        // The lock is taken before the rollup starts, so it cannot roll anyone up first.
+        let (rollup, waiting) = try await withHeldSession(sql, holding: "BEGIN; SELECT user_id FROM dirty_user FOR UPDATE", until: "ROLLBACK") {
+            let rollup = try ReddotChild(
+                ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
+                in: harness.folder, name: "rollup")
+            let waiting = try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
                 page.value("reddot_rollup_queue_depth_users") == 10
             }
+            return (rollup, waiting)
         }
+        defer { _ = rollup }
         #expect(waiting.held, "rollup's queue depth did not show 10:\n\(waiting.page.text)\n\(rollup.standardError)")
         #expect(waiting.page.value("reddot_rollup_users_total") ?? 0 == 0)
         let rolled = try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
