@@ -15,8 +15,7 @@ extension BadgeAPI {
     /// - `: heartbeat` comments every heartbeat interval, so proxies keep the connection.
     ///
     /// The token may come as `?access_token=` (for browsers' EventSource).
-    func stream(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (_, user) = try await authorize(request, context, queryToken: true)
+    func stream(_ request: Request, user: UserID) async throws -> Response {
         let parameters = request.uri.queryParameters
         let path = try parameters["path"].map { text throws(APIError) in try TreeQuery.path(String(text)) } ?? .root
         // Both are checked when both are given; the header (sent by a reconnecting browser) wins.

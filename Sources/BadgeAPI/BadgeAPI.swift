@@ -62,12 +62,16 @@ public struct BadgeAPI: Sendable {
         var routes: [APIRoute<BasicRequestContext>] = [
             APIRoute(.get, "/v1/users/:user/badges") { request, context in
                 // A long-poll (`?wait=`) holds a slot like a stream.
-                guard request.uri.queryParameters["wait"] != nil else { return try await self.getBadges(request, context) }
-                return try await self.limitingStreams(request, context, queryToken: false) { try await self.getBadges(request, context) }
+                guard request.uri.queryParameters["wait"] != nil else {
+                    return try await self.getBadges(request, user: try await self.authorize(request, context).1)
+                }
+                return try await self.limitingStreams(request, context, queryToken: false) { user in
+                    try await self.getBadges(request, user: user)
+                }
             },
             APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) },
             APIRoute(.get, "/v1/users/:user/badges/stream") { request, context in
-                try await self.limitingStreams(request, context, queryToken: true) { try await self.stream(request, context) }
+                try await self.limitingStreams(request, context, queryToken: true) { user in try await self.stream(request, user: user) }
             },
             APIRoute(.post, "/v1/events") { request, _ in try await self.publishEvents(request) },
             APIRoute(.get, "/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") },
@@ -115,10 +119,11 @@ public struct BadgeAPI: Sendable {
             logger: logger)
     }
 
-    /// Runs a stream or long-poll route holding a slot of the stream limits until its response
-    /// has been written (or dropped); over a limit, 503 or 429 with `Retry-After`.
+    /// Authorizes a stream or long-poll and runs its route for the user, holding a slot of the
+    /// stream limits until the response has been written (or dropped); over a limit, 503 or 429
+    /// with `Retry-After`.
     private func limitingStreams(
-        _ request: Request, _ context: BasicRequestContext, queryToken: Bool, _ route: () async throws -> Response
+        _ request: Request, _ context: BasicRequestContext, queryToken: Bool, _ route: (UserID) async throws -> Response
     ) async throws -> Response {
         // Only a caller who may act for the user takes (or learns about) that user's slots: a
         // flood of bad tokens must not use up a victim's streams.
@@ -127,7 +132,7 @@ public struct BadgeAPI: Sendable {
         case .failure(let refusal):
             throw refusal
         case .success(let permit):
-            var response = try await route()
+            var response = try await route(user)
             let body = response.body
             response.body = ResponseBody(contentLength: body.contentLength) { writer in
                 defer { permit.release() }
@@ -171,8 +176,8 @@ public struct BadgeAPI: Sendable {
         return (principal, user)
     }
 
-    private func getBadges(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (_, user) = try await authorize(request, context)
+    /// `GET …/badges` for an authorized `user`.
+    private func getBadges(_ request: Request, user: UserID) async throws -> Response {
         let query = try TreeQuery(request.uri.queryParameters, maximumWait: configuration.maximumWait)
         let ifNoneMatch = EntityTags(request.headers[.ifNoneMatch])
         var since = query.since

@@ -33,6 +33,7 @@ enum EventsFuzzTarget {
         do {
             return try RuleSet(yaml: yaml)
         } catch {
+            // A constant of this file, not input: a failure here is a bug in the harness.
             fatalError("the fuzz rules do not load: \(error)")
         }
     }()

@@ -27,7 +27,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
 }
 
-/// A broken invariant: the message goes to standard error, then the process traps.
+/// A broken invariant: the message goes to standard error, then the process traps, which is
+/// how libFuzzer learns of it and saves the reproducer (this harness is not library code).
 enum FuzzFailure {
     static func fail(_ target: FuzzTarget, _ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
         fatalError("reddot-fuzz \(target.rawValue): invariant broken: \(message)", file: file, line: line)
