@@ -1,0 +1,63 @@
+public import BadgeCore
+public import LibPQ
+
+extension BadgeStore {
+    /// One user's visible version and the aggregates of the shown nodes within `path`, down to
+    /// `depth` levels below it (`nil`: all), with the broadcasts the user has not dismissed
+    /// merged in. One statement, one snapshot.
+    ///
+    /// The version is the user's own version plus the broadcast version: both only grow, so it
+    /// grows with every change the user can see.
+    public static func readAggregates(
+        for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
+    ) throws(PGError) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+        let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let maximumLevel = path.depth + 1 + levelsBelow
+        let result = try connection.query(BadgeSQL.readTree, [user.rawValue, path.rawValue, maximumLevel])
+        var version: Int64 = 0
+        var aggregates: [BadgePath: BadgeAggregate] = [:]
+        var broadcasts: [BroadcastBadge] = []
+        for row in result.rows {
+            let kind = try row.decode(0, as: Int32.self)
+            if kind == 0 {
+                version = try row.decode(1, as: Int64.self)
+                continue
+            }
+            let text = try row.decode(2, as: String.self)
+            guard let nodePath = try? BadgePath(validating: text) else {
+                throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "badges.read_tree")
+            }
+            let count = try row.decode(3, as: Int64.self)
+            let icon = try row.decode(4, as: String?.self).flatMap { try? BadgeIcon(validating: $0) }
+            if kind == 1 {
+                aggregates[nodePath] = BadgeAggregate(count: count, icon: icon)
+            } else {
+                broadcasts.append(BroadcastBadge(id: try row.decode(1, as: Int64.self), path: nodePath, count: count, icon: icon))
+            }
+        }
+        BadgeAggregate.merge(broadcasts, into: &aggregates, within: path, maximumDepth: path.depth + levelsBelow)
+        return (version, aggregates)
+    }
+
+    /// The SQL of the tree read (`$1` user, `$2` subtree path, `$3` deepest `nlevel`), for
+    /// `reddot bench query`'s pgbench comparison of the same statement.
+    public static var treeQuerySQL: String { BadgeSQL.readTree.sql }
+
+    /// Whether anything was ever stored for `user` (a version or own state). A user who never
+    /// had a badge still sees the broadcasts; the API answers such a user as missing to anyone
+    /// but themselves.
+    public static func userExists(_ user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
+        try connection.query(BadgeSQL.userExists, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
+    }
+
+    /// One user's tree (or the subtree at `path`, down to `depth`) in the answer shape.
+    public func tree(for user: UserID, at path: BadgePath = .root, depth: Int? = nil) async throws -> UserBadgeTree {
+        let display = self.display
+        return try await pool.withConnection { connection in
+            let (version, aggregates) = try Self.readAggregates(for: user, within: path, depth: depth, on: connection)
+            return UserBadgeTree(
+                user: user, version: version,
+                tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import LibPQ
+
+/// The rollup's statements: per-user locks, dirty-queue claims, expiry and the recompute.
+extension BadgeSQL {
+    /// Per-user transaction locks, always taken in ascending key order.
+    static let lockUsers = PGStatement(
+        "badges.lock_users",
+        """
+        SELECT pg_advisory_xact_lock(1919247460, k)
+        FROM (SELECT DISTINCT hashtext(u) AS k FROM unnest($1::text[]) AS u ORDER BY 1) AS keys
+        """)
+
+    static let claimDirtyUsers = PGStatement(
+        "badges.claim_dirty_users",
+        "SELECT user_id, bump FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
+
+    static let claimOldestDirtyUsers = PGStatement(
+        "badges.claim_oldest_dirty_users",
+        "SELECT user_id, dirtied_at FROM dirty_user ORDER BY dirtied_at LIMIT $1 FOR UPDATE SKIP LOCKED")
+
+    /// The number of users waiting for a rollup.
+    static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(*) FROM dirty_user")
+
+    /// Deletes up to `$1` expired own-state rows (rows another transaction holds are left for
+    /// next time) and returns their users, to be marked dirty in the same transaction.
+    static let expireBadges = PGStatement(
+        "badges.expire_badges",
+        """
+        WITH expired AS (
+            DELETE FROM badge_state s
+            USING (
+                SELECT user_id, path FROM badge_state
+                WHERE expires_at <= now()
+                ORDER BY expires_at
+                LIMIT $1
+                FOR UPDATE SKIP LOCKED
+            ) AS e
+            WHERE s.user_id = e.user_id AND s.path = e.path
+            RETURNING s.user_id
+        )
+        SELECT DISTINCT user_id FROM expired
+        """)
+
+    /// Withdraws the broadcasts whose expiry has passed, as of their expiry.
+    static let expireBroadcasts = PGStatement(
+        "badges.expire_broadcasts",
+        "UPDATE broadcast SET withdrawn_at = expires_at WHERE withdrawn_at IS NULL AND expires_at <= now()")
+
+    static let removeDirty = PGStatement(
+        "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
+
+    /// Recomputes every aggregate of the listed users from unexpired own state, writes only the
+    /// rows that changed, bumps versions of users with any change, and notifies.
+    static let recompute = PGStatement(
+        "badges.recompute",
+        """
+        WITH users AS (
+            SELECT unnest($1::text[]) AS user_id
+        ), own AS (
+            SELECT s.user_id, s.path, s.count, s.icon
+            FROM badge_state s JOIN users u ON s.user_id = u.user_id
+            WHERE s.expires_at IS NULL OR s.expires_at > now()
+        ), fresh AS (
+            SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon
+            FROM (
+                SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count
+                FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS level
+            ) e
+            LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
+            GROUP BY e.user_id, e.path
+        ), removed AS (
+            DELETE FROM badge_aggregate a
+            USING users u
+            WHERE a.user_id = u.user_id
+              AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.user_id = a.user_id AND f.path = a.path)
+            RETURNING a.user_id
+        ), written AS (
+            INSERT INTO badge_aggregate AS a (user_id, path, count, icon)
+            SELECT user_id, path, count, icon FROM fresh
+            ON CONFLICT (user_id, path) DO UPDATE
+            SET count = excluded.count, icon = excluded.icon
+            WHERE (a.count, a.icon) IS DISTINCT FROM (excluded.count, excluded.icon)
+            RETURNING a.user_id
+        ), bumped AS (
+            INSERT INTO user_version AS v (user_id, version)
+            SELECT DISTINCT user_id, 1 FROM (
+                SELECT user_id FROM removed
+                UNION ALL SELECT user_id FROM written
+                UNION ALL SELECT unnest($3::text[])
+            ) AS c
+            ON CONFLICT (user_id) DO UPDATE SET version = v.version + 1, changed_at = now()
+            RETURNING v.user_id, v.version
+        )
+        SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)
+        FROM bumped
+        """)
+}

@@ -1,0 +1,128 @@
+public import BadgeCore
+import Foundation
+public import LibPQ
+
+extension BadgeStore {
+    /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
+    /// one statement over arrays; then the batch's clears dismiss, for their users, the active
+    /// broadcasts they hit. Does not mark users dirty (see `markDirty`).
+    ///
+    /// - Returns: the own-state rows written or deleted, and the users who dismissed a broadcast
+    ///   (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view changed
+    ///   though no aggregate did).
+    @discardableResult
+    public static func apply(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> BadgeApplyOutcome {
+        var outcome = BadgeApplyOutcome()
+        outcome.touchedRows = try applyOwnState(batch, on: connection)
+        let dismissals = batch.dismissals
+        if !dismissals.isEmpty {
+            var users: Set<UserID> = []
+            let result = try connection.query(
+                BadgeSQL.dismissBroadcasts,
+                [dismissals.map(\.user.rawValue), dismissals.map(\.path.rawValue), dismissals.map(\.force)])
+            for row in result.rows {
+                if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.insert(user) }
+            }
+            outcome.dismissedBroadcasts = users.sorted()
+        }
+        return outcome
+    }
+
+    private static func applyOwnState(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> Int {
+        var touched = 0
+        let forced = batch.forcedClears
+        if !forced.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.forceClear, [forced.map(\.user.rawValue), forced.map(\.path.rawValue)]
+            ).affectedRows
+        }
+        var clearUsers: [String] = [], clearPaths: [String] = []
+        var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
+        var incrementUsers: [String] = [], incrementPaths: [String] = [], increments: [Int64] = [], incrementExpiries: [Date?] = []
+        for (user, path, write) in batch.writes {
+            switch write {
+            case .clear:
+                clearUsers.append(user.rawValue)
+                clearPaths.append(path.rawValue)
+            case .set(let count, let icon, let expiresAt):
+                setUsers.append(user.rawValue)
+                setPaths.append(path.rawValue)
+                setCounts.append(count)
+                setIcons.append(icon?.rawValue)
+                setExpiries.append(expiresAt)
+            case .increment(let amount, let expiresAt):
+                incrementUsers.append(user.rawValue)
+                incrementPaths.append(path.rawValue)
+                increments.append(amount)
+                incrementExpiries.append(expiresAt)
+            }
+        }
+        if !clearUsers.isEmpty {
+            touched += try connection.query(BadgeSQL.clear, [clearUsers, clearPaths]).affectedRows
+        }
+        if !setUsers.isEmpty {
+            touched += try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries]).affectedRows
+        }
+        if !incrementUsers.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.increment, [incrementUsers, incrementPaths, increments, incrementExpiries]
+            ).affectedRows
+        }
+        return touched
+    }
+
+    /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time. Users
+    /// in `bumping` get a new version at their rollup even if no aggregate changes.
+    public static func markDirty(_ users: [UserID], bumping: [UserID] = [], on connection: PGConnection) throws(PGError) {
+        guard !users.isEmpty || !bumping.isEmpty else { return }
+        let sorted = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()  // one lock order for every writer
+        try connection.query(BadgeSQL.markDirty, [sorted, bumping.map(\.rawValue)])
+    }
+
+    /// Bumps the version of the set of active broadcasts (every user's visible version moves)
+    /// and notifies `changeChannel` with `{"broadcast_version": …}`.
+    ///
+    /// - Returns: the new broadcast version.
+    @discardableResult
+    public static func bumpBroadcastVersion(on connection: PGConnection) throws(PGError) -> Int64 {
+        let result = try connection.query(BadgeSQL.bumpBroadcastVersion, [changeChannel])
+        guard let row = result.rows.first else {
+            throw PGError(code: .decoding, message: "broadcast_version has no row (is migration 0002 applied?)", statement: "badges.bump_broadcast_version")
+        }
+        return try row.decode(0, as: Int64.self)
+    }
+
+    /// Applies `mutations` in one transaction (coalesced in order), marks their users dirty, and,
+    /// with `recomputeNow`, recomputes those users' aggregates in the same transaction so that a
+    /// read right after sees the change.
+    ///
+    /// - Returns: the new version of every user whose visible tree changed (only with `recomputeNow`).
+    @discardableResult
+    public func apply(_ mutations: [BadgeMutation], recomputeNow: Bool) async throws -> [UserID: Int64] {
+        var batch = BadgeBatch()
+        for mutation in mutations { batch.append(mutation) }
+        let finalBatch = batch
+        return try await PGRetryPolicy().run(logger: pool.logger) {
+            try await pool.withTransaction { connection in
+                let outcome = try Self.apply(finalBatch, on: connection)
+                if recomputeNow {
+                    return try Self.recomputeAggregates(
+                        for: finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
+                }
+                try Self.markDirty(finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
+                return [:]
+            }
+        }
+    }
+}
+
+/// What `BadgeStore.apply` did.
+public struct BadgeApplyOutcome: Sendable, Hashable {
+    /// Own-state rows written or deleted.
+    public var touchedRows = 0
+    /// Users with a newly dismissed broadcast, sorted.
+    public var dismissedBroadcasts: [UserID] = []
+
+    /// An outcome with nothing done.
+    public init() {}
+}

@@ -1,0 +1,83 @@
+import LibPQ
+
+/// The writes of users' own state, dirty marks and broadcast dismissals.
+extension BadgeSQL {
+    static let forceClear = PGStatement(
+        "badges.force_clear",
+        """
+        DELETE FROM badge_state s
+        USING unnest($1::text[], $2::ltree[]) AS c(user_id, path)
+        WHERE s.user_id = c.user_id AND s.path <@ c.path
+        """)
+
+    static let clear = PGStatement(
+        "badges.clear",
+        """
+        DELETE FROM badge_state s
+        USING unnest($1::text[], $2::ltree[]) AS c(user_id, path)
+        WHERE s.user_id = c.user_id AND s.path = c.path
+        """)
+
+    static let set = PGStatement(
+        "badges.set",
+        """
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at)
+        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[])
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now()
+        """)
+
+    /// An expired row counts as absent: the increment starts from zero and drops its icon.
+    static let increment = PGStatement(
+        "badges.increment",
+        """
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at)
+        SELECT u, p, c, NULL, e FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::timestamptz[]) AS i(u, p, c, e)
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET count = CASE
+                WHEN s.expires_at <= now() THEN excluded.count
+                WHEN s.count > \(maxCount) - excluded.count THEN \(maxCount)
+                ELSE s.count + excluded.count END,
+            icon = CASE WHEN s.expires_at <= now() THEN NULL ELSE s.icon END,
+            expires_at = CASE WHEN s.expires_at <= now() THEN excluded.expires_at
+                ELSE coalesce(excluded.expires_at, s.expires_at) END,
+            updated_at = now()
+        """)
+
+    /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE …` that updates
+    /// nothing still locks the existing row, so it waits for a rollup worker that holds it; when
+    /// that worker deletes the row and commits, the insert happens after all. A mark is never
+    /// lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it). Users in
+    /// `$2` get `bump` (their version must move even if no aggregate does).
+    static let markDirty = PGStatement(
+        "badges.mark_dirty",
+        """
+        INSERT INTO dirty_user AS d (user_id, bump)
+        SELECT u, u = ANY($2::text[]) FROM unnest($1::text[]) AS u
+        ON CONFLICT (user_id) DO UPDATE SET bump = true WHERE excluded.bump AND NOT d.bump
+        """)
+
+    /// Records, per user, the dismissal of the active broadcasts each clear hits (the path
+    /// itself; with force, its subtree). Returns the users with a new dismissal.
+    static let dismissBroadcasts = PGStatement(
+        "badges.dismiss_broadcasts",
+        """
+        INSERT INTO broadcast_clear (user_id, broadcast_id)
+        SELECT DISTINCT c.user_id, b.id
+        FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS c(user_id, path, force)
+        JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
+        ORDER BY 1, 2
+        ON CONFLICT (user_id, broadcast_id) DO NOTHING
+        RETURNING user_id
+        """)
+
+    /// Bumps the version of the set of active broadcasts and notifies every query service.
+    static let bumpBroadcastVersion = PGStatement(
+        "badges.bump_broadcast_version",
+        """
+        WITH bumped AS (
+            UPDATE broadcast_version SET version = version + 1, changed_at = now() RETURNING version
+        )
+        SELECT version, pg_notify($1, json_build_object('broadcast_version', version)::text) FROM bumped
+        """)
+}
