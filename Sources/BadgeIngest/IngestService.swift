@@ -1,4 +1,5 @@
 import BadgeCore
+import BadgeStore
 import Dispatch
 import Foundation
 import LibPQ
@@ -81,7 +82,7 @@ public final class IngestService: Service {
             var removed = 0
             while true {
                 let chunk = try await pool.withConnection { connection in
-                    try IngestStore.pruneAppliedEvents(olderThan: cutoff, limit: 10_000, on: connection)
+                    try IngestTransaction.pruneAppliedEvents(olderThan: cutoff, limit: 10_000, on: connection)
                 }
                 removed += chunk
                 if chunk < 10_000 { break }
@@ -117,7 +118,7 @@ struct DeadLetterPublisher: Sendable {
         let producer = self.producer
         let topic = self.topic
         let published = try await pool.withTransaction { connection in
-            let rows = try IngestStore.unpublishedRejections(limit: limit, on: connection)
+            let rows = try DeadLetterStore.unpublished(limit: limit, on: connection)
             guard !rows.isEmpty else { return 0 }
             let done = DispatchGroup()
             let failures = Mutex<[KafkaError]>([])
@@ -132,7 +133,7 @@ struct DeadLetterPublisher: Sendable {
                 throw KafkaError(name: "timeout", message: "dead letters not acknowledged within 30 s")
             }
             if let failure = failures.withLock({ $0.first }) { throw failure }
-            try IngestStore.markPublished(ids: rows.map(\.id), on: connection)
+            try DeadLetterStore.markPublished(ids: rows.map(\.id), on: connection)
             return rows.count
         }
         if published > 0 {

@@ -209,13 +209,7 @@ struct DevCommand: AsyncParsableCommand {
         let admin = PGPool(configuration: PGConfiguration(connectionString: postgres.adminURL), maximumConnections: 1, logger: logger)
         defer { admin.close() }
         try await admin.withConnection { connection in
-            let exists = try connection.query(
-                PGStatement("dev.database_exists", "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prepared: false),
-                [DevPostgres.database]
-            ).singleRow().decode(0, as: Bool.self)
-            if !exists {
-                _ = try connection.query(PGStatement("dev.create_database", "CREATE DATABASE \(DevPostgres.database)", prepared: false))
-            }
+            try Migrator.createDatabaseIfMissing(named: DevPostgres.database, on: connection)
         }
         let files = try MigrationFile.load(from: try MigrateCommand.Options.resolveDirectory(nil))
         let pool = PGPool(configuration: PGConfiguration(connectionString: postgres.url), maximumConnections: 1, logger: logger)
@@ -273,17 +267,12 @@ struct DevCommand: AsyncParsableCommand {
     static func waitForDemo(databaseURL: String, logger: Logger) async {
         let pool = PGPool(configuration: PGConfiguration(connectionString: databaseURL), maximumConnections: 1, logger: logger)
         defer { pool.close() }
-        let check = PGStatement(
-            "dev.demo_applied",
-            """
-            SELECT EXISTS (SELECT 1 FROM applied_event WHERE event_id = $1) AND NOT EXISTS (SELECT 1 FROM dirty_user)
-            """,
-            prepared: false)
         let lastID = demoEvents.last.map { Self.eventID(of: $0.json) } ?? ""
         let deadline = ContinuousClock.now + .seconds(60)
         while !Task.isCancelled, ContinuousClock.now < deadline {
             let done = try? await pool.withConnection { connection in
-                try connection.query(check, [lastID]).singleRow().decode(0, as: Bool.self)
+                try IngestTransaction.appliedAmong([lastID], on: connection).contains(lastID)
+                    && BadgeStore.queueDepth(on: connection) == 0
             }
             if done == true { return }
             try? await Task.sleep(for: .milliseconds(100))

@@ -187,11 +187,11 @@ struct IngestStoreTests {
                 #expect(again.duplicates == 9)
 
                 let stored = try await fixture.pool.withConnection { connection in
-                    try IngestStore.unpublishedRejections(limit: 100, on: connection)
+                    try DeadLetterStore.unpublished(limit: 100, on: connection)
                 }.filter { $0.record.partition == partition }
                 #expect(stored.count == 1)
                 let rejection = try #require(stored.first)
-                #expect(rejection.record == records[position])
+                #expect(rejection.record == StoredRecord(records[position]))
                 #expect(rejection.record.payload == poison)
                 #expect(rejection.reason == reason.rawValue)
                 #expect(rejection.record.topic == topic)
@@ -275,23 +275,23 @@ struct IngestStoreTests {
             let batch = PreparedBatch(records: poisons.map(\.record), rules: testRules)
             _ = try await fixture.commit(batch, expected: [:])
             let all = try await fixture.pool.withConnection { connection in
-                try IngestStore.unpublishedRejections(limit: 100, on: connection)
+                try DeadLetterStore.unpublished(limit: 100, on: connection)
             }
-            #expect(all.map(\.record) == poisons.map(\.record))
+            #expect(all.map(\.record) == poisons.map { StoredRecord($0.record) })
             #expect(all.map(\.reason) == poisons.map(\.reason.rawValue))
             #expect(all.map(\.id) == all.map(\.id).sorted())
             #expect(all.allSatisfy { abs($0.rejectedAt.timeIntervalSinceNow) < 600 })
 
             let firstFive = try await fixture.pool.withConnection { connection in
-                try IngestStore.unpublishedRejections(limit: 5, on: connection)
+                try DeadLetterStore.unpublished(limit: 5, on: connection)
             }
             #expect(firstFive == Array(all.prefix(5)))
             try await fixture.pool.withConnection { connection in
-                try IngestStore.markPublished(ids: firstFive.map(\.id), on: connection)
-                try IngestStore.markPublished(ids: [], on: connection)
+                try DeadLetterStore.markPublished(ids: firstFive.map(\.id), on: connection)
+                try DeadLetterStore.markPublished(ids: [], on: connection)
             }
             let rest = try await fixture.pool.withConnection { connection in
-                try IngestStore.unpublishedRejections(limit: 100, on: connection)
+                try DeadLetterStore.unpublished(limit: 100, on: connection)
             }
             #expect(rest == Array(all.dropFirst(5)))
             let published = try await fixture.scalar(
@@ -307,7 +307,7 @@ struct IngestStoreTests {
                 "UPDATE applied_event SET applied_at = now() - interval '8 days' WHERE event_id = ANY($1::text[]) RETURNING 1",
                 [(0..<7).map { "old\($0)" }])
             let pruned = try await fixture.pool.withConnection { connection in
-                try IngestStore.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 3, on: connection)
+                try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 3, on: connection)
             }
             #expect(pruned == 7)
             let left = try await fixture.rows("SELECT event_id FROM applied_event ORDER BY event_id")

@@ -1,0 +1,32 @@
+import LibPQ
+
+/// The statements of `reddot dlq`: listing and replaying rejected records.
+enum DeadLetterSQL {
+    static let columns = """
+        id, topic, partition, record_offset, record_key, payload, reason, message, event_id, rejected_at, published_at, replayed_at
+        """
+
+    static let list = PGStatement(
+        "dlq.list",
+        """
+        SELECT \(columns) FROM rejected_record
+        WHERE id > $1 AND ($2 = '' OR reason = $2) AND ($3 OR replayed_at IS NULL)
+          AND (cardinality($4::bigint[]) = 0 OR id = ANY($4::bigint[]))
+        ORDER BY id
+        LIMIT $5
+        """)
+
+    static let lockForReplay = PGStatement(
+        "dlq.lock_for_replay",
+        """
+        SELECT \(columns) FROM rejected_record
+        WHERE id > $1 AND ($2 = '' OR reason = $2) AND replayed_at IS NULL
+          AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[]))
+        ORDER BY id
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+        """)
+
+    static let markReplayed = PGStatement(
+        "dlq.mark_replayed", "UPDATE rejected_record SET replayed_at = now() WHERE id = ANY($1::bigint[])")
+}

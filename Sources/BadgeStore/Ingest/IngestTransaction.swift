@@ -1,0 +1,162 @@
+public import BadgeCore
+public import Foundation
+public import LibPQ
+
+/// Every write of one ingest batch (DESIGN §4), in the caller's transaction: the stored Kafka
+/// offsets (compare-and-set), event-id dedupe, badge operations, broadcasts and rejected
+/// records; plus the pruning of old event ids. The statements are in `IngestSQL`, beside this.
+///
+/// Every function runs on a connection the caller leased; none opens a transaction itself.
+public enum IngestTransaction {
+    /// The stored next offsets of `group` for `partitions`; a partition without a stored row is
+    /// absent from the answer.
+    public static func storedOffsets(
+        group: String, partitions: [StoredPartition], on connection: PGConnection
+    ) throws(PGError) -> [StoredPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let result = try connection.query(
+            IngestSQL.storedOffsets, [group, partitions.map(\.topic), partitions.map(\.partition)])
+        var offsets: [StoredPartition: Int64] = [:]
+        for row in result.rows {
+            let partition = StoredPartition(
+                topic: try row.decode(0, as: String.self), partition: try row.decode(1, as: Int32.self))
+            offsets[partition] = try row.decode(2, as: Int64.self)
+        }
+        return offsets
+    }
+
+    /// Writes one batch. The caller wraps it in one transaction and rolls back if it throws.
+    ///
+    /// In order: (1) compare-and-set the stored offset of every partition of the batch;
+    /// (2) record the accepted event ids, skipping every id applied before or earlier in this
+    /// batch; (3) apply the new events' per-user mutations as one coalesced ``BadgeBatch`` and
+    /// mark their users dirty; (4) store broadcasts once (set, incr: a new row; clear: withdraw
+    /// the active ones at the path, with force within its subtree); (5) store every rejected
+    /// record, once per topic, partition and offset. Each step is one or two statements over
+    /// arrays, whatever the batch size.
+    ///
+    /// - Throws: ``OffsetConflict`` before any other write when a stored offset is not the
+    ///   expected one (another consumer owns the partition: roll back, give it up); `PGError`
+    ///   from the database (retry the whole batch when `isRetriable`).
+    public static func commit(_ batch: IngestBatchWrite, on connection: PGConnection) throws -> BatchOutcome {
+        try advanceOffsets(batch.offsets, group: batch.group, on: connection)
+
+        var outcome = BatchOutcome()
+        for rejected in batch.rejected {
+            outcome.rejected[rejected.rejection.reason, default: 0] += 1
+        }
+
+        try applyEvents(batch.events, into: &outcome, on: connection)
+        try insertRejected(batch.rejected, on: connection)
+        return outcome
+    }
+
+    /// Steps 2–4 of `commit`, also used to replay dead letters: records the events' ids,
+    /// skipping those applied before (counted as duplicates), applies the new ones' per-user
+    /// mutations as one coalesced batch, marks their users dirty, and stores broadcasts once.
+    public static func applyEvents(
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, on connection: PGConnection
+    ) throws(PGError) {
+        // Dedupe: an id is new once, at its first record in the batch.
+        var fresh: Set<String> = []
+        if !events.isEmpty {
+            for row in try connection.query(IngestSQL.recordEvents, [events.map(\.eventID.rawValue)]).rows {
+                fresh.insert(try row.decode(0, as: String.self))
+            }
+        }
+
+        var badges = BadgeBatch()
+        var broadcasts = BroadcastWrites()
+        for operation in events {
+            guard fresh.remove(operation.eventID.rawValue) != nil else {
+                outcome.duplicates += 1
+                continue
+            }
+            outcome.applied += 1
+            switch operation.audience {
+            case .users:
+                badges.append(contentsOf: operation.mutations())
+            case .everyone:
+                broadcasts.append(operation)
+                outcome.broadcasts += 1
+            }
+        }
+
+        if !badges.isEmpty {
+            let applied = try BadgeStore.apply(badges, on: connection)
+            let users = badges.users
+            try BadgeStore.markDirty(users, bumping: applied.dismissedBroadcasts, on: connection)
+            outcome.users = users.count
+        }
+        try broadcasts.write(on: connection)
+    }
+
+    /// Step 1 of `commit`: one statement for every partition, then the first lost one, if any.
+    static func advanceOffsets(_ advances: [OffsetAdvance], group: String, on connection: PGConnection) throws {
+        guard !advances.isEmpty else { return }
+        let sorted = advances.sorted { $0.partition < $1.partition }  // one lock order for every writer
+        let result = try connection.query(
+            IngestSQL.advanceOffsets,
+            [
+                group, sorted.map(\.partition.topic), sorted.map(\.partition.partition), sorted.map(\.expected),
+                sorted.map(\.next),
+            ])
+        var moved: Set<StoredPartition> = []
+        for row in result.rows {
+            moved.insert(StoredPartition(topic: try row.decode(0, as: String.self), partition: try row.decode(1, as: Int32.self)))
+        }
+        guard let lost = sorted.first(where: { !moved.contains($0.partition) }) else { return }
+        let found = try storedOffsets(group: group, partitions: [lost.partition], on: connection)[lost.partition]
+        throw OffsetConflict(partition: lost.partition, expected: lost.expected, found: found)
+    }
+
+    /// Step 5 of `commit`.
+    static func insertRejected(_ rejected: [RejectedRow], on connection: PGConnection) throws(PGError) {
+        guard !rejected.isEmpty else { return }
+        var topics: [String] = [], partitions: [Int32] = [], offsets: [Int64] = []
+        var keys: [String?] = [], payloads: [String?] = []
+        var reasons: [String] = [], messages: [String] = [], eventIDs: [String?] = []
+        for entry in rejected {
+            topics.append(entry.record.topic)
+            partitions.append(entry.record.partition)
+            offsets.append(entry.record.offset)
+            keys.append(entry.record.key.map(ByteaHex.encode))
+            payloads.append(entry.record.payload.map(ByteaHex.encode))
+            reasons.append(entry.rejection.reason.rawValue)
+            messages.append(storable(entry.rejection.message))
+            eventIDs.append(entry.eventID.map(storable))
+        }
+        try connection.query(
+            IngestSQL.insertRejected, [topics, partitions, offsets, keys, payloads, reasons, messages, eventIDs])
+    }
+
+    /// Text PostgreSQL accepts: without NUL characters.
+    static func storable(_ text: String) -> String {
+        guard text.utf8.contains(0) else { return text }
+        return String(text.unicodeScalars.map { $0 == "\0" ? "\u{FFFD}" : Character($0) })
+    }
+
+    /// Which of `eventIDs` were applied before (their id is in the dedupe table).
+    public static func appliedAmong(_ eventIDs: [String], on connection: PGConnection) throws(PGError) -> Set<String> {
+        guard !eventIDs.isEmpty else { return [] }
+        return Set(
+            try connection.query(IngestSQL.appliedAmong, [eventIDs]).rows.map { row throws(PGError) in
+                try row.decode(0, as: String.self)
+            })
+    }
+
+    /// Deletes the applied event ids recorded before `olderThan`, `limit` rows per statement
+    /// (each its own transaction unless the caller opened one), skipping rows another
+    /// transaction holds.
+    ///
+    /// - Returns: how many ids were deleted.
+    public static func pruneAppliedEvents(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        guard limit > 0 else { return 0 }
+        var total = 0
+        while true {
+            let deleted = try connection.query(IngestSQL.pruneAppliedEvents, [olderThan, limit]).affectedRows
+            total += deleted
+            if deleted < limit { return total }
+        }
+    }
+}
