@@ -1,3 +1,4 @@
+import Crypto
 public import Foundation
 
 /// One numbered SQL file of the schema (`0001_init.sql`).
@@ -46,7 +47,7 @@ public struct MigrationFile: Sendable, Hashable {
         self.name = name
         self.fileName = fileName
         self.sql = sql
-        self.checksum = "sha256:" + SHA256.hexDigest(contents)
+        self.checksum = "sha256:" + SHA256.hash(data: contents).map { String(format: "%02x", $0) }.joined()
         self.isTransactional = !Self.lines(of: sql).contains {
             $0.trimmingCharacters(in: .whitespaces) == Self.noTransactionDirective
         }
