@@ -121,11 +121,21 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // `reddot dev`'s pieces: a private PostgreSQL cluster, the demo data, the cheat sheet.
+        .target(
+            name: "RedDotDev",
+            dependencies: [
+                "BadgeStore", "LibPQ", "RdKafka",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // The one executable: thin argument-parser subcommands.
         .executableTarget(
             name: "reddot",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "RedDotDev",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,27 +10,41 @@ import Glibc
 /// The cluster and its log live in `clusterFolder`: the data folder itself, or, as root when the
 /// server's account cannot enter the data folder (a clone under `/root` or in a 0700 folder),
 /// `/var/lib/<account>/<name>-<hash of the data folder's path>` (see `placement`).
-struct DevPostgres {
+public struct DevPostgres: Sendable {
     /// The folder handed to the server's account: `postgres/` and `postgres.log` are in it.
-    let clusterFolder: URL
+    public let clusterFolder: URL
     /// Where the cluster lives (`<clusterFolder>/postgres`).
-    var dataDirectory: URL { clusterFolder.appendingPathComponent("postgres") }
-    var logFile: URL { clusterFolder.appendingPathComponent("postgres.log") }
-    let port: Int
+    public var dataDirectory: URL { clusterFolder.appendingPathComponent("postgres") }
+    /// The server's log.
+    public var logFile: URL { clusterFolder.appendingPathComponent("postgres.log") }
+    /// The TCP port on 127.0.0.1.
+    public let port: Int
     /// The server binaries (initdb, pg_ctl).
-    let binDirectory: URL
+    public let binDirectory: URL
     /// The account the server runs as when we are root; nil when not root.
-    let runAs: String?
+    public let runAs: String?
 
-    static let role = "reddot"
-    static let database = "reddot"
+    /// The role the cluster trusts.
+    public static let role = "reddot"
+    /// The dev database's name.
+    public static let database = "reddot"
+
+    /// A cluster in `clusterFolder` on `port`, run by the binaries in `binDirectory` (as the
+    /// account `runAs` when root).
+    public init(clusterFolder: URL, port: Int, binDirectory: URL, runAs: String?) {
+        self.clusterFolder = clusterFolder
+        self.port = port
+        self.binDirectory = binDirectory
+        self.runAs = runAs
+    }
 
     /// The connection URI of the dev database.
-    var url: String { "postgresql://\(Self.role)@127.0.0.1:\(port)/\(Self.database)" }
-    var adminURL: String { "postgresql://\(Self.role)@127.0.0.1:\(port)/postgres" }
+    public var url: String { "postgresql://\(Self.role)@127.0.0.1:\(port)/\(Self.database)" }
+    /// The connection URI of the `postgres` database (to create the dev one).
+    public var adminURL: String { "postgresql://\(Self.role)@127.0.0.1:\(port)/postgres" }
 
     /// Finds the server binaries: `REDDOT_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
-    static func findBinaries() -> URL? {
+    public static func findBinaries() -> URL? {
         let fileManager = FileManager.default
         if let explicit = ProcessInfo.processInfo.environment["REDDOT_PG_BIN"], !explicit.isEmpty {
             return URL(fileURLWithPath: explicit)
@@ -44,12 +58,12 @@ struct DevPostgres {
         return nil
     }
 
-    var isInitialized: Bool {
+    public var isInitialized: Bool {
         FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path)
     }
 
     /// Creates the cluster if the folder has none.
-    func initializeIfNeeded() throws {
+    public func initializeIfNeeded() throws {
         guard !isInitialized else { return }
         if runAs != nil { _ = try account() }
         try Self.makeReachable(clusterFolder.deletingLastPathComponent())
@@ -61,12 +75,12 @@ struct DevPostgres {
     }
 
     /// Whether a server runs on this data folder now.
-    func isRunning() throws -> Bool {
+    public func isRunning() throws -> Bool {
         try run("pg_ctl", ["-D", dataDirectory.path, "status"]).status == 0
     }
 
     /// Starts the server and waits until it accepts connections.
-    func start() throws {
+    public func start() throws {
         try handOver(clusterFolder)
         let options = "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
         let result = try run(
@@ -78,7 +92,7 @@ struct DevPostgres {
     }
 
     /// Stops the server (fast shutdown: connections are closed, nothing is lost).
-    func stop() {
+    public func stop() {
         _ = try? run("pg_ctl", ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"])
     }
 
@@ -119,10 +133,10 @@ struct DevPostgres {
 
 extension DevPostgres {
     /// Where the cluster of `dataFolder` lives, and why, when it is not in the data folder.
-    struct Placement {
-        var clusterFolder: URL
+    public struct Placement: Sendable {
+        public var clusterFolder: URL
         /// Nil when the cluster is in the data folder; else the sentence that says why it is not.
-        var reason: String?
+        public var reason: String?
     }
 
     /// Where the cluster of `dataFolder` lives when the server runs as `account` (nil: not root).
@@ -130,7 +144,7 @@ extension DevPostgres {
     /// In the data folder when not root, when a cluster is there already, or when `account` can
     /// enter the folder that holds it; else (or when a cluster was made there before) in
     /// `outsideFolder(for:account:)`, kept between runs. The user's folders are never chmod'ed.
-    static func placement(dataFolder: URL, account: String?) -> Placement {
+    public static func placement(dataFolder: URL, account: String?) -> Placement {
         guard let account else { return Placement(clusterFolder: dataFolder) }
         let inside = DevPostgres(clusterFolder: dataFolder, port: 0, binDirectory: URL(fileURLWithPath: "/"), runAs: account)
         let outsideFolder = outsideFolder(for: dataFolder, account: account)
@@ -152,7 +166,7 @@ extension DevPostgres {
     /// `/var/lib/<account>/<name>-<hash>`: a stable folder for the cluster of `dataFolder`, named
     /// after the repository folder (or the data folder when it is not `.reddot-dev`) and an FNV-1a
     /// hash of the data folder's full path, so two clones never share a cluster.
-    static func outsideFolder(for dataFolder: URL, account: String) -> URL {
+    public static func outsideFolder(for dataFolder: URL, account: String) -> URL {
         let path = dataFolder.standardizedFileURL.path
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in path.utf8 {
@@ -207,13 +221,14 @@ func spawnAndWait(_ path: String, _ argv: [String]) throws -> (status: Int32, ou
 }
 
 /// A `reddot dev` failure with a sentence for the user.
-struct DevError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct DevError: Error, CustomStringConvertible {
+    public var description: String
+    /// An error with a sentence.
+    public init(_ description: String) { self.description = description }
 }
 
 /// Whether something already listens on 127.0.0.1:`port` (or the port cannot be bound).
-func portIsBusy(_ port: Int, host: String = "127.0.0.1") -> Bool {
+public func portIsBusy(_ port: Int, host: String = "127.0.0.1") -> Bool {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { return true }
     defer { close(socket) }

@@ -1,0 +1,21 @@
+import ArgumentParser
+import BadgeAPI
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import Metrics
+import Prometheus
+
+/// Prometheus for every long-running command; the registry `/metrics` shows.
+enum MetricsSetup {
+    nonisolated(unsafe) private static var registry: PrometheusCollectorRegistry?
+
+    static func bootstrap() -> PrometheusCollectorRegistry {
+        if let registry { return registry }
+        let created = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: created))
+        registry = created
+        return created
+    }
+}

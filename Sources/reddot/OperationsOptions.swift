@@ -1,0 +1,25 @@
+import ArgumentParser
+import BadgeAPI
+import BadgeIngest
+import BadgeRollup
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import Prometheus
+import ServiceLifecycle
+
+/// `--metrics-port`: a small HTTP server with /healthz and /metrics, for processes that do not
+/// serve the API (ingest, rollup).
+struct OperationsOptions: ParsableArguments {
+    @Option(name: .customLong("metrics-port"), help: ArgumentHelp("Serve /healthz and /metrics (Prometheus) on this port. Default: REDDOT_METRICS_PORT; none without it.", valueName: "port"))
+    var metricsPort: Int?
+
+    func server(registry: PrometheusCollectorRegistry, logger: Logger) throws -> (any Service)? {
+        guard let text = ServeOptions.setting(metricsPort.map(String.init), "REDDOT_METRICS_PORT") else { return nil }
+        guard let port = Int(text), (0...65_535).contains(port) else {
+            throw fail("the metrics port '\(text)' is not a port number", code: ExitCodes.usage)
+        }
+        return OperationsServer.make(port: port, registry: registry, logger: logger)
+    }
+}
