@@ -41,13 +41,7 @@ public struct BenchReport: Encodable, Sendable {
         settings: IngestBenchmark.Settings, workload: BenchWorkload, ingest: IngestMeasurement, upsert: UpsertMeasurement,
         breakdown: BreakdownMeasurement, kafka: String, postgresql: String, database: String, kept: Bool
     ) {
-        #if DEBUG
-            build = "debug"
-        #else
-            build = "release"
-        #endif
-        date = ISO8601DateFormatter().string(from: Date())
-        processors = ProcessInfo.processInfo.activeProcessorCount
+        (build, date, processors) = (BenchMachine.build, BenchMachine.date, BenchMachine.processors)
         librdkafka = RdKafkaVersion.text
         self.postgresql = postgresql
         self.kafka = kafka

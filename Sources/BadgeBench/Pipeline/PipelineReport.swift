@@ -81,13 +81,7 @@ public struct PipelineReport: Encodable, Sendable {
         rollupWorkers: Int, rollupBatchSize: Int, rollupIdleMilliseconds: Int, poolSize: Int, kafka: String, postgresql: String,
         kept: Bool
     ) {
-        #if DEBUG
-            build = "debug"
-        #else
-            build = "release"
-        #endif
-        date = ISO8601DateFormatter().string(from: Date())
-        processors = ProcessInfo.processInfo.activeProcessorCount
+        (build, date, processors) = (BenchMachine.build, BenchMachine.date, BenchMachine.processors)
         librdkafka = RdKafkaVersion.text
         self.postgresql = postgresql
         let pg = measurement.postgresqlSettings
@@ -151,11 +145,23 @@ public struct PipelineReport: Encodable, Sendable {
         rejectedRecords = measurement.rejectedRecords
         leafCountSum = measurement.leafCountSum
 
+        let problems = Self.problems(measurement, drainSeconds: settings.drainSeconds)
+        verified = problems.isEmpty
+        verification =
+            problems.isEmpty
+            ? "every event visible over SSE; \(measurement.appliedEvents) event ids applied, 0 rejected; leaf counts sum to \(measurement.leafCountSum); 0 stream errors"
+            : problems.joined(separator: "; ")
+    }
+
+    /// What went wrong in `measurement`, one sentence each: events never visible (within
+    /// `drainSeconds`), never committed, not applied once, rejected; wrong leaf counts; stream
+    /// errors.
+    static func problems(_ measurement: PipelineBenchmark.Measurement, drainSeconds: Int) -> [String] {
         var problems: [String] = []
         if measurement.visibleEvents < measurement.trackedEvents {
             problems.append(
                 "\(measurement.trackedEvents - measurement.visibleEvents) of \(measurement.trackedEvents) events of streamed users never became visible "
-                    + "within \(settings.drainSeconds) s of the last publish")
+                    + "within \(drainSeconds) s of the last publish")
         }
         if measurement.uncommittedEvents > 0 { problems.append("\(measurement.uncommittedEvents) events of the window never covered by an ingest commit") }
         if measurement.appliedEvents != measurement.totalEvents {
@@ -168,11 +174,7 @@ public struct PipelineReport: Encodable, Sendable {
         if measurement.streams.errors > 0 {
             problems.append("\(measurement.streams.errors) stream errors (first: \(measurement.streams.firstError ?? "?"))")
         }
-        verified = problems.isEmpty
-        verification =
-            problems.isEmpty
-            ? "every event visible over SSE; \(measurement.appliedEvents) event ids applied, 0 rejected; leaf counts sum to \(measurement.leafCountSum); 0 stream errors"
-            : problems.joined(separator: "; ")
+        return problems
     }
 
     /// The report as the lines the command prints.

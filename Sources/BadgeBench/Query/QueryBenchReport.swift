@@ -93,13 +93,7 @@ public struct QueryBenchReport: Encodable, Sendable {
         settings: QueryBenchmark.Settings, load: QueryBenchmark.LoadMeasurement, http: QueryBenchmark.HTTPMeasurement,
         pgbench: QueryBenchmark.PGBenchMeasurement, pgbenchVersion: String, postgresql: String, database: String, kept: Bool
     ) {
-        #if DEBUG
-            build = "debug"
-        #else
-            build = "release"
-        #endif
-        date = ISO8601DateFormatter().string(from: Date())
-        processors = ProcessInfo.processInfo.activeProcessorCount
+        (build, date, processors) = (BenchMachine.build, BenchMachine.date, BenchMachine.processors)
         self.postgresql = postgresql
         self.pgbenchVersion = pgbenchVersion
         self.database = database

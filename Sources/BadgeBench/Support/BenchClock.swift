@@ -54,3 +54,21 @@ func benchProgress(_ message: String) {
 public func randomBenchSecret() -> String {
     (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
 }
+
+/// What every report says about the run: the build, the date, the processors.
+enum BenchMachine {
+    /// `debug` or `release`: only release figures mean anything.
+    static var build: String {
+        #if DEBUG
+            "debug"
+        #else
+            "release"
+        #endif
+    }
+
+    /// Now, in ISO 8601.
+    static var date: String { ISO8601DateFormatter().string(from: Date()) }
+
+    /// The processors this process may use.
+    static var processors: Int { ProcessInfo.processInfo.activeProcessorCount }
+}
