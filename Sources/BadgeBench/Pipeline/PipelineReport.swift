@@ -1,4 +1,4 @@
-import BadgeIngest
+public import BadgeIngest
 import Foundation
 import RdKafka
 
