@@ -7,6 +7,13 @@ public struct HTTPAnswerHead: Sendable, Equatable {
     /// The whole answer's length: the head and `Content-Length` bytes of body.
     public var total: Int
 
+    /// A head with these values.
+    public init(status: Int, headLength: Int, total: Int) {
+        self.status = status
+        self.headLength = headLength
+        self.total = total
+    }
+
     /// What ``parse(_:)`` found.
     public enum Parse: Equatable, Sendable {
         /// The head has not ended yet.
