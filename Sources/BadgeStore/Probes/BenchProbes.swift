@@ -2,7 +2,7 @@ public import LibPQ
 
 /// What the benches (`reddot bench …`, the BadgeBench module) ask of RedDot's tables, as
 /// functions, so that every statement on those tables lives in BadgeStore. Each runs on the
-/// caller's connection, unprepared (a bench runs each once or a few times), and throws the
+/// caller's connection (unprepared, but for the upsert a bench repeats), and throws the
 /// `PGError` of a failed statement.
 extension PGConnection {
     /// The number of rows of `applied_event`: every event id ingest has applied.
