@@ -131,11 +131,26 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The benchmarks behind `reddot bench`: load generators (HTTP/1.1, pgbench, Kafka), recorders,
+        // /proc sampling and the workloads.
+        .target(
+            name: "BadgeBench",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // The one executable: thin argument-parser subcommands.
         .executableTarget(
             name: "reddot",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "RedDotDev",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench", "RedDotDev",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -207,6 +222,16 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             exclude: ["Browser"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BadgeBenchTests",
+            dependencies: [
+                "BadgeBench", "BadgeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

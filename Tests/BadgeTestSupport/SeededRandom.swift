@@ -1,19 +1,5 @@
-/// A deterministic random number generator (SplitMix64), so a failing property test can be
-/// replayed from its seed.
-public struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+public import BadgeCore
 
-    /// A generator whose sequence is fixed by `seed`.
-    public init(seed: UInt64) {
-        self.state = seed
-    }
-
-    /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
-    }
-}
+/// A deterministic random number generator (BadgeCore's ``SplitMix64``), so a failing property
+/// test can be replayed from its seed.
+public typealias SeededRandom = SplitMix64

@@ -1,0 +1,51 @@
+extension PipelineBenchmark {
+    /// What `reddot bench pipeline --help` says after ``BenchScratch/discussion``: what is measured,
+    /// how, and the exit codes.
+    public static let discussion = """
+        What runs: ingest, the rollup workers and the query service in this process, as \
+        reddot run runs them (one service group; the ingest and rollup options below are \
+        reddot run's, with its defaults), against the scratch database. The query service \
+        listens on 127.0.0.1 (a free port) with HS256 auth. Kafka: by default an in-process \
+        librdkafka mock cluster with a fresh topic of --partitions partitions; with --brokers, \
+        real brokers and the topic of --topic (use a new or empty topic).
+
+        The clients: the first --streams of the --users users (u0, u1, …; default: all), \
+        each with one Server-Sent Events stream (GET /v1/users/{user}/badges/stream with \
+        the user's own token), read by one thread of this process that parses every \
+        event's id: and data:. The streams are open before the first event is published; \
+        only the events of users with a stream are timed to visibility.
+
+        The load, open loop: events are published on schedule at --rate events/s (whatever \
+        happens downstream; the producer sleeps at least 1 ms at a time and then sends every \
+        event due, and it only waits when the mock broker's memory would overflow; the report \
+        says how far it fell behind), for --warmup seconds \
+        unmeasured and then --seconds measured. Each event is an incr by 1 of one of \
+        --paths paths (root.bench.p0…) of one of the users, drawn from --seed, JSON as \
+        producers send it, keyed by user. So the n-th event on a (user, path) implies a \
+        count of n there: it counts as visible at the moment the user's stream delivers \
+        a snapshot or change whose node at that path shows a count of n or more.
+
+        Reported, for the events scheduled in the measured window: \
+        publish → visible p50/p99/max (from the event's produce() call to the read of the \
+        SSE event that shows it); its two parts, publish → ingest commit (matched by \
+        partition and offset from the delivery reports, as bench ingest does) and ingest \
+        commit → visible; the rollup lag p50/p99/max: every sample of the rollup's own \
+        metric reddot_rollup_lag_seconds recorded in the window (a user's dirty mark, \
+        written in the ingest transaction, to the commit of the rollup transaction that \
+        recomputed that user; DESIGN's target is p99 under 100 ms); the offered and the \
+        achieved publish rate; stream events and errors; and the CPU the machine spent \
+        (Linux /proc: this process, the load generator's two threads within it, the \
+        PostgreSQL backends of the scratch database, everything else). The report names \
+        PostgreSQL's fsync and synchronous_commit settings: durable (both on) is the \
+        headline; anything else is labelled relaxed.
+
+        After the last event is published the bench waits up to --drain-seconds for every \
+        event to become visible, then checks the database: every event id applied once, \
+        nothing rejected, and the leaves' counts summing to the number of events.
+
+        The report says whether this is a debug or a release build; only release figures \
+        mean anything. Exit codes: 0 measured and verified (every event became visible); \
+        1 events not visible, lost, stream errors or another failure; 64 bad arguments; \
+        65 no migrations; 69 the database cannot be reached.
+        """
+}

@@ -1,0 +1,229 @@
+import BadgeAPI
+public import BadgeIngest
+public import BadgeRollup
+import BadgeStore
+import Foundation
+public import LibPQ
+public import Logging
+public import RdKafka
+public import ServiceLifecycle
+
+/// The pipeline benchmark behind `reddot bench pipeline`: an open-loop producer, ingest, rollup
+/// and the query service in this process, and one SSE stream per user; each event is timed from
+/// its `produce()` call to the stream event that shows it.
+public struct PipelineBenchmark: Sendable {
+    /// What to measure, and where.
+    public struct Settings: Sendable {
+        /// Events published per second, on schedule (open loop).
+        public var rate: Double
+        /// Seconds of load measured, after the warm-up.
+        public var seconds: Int
+        /// Seconds of the same load before the measured window.
+        public var warmup: Int
+        /// Users the events are spread over.
+        public var users: Int
+        /// Users u0 … u(streams - 1) have a stream open.
+        public var streams: Int
+        /// Paths per user (`root.bench.p0…`).
+        public var paths: Int
+        /// Partitions of the topic (the mock cluster's).
+        public var partitions: Int32
+        /// How long to wait, after the last publish, for every event to become visible.
+        public var drainSeconds: Int
+        /// The seed of the events' users and paths.
+        public var seed: UInt64
+        /// This run's id: event ids carry it.
+        public var runID: String
+        /// Kafka properties for the producer (bootstrap servers included).
+        public var kafka: KafkaConfiguration
+        /// The topic the events go to.
+        public var topic: String
+        /// Whether the topic lives on the in-process mock cluster (bounded memory: throttle to it).
+        public var isMockCluster: Bool
+        /// The scratch database, migrated.
+        public var database: PGConfiguration
+        /// The scratch database's name (its backends' process titles show it).
+        public var databaseName: String
+
+        /// Events scheduled in all, warm-up included.
+        var totalEvents: Int { Int((rate * Double(warmup + seconds)).rounded(.up)) }
+        /// Events scheduled before the measured window.
+        var warmupEvents: Int { Int((rate * Double(warmup)).rounded(.up)) }
+
+        /// Settings with every field given.
+        public init(
+            rate: Double, seconds: Int, warmup: Int, users: Int, streams: Int, paths: Int, partitions: Int32, drainSeconds: Int,
+            seed: UInt64, runID: String, kafka: KafkaConfiguration, topic: String, isMockCluster: Bool, database: PGConfiguration,
+            databaseName: String
+        ) {
+            self.rate = rate
+            self.seconds = seconds
+            self.warmup = warmup
+            self.users = users
+            self.streams = streams
+            self.paths = paths
+            self.partitions = partitions
+            self.drainSeconds = drainSeconds
+            self.seed = seed
+            self.runID = runID
+            self.kafka = kafka
+            self.topic = topic
+            self.isMockCluster = isMockCluster
+            self.database = database
+            self.databaseName = databaseName
+        }
+    }
+
+    let settings: Settings
+    let logger: Logger
+
+    /// How long the producer may wait on the mock broker's window with no commit before giving up.
+    static let stallSeconds: Double = 60
+    static let warmupUser = "warmup"
+
+    static func userName(_ user: Int) -> String { "u\(user)" }
+
+    /// A benchmark of `settings`, logging to `logger`.
+    public init(settings: Settings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+    }
+
+    /// The first problem with these option values, as the sentence `reddot bench pipeline`
+    /// prints (naming the flag); nil when they are all in range.
+    public static func problem(
+        rate: Double, seconds: Int, warmup: Int, users: Int, streams: Int?, paths: Int, partitions: Int32, poolSize: Int, drainSeconds: Int
+    ) -> String? {
+        guard rate > 0, rate <= 1_000_000 else { return "--rate takes a number of events/s in (0, 1000000]" }
+        guard (1...3_600).contains(seconds) else { return "--seconds takes 1…3600" }
+        guard (0...600).contains(warmup) else { return "--warmup takes 0…600" }
+        guard (1...10_000).contains(users) else { return "--users takes 1…10000" }
+        if let streams, !(1...users).contains(streams) { return "--streams takes 1…--users" }
+        guard (1...1_000).contains(paths) else { return "--paths takes 1…1000" }
+        guard partitions >= 1, partitions <= 10_000 else { return "--partitions takes 1…10000" }
+        guard (1...256).contains(poolSize) else { return "--pool-size takes 1…256" }
+        guard (1...3_600).contains(drainSeconds) else { return "--drain-seconds takes 1…3600" }
+        guard rate * Double(seconds) >= 1 else { return "--rate × --seconds must come to at least one event" }
+        guard rate * Double(seconds + warmup) <= 50_000_000 else { return "--rate × (--warmup + --seconds) must stay under 50,000,000 events" }
+        return nil
+    }
+
+    /// What one run measured and read back (``PipelineReport`` shows it).
+    public struct Measurement: Sendable {
+        var postgresqlSettings: [String: String]
+        var publishedInWindow = 0
+        var trackedInWindow = 0
+        var windowPublishSeconds = 0.0
+        var maxBehindScheduleMilliseconds = 0.0
+        var visibleInWindow = 0
+        var toVisible = LatencySummary(sortedNanoseconds: [])
+        var toCommit = LatencySummary(sortedNanoseconds: [])
+        var commitToVisible = LatencySummary(sortedNanoseconds: [])
+        var rollupLag = LatencySummary(sortedNanoseconds: [])
+        var rollupLagSamples = 0
+        var rollupLagUnder100Percent = 0.0
+        var totalEvents = 0
+        /// Events of users with a stream, and how many of them became visible.
+        var trackedEvents = 0
+        var visibleEvents = 0
+        var uncommittedEvents = 0
+        var streams: PipelineStreamClient.Totals
+        var cpu: CPUUsage
+        /// CPU of the load generator's two threads in the window (part of `cpu.clientSeconds`).
+        var producerCPUSeconds: Double
+        var streamClientCPUSeconds: Double
+        var appliedEvents = 0
+        var rejectedRecords = 0
+        var leafCountSum: Int64 = 0
+        var drainSeconds = 0.0
+    }
+
+    /// Starts the services (`ingest`'s, the rollup's from `rollup`, the query service's from
+    /// `serve`, which gets the callback for its port), opens the streams with tokens signed by
+    /// `secret`, runs the load and measures; the rollup lag comes from `lagCapture`.
+    ///
+    /// - Throws: `BenchFailure` when the run cannot measure; `PGError`, `KafkaError`.
+    public func run(
+        ingest: IngestConfiguration, rollup: () -> RollupService,
+        serve: (@escaping @Sendable (Int) -> Void) async throws -> (application: any Service, services: [any Service]),
+        secret: String, lagCapture: RollupLagCapture
+    ) async throws -> Measurement {
+        let postgresqlSettings = try await readSettings()
+        let recorder = BenchRecorder(topic: settings.topic, events: settings.totalEvents)
+        var ingestConfiguration = ingest
+        ingestConfiguration.onCommit = { offsets in recorder.committed(offsets) }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let (application, apiServices) = try await serve { port in portContinuation.yield(port) }
+        // reddot run's order: ingest, rollup, the application, then the change hub.
+        let services: [any Service] = [IngestService(configuration: ingestConfiguration, logger: logger), rollup(), application] + apiServices
+        var measurement = try await withServiceGroup(
+            services, logger: logger, report: { recorder.ingestEnded(error: $0) }, onExit: { portContinuation.finish() }
+        ) {
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else {
+                throw BenchFailure("the query service stopped before it listened: \(recorder.ingestError ?? "")")
+            }
+            var measurement = try await load(port: port, secret: secret, recorder: recorder, lagCapture: lagCapture)
+            measurement.postgresqlSettings = postgresqlSettings
+            return measurement
+        }
+        if let error = recorder.ingestError { throw BenchFailure("the services failed: \(error)") }
+        try await verify(&measurement, group: ingestConfiguration.group)
+        return measurement
+    }
+
+    /// PostgreSQL's durability settings, as the scratch database's sessions see them.
+    private func readSettings() async throws -> [String: String] {
+        let pool = PGPool(configuration: settings.database, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        return try await pool.withConnection { connection in
+            var values: [String: String] = [:]
+            for name in ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"] {
+                // The names are ours, never input.
+                values[name] = try connection.query(PGStatement("bench.show_setting", "SHOW \(name)", prepared: false))
+                    .singleRow().decode(0, as: String.self)
+            }
+            return values
+        }
+    }
+
+    private func load(port: Int, secret: String, recorder: BenchRecorder, lagCapture: RollupLagCapture) async throws -> Measurement {
+        let settings = self.settings
+        let tracker = PipelineTracker(events: settings.totalEvents, users: settings.streams, paths: settings.paths)
+
+        benchProgress("opening \(settings.streams) SSE streams on 127.0.0.1:\(port)")
+        var requests: [[UInt8]] = []
+        for user in 0..<settings.streams {
+            let token = try await Authenticator.makeHS256Token(secret: secret, subject: Self.userName(user), expiresIn: 24 * 3600)
+            requests.append(
+                HTTPLoadGenerator.request(
+                    path: "/v1/users/\(Self.userName(user))/badges/stream", port: port, token: token, accept: "text/event-stream"))
+        }
+        let client = PipelineStreamClient(port: port, requests: requests, paths: settings.paths, tracker: tracker)
+        async let streamsEnded: Void = onThread(named: "reddot.bench.sse") { client.run() }
+        let outcome: Result<Measurement, any Error>
+        do {
+            outcome = .success(try await publishAndWatch(client: client, recorder: recorder, tracker: tracker, lagCapture: lagCapture))
+        } catch {
+            outcome = .failure(error)
+        }
+        client.stop()
+        try await streamsEnded
+        return try outcome.get()
+    }
+
+    /// What the database holds after the run: applied event ids, rejected records, and the sum of
+    /// the bench users' leaf counts.
+    private func verify(_ measurement: inout Measurement, group: String) async throws {
+        let pool = PGPool(configuration: settings.database, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        let warmupUser = Self.warmupUser
+        let (applied, rejected, leaves) = try await pool.withConnection { connection in
+            (try connection.countAppliedEvents(), try connection.countRejectedRecords(), try connection.sumOfBenchLeafCounts(excluding: warmupUser))
+        }
+        let warmups = settings.isMockCluster ? Int(settings.partitions) : 1
+        measurement.appliedEvents = applied - warmups
+        measurement.rejectedRecords = rejected
+        measurement.leafCountSum = leaves
+    }
+}

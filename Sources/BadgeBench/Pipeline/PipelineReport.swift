@@ -1,0 +1,207 @@
+public import BadgeIngest
+import Foundation
+import RdKafka
+
+/// What `reddot bench pipeline` prints: ``text``, or the report itself as JSON.
+public struct PipelineReport: Encodable, Sendable {
+    var build: String
+    var date: String
+    var processors: Int
+    var librdkafka: String
+    var postgresql: String
+    var postgresqlFsync: String
+    var postgresqlSynchronousCommit: String
+    var postgresqlFullPageWrites: String
+    var postgresqlDurable: Bool
+    var kafka: String
+    var partitions: Int
+    var database: String
+    var databaseKept: Bool
+    var users: Int
+    var paths: Int
+    var streams: Int
+    var ingestBatchSize: Int
+    var ingestBatchWaitMs: Int
+    var ingestWriters: Int
+    var rollupWorkers: Int
+    var rollupBatchSize: Int
+    var rollupIdleMs: Int
+    var servePoolSize: Int
+    var offeredRate: Double
+    var warmupSeconds: Int
+    var measuredSeconds: Int
+    var eventsPublished: Int
+    var eventsInWindow: Int
+    var achievedPublishRate: Double
+    var maxBehindScheduleMs: Double
+    var eventsVisible: Int
+    /// Events of the window whose user has a stream, and how many of them became visible.
+    var trackedInWindow: Int
+    var visibleInWindow: Int
+    var publishToVisibleP50Ms: Double
+    var publishToVisibleP99Ms: Double
+    var publishToVisibleMaxMs: Double
+    var publishToCommitP50Ms: Double
+    var publishToCommitP99Ms: Double
+    var commitToVisibleP50Ms: Double
+    var commitToVisibleP99Ms: Double
+    var commitToVisibleMaxMs: Double
+    var rollupLagSamples: Int
+    var rollupLagP50Ms: Double
+    var rollupLagP99Ms: Double
+    var rollupLagMaxMs: Double
+    var rollupLagUnder100MsPercent: Double
+    var streamSnapshots: Int
+    var streamChanges: Int
+    var streamBytes: Int
+    var streamErrors: Int
+    var firstStreamError: String?
+    var drainSeconds: Double
+    var machineBusyPercent: Double
+    var pipelineProcessPercent: Double
+    var loadGeneratorPercent: Double
+    var producerPercent: Double
+    var streamClientPercent: Double
+    var postgresqlPercent: Double
+    var otherPercent: Double
+    var appliedEvents: Int
+    var rejectedRecords: Int
+    var leafCountSum: Int64
+    /// Whether every event became visible, was applied once, and nothing failed.
+    public var verified: Bool
+    /// What the check found, as a sentence.
+    public var verification: String
+
+    /// The report of `measurement`, a run of `settings` with ingest's `ingest` settings, the
+    /// rollup's `rollupWorkers`, `rollupBatchSize` and `rollupIdleMilliseconds`, the query
+    /// service's `poolSize`; `kafka` says which Kafka, `postgresql` the server's version, `kept`
+    /// whether the scratch database is kept.
+    public init(
+        settings: PipelineBenchmark.Settings, measurement: PipelineBenchmark.Measurement, ingest: IngestConfiguration,
+        rollupWorkers: Int, rollupBatchSize: Int, rollupIdleMilliseconds: Int, poolSize: Int, kafka: String, postgresql: String,
+        kept: Bool
+    ) {
+        (build, date, processors) = (BenchMachine.build, BenchMachine.date, BenchMachine.processors)
+        librdkafka = RdKafkaVersion.text
+        self.postgresql = postgresql
+        let pg = measurement.postgresqlSettings
+        postgresqlFsync = pg["fsync"] ?? "?"
+        postgresqlSynchronousCommit = pg["synchronous_commit"] ?? "?"
+        postgresqlFullPageWrites = pg["full_page_writes"] ?? "?"
+        postgresqlDurable = postgresqlFsync == "on" && postgresqlSynchronousCommit == "on"
+        self.kafka = kafka
+        partitions = Int(settings.partitions)
+        database = settings.databaseName
+        databaseKept = kept
+        users = settings.users
+        paths = settings.paths
+        streams = settings.streams
+        ingestBatchSize = ingest.batchSize
+        ingestBatchWaitMs = ingest.batchWaitMilliseconds
+        ingestWriters = ingest.writers
+        self.rollupWorkers = rollupWorkers
+        self.rollupBatchSize = rollupBatchSize
+        rollupIdleMs = rollupIdleMilliseconds
+        servePoolSize = poolSize
+        offeredRate = settings.rate
+        warmupSeconds = settings.warmup
+        measuredSeconds = settings.seconds
+        eventsPublished = measurement.totalEvents
+        eventsInWindow = measurement.publishedInWindow
+        achievedPublishRate = measurement.windowPublishSeconds > 0 ? Double(max(0, measurement.publishedInWindow - 1)) / measurement.windowPublishSeconds : 0
+        maxBehindScheduleMs = measurement.maxBehindScheduleMilliseconds
+        eventsVisible = measurement.visibleEvents
+        visibleInWindow = measurement.visibleInWindow
+        trackedInWindow = measurement.trackedInWindow
+        publishToVisibleP50Ms = measurement.toVisible.p50Milliseconds
+        publishToVisibleP99Ms = measurement.toVisible.p99Milliseconds
+        publishToVisibleMaxMs = measurement.toVisible.maxMilliseconds
+        publishToCommitP50Ms = measurement.toCommit.p50Milliseconds
+        publishToCommitP99Ms = measurement.toCommit.p99Milliseconds
+        commitToVisibleP50Ms = measurement.commitToVisible.p50Milliseconds
+        commitToVisibleP99Ms = measurement.commitToVisible.p99Milliseconds
+        commitToVisibleMaxMs = measurement.commitToVisible.maxMilliseconds
+        rollupLagSamples = measurement.rollupLagSamples
+        rollupLagP50Ms = measurement.rollupLag.p50Milliseconds
+        rollupLagP99Ms = measurement.rollupLag.p99Milliseconds
+        rollupLagMaxMs = measurement.rollupLag.maxMilliseconds
+        rollupLagUnder100MsPercent = measurement.rollupLagUnder100Percent
+        streamSnapshots = measurement.streams.snapshots
+        streamChanges = measurement.streams.changes
+        streamBytes = measurement.streams.bytes
+        streamErrors = measurement.streams.errors
+        firstStreamError = measurement.streams.firstError
+        drainSeconds = measurement.drainSeconds
+        let cpu = measurement.cpu
+        let total = cpu.machineTotalSeconds > 0 ? cpu.machineTotalSeconds : 1
+        machineBusyPercent = 100 * cpu.machineBusySeconds / total
+        pipelineProcessPercent = 100 * cpu.serviceSeconds / total
+        loadGeneratorPercent = 100 * cpu.clientSeconds / total
+        producerPercent = 100 * measurement.producerCPUSeconds / total
+        streamClientPercent = 100 * measurement.streamClientCPUSeconds / total
+        postgresqlPercent = 100 * cpu.databaseSeconds / total
+        otherPercent = 100 * cpu.otherSeconds / total
+        appliedEvents = measurement.appliedEvents
+        rejectedRecords = measurement.rejectedRecords
+        leafCountSum = measurement.leafCountSum
+
+        let problems = Self.problems(measurement, drainSeconds: settings.drainSeconds)
+        verified = problems.isEmpty
+        verification =
+            problems.isEmpty
+            ? "every event visible over SSE; \(measurement.appliedEvents) event ids applied, 0 rejected; leaf counts sum to \(measurement.leafCountSum); 0 stream errors"
+            : problems.joined(separator: "; ")
+    }
+
+    /// What went wrong in `measurement`, one sentence each: events never visible (within
+    /// `drainSeconds`), never committed, not applied once, rejected; wrong leaf counts; stream
+    /// errors.
+    static func problems(_ measurement: PipelineBenchmark.Measurement, drainSeconds: Int) -> [String] {
+        var problems: [String] = []
+        if measurement.visibleEvents < measurement.trackedEvents {
+            problems.append(
+                "\(measurement.trackedEvents - measurement.visibleEvents) of \(measurement.trackedEvents) events of streamed users never became visible "
+                    + "within \(drainSeconds) s of the last publish")
+        }
+        if measurement.uncommittedEvents > 0 { problems.append("\(measurement.uncommittedEvents) events of the window never covered by an ingest commit") }
+        if measurement.appliedEvents != measurement.totalEvents {
+            problems.append("\(measurement.appliedEvents) of \(measurement.totalEvents) event ids applied")
+        }
+        if measurement.rejectedRecords > 0 { problems.append("\(measurement.rejectedRecords) records rejected") }
+        if measurement.leafCountSum != Int64(measurement.totalEvents) {
+            problems.append("the leaves' counts sum to \(measurement.leafCountSum), not \(measurement.totalEvents)")
+        }
+        if measurement.streams.errors > 0 {
+            problems.append("\(measurement.streams.errors) stream errors (first: \(measurement.streams.firstError ?? "?"))")
+        }
+        return problems
+    }
+
+    /// The report as the lines the command prints.
+    public var text: String {
+        let number = BenchReport.number
+        func ms(_ value: Double) -> String { String(format: "%.1f ms", value) }
+        func percent(_ value: Double) -> String { String(format: "%.0f%%", value) }
+        let durability =
+            postgresqlDurable
+            ? "durable: fsync on, synchronous_commit on"
+            : "RELAXED: fsync \(postgresqlFsync), synchronous_commit \(postgresqlSynchronousCommit)"
+        let sustained = achievedPublishRate >= 0.99 * offeredRate ? "" : ": the offered rate was NOT sustained"
+        let behind = " (at most \(ms(maxBehindScheduleMs)) behind schedule\(sustained))"
+        return """
+            reddot bench pipeline: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
+            workload:   incr by 1 over \(users) users × \(paths) paths (root.bench.p0…), keyed by user; \(streams == users ? "\(streams) SSE streams, one per user" : "SSE streams for \(streams) of the users, one each")
+            kafka:      \(kafka), \(partitions) partitions
+            services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), wait \(ingestBatchWaitMs) ms, \(ingestWriters) writers), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
+            load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
+            visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
+            parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs))
+            rollup lag: dirty mark → aggregates committed (reddot_rollup_lag_seconds, \(number(Double(rollupLagSamples))) samples in the window) p50 \(ms(rollupLagP50Ms)), p99 \(ms(rollupLagP99Ms)), max \(ms(rollupLagMaxMs)); \(String(format: "%.1f", rollupLagUnder100MsPercent))% under 100 ms
+            streams:    \(number(Double(streamChanges))) change and \(number(Double(streamSnapshots))) snapshot events, \(number(Double(streamBytes))) bytes; \(streamErrors) errors\(firstStreamError.map { " (first: \($0))" } ?? ""); drain after the last publish \(BenchReport.seconds(drainSeconds))
+            CPU:        machine \(percent(machineBusyPercent)) busy in the window: this process \(percent(pipelineProcessPercent + loadGeneratorPercent)) (of it the bench's producer \(percent(producerPercent)) and SSE client \(percent(streamClientPercent))), PostgreSQL backends \(percent(postgresqlPercent)), other \(percent(otherPercent)) (percent of all cores)
+            target:     rollup lag p99 < 100 ms: \(rollupLagSamples == 0 ? "not measured" : rollupLagP99Ms < 100 ? "yes" : "NO")
+            verified:   \(verified ? "yes, " : "NO: ")\(verification)
+            database:   \(database) (\(databaseKept ? "kept" : "dropped"))
+            """
+    }
+}

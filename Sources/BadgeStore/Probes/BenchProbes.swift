@@ -1,0 +1,85 @@
+public import LibPQ
+
+/// What the benches (`reddot bench …`, the BadgeBench module) ask of RedDot's tables, as
+/// functions, so that every statement on those tables lives in BadgeStore. Each runs on the
+/// caller's connection (unprepared, but for the upsert a bench repeats), and throws the
+/// `PGError` of a failed statement.
+extension PGConnection {
+    /// The number of rows of `applied_event`: every event id ingest has applied.
+    public func countAppliedEvents() throws(PGError) -> Int {
+        try query(PGStatement("bench.count_applied", "SELECT count(*) FROM applied_event", prepared: false))
+            .singleRow().decode(0, as: Int.self)
+    }
+
+    /// The number of rows of `rejected_record`: the dead letters ingest has written.
+    public func countRejectedRecords() throws(PGError) -> Int {
+        try query(PGStatement("bench.count_rejected", "SELECT count(*) FROM rejected_record", prepared: false))
+            .singleRow().decode(0, as: Int.self)
+    }
+
+    /// The rows of `badge_state` and of `badge_aggregate`, and the users of `user_version` with a
+    /// version of 1 or more: what a bulk load and its rollup wrote.
+    public func countBadgeRows() throws(PGError) -> (stateRows: Int, aggregateRows: Int, versionedUsers: Int) {
+        let row = try query(
+            PGStatement(
+                "bench.count_rows",
+                """
+                SELECT (SELECT count(*) FROM badge_state), (SELECT count(*) FROM badge_aggregate),
+                       (SELECT count(*) FROM user_version WHERE version >= 1)
+                """, prepared: false)
+        ).singleRow()
+        return (try row.decode(0, as: Int.self), try row.decode(1, as: Int.self), try row.decode(2, as: Int.self))
+    }
+
+    /// The sum of the aggregate counts of every user but `excludedUser` at the leaves
+    /// `root.bench.<label>` (depth 3): what the pipeline bench's increments add up to.
+    public func sumOfBenchLeafCounts(excluding excludedUser: String) throws(PGError) -> Int64 {
+        try query(
+            PGStatement(
+                "bench.sum_leaves",
+                "SELECT coalesce(sum(count), 0)::bigint FROM badge_aggregate WHERE user_id <> $1 AND path <@ 'root.bench' AND nlevel(path) = 3",
+                prepared: false),
+            [excludedUser]
+        ).singleRow().decode(0, as: Int64.self)
+    }
+
+    /// `VACUUM (ANALYZE)` of every badge table (own state, aggregates, versions, dirty marks,
+    /// broadcasts), one at a time: fresh statistics and visibility maps after a bulk load.
+    public func vacuumAnalyzeBadgeTables() throws(PGError) {
+        for table in ["badge_state", "badge_aggregate", "user_version", "dirty_user", "broadcast", "broadcast_clear", "broadcast_version"] {
+            try execute(script: "VACUUM (ANALYZE) \(table)", name: "bench.vacuum")
+        }
+    }
+
+    /// A `CHECKPOINT` (it needs superuser or `pg_checkpoint`), so no checkpoint of a bulk load
+    /// runs during a measurement.
+    public func checkpoint() throws(PGError) {
+        try execute(script: "CHECKPOINT", name: "bench.checkpoint")
+    }
+
+    /// Creates `bench_upsert` afresh, shaped like `badge_state` (`LIKE … INCLUDING ALL`): the
+    /// table of the plain batched upsert the ingest bench compares itself with.
+    public func createUpsertBaselineTable() throws(PGError) {
+        try execute(
+            script: """
+                DROP TABLE IF EXISTS bench_upsert;
+                CREATE TABLE bench_upsert (LIKE badge_state INCLUDING ALL);
+                """,
+            name: "bench.create_upsert_table")
+    }
+
+    /// Upserts one batch of (user, path, count) rows into `bench_upsert` with
+    /// `INSERT … SELECT FROM unnest(…) ON CONFLICT DO UPDATE`: one statement, one transaction.
+    /// The rows must be distinct by (user, path); `paths` are ltree texts.
+    public func upsertBaseline(users: [String], paths: [String], counts: [Int64]) throws(PGError) {
+        _ = try query(Self.upsertBaselineStatement, [users, paths, counts])
+    }
+
+    private static let upsertBaselineStatement = PGStatement(
+        "bench.upsert",
+        """
+        INSERT INTO bench_upsert AS s (user_id, path, count)
+        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[])
+        ON CONFLICT (user_id, path) DO UPDATE SET count = excluded.count, updated_at = now()
+        """)
+}
