@@ -54,9 +54,10 @@ public final class KafkaConsumer: Sendable {
         // forwarded to `poll`: the lag gauges and fatal errors keep coming while the poll thread
         // waits, for a database or a rebalance.
         self.mainQueue = MainQueueServer(handle: handle)
-        self.state.withLock { $0.pointer = handle }
         self.context = context
         self.logger = logger
+        let opened = ConsumerHandle(pointer: handle)
+        state.withLock { $0 = opened }
     }
 
     deinit { close() }
@@ -194,7 +195,11 @@ public final class KafkaConsumer: Sendable {
     /// destroys the client. Idempotent. Call it from the poll thread, or after it stopped.
     public func close() {
         // Taken under the lock: a `commit` running now finishes first, and later ones throw.
-        guard let handle = state.withLock({ state in defer { state.pointer = nil }; return state.pointer }) else { return }
+        let taken = state.withLock { state in
+            defer { state.pointer = nil }
+            return ConsumerHandle(pointer: state.pointer)
+        }
+        guard let handle = taken.pointer else { return }
         let error = rd_kafka_consumer_close(handle)
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.debug("consumer close reported an error", metadata: [LogKey.error: "\(KafkaError(error, context: "close"))"])
@@ -212,7 +217,7 @@ public final class KafkaConsumer: Sendable {
 
     /// The client, for the poll thread's methods (the only thread that closes it).
     private func openHandle() throws(KafkaError) -> OpaquePointer {
-        guard let handle = state.withLock({ $0.pointer }) else { throw Self.closedError }
+        guard let handle = state.withLock({ ConsumerHandle(pointer: $0.pointer) }).pointer else { throw Self.closedError }
         return handle
     }
 

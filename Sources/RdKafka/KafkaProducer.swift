@@ -182,12 +182,12 @@ public final class KafkaProducer: Sendable {
     ///
     /// - Throws: `KafkaError` (`_TIMED_OUT`) when records were still in flight.
     public func flush(timeoutMilliseconds: Int32) throws(KafkaError) {
-        let borrowed: OpaquePointer? = handle.withLock { state in
-            guard let pointer = state.pointer, !state.closing else { return nil }
+        let borrowed = handle.withLock { state in
+            guard state.pointer != nil, !state.closing else { return ProducerHandle(pointer: nil) }
             state.borrowers += 1
-            return pointer
+            return ProducerHandle(pointer: state.pointer)
         }
-        guard let borrowed else { return }
+        guard let borrowed = borrowed.pointer else { return }
         let error = rd_kafka_flush(borrowed, timeoutMilliseconds)
         handle.withLock { $0.borrowers -= 1 }
         if error != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(error, context: "flush") }
@@ -198,11 +198,11 @@ public final class KafkaProducer: Sendable {
     public func close(timeoutMilliseconds: Int32 = 10_000) {
         guard poller.running.exchange(false, ordering: .acquiringAndReleasing) else { return }
         poller.done.wait()
-        let pointer: OpaquePointer? = handle.withLock { state in
+        let taken = handle.withLock { state in
             state.closing = true
-            return state.pointer
+            return ProducerHandle(pointer: state.pointer)
         }
-        guard let pointer else { return }
+        guard let pointer = taken.pointer else { return }
         if rd_kafka_flush(pointer, timeoutMilliseconds) != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.info("closing the producer with records still in flight", metadata: ["kafka.in_flight": "\(rd_kafka_outq_len(pointer))"])
         }

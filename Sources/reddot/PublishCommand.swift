@@ -586,10 +586,10 @@ final class EventSender: Sendable {
     /// delivery timeout count as failed.
     func sendAll(_ items: some Sequence<PublishItem>) -> Outcome {
         var index = 0
-        let records = items.lazy.map { [topic, state] item in
-            state.withLock { $0.inFlight[index] = (item.label, item.event.id.rawValue) }
+        let records = items.lazy.map { item in
+            self.state.withLock { $0.inFlight[index] = (item.label, item.event.id.rawValue) }
             index += 1
-            return KafkaOutgoingRecord(topic: topic, key: Array(item.key.utf8), payload: item.payload)
+            return KafkaOutgoingRecord(topic: self.topic, key: Array(item.key.utf8), payload: item.payload)
         }
         // librdkafka takes at most Int32.max ms; clamped so that the sum cannot overflow.
         let timeout = timeoutMilliseconds.flatMap { $0 > 0 ? Duration.milliseconds(min($0, Int(Int32.max)) + 30_000) : nil }
