@@ -22,10 +22,8 @@ struct KafkaErrorAndSendAllTests {
 
     @Test("sendAll reports every record in order: stored ones where they landed, a refused one with its error")
     func sendAllReports() async throws {
-        let cluster = try KafkaMockCluster(logger: testLogger)
+        let (cluster, producer) = try clusterAndProducer(topic: "all", partitions: 2)
         defer { cluster.close() }
-        try cluster.createTopic("all", partitions: 2)
-        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)
         defer { producer.close() }
         var records = (0..<50).map { KafkaOutgoingRecord(topic: "all", partition: 0, key: nil, payload: Array("\($0)".utf8)) }
         records[7].partition = 99  // no such partition: refused (at once or in its report)
@@ -39,10 +37,8 @@ struct KafkaErrorAndSendAllTests {
 
     @Test("the blocking sendAll streams a lazy sequence and reports each record once")
     func sendAllStreams() async throws {
-        let cluster = try KafkaMockCluster(logger: testLogger)
+        let (cluster, producer) = try clusterAndProducer(topic: "stream", partitions: 3)
         defer { cluster.close() }
-        try cluster.createTopic("stream", partitions: 3)
-        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)
         defer { producer.close() }
         let reports = Mutex<[Int]>([])
         let count = try await onThread {
@@ -57,10 +53,8 @@ struct KafkaErrorAndSendAllTests {
 
     @Test("a commit after close throws .closed; sending after close fails with .closed; flush runs beside produce")
     func afterClose() async throws {
-        let cluster = try KafkaMockCluster(logger: testLogger)
+        let (cluster, producer) = try clusterAndProducer(topic: "closing", partitions: 1)
         defer { cluster.close() }
-        try cluster.createTopic("closing", partitions: 1)
-        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)
         async let flushed: Void = onThread { try producer.flush(timeoutMilliseconds: 10_000) }
         _ = try await producer.send(KafkaOutgoingRecord(topic: "closing", key: nil, payload: [1]))
         try await flushed
@@ -78,5 +72,13 @@ struct KafkaErrorAndSendAllTests {
         try await onThread { consumer.close() }
         let error = #expect(throws: KafkaError.self) { try consumer.commit([partition: 1]) }
         #expect(error?.code == .closed)
+    }
+
+    /// A mock cluster with one topic, and a producer on it.
+    private func clusterAndProducer(topic: String, partitions: Int32) throws -> (KafkaMockCluster, KafkaProducer) {
+        let cluster = try KafkaMockCluster(logger: testLogger)
+        try cluster.createTopic(topic, partitions: partitions)
+        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)
+        return (cluster, producer)
     }
 }
