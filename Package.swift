@@ -47,11 +47,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Exponential, capped retry pauses with optional jitter: one for every retry loop. No dependencies.
+        .target(name: "Backoff", swiftSettings: strictSettings),
+
         // libpq wrapper: connections, results, pool, transactions, LISTEN/NOTIFY, errors.
         .target(
             name: "LibPQ",
             dependencies: [
-                "CLibPQ",
+                "CLibPQ", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -83,7 +86,7 @@ let package = Package(
         .target(
             name: "BadgeIngest",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -95,7 +98,7 @@ let package = Package(
         .target(
             name: "BadgeRollup",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ",
+                "BadgeCore", "BadgeStore", "LibPQ", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -189,6 +192,7 @@ let package = Package(
             dependencies: ["BadgeCore", "BadgeTestSupport"],
             swiftSettings: strictSettings
         ),
+        .testTarget(name: "BackoffTests", dependencies: ["Backoff"], swiftSettings: strictSettings),
         .testTarget(name: "RdKafkaTests", dependencies: ["RdKafka"], swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeIngestTests",

@@ -68,7 +68,7 @@ extension BadgeAPI {
                         do {
                             next = try await self.readTree(user, at: path)
                         } catch {
-                            logger.warning("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
+                            logger.info("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
                             continue
                         }
                         guard next.version != current.version else { continue }

@@ -42,6 +42,14 @@ public final class IngestService: Service {
             try await withTaskCancellationHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await worker.runOnThread() }
+                    // The maintenance loop wakes on a signal: from the worker when a batch had
+                    // rejections, and from this ticker every `deadLetterInterval`.
+                    group.addTask { [configuration] in
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: configuration.deadLetterInterval)
+                            signal.yield()
+                        }
+                    }
                     group.addTask { [configuration, logger] in
                         var lastPrune = ContinuousClock.now - .seconds(3600)
                         var iterator = signals.makeAsyncIterator()
@@ -51,14 +59,7 @@ public final class IngestService: Service {
                                 lastPrune = .now
                                 await Self.prune(pool: pool, retention: configuration.eventRetention, logger: logger)
                             }
-                            // Wake on a signal from the worker, or after the interval.
-                            let interval = configuration.deadLetterInterval
-                            let timer = Task {
-                                try? await Task.sleep(for: interval)
-                                signal.yield()
-                            }
                             _ = await iterator.next()
-                            timer.cancel()
                         }
                     }
                     // The worker ends first (stopped or failed): stop the maintenance loop.
@@ -89,7 +90,7 @@ public final class IngestService: Service {
             }
             if removed > 0 { logger.info("pruned applied event ids", metadata: ["ingest.pruned": "\(removed)"]) }
         } catch {
-            logger.warning("pruning applied event ids failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
+            logger.info("pruning applied event ids failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
         }
     }
 }
@@ -109,7 +110,7 @@ struct DeadLetterPublisher: Sendable {
         do {
             while try await publishChunk(limit: 500) == 500 {}
         } catch {
-            logger.warning("publishing dead letters failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
+            logger.info("publishing dead letters failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
         }
     }
 
@@ -120,19 +121,12 @@ struct DeadLetterPublisher: Sendable {
         let published = try await pool.withTransaction { connection in
             let rows = try DeadLetterStore.unpublished(limit: limit, on: connection)
             guard !rows.isEmpty else { return 0 }
-            let done = DispatchGroup()
-            let failures = Mutex<[KafkaError]>([])
-            for row in rows {
-                done.enter()
-                try producer.produce(DeadLetterPublisher.record(for: row, topic: topic)) { result in
-                    if case .failure(let error) = result { failures.withLock { $0.append(error) } }
-                    done.leave()
-                }
+            // Blocks this connection's thread (never a Swift concurrency thread) for the reports.
+            let failure = Mutex<KafkaError?>(nil)
+            producer.sendAll(rows.lazy.map { DeadLetterPublisher.record(for: $0, topic: topic) }, timeout: .seconds(30)) { _, result in
+                if case .failure(let error) = result { failure.withLock { $0 = $0 ?? error } }
             }
-            if done.wait(timeout: .now() + 30) == .timedOut {
-                throw KafkaError(name: "timeout", message: "dead letters not acknowledged within 30 s")
-            }
-            if let failure = failures.withLock({ $0.first }) { throw failure }
+            if let failure = failure.withLock({ $0 }) { throw failure }
             try DeadLetterStore.markPublished(ids: rows.map(\.id), on: connection)
             return rows.count
         }

@@ -1,3 +1,4 @@
+import Backoff
 import BadgeCore
 import BadgeStore
 import Foundation
@@ -67,10 +68,11 @@ final class IngestWorker: @unchecked Sendable {
             try consume()
         } catch let error as KafkaError where error.isFencedInstance {
             throw KafkaError(
-                code: error.code, name: error.name,
+                code: error.code,
                 message: "another consumer of group '\(configuration.group)' joined with this consumer's instance id "
                     + "'\(configuration.kafka["group.instance.id"] ?? configuration.instanceID ?? "")' (group.instance.id), so the broker fenced this one: "
-                    + "give each ingest its own --instance-id (REDDOT_INSTANCE_ID). \(error.message)")
+                    + "give each ingest its own --instance-id (REDDOT_INSTANCE_ID). \(error.message)",
+                isRetriable: error.isRetriable, isFatal: error.isFatal)
         }
     }
 
@@ -172,7 +174,7 @@ final class IngestWorker: @unchecked Sendable {
 
     /// The stored offsets, retrying until the database answers (or nil when stopping).
     private func readStoredOffsets(_ partitions: [TopicPartition]) -> [TopicPartition: Int64]? {
-        var delay = 100
+        var backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
         while true {
             do {
                 let connection = try readConnection.connection(configuration.database)
@@ -180,10 +182,11 @@ final class IngestWorker: @unchecked Sendable {
             } catch {
                 readConnection.dropIfBroken()
                 if isStopping { return nil }
-                logger.warning(
-                    "cannot read stored offsets; retrying", metadata: [LibPQ.LogKey.error: "\(error)", "retry.delay_ms": "\(delay)"])
-                usleep(UInt32(delay) * 1000)
-                delay = min(5_000, delay * 2)
+                let delay = backoff.next()
+                logger.info(
+                    "cannot read stored offsets; retrying",
+                    metadata: [LibPQ.LogKey.error: "\(error)", "retry.delay_ms": "\(Backoff.milliseconds(delay))"])
+                Backoff.sleepOnThread(delay)
             }
         }
     }
@@ -209,7 +212,7 @@ final class IngestWorker: @unchecked Sendable {
             let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
             for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
             writer.writers[index].write(batch, expected: expectedNow) { nextOffsets in
-                consumer.commit(nextOffsets)  // best effort, for lag tools
+                try? consumer.commit(nextOffsets)  // best effort, for lag tools; throws only once closed
                 if !batch.rejected.isEmpty { onRejections() }
             }
         }
@@ -217,14 +220,14 @@ final class IngestWorker: @unchecked Sendable {
 
     /// After a fence: re-read the stored offsets of the partitions still owned, and seek there.
     private func resynchronize(_ consumer: KafkaConsumer) {
-        logger.warning("a batch was fenced: another consumer owns a partition; re-reading stored offsets")
+        logger.info("a batch was fenced: another consumer owns a partition; re-reading stored offsets")
         pending.removeAll()
         let partitions = Array(owned)
         guard let stored = readStoredOffsets(partitions) else { return }
         do {
             try consumer.seek(adopt(stored, for: partitions))
         } catch {
-            logger.warning("seek after a fence failed; the next rebalance will fix the positions", metadata: [RdKafka.LogKey.error: "\(error)"])
+            logger.info("seek after a fence failed; the next rebalance will fix the positions", metadata: [RdKafka.LogKey.error: "\(error)"])
         }
     }
 }
@@ -310,7 +313,7 @@ final class BatchWriter: @unchecked Sendable {
                     committed(batch.nextOffsets)
                     configuration.onCommit?(batch.nextOffsets)
                 case .fenced(let error):
-                    logger.warning("batch fenced", metadata: [LibPQ.LogKey.error: "\(error)"])
+                    logger.info("batch fenced", metadata: [LibPQ.LogKey.error: "\(error)"])
                     fenced.store(true, ordering: .releasing)
                 }
             } catch {
@@ -344,7 +347,7 @@ final class BatchWriter: @unchecked Sendable {
     /// this batch, committed by the earlier attempt.
     private func commit(_ batch: PreparedBatch, expected: [TopicPartition: Int64]) throws -> Committed {
         var attempt = 0
-        var delay = 50
+        var backoff = Backoff(initial: .milliseconds(50), maximum: .seconds(5))
         let group = configuration.group
         while true {
             do {
@@ -367,14 +370,16 @@ final class BatchWriter: @unchecked Sendable {
                 attempt += 1
                 metrics.commitRetries.increment()
                 if stopRequested.load(ordering: .acquiring), attempt >= 10 {
-                    logger.error("giving up the last batch while stopping; it will be read again", metadata: [LibPQ.LogKey.error: "\(error)"])
+                    logger.info("giving up the last batch while stopping; it will be read again", metadata: [LibPQ.LogKey.error: "\(error)"])
                     throw error
                 }
-                logger.warning(
+                let delay = backoff.next()
+                logger.info(
                     "transient database error; retrying the batch",
-                    metadata: [LibPQ.LogKey.error: "\(error)", "retry.attempt": "\(attempt)", "retry.delay_ms": "\(delay)"])
-                usleep(UInt32(delay) * 1000)
-                delay = min(5_000, delay * 2)
+                    metadata: [
+                        LibPQ.LogKey.error: "\(error)", "retry.attempt": "\(attempt)", "retry.delay_ms": "\(Backoff.milliseconds(delay))",
+                    ])
+                Backoff.sleepOnThread(delay)
             }
         }
     }

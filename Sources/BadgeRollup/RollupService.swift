@@ -1,3 +1,4 @@
+import Backoff
 import BadgeStore
 import Foundation
 import Synchronization
@@ -98,29 +99,28 @@ public struct RollupService: Service {
     private var shouldStop: Bool { Task.isCancelled || Task.isShuttingDownGracefully }
 
     private func workerLoop(_ worker: Int) async {
-        var failures = 0
+        var backoff = Self.backoff
         while !shouldStop {
             do {
                 let claimed = try await step()
-                failures = 0
+                backoff.reset()
                 if claimed == 0 {
                     try? await Task.sleep(for: configuration.idleInterval)
                 }
             } catch {
                 if shouldStop { break }
-                failures += 1
                 self.failures.value.add(1, ordering: .relaxed)
                 metrics.errors.increment()
-                logger.warning(
+                logger.info(
                     "rollup transaction failed; retrying",
                     metadata: ["rollup.worker": "\(worker)", "error": "\(error)"])
-                await pause(backoff(failures))
+                await pause(backoff.next())
             }
         }
     }
 
     private func sweeperLoop() async {
-        var failures = 0
+        var backoff = Self.backoff
         var lastDepth = ContinuousClock.now - configuration.queueDepthInterval
         while !shouldStop {
             do {
@@ -130,23 +130,20 @@ public struct RollupService: Service {
                     metrics.queueDepth.record(depth)
                     lastDepth = ContinuousClock.now
                 }
-                failures = 0
+                backoff.reset()
                 try? await Task.sleep(for: configuration.expiryInterval)
             } catch {
                 if shouldStop { break }
-                failures += 1
                 self.failures.value.add(1, ordering: .relaxed)
                 metrics.errors.increment()
-                logger.warning("expiry sweep failed; retrying", metadata: ["error": "\(error)"])
-                await pause(backoff(failures))
+                logger.info("expiry sweep failed; retrying", metadata: ["error": "\(error)"])
+                await pause(backoff.next())
             }
         }
     }
 
-    /// 100 ms doubling up to 5 s.
-    private func backoff(_ failures: Int) -> Duration {
-        .milliseconds(min(5_000, 100 << min(failures - 1, 6)))
-    }
+    /// Retry pauses after a failed transaction: 100 ms doubling up to 5 s.
+    private static let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
 
     /// Sleeps for a retry pause, cut short by graceful shutdown or cancellation: while the
     /// database is away, SIGTERM should not wait out a pause of up to 5 s.

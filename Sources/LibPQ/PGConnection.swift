@@ -63,7 +63,7 @@ public final class PGConnection: @unchecked Sendable {
         guard PQstatus(connection) == CONNECTION_OK else {
             let message = errorMessage(of: connection)
             PQfinish(connection)
-            throw PGError(code: .connectionFailed, message: message)
+            throw PGError(code: .connectionFailed, externalMessage: message)
         }
         let result = PGConnection(handle: connection, logger: logger)
         var settings: [(String, String)] = [("TimeZone", "UTC"), ("DateStyle", "ISO")]
@@ -161,7 +161,7 @@ public final class PGConnection: @unchecked Sendable {
         do {
             try execute(script: "ROLLBACK", name: "transaction.rollback")
         } catch {
-            logger.warning("ROLLBACK failed after an error", metadata: [LogKey.error: "\(error)"])
+            logger.info("ROLLBACK failed after an error", metadata: [LogKey.error: "\(error)"])
         }
     }
 
@@ -213,7 +213,7 @@ public final class PGConnection: @unchecked Sendable {
         if !received.isEmpty { return received }
         let socket = PQsocket(handle)
         guard socket >= 0, PQstatus(handle) == CONNECTION_OK else {
-            throw PGError(code: .connectionLost, message: PGConnection.errorMessage(of: handle))
+            throw PGError(code: .connectionLost, externalMessage: PGConnection.errorMessage(of: handle))
         }
         var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
         let ready = poll(&descriptor, 1, timeoutMilliseconds)
@@ -225,12 +225,12 @@ public final class PGConnection: @unchecked Sendable {
         }
         if ready > 0 {
             guard PQconsumeInput(handle) == 1 else {
-                throw PGError(code: .connectionLost, message: PGConnection.errorMessage(of: handle))
+                throw PGError(code: .connectionLost, externalMessage: PGConnection.errorMessage(of: handle))
             }
             received = drainNotifications(handle)
         }
         if PQstatus(handle) != CONNECTION_OK {
-            throw PGError(code: .connectionLost, message: PGConnection.errorMessage(of: handle))
+            throw PGError(code: .connectionLost, externalMessage: PGConnection.errorMessage(of: handle))
         }
         return received
     }
@@ -255,7 +255,7 @@ public final class PGConnection: @unchecked Sendable {
         guard let result else {
             let lost = PQstatus(handle) != CONNECTION_OK
             throw PGError(
-                code: lost ? .connectionLost : .client, message: PGConnection.errorMessage(of: handle),
+                code: lost ? .connectionLost : .client, externalMessage: PGConnection.errorMessage(of: handle),
                 statement: statement)
         }
         defer { PQclear(result) }
@@ -308,7 +308,7 @@ public final class PGConnection: @unchecked Sendable {
             code = .cancelled
         }
         return PGError(
-            code: code, sqlState: sqlState, message: message, detail: field("D"), hint: field("H"),
+            code: code, sqlState: sqlState, externalMessage: message, detail: field("D"), hint: field("H"),
             statement: statement)
     }
 

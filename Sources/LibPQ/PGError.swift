@@ -2,7 +2,7 @@
 ///
 /// It keeps the SQLSTATE, the server's message, the name of the statement that failed (never its
 /// bound values) and whether retrying the whole unit of work may succeed.
-public struct PGError: Error, Sendable, CustomStringConvertible {
+public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What kind of failure this is. Extensible: switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
@@ -24,6 +24,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
         public static let poolClosed = Code("poolClosed")
         /// Anything else libpq reported (out of memory, protocol errors).
         public static let client = Code("client")
+        /// The code's name (`server`, `connectionLost`, …).
         public var description: String { name }
     }
 
@@ -53,6 +54,19 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
         self.statement = statement
     }
 
+    /// Whether `message`, `detail` and `hint` came from the server or libpq (and may quote data)
+    /// rather than from this wrapper: `description` then leaves them out.
+    var messageIsExternal = false
+
+    /// An error whose message (and detail and hint) the server or libpq wrote.
+    init(
+        code: Code, sqlState: String? = nil, externalMessage: String, detail: String? = nil,
+        hint: String? = nil, statement: String? = nil
+    ) {
+        self.init(code: code, sqlState: sqlState, message: externalMessage, detail: detail, hint: hint, statement: statement)
+        messageIsExternal = true
+    }
+
     /// Whether running the whole unit of work again may succeed: serialization failures,
     /// deadlocks, lost connections, server shutdown or start-up, and connection failures.
     public var isRetriable: Bool {
@@ -78,12 +92,26 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
     /// Whether the server reported a unique, foreign-key or check violation (class 23).
     public var isIntegrityViolation: Bool { sqlState?.hasPrefix("23") ?? false }
 
-    public var description: String {
-        var text = message
-        if let statement { text = "\(statement): \(text)" }
-        if let sqlState { text += " (SQLSTATE \(sqlState))" }
+    /// For logs: the statement's name, the code and the SQLSTATE, and the message only when this
+    /// wrapper wrote it. The server's message, detail and hint are left out, as they can quote
+    /// data (a duplicate key's value, a row); `debugDescription` has them.
+    public var description: String { summary(messageIsExternal ? "\(code) error" : message) }
+
+    /// Everything: the statement's name, the message, the SQLSTATE, the detail and the hint. For a
+    /// person who needs the server's words to act (a failed migration, a refused connection);
+    /// not for logs.
+    public var debugDescription: String {
+        var text = summary(message)
         if let detail, !detail.isEmpty { text += "; detail: \(detail)" }
         if let hint, !hint.isEmpty { text += "; hint: \(hint)" }
         return text
+    }
+
+    /// `statement: text (SQLSTATE x)`.
+    private func summary(_ text: String) -> String {
+        var summary = text
+        if let statement { summary = "\(statement): \(summary)" }
+        if let sqlState { summary += " (SQLSTATE \(sqlState))" }
+        return summary
     }
 }

@@ -1,3 +1,4 @@
+import Backoff
 import Foundation
 public import Logging
 import Synchronization
@@ -80,7 +81,7 @@ public final class PGListener: Sendable {
     private var isStopped: Bool { stopped.load(ordering: .acquiring) }
 
     private func loop() {
-        var delayMilliseconds = 100
+        var backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
         while !isStopped {
             var connectedAt: ContinuousClock.Instant?
             do {
@@ -99,17 +100,13 @@ public final class PGListener: Sendable {
             } catch {
                 if let connectedAt {
                     continuation.yield(.disconnected)
-                    if ContinuousClock.now - connectedAt >= Self.stableConnection { delayMilliseconds = 100 }
+                    if ContinuousClock.now - connectedAt >= Self.stableConnection { backoff.reset() }
                 }
-                logger.warning(
+                let delay = backoff.next()
+                logger.info(
                     "LISTEN connection failed; reconnecting",
-                    metadata: [LogKey.error: "\(error)", "retry.delay_ms": "\(delayMilliseconds)"])
-                var waited = 0
-                while waited < delayMilliseconds, !isStopped {
-                    usleep(50_000)
-                    waited += 50
-                }
-                delayMilliseconds = min(5_000, delayMilliseconds * 2)
+                    metadata: [LogKey.error: "\(error)", "retry.delay_ms": "\(Backoff.milliseconds(delay))"])
+                Backoff.sleepOnThread(delay) { isStopped }
             }
         }
     }

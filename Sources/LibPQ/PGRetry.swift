@@ -1,3 +1,4 @@
+import Backoff
 public import Logging
 
 /// How often, and with what pauses, a unit of work is run again after a retriable `PGError`.
@@ -26,22 +27,22 @@ public struct PGRetryPolicy: Sendable {
         _ work: () async throws -> T
     ) async throws -> T {
         var attempt = 1
-        var delay = initialDelayMilliseconds
+        var backoff = Backoff(
+            initial: .milliseconds(initialDelayMilliseconds), maximum: .milliseconds(maximumDelayMilliseconds), jitter: true)
         while true {
             do {
                 return try await work()
             } catch let error as PGError where error.isRetriable {
                 if maximumAttempts > 0, attempt >= maximumAttempts { throw error }
                 onRetry(error, attempt)
-                logger.warning(
+                let delay = backoff.next()
+                logger.info(
                     "retriable database error; trying again",
                     metadata: [
                         LogKey.error: "\(error)", LogKey.sqlState: "\(error.sqlState ?? "")",
-                        "retry.attempt": "\(attempt)", "retry.delay_ms": "\(delay)",
+                        "retry.attempt": "\(attempt)", "retry.delay_ms": "\(Backoff.milliseconds(delay))",
                     ])
-                let jittered = delay / 2 + Int.random(in: 0...max(1, delay / 2))
-                try await Task.sleep(for: .milliseconds(jittered))
-                delay = min(maximumDelayMilliseconds, delay * 2)
+                try await Task.sleep(for: delay)
                 attempt += 1
             }
         }

@@ -59,9 +59,10 @@ final class KafkaClientContext: @unchecked Sendable {
                 let fatal = rd_kafka_fatal_error(client, &buffer, buffer.count)
                 let detail = KafkaError(fatal, context: "fatal client error: \(cBufferText(buffer))")
                 context.fatalError.withLock { $0 = detail }
+                // Error, not info: the client is unusable for good, and the process cannot go on with it.
                 context.logger.error("Kafka client failed for good", metadata: [LogKey.error: "\(detail)"])
             } else {
-                context.logger.warning("Kafka client error", metadata: [LogKey.error: "\(KafkaError(code, context: text))"])
+                context.logger.info("Kafka client error", metadata: [LogKey.error: "\(KafkaError(code, context: text))"])
             }
         }
         rd_kafka_conf_set_stats_cb(conf) { _, json, length, opaque in

@@ -67,7 +67,7 @@ public enum RdKafkaVersion {
     /// Throws when the linked librdkafka is older than 2.0.
     public static func requireSupported() throws(KafkaError) {
         guard number >= minimum else {
-            throw KafkaError(name: "version", message: "librdkafka \(text) is too old; RedDot needs 2.0 or newer")
+            throw KafkaError(code: .unsupportedVersion, message: "librdkafka \(text) is too old; RedDot needs 2.0 or newer")
         }
     }
 }

@@ -11,11 +11,16 @@ public import Logging
 /// cooperative protocols. `commit` also records them in Kafka (best effort) for lag tools.
 ///
 /// Threading: every method but `commit` must be called from one thread, the poll thread (the
-/// rebalance handler runs there too, inside `poll`). The client's main queue (statistics, client
-/// errors) is served by a thread of the consumer's own, so they keep coming while `poll` waits. Owns its `rd_kafka_t` and destroys it in
-/// `close()` (or deinit), after `rd_kafka_consumer_close` so partitions move at once.
-public final class KafkaConsumer: @unchecked Sendable {
-    private var handle: OpaquePointer?
+/// rebalance handler runs there too, inside `poll`). `commit` may run on any thread: it uses the
+/// client under the lock that `close` takes to retire it, so a commit after (or during) `close`
+/// throws `.closed` rather than touching a destroyed client. The client's main queue
+/// (statistics, client errors) is served by a thread of the consumer's own, so they keep coming
+/// while `poll` waits. Owns its `rd_kafka_t` and destroys it in `close()` (or deinit), after
+/// `rd_kafka_consumer_close` so partitions move at once.
+public final class KafkaConsumer: Sendable {
+    /// The client, nil once `close` took it. Guarded so that `commit` on another thread never
+    /// sees a destroyed client.
+    private let state = Mutex(ConsumerHandle(pointer: nil))
     private let context: KafkaClientContext
     private let mainQueue: MainQueueServer
     private let logger: Logger
@@ -43,15 +48,16 @@ public final class KafkaConsumer: @unchecked Sendable {
         var buffer = [CChar](repeating: 0, count: 512)
         guard let handle = rd_kafka_new(RD_KAFKA_CONSUMER, conf, &buffer, buffer.count) else {
             rd_kafka_conf_destroy(conf)  // not taken over on failure
-            throw KafkaError(name: "create", message: "cannot create the Kafka consumer: \(cBufferText(buffer))")
+            throw KafkaError(code: .creation, message: "cannot create the Kafka consumer: \(cBufferText(buffer))")
         }
         // The main queue (statistics, client errors) is served on a thread of its own rather than
         // forwarded to `poll`: the lag gauges and fatal errors keep coming while the poll thread
         // waits, for a database or a rebalance.
         self.mainQueue = MainQueueServer(handle: handle)
-        self.handle = handle
         self.context = context
         self.logger = logger
+        let opened = ConsumerHandle(pointer: handle)
+        state.withLock { $0 = opened }
     }
 
     deinit { close() }
@@ -63,7 +69,7 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// Subscribes to `topics` (the group then assigns partitions during `poll`).
     public func subscribe(_ topics: [String]) throws(KafkaError) {
-        guard let handle else { throw Self.closedError }
+        let handle = try openHandle()
         let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
@@ -76,7 +82,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// - Returns: the record, or nil when none came (or a partition reached its end).
     /// - Throws: `KafkaError` for a fatal client error; other consumer errors are logged.
     public func poll(timeoutMilliseconds: Int32) throws(KafkaError) -> KafkaRecord? {
-        guard let handle else { throw Self.closedError }
+        let handle = try openHandle()
         if let fatal = context.fatalError.withLock({ $0 }) { throw fatal }
         guard let message = rd_kafka_consumer_poll(handle, timeoutMilliseconds) else { return nil }
         defer { rd_kafka_message_destroy(message) }
@@ -85,8 +91,8 @@ public final class KafkaConsumer: @unchecked Sendable {
         if item.err != RD_KAFKA_RESP_ERR_NO_ERROR {
             if item.err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return nil }
             let error = KafkaError(item.err, context: "consumer error on \(topic)[\(item.partition)]")
-            logger.warning("Kafka consumer error", metadata: [LogKey.error: "\(error)"])
-            if item.err == RD_KAFKA_RESP_ERR__FATAL {
+            logger.info("Kafka consumer error", metadata: [LogKey.error: "\(error)"])
+            if KafkaError.Code(item.err) == .fatal {
                 var buffer = [CChar](repeating: 0, count: 512)
                 let fatal = rd_kafka_fatal_error(handle, &buffer, buffer.count)
                 throw KafkaError(fatal, context: "fatal client error: \(cBufferText(buffer))")
@@ -120,14 +126,20 @@ public final class KafkaConsumer: @unchecked Sendable {
     }
 
     /// Records `nextOffsets` (the next offset to read, per partition) as the group's committed
-    /// offsets in Kafka, asynchronously and best effort (for lag tools; not authoritative).
-    /// Unlike the other methods, it may be called from another thread while the consumer is open.
-    public func commit(_ nextOffsets: [TopicPartition: Int64]) {
-        guard let handle, !nextOffsets.isEmpty else { return }
-        let list = makeList(nextOffsets.map { ($0.key, $0.value) })
-        defer { rd_kafka_topic_partition_list_destroy(list) }
-        let error = rd_kafka_commit(handle, list, 1)
-        if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
+    /// offsets in Kafka, asynchronously and best effort (for lag tools; not authoritative): a
+    /// refused commit is logged, not thrown. Unlike the other methods, it may be called from any
+    /// thread, also while another closes the consumer.
+    ///
+    /// - Throws: `KafkaError` `.closed` when the consumer is closed (or closing).
+    public func commit(_ nextOffsets: [TopicPartition: Int64]) throws(KafkaError) {
+        let error: rd_kafka_resp_err_t = try state.withLock { (state) throws(KafkaError) -> rd_kafka_resp_err_t in
+            guard let handle = state.pointer else { throw Self.closedError }
+            guard !nextOffsets.isEmpty else { return RD_KAFKA_RESP_ERR_NO_ERROR }
+            let list = makeList(nextOffsets.map { ($0.key, $0.value) })
+            defer { rd_kafka_topic_partition_list_destroy(list) }
+            return rd_kafka_commit(handle, list, 1)  // asynchronous: does not block under the lock
+        }
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR, KafkaError.Code(error) != .noOffset {
             logger.debug("Kafka offset commit failed (best effort)", metadata: [LogKey.error: "\(KafkaError(error, context: "commit"))"])
         }
     }
@@ -136,13 +148,13 @@ public final class KafkaConsumer: @unchecked Sendable {
     ///
     /// - Throws: `KafkaError` when a partition is not assigned or the seek fails.
     public func seek(_ offsets: [TopicPartition: Int64], timeoutMilliseconds: Int32 = 5_000) throws(KafkaError) {
-        guard let handle else { throw Self.closedError }
+        let handle = try openHandle()
         guard !offsets.isEmpty else { return }
         let list = makeList(offsets.map { ($0.key, $0.value) })
         defer { rd_kafka_topic_partition_list_destroy(list) }
         if let failure = rd_kafka_seek_partitions(handle, list, timeoutMilliseconds) {
             defer { rd_kafka_error_destroy(failure) }
-            throw KafkaError(rd_kafka_error_code(failure), context: "seek failed: \(Self.errorText(failure))")
+            throw KafkaError(object: failure, context: "seek failed")
         }
         if let list, let elements = list.pointee.elems {
             for index in 0..<Int(list.pointee.cnt) where elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -157,7 +169,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     ///
     /// - Throws: `KafkaError` when the commit fails.
     public func commitSynchronously(_ nextOffsets: [TopicPartition: Int64]) throws(KafkaError) {
-        guard let handle else { throw Self.closedError }
+        let handle = try openHandle()
         let list = makeList(nextOffsets.map { ($0.key, $0.value) })
         defer { rd_kafka_topic_partition_list_destroy(list) }
         let error = rd_kafka_commit(handle, list, 0)
@@ -166,7 +178,7 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// The partitions assigned now.
     public func assignment() -> [TopicPartition] {
-        guard let handle else { return [] }
+        guard let handle = try? openHandle() else { return [] }
         var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         guard rd_kafka_assignment(handle, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -175,25 +187,39 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// The group's rebalance protocol: `EAGER`, `COOPERATIVE`, or `NONE` before joining.
     public var rebalanceProtocol: String {
-        guard let handle, let name = rd_kafka_rebalance_protocol(handle) else { return "NONE" }
+        guard let handle = try? openHandle(), let name = rd_kafka_rebalance_protocol(handle) else { return "NONE" }
         return String(cString: name)
     }
 
     /// Leaves the group (revoking partitions through the handler, so they move at once) and
     /// destroys the client. Idempotent. Call it from the poll thread, or after it stopped.
     public func close() {
-        guard let handle else { return }
+        // Taken under the lock: a `commit` running now finishes first, and later ones throw.
+        let taken = state.withLock { state in
+            defer { state.pointer = nil }
+            return ConsumerHandle(pointer: state.pointer)
+        }
+        guard let handle = taken.pointer else { return }
         let error = rd_kafka_consumer_close(handle)
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.debug("consumer close reported an error", metadata: [LogKey.error: "\(KafkaError(error, context: "close"))"])
         }
         mainQueue.stop()
         rd_kafka_destroy(handle)
-        self.handle = nil
         _ = context  // kept alive until after rd_kafka_destroy
     }
 
-    private static let closedError = KafkaError(name: "closed", message: "the consumer is closed")
+    private static let closedError = KafkaError(code: .closed, message: "the consumer is closed")
+
+    private struct ConsumerHandle: @unchecked Sendable {
+        var pointer: OpaquePointer?
+    }
+
+    /// The client, for the poll thread's methods (the only thread that closes it).
+    private func openHandle() throws(KafkaError) -> OpaquePointer {
+        guard let handle = state.withLock({ ConsumerHandle(pointer: $0.pointer) }).pointer else { throw Self.closedError }
+        return handle
+    }
 
     /// librdkafka's rebalance callback: assign at the handler's offsets, or revoke.
     private static func rebalance(
@@ -217,13 +243,13 @@ public final class KafkaConsumer: @unchecked Sendable {
                 metadata: ["kafka.partitions": "\(changed.map(\.description).joined(separator: ","))", "kafka.protocol": "\(cooperative ? "cooperative" : "eager")"])
             if cooperative {
                 if let failure = rd_kafka_incremental_assign(client, list) {
-                    context.logger.error("incremental assign failed", metadata: [LogKey.error: "\(errorText(failure))"])
+                    context.logger.info("incremental assign failed", metadata: [LogKey.error: "\(errorText(failure))"])
                     rd_kafka_error_destroy(failure)
                 }
             } else {
                 let result = rd_kafka_assign(client, list)
                 if result != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    context.logger.error("assign failed", metadata: [LogKey.error: "\(KafkaError(result, context: "assign"))"])
+                    context.logger.info("assign failed", metadata: [LogKey.error: "\(KafkaError(result, context: "assign"))"])
                 }
             }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
@@ -234,14 +260,14 @@ public final class KafkaConsumer: @unchecked Sendable {
                 metadata: ["kafka.partitions": "\(changed.map(\.description).joined(separator: ","))"])
             if cooperative {
                 if let failure = rd_kafka_incremental_unassign(client, list) {
-                    context.logger.error("incremental unassign failed", metadata: [LogKey.error: "\(errorText(failure))"])
+                    context.logger.info("incremental unassign failed", metadata: [LogKey.error: "\(errorText(failure))"])
                     rd_kafka_error_destroy(failure)
                 }
             } else {
                 _ = rd_kafka_assign(client, nil)
             }
         default:
-            context.logger.error("rebalance error", metadata: [LogKey.error: "\(KafkaError(error, context: "rebalance"))"])
+            context.logger.info("rebalance error", metadata: [LogKey.error: "\(KafkaError(error, context: "rebalance"))"])
             context.rebalance?.revoked(changed)
             _ = rd_kafka_assign(client, nil)
         }

@@ -22,11 +22,11 @@ public final class KafkaMockCluster: @unchecked Sendable {
         var buffer = [CChar](repeating: 0, count: 512)
         guard let host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, &buffer, buffer.count) else {
             rd_kafka_conf_destroy(conf)
-            throw KafkaError(name: "mock", message: "cannot create the mock cluster's host client: \(cBufferText(buffer))")
+            throw KafkaError(code: .mockCluster, message: "cannot create the mock cluster's host client: \(cBufferText(buffer))")
         }
         guard let cluster = rd_kafka_mock_cluster_new(host, Int32(brokers)) else {
             rd_kafka_destroy(host)
-            throw KafkaError(name: "mock", message: "librdkafka could not start a mock cluster")
+            throw KafkaError(code: .mockCluster, message: "librdkafka could not start a mock cluster")
         }
         self.host = host
         self.cluster = cluster
@@ -38,7 +38,7 @@ public final class KafkaMockCluster: @unchecked Sendable {
 
     /// Creates a topic.
     public func createTopic(_ name: String, partitions: Int32, replicationFactor: Int32 = 1) throws(KafkaError) {
-        guard let cluster else { throw KafkaError(name: "mock", message: "the mock cluster is stopped") }
+        guard let cluster else { throw KafkaError(code: .mockCluster, message: "the mock cluster is stopped") }
         let error = rd_kafka_mock_topic_create(cluster, name, partitions, replicationFactor)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "cannot create topic \(name)") }
     }

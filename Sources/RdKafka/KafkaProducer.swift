@@ -51,8 +51,14 @@ public final class KafkaProducer: Sendable {
         let done = DispatchSemaphore(value: 0)
     }
 
+    /// The client and who uses it. `flush` borrows the pointer and calls the blocking
+    /// `rd_kafka_flush` outside the lock; `close` destroys the client only once no borrower is left.
     private struct ProducerHandle: @unchecked Sendable {
         var pointer: OpaquePointer?
+        /// Set by `close`: no new record or flush starts.
+        var closing = false
+        /// Flushes running outside the lock.
+        var borrowers = 0
     }
 
     /// A delivery callback, passed through librdkafka as the message's opaque pointer.
@@ -85,12 +91,12 @@ public final class KafkaProducer: Sendable {
         var buffer = [CChar](repeating: 0, count: 512)
         guard let pointer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, &buffer, buffer.count) else {
             rd_kafka_conf_destroy(conf)
-            throw KafkaError(name: "create", message: "cannot create the Kafka producer: \(cBufferText(buffer))")
+            throw KafkaError(code: .creation, message: "cannot create the Kafka producer: \(cBufferText(buffer))")
         }
         self.handle = Mutex(ProducerHandle(pointer: pointer))
         self.context = context
         self.logger = logger
-        let polled = ProducerHandle(pointer: pointer)
+        let polled = ProducerHandle(pointer: pointer)  // destroyed only after this thread stops
         let thread = Thread { [poller] in
             while poller.running.load(ordering: .acquiring) {
                 rd_kafka_poll(polled.pointer, 100)
@@ -113,8 +119,8 @@ public final class KafkaProducer: Sendable {
     ) throws(KafkaError) {
         while true {
             let error: rd_kafka_resp_err_t = try handle.withLock { (state) throws(KafkaError) -> rd_kafka_resp_err_t in
-                guard let pointer = state.pointer else {
-                    throw KafkaError(name: "closed", message: "the producer is closed")
+                guard let pointer = state.pointer, !state.closing else {
+                    throw KafkaError(code: .closed, message: "the producer is closed")
                 }
                 return Self.enqueue(record, on: pointer, delivery: Delivery(onDelivery))
             }
@@ -171,14 +177,19 @@ public final class KafkaProducer: Sendable {
         }
     }
 
-    /// Blocks until every queued record is delivered or failed, or the timeout passes.
+    /// Blocks until every queued record is delivered or failed, or the timeout passes. Call it
+    /// on a thread of your own; other threads may produce meanwhile.
     ///
     /// - Throws: `KafkaError` (`_TIMED_OUT`) when records were still in flight.
     public func flush(timeoutMilliseconds: Int32) throws(KafkaError) {
-        let error: rd_kafka_resp_err_t = handle.withLock { state in
-            guard let pointer = state.pointer else { return RD_KAFKA_RESP_ERR_NO_ERROR }
-            return rd_kafka_flush(pointer, timeoutMilliseconds)
+        let borrowed = handle.withLock { state in
+            guard state.pointer != nil, !state.closing else { return ProducerHandle(pointer: nil) }
+            state.borrowers += 1
+            return ProducerHandle(pointer: state.pointer)
         }
+        guard let borrowed = borrowed.pointer else { return }
+        let error = rd_kafka_flush(borrowed, timeoutMilliseconds)
+        handle.withLock { $0.borrowers -= 1 }
         if error != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(error, context: "flush") }
     }
 
@@ -187,14 +198,18 @@ public final class KafkaProducer: Sendable {
     public func close(timeoutMilliseconds: Int32 = 10_000) {
         guard poller.running.exchange(false, ordering: .acquiringAndReleasing) else { return }
         poller.done.wait()
-        handle.withLock { state in
-            guard let pointer = state.pointer else { return }
-            if rd_kafka_flush(pointer, timeoutMilliseconds) != RD_KAFKA_RESP_ERR_NO_ERROR {
-                logger.warning("closing the producer with records still in flight", metadata: ["kafka.in_flight": "\(rd_kafka_outq_len(pointer))"])
-            }
-            rd_kafka_destroy(pointer)
-            state.pointer = nil
+        let taken = handle.withLock { state in
+            state.closing = true
+            return ProducerHandle(pointer: state.pointer)
         }
+        guard let pointer = taken.pointer else { return }
+        if rd_kafka_flush(pointer, timeoutMilliseconds) != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.info("closing the producer with records still in flight", metadata: ["kafka.in_flight": "\(rd_kafka_outq_len(pointer))"])
+        }
+        // A flush that borrowed the client returns within its own timeout.
+        while handle.withLock({ $0.borrowers }) > 0 { usleep(1_000) }
+        handle.withLock { $0.pointer = nil }
+        rd_kafka_destroy(pointer)
         _ = context
     }
 }

@@ -101,7 +101,7 @@ struct BadgesCommand: AsyncParsableCommand {
                 try await store.apply([BadgeMutation(user: user, path: badgePath, operation: operation)], recomputeNow: true)
                 try printJSON(try await store.tree(for: user))
             } catch let error as PGError {
-                throw fail("\(error)", code: error.exitCode)
+                throw fail(error.debugDescription, code: error.exitCode)
             }
         }
     }
@@ -124,7 +124,7 @@ struct BadgesCommand: AsyncParsableCommand {
             do {
                 try printJSON(try await store.tree(for: user, at: badgePath, depth: depth))
             } catch let error as PGError {
-                throw fail("\(error)", code: error.exitCode)
+                throw fail(error.debugDescription, code: error.exitCode)
             }
         }
     }

@@ -29,7 +29,7 @@ extension PGError {
     /// Prints the sentence for a database error met by a command and gives its exit code.
     func commandFailure() -> ExitCode {
         let what = code == .connectionFailed ? "cannot connect to the database" : "database error"
-        return fail("\(what): \(self)", code: exitCode)
+        return fail("\(what): \(debugDescription)", code: exitCode)
     }
 
     /// The exit code for a database error met by a command.

@@ -2,6 +2,7 @@ import ArgumentParser
 import BadgeCore
 import BadgeIngest
 import Foundation
+import LibPQ
 import Logging
 import RdKafka
 import ServiceLifecycle

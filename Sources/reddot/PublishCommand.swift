@@ -263,54 +263,41 @@ struct PublishCommand: ParsableCommand {
             return
         }
         let sender = try makeSender(logger: logger)
-        sender.send(PublishItem(line: nil, event: event, payload: EventEncoder().encode(event)))
-        try finish(sender, invalid: 0, total: 1)
+        let outcome = sender.sendAll([PublishItem(line: nil, event: event, payload: EventEncoder().encode(event))])
+        try finish(sender, outcome, invalid: 0, total: 1)
     }
 
     // MARK: - JSON lines from stdin
 
     func publishLines(checker: EventChecker, logger: Logger) throws {
         let sender = validateOnly ? nil : try makeSender(logger: logger)
-        var reader = LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor)
-        var lineNumber = 0
-        var total = 0
-        var invalid = 0
-        var held: [PublishItem] = []
-        while let rawLine = try reader.next() {
-            lineNumber += 1
-            let line = Self.trimmed(rawLine, first: lineNumber == 1)
-            if line.isEmpty { continue }
-            total += 1
-            switch checker.check(line) {
-            case .failure(let rejection):
-                invalid += 1
-                Self.printError("line \(lineNumber): \(rejection)")
-            case .success(let event):
-                let item = PublishItem(line: lineNumber, event: event, payload: line)
-                if allOrNothing {
-                    held.append(item)
-                } else {
-                    sender?.send(item)
-                }
-            }
-        }
+        let source = CheckedLines(reader: LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor), checker: checker)
+        let items = AnySequence { AnyIterator { source.next() } }
         guard let sender else {
-            if invalid > 0 {
-                throw fail("\(invalid) of \(total) \(Self.events(total)) invalid", code: ExitCodes.dataError)
+            for _ in items {}
+            try source.throwIfFailed()
+            if source.invalid > 0 {
+                throw fail("\(source.invalid) of \(source.total) \(Self.events(source.total)) invalid", code: ExitCodes.dataError)
             }
-            print("ok: \(total) \(Self.events(total, verb: false)) valid")
+            print("ok: \(source.total) \(Self.events(source.total, verb: false)) valid")
             return
         }
+        let outcome: EventSender.Outcome
         if allOrNothing {
-            if invalid > 0 {
+            let held = Array(items)
+            try source.throwIfFailed()
+            if source.invalid > 0 {
                 sender.close()
                 throw fail(
-                    "nothing published: \(invalid) of \(total) \(Self.events(total)) invalid (--all-or-nothing)",
+                    "nothing published: \(source.invalid) of \(source.total) \(Self.events(source.total)) invalid (--all-or-nothing)",
                     code: ExitCodes.dataError)
             }
-            for item in held { sender.send(item) }
+            outcome = sender.sendAll(held)
+        } else {
+            outcome = sender.sendAll(items)
+            try source.throwIfFailed()
         }
-        try finish(sender, invalid: invalid, total: total)
+        try finish(sender, outcome, invalid: source.invalid, total: source.total)
     }
 
     /// The line without surrounding ASCII white space (and, on the first line, a UTF-8 byte-order mark).
@@ -348,13 +335,12 @@ struct PublishCommand: ParsableCommand {
                 producer: producer, topic: kafka.topic, brokers: kafka.brokers, configuration: configuration,
                 keepReports: verbose)
         } catch {
-            throw fail(error.message, code: error.name == "configuration" ? ExitCodes.usage : ExitCodes.failure)
+            throw fail(error.message, code: error.code == .configuration ? ExitCodes.usage : ExitCodes.failure)
         }
     }
 
     /// Waits for every delivery report, prints the outcome and picks the exit code.
-    func finish(_ sender: EventSender, invalid: Int, total: Int) throws {
-        let outcome = sender.finish()
+    func finish(_ sender: EventSender, _ outcome: EventSender.Outcome, invalid: Int, total: Int) throws {
         if verbose {
             for report in outcome.delivered {
                 print("\(report.label)\(report.id) -> partition \(report.delivery.partition), offset \(report.delivery.offset)")
@@ -368,7 +354,7 @@ struct PublishCommand: ParsableCommand {
             let what = sent == 1 ? "the event was not delivered" : "none of the \(sent) events was delivered"
             throw fail(
                 "cannot reach Kafka at \(sender.brokers): \(what) within message.timeout.ms "
-                    + "(\(sender.timeoutDescription))" + (first.map { " [\($0.name)]" } ?? ""),
+                    + "(\(sender.timeoutDescription))" + (first.map { " [\($0.code)]" } ?? ""),
                 code: ExitCodes.unavailable)
         }
         print("published \(outcome.deliveredCount) \(Self.events(outcome.deliveredCount, verb: false))")
@@ -381,7 +367,7 @@ struct PublishCommand: ParsableCommand {
             }
             throw fail(
                 "\(outcome.failedCount) of \(sent) \(Self.events(sent, verb: false)) failed: "
-                    + (first.map { "\($0.message) [\($0.name)]" } ?? "unknown error"),
+                    + (first.map { "\($0.message) [\($0.code)]" } ?? "unknown error"),
                 code: ExitCodes.failure)
         }
         if invalid > 0 {
@@ -414,6 +400,55 @@ struct EventChecker {
             return .failure(rejection)
         }
         return .success(event)
+    }
+}
+
+/// The checked events of stdin's JSON lines, one at a time: an invalid line is reported on
+/// stderr and counted, and a read error ends the lines (`throwIfFailed` rethrows it).
+final class CheckedLines {
+    private var reader: LineReader
+    private let checker: EventChecker
+    private var lineNumber = 0
+    private var failure: (any Error)?
+    /// Non-blank lines read.
+    private(set) var total = 0
+    /// Lines that failed the check.
+    private(set) var invalid = 0
+
+    init(reader: LineReader, checker: EventChecker) {
+        self.reader = reader
+        self.checker = checker
+    }
+
+    /// The next valid event, or nil at the end of the input (or after a read error).
+    func next() -> PublishItem? {
+        while failure == nil {
+            let rawLine: [UInt8]
+            do {
+                guard let line = try reader.next() else { return nil }
+                rawLine = line
+            } catch {
+                failure = error
+                return nil
+            }
+            lineNumber += 1
+            let line = PublishCommand.trimmed(rawLine, first: lineNumber == 1)
+            if line.isEmpty { continue }
+            total += 1
+            switch checker.check(line) {
+            case .failure(let rejection):
+                invalid += 1
+                PublishCommand.printError("line \(lineNumber): \(rejection)")
+            case .success(let event):
+                return PublishItem(line: lineNumber, event: event, payload: line)
+            }
+        }
+        return nil
+    }
+
+    /// Rethrows the error that ended the input early, if one did.
+    func throwIfFailed() throws {
+        if let failure { throw failure }
     }
 }
 
@@ -482,9 +517,9 @@ struct LineReader {
 
 /// Sends checked events on one producer and collects their delivery reports.
 ///
-/// `send` queues a record and returns; librdkafka's delivery-report thread tallies each outcome
-/// exactly once. `finish` waits for every report (a little longer than the delivery timeout),
-/// then closes the producer.
+/// `sendAll` queues the events as its sequence yields them (stdin streams) with
+/// `KafkaProducer.sendAll`, which tallies each outcome exactly once, waits for every report (a
+/// little longer than the delivery timeout), then closes the producer.
 final class EventSender: Sendable {
     /// Where one event was stored.
     struct Report: Sendable {
@@ -511,7 +546,8 @@ final class EventSender: Sendable {
     }
 
     private struct State: Sendable {
-        var sent = 0
+        /// The label and id of each event sent and still without a report, by index.
+        var inFlight: [Int: (label: String, id: String)] = [:]
         var delivered: [Report] = []
         var deliveredCount = 0
         var failures: [Failure] = []
@@ -529,7 +565,6 @@ final class EventSender: Sendable {
     /// Whether every delivery is kept (for `--verbose`), or only counted.
     let keepReports: Bool
     private let state = Mutex(State())
-    private let pending = DispatchGroup()
 
     init(producer: KafkaProducer, topic: String, brokers: String, configuration: KafkaConfiguration, keepReports: Bool) {
         self.producer = producer
@@ -546,29 +581,32 @@ final class EventSender: Sendable {
         return "\(timeoutMilliseconds) ms"
     }
 
-    /// Queues one event, keyed by ``PublishItem/key``.
-    func send(_ item: PublishItem) {
-        let index = state.withLock { state in
-            state.sent += 1
-            return state.sent - 1
+    /// Sends every event, keyed by ``PublishItem/key``, waits for every delivery report, closes
+    /// the producer and returns the tally. Events still without a report well after the
+    /// delivery timeout count as failed.
+    func sendAll(_ items: some Sequence<PublishItem>) -> Outcome {
+        var index = 0
+        let records = items.lazy.map { item in
+            self.state.withLock { $0.inFlight[index] = (item.label, item.event.id.rawValue) }
+            index += 1
+            return KafkaOutgoingRecord(topic: self.topic, key: Array(item.key.utf8), payload: item.payload)
         }
-        let record = KafkaOutgoingRecord(topic: topic, key: Array(item.key.utf8), payload: item.payload)
-        let label = item.label
-        let id = item.event.id.rawValue
-        pending.enter()
-        do {
-            try producer.produce(record) { result in
-                switch result {
-                case .success(let delivery):
-                    self.delivered(Report(index: index, label: label, id: id, delivery: delivery))
-                case .failure(let error):
-                    self.failed(Failure(index: index, label: label, id: id, error: error))
-                }
-                self.pending.leave()
+        // librdkafka takes at most Int32.max ms; clamped so that the sum cannot overflow.
+        let timeout = timeoutMilliseconds.flatMap { $0 > 0 ? Duration.milliseconds(min($0, Int(Int32.max)) + 30_000) : nil }
+        producer.sendAll(records, timeout: timeout) { index, result in
+            guard let (label, id) = self.state.withLock({ $0.inFlight.removeValue(forKey: index) }) else { return }
+            switch result {
+            case .success(let delivery): self.delivered(Report(index: index, label: label, id: id, delivery: delivery))
+            case .failure(let error): self.failed(Failure(index: index, label: label, id: id, error: error))
             }
-        } catch {
-            failed(Failure(index: index, label: label, id: id, error: error))
-            pending.leave()
+        }
+        producer.close(timeoutMilliseconds: 5_000)
+        return state.withLock { state in
+            Outcome(
+                delivered: state.delivered.sorted { $0.index < $1.index },
+                deliveredCount: state.deliveredCount,
+                failures: state.failures.sorted { $0.index < $1.index },
+                failedCount: state.failedCount)
         }
     }
 
@@ -586,33 +624,6 @@ final class EventSender: Sendable {
         }
     }
 
-    /// Waits for every delivery report, closes the producer and returns the tally. Records still
-    /// without a report well after the delivery timeout count as failed.
-    func finish() -> Outcome {
-        if let timeoutMilliseconds, timeoutMilliseconds > 0 {
-            // librdkafka takes at most Int32.max ms; clamped so that the sum cannot overflow.
-            let deadline = DispatchTime.now() + .milliseconds(min(timeoutMilliseconds, Int(Int32.max)) + 30_000)
-            _ = pending.wait(timeout: deadline)
-        } else {
-            pending.wait()
-        }
-        producer.close(timeoutMilliseconds: 5_000)
-        return state.withLock { state in
-            let missing = state.sent - state.deliveredCount - state.failedCount
-            if missing > 0 {
-                state.failedCount += missing
-                let error = KafkaError(
-                    name: "_MSG_TIMED_OUT", message: "\(missing) events got no delivery report in time")
-                state.failures.append(Failure(index: state.sent, label: "", id: "(\(missing) events)", error: error))
-            }
-            return Outcome(
-                delivered: state.delivered.sorted { $0.index < $1.index },
-                deliveredCount: state.deliveredCount,
-                failures: state.failures.sorted { $0.index < $1.index },
-                failedCount: state.failedCount)
-        }
-    }
-
     /// Closes the producer without sending anything more.
     func close() {
         producer.close(timeoutMilliseconds: 1_000)
@@ -620,6 +631,6 @@ final class EventSender: Sendable {
 
     /// Whether an error means the brokers could not be reached (rather than a refusal).
     static func isUnreachable(_ error: KafkaError) -> Bool {
-        ["_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE"].contains(error.name)
+        [.messageTimedOut, .timedOut, .transport, .allBrokersDown, .resolve].contains(error.code)
     }
 }

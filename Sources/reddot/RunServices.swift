@@ -2,6 +2,7 @@ import ArgumentParser
 import BadgeCore
 import BadgeIngest
 import Foundation
+import LibPQ
 import Logging
 import RdKafka
 import ServiceLifecycle
@@ -14,11 +15,11 @@ func runServices(_ services: [any Service], logger: Logger) async throws {
                 services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     } catch let error as KafkaError {
-        throw fail("\(error)", code: error.name == "configuration" ? ExitCodes.usage : ExitCodes.failure)
+        throw fail("\(error)", code: error.code == .configuration ? ExitCodes.usage : ExitCodes.failure)
     } catch let error as ExitCode {
         throw error
     } catch {
-        let text = "\(error)"
+        let text = (error as? PGError)?.debugDescription ?? "\(error)"  // the server's words, for the operator
         if text.contains("Address already in use") || text.contains("EADDRINUSE") {
             throw fail("cannot listen: the address is already in use (\(text)); choose another --port", code: ExitCodes.unavailable)
         }

@@ -294,27 +294,10 @@ struct KafkaEventPublisher: EventPublisher {
     let topic: String
 
     func publish(_ records: [(key: String, payload: [UInt8])]) async throws -> [PublishedRecord] {
-        guard !records.isEmpty else { return [] }
-        let (reports, continuation) = AsyncStream.makeStream(of: (Int, Result<KafkaDelivery, KafkaError>).self)
-        // Queued in order (a key's records keep their order in its partition), awaited together.
-        for (index, record) in records.enumerated() {
-            let outgoing = KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: record.payload)
-            do {
-                try producer.produce(outgoing) { result in continuation.yield((index, result)) }
-            } catch {
-                continuation.finish()
-                throw error
-            }
-        }
-        var results = [PublishedRecord?](repeating: nil, count: records.count)
-        var received = 0
-        for await (index, result) in reports {
+        let outgoing = records.map { KafkaOutgoingRecord(topic: topic, key: Array($0.key.utf8), payload: $0.payload) }
+        return try await producer.sendAll(outgoing).map { result in
             let delivery = try result.get()
-            results[index] = PublishedRecord(partition: delivery.partition, offset: delivery.offset)
-            received += 1
-            if received == records.count { break }
+            return PublishedRecord(partition: delivery.partition, offset: delivery.offset)
         }
-        continuation.finish()
-        return results.compactMap { $0 }
     }
 }

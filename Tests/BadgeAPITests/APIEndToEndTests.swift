@@ -15,18 +15,17 @@ import RdKafka
 import ServiceLifecycle
 import Testing
 
-/// `POST /v1/events` through a real producer (sequential sends, as a test needs nothing more).
+/// `POST /v1/events` through a real producer.
 struct TestKafkaPublisher: EventPublisher {
     let producer: KafkaProducer
     let topic: String
 
     func publish(_ records: [(key: String, payload: [UInt8])]) async throws -> [PublishedRecord] {
-        var delivered: [PublishedRecord] = []
-        for record in records {
-            let delivery = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: record.payload))
-            delivered.append(PublishedRecord(partition: delivery.partition, offset: delivery.offset))
+        let outgoing = records.map { KafkaOutgoingRecord(topic: topic, key: Array($0.key.utf8), payload: $0.payload) }
+        return try await producer.sendAll(outgoing).map { result in
+            let delivery = try result.get()
+            return PublishedRecord(partition: delivery.partition, offset: delivery.offset)
         }
-        return delivered
     }
 }
 

@@ -8,7 +8,6 @@ import Logging
 import PGTestSupport
 import RdKafka
 import ServiceLifecycle
-import Synchronization
 
 /// A mock Kafka cluster with one events topic, a migrated database, and ingest services to
 /// start and stop at will: the end-to-end setting of the exactly-once tests.
@@ -77,24 +76,21 @@ final class IngestHarness: Sendable {
     func publish(_ records: [(key: String, value: [UInt8])]) async throws -> [TopicPartition: Int64] {
         let producer = try KafkaProducer(configuration: kafka, logger: logger)
         defer { producer.close() }
-        let ends = Mutex<[TopicPartition: Int64]>([:])
-        let failures = Mutex(0)
-        for record in records {
-            try producer.produce(KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: record.value)) { [topic] result in
-                switch result {
-                case .success(let delivery):
-                    ends.withLock { ends in
-                        let partition = TopicPartition(topic: topic, partition: delivery.partition)
-                        ends[partition] = max(ends[partition] ?? 0, delivery.offset + 1)
-                    }
-                case .failure:
-                    failures.withLock { $0 += 1 }
-                }
+        let results = await producer.sendAll(
+            records.map { KafkaOutgoingRecord(topic: topic, key: Array($0.key.utf8), payload: $0.value) }, timeout: .seconds(60))
+        var ends: [TopicPartition: Int64] = [:]
+        var failures = 0
+        for result in results {
+            switch result {
+            case .success(let delivery):
+                let partition = TopicPartition(topic: topic, partition: delivery.partition)
+                ends[partition] = max(ends[partition] ?? 0, delivery.offset + 1)
+            case .failure:
+                failures += 1
             }
         }
-        try producer.flush(timeoutMilliseconds: 60_000)
-        guard failures.withLock({ $0 }) == 0 else { throw TestSetupError("\(failures.withLock { $0 }) records were not delivered") }
-        return ends.withLock { $0 }
+        guard failures == 0 else { throw TestSetupError("\(failures) records were not delivered") }
+        return ends
     }
 
     func storedOffsets(group: String) async throws -> [TopicPartition: Int64] {

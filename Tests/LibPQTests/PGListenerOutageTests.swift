@@ -14,9 +14,9 @@ struct PGListenerOutageTests {
         let database = try await TestDatabase.create(prefix: "listen")
         do {
             let channel = "reddot_outage_\(UInt32.random(in: 0...UInt32.max))"
-            let warnings = WarningCount()
+            let reconnections = ReconnectionLogCount()
             let listener = try PGListener(
-                configuration: database.configuration, channels: [channel], logger: warnings.logger(level: .warning))
+                configuration: database.configuration, channels: [channel], logger: reconnections.logger(level: .info))
             let events = EventLog(listener)
             let run = Task { await listener.run() }
             defer {
@@ -27,9 +27,9 @@ struct PGListenerOutageTests {
 
             // The database goes away: its sessions end and new ones are refused.
             try await database.beginOutage()
-            let before = warnings.value
+            let before = reconnections.value
             try await Task.sleep(for: .seconds(6))
-            let attempts = warnings.value - before
+            let attempts = reconnections.value - before
             // Pauses of 100 ms doubling to 5 s make about 6 attempts in 6 s; a loop that polls
             // the closed socket, or reconnects without pausing, makes thousands.
             #expect(attempts >= 1, "the listener never noticed the database went away")
@@ -151,8 +151,8 @@ private final class EventLog: Sendable {
     }
 }
 
-/// Counts the warnings logged through its loggers (the listener logs one per failed attempt).
-private final class WarningCount: Sendable {
+/// Counts the listener's "reconnecting" log lines (one per failed connection attempt).
+private final class ReconnectionLogCount: Sendable {
     private let count = Atomic<Int>(0)
 
     var value: Int { count.load(ordering: .acquiring) }
@@ -162,7 +162,7 @@ private final class WarningCount: Sendable {
     }
 
     private struct Handler: LogHandler {
-        let count: WarningCount
+        let count: ReconnectionLogCount
         var logLevel: Logger.Level
         var metadata: Logger.Metadata = [:]
 
@@ -172,7 +172,7 @@ private final class WarningCount: Sendable {
         }
 
         func log(event: LogEvent) {
-            if event.level >= .warning { count.count.add(1, ordering: .releasing) }
+            if "\(event.message)".hasSuffix("reconnecting") { count.count.add(1, ordering: .releasing) }
         }
     }
 }

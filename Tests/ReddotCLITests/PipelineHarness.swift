@@ -78,9 +78,8 @@ final class PipelineHarness: Sendable {
 
     /// Sends `records` (key, payload) and waits for the broker's acknowledgements.
     func publish(_ records: [(key: String, payload: String)]) async throws {
-        for record in records {
-            _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(record.key.utf8), payload: Array(record.payload.utf8)))
-        }
+        let outgoing = records.map { KafkaOutgoingRecord(topic: topic, key: Array($0.key.utf8), payload: Array($0.payload.utf8)) }
+        for result in await producer.sendAll(outgoing) { _ = try result.get() }
     }
 
     /// The first column of the first row of `sql`, as an integer.

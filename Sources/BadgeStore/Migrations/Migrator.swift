@@ -135,10 +135,10 @@ public struct Migrator: Sendable {
                 )
             }
             if error.code == .connectionLost || error.code == .connectionFailed {
-                throw MigrationError(.unavailable, "lost the database connection while applying \(file.fileName): \(error)")
+                throw MigrationError(.unavailable, "lost the database connection while applying \(file.fileName): \(error.debugDescription)")
             }
             let undone = file.isTransactional ? "it was rolled back; the schema and history are unchanged" : "it ran outside a transaction: check for partial effects (an INVALID index) before running again"
-            throw MigrationError(.migrationFailed, "migration \(file.fileName) failed: \(error); \(undone)")
+            throw MigrationError(.migrationFailed, "migration \(file.fileName) failed: \(error.debugDescription); \(undone)")
         }
         logger.info("applied migration", metadata: ["migration.file": "\(file.fileName)"])
     }
