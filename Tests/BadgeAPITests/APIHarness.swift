@@ -158,7 +158,7 @@ struct APIHarness: HTTPHarness {
 extension HTTPHarness {
     /// An HS256 token signed with the harness's secret.
     func token(_ subject: String?, scopes: [String] = [], expiresIn: TimeInterval = 600) async throws -> String {
-        try await Authenticator.makeHS256Token(secret: Self.secret, subject: subject, scopes: scopes, expiresIn: expiresIn)
+        try await Authenticator.makeHS256Token(secret: APIHarness.secret, subject: subject, scopes: scopes, expiresIn: expiresIn)
     }
 
     /// One request; the token, if any, as a bearer header.

@@ -14,7 +14,7 @@ import Prometheus
 /// `access_token`, because browsers' EventSource cannot send headers); without them, a form asks.
 extension BadgeAPI {
     var operationRoutes: [APIRoute<BasicRequestContext>] {
-        var routes = [
+        var routes: [APIRoute<BasicRequestContext>] = [
             APIRoute(.get, "/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") },
             APIRoute(.get, "/readyz") { _, _ in await self.readiness() },
             APIRoute(.get, "/metrics") { _, _ in try self.metricsPage() },
