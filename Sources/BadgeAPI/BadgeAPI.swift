@@ -28,8 +28,8 @@ public struct BadgeAPI: Sendable {
     public let configuration: APIConfiguration
     /// The registry `/metrics` shows; nil: 404.
     public let metrics: PrometheusCollectorRegistry?
-    /// Extra readiness checks for `/readyz`, beyond the built-in ones (the database answers, its
-    /// schema is at the version this build needs, the change listener is connected): each
+    /// Extra readiness checks for `/readyz`, beyond the built-in ones (the store's
+    /// `readinessProblems`, the change listener is connected): each
     /// returns a problem, or nil when fine.
     public let readinessChecks: [@Sendable () async -> String?]
     /// What clients may hold: connections, idle time, header sizes, streams.
