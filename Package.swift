@@ -121,6 +121,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            // Compiled into the binary: the container image holds the executable alone, no bundle.
+            resources: [.embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/live.html")],
             swiftSettings: strictSettings
         ),
 

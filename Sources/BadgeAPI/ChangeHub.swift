@@ -1,4 +1,4 @@
-import BadgeCore
+public import BadgeCore
 import BadgeStore
 import Foundation
 public import LibPQ
@@ -16,8 +16,12 @@ import Synchronization
 /// spurious or coalesced wake-up is harmless.
 ///
 /// The same notifications keep the process's ``TreeCache`` current.
+///
+/// A hub made without a database is fed directly, by ``userChanged(_:)`` and
+/// ``everyoneChanged()`` (``InMemoryBadgeStore`` does so after each change).
 public final class ChangeHub: Service, Sendable {
-    private let listener: PGListener
+    /// nil for a hub fed directly.
+    private let listener: PGListener?
     /// Whole-tree answers, invalidated by this hub's notifications.
     let treeCache: TreeCache
     private let logger: Logger
@@ -47,6 +51,22 @@ public final class ChangeHub: Service, Sendable {
         self.logger = logger
     }
 
+    /// A hub with no database: it counts as listening from the start, and learns of changes only
+    /// through ``userChanged(_:)`` and ``everyoneChanged()``.
+    public init(treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger) {
+        self.listener = nil
+        self.treeCache = TreeCache(budgetBytes: treeCacheBytes, maximumAge: treeCacheMaximumAge)
+        self.logger = logger
+        treeCache.invalidateAll(listening: true)
+        state.withLock { $0.listening = true }
+    }
+
+    /// `user`'s tree may have changed: what a notification on the change channel says.
+    public func userChanged(_ user: UserID) { deliver(.user(user)) }
+
+    /// Every user's tree may have changed (a broadcast).
+    public func everyoneChanged() { deliver(.broadcasts) }
+
     /// How often whole-tree reads were answered from the cache, since the start.
     public var treeCacheStatistics: TreeCacheStatistics { treeCache.statistics }
 
@@ -55,18 +75,11 @@ public final class ChangeHub: Service, Sendable {
 
     /// Listens and dispatches until cancelled or shut down.
     public func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.listener.run() }
-            group.addTask {
-                await withGracefulShutdownHandler {
-                    for await event in self.listener.events {
-                        self.dispatch(event)
-                    }
-                } onGracefulShutdown: {
-                    self.listener.stop()
-                }
-            }
-            await group.waitForAll()
+        if let listener {
+            await listen(listener)
+        } else {
+            // Fed directly: nothing to run until the service group stops.
+            try? await gracefulShutdown()
         }
         treeCache.invalidateAll(listening: false)
         // Wake everyone so that waiting requests end.
@@ -76,6 +89,22 @@ public final class ChangeHub: Service, Sendable {
             return state.byUser.values.flatMap(\.values)
         }
         for continuation in all { continuation.finish() }
+    }
+
+    private func listen(_ listener: PGListener) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await listener.run() }
+            group.addTask {
+                await withGracefulShutdownHandler {
+                    for await event in listener.events {
+                        self.dispatch(event)
+                    }
+                } onGracefulShutdown: {
+                    listener.stop()
+                }
+            }
+            await group.waitForAll()
+        }
     }
 
     private func dispatch(_ event: PGListener.Event) {
@@ -99,18 +128,23 @@ public final class ChangeHub: Service, Sendable {
                 treeCache.invalidateAll(listening: true)
                 return
             }
-            switch change {
-            case .user(let user): treeCache.invalidate(user)
-            case .broadcasts: treeCache.invalidateAll(listening: true)
-            }
-            let targets: [AsyncStream<Wake>.Continuation] = state.withLock { state in
-                switch change {
-                case .user(let user): return Array((state.byUser[user] ?? [:]).values)
-                case .broadcasts: return state.byUser.values.flatMap(\.values)
-                }
-            }
-            for continuation in targets { continuation.yield(.change) }
+            deliver(change)
         }
+    }
+
+    /// Empties the cache of what `change` concerns and wakes its subscribers.
+    private func deliver(_ change: Change) {
+        switch change {
+        case .user(let user): treeCache.invalidate(user)
+        case .broadcasts: treeCache.invalidateAll(listening: true)
+        }
+        let targets: [AsyncStream<Wake>.Continuation] = state.withLock { state in
+            switch change {
+            case .user(let user): return Array((state.byUser[user] ?? [:]).values)
+            case .broadcasts: return state.byUser.values.flatMap(\.values)
+            }
+        }
+        for continuation in targets { continuation.yield(.change) }
     }
 
     /// Why a subscriber wakes: a possible change, or its own timer.

@@ -194,7 +194,8 @@ struct ServeOptions: ParsableArguments {
         return nil
     }
 
-    /// The application and the services it needs (the change hub), ready for one service group.
+    /// The application and the services it needs (the change hub), ready for one service group:
+    /// the options as a configuration for `BadgeAPI.buildApplication`.
     ///
     /// - Throws: `ExitCode` 64 with a sentence for invalid auth settings or a bad port variable.
     /// `kafka`: the events topic's brokers and name when the process has them (`reddot run`),
@@ -204,6 +205,24 @@ struct ServeOptions: ParsableArguments {
         kafka events: (brokers: String, topic: String)? = nil, forceLiveView: Bool = false,
         onRunning: @escaping @Sendable (Int) -> Void = { _ in }
     ) async throws -> (application: any Service, services: [any Service]) {
+        let configuration = try serverConfiguration(database: database, forceLiveView: forceLiveView)
+        let publisher = try makePublisher(events: events, logger: logger)
+        do {
+            let built = try await BadgeAPI.buildApplication(
+                configuration: configuration, publisher: publisher, metrics: registry, logger: logger, onRunning: onRunning)
+            if configuration.auth.insecureNoAuth {
+                logger.warning("authentication is OFF (--insecure-no-auth): every request may read and clear every user's badges; never run this in production")
+            }
+            return built
+        } catch let error as AuthSetupError {
+            throw fail(error.description, code: ExitCodes.usage)
+        }
+    }
+
+    /// The query service's configuration from the flags and variables.
+    ///
+    /// - Throws: `ExitCode` 64 with a sentence for a bad variable or an unreadable JWKS file.
+    func serverConfiguration(database: DatabaseOptions, forceLiveView: Bool) throws -> BadgeServerConfiguration {
         var configuration = APIConfiguration()
         configuration.host = Self.setting(host, "REDDOT_HTTP_HOST") ?? "0.0.0.0"
         if let text = Self.setting(port.map(String.init), "REDDOT_HTTP_PORT") {
@@ -241,24 +260,19 @@ struct ServeOptions: ParsableArguments {
             }
             auth.jwks = String(decoding: data, as: UTF8.self)
         }
-        let authenticator: Authenticator
-        do {
-            authenticator = try await Authenticator(configuration: auth)
-        } catch let error as AuthSetupError {
-            throw fail(error.description, code: ExitCodes.usage)
-        }
-        if insecureNoAuth {
-            logger.warning("authentication is OFF (--insecure-no-auth): every request may read and clear every user's badges; never run this in production")
-        }
 
         var databaseConfiguration = database.configuration(statementTimeoutMilliseconds: statementTimeoutMilliseconds)
-        databaseConfiguration.sessionSettings += BadgeStore.recommendedSessionSettings
         databaseConfiguration.applicationName = "reddot-serve"
-        let pool = PGPool(configuration: databaseConfiguration, maximumConnections: poolConnections, logger: logger)
-        let hub = try ChangeHub(
-            configuration: database.configuration(), treeCacheBytes: treeCacheBytes,
-            treeCacheMaximumAge: .milliseconds(Int64(treeCacheMaximumAgeSeconds * 1000)), logger: logger)
+        return BadgeServerConfiguration(
+            api: configuration, limits: limits, auth: auth, database: databaseConfiguration,
+            listenerDatabase: database.configuration(), poolConnections: poolConnections, treeCacheBytes: treeCacheBytes,
+            treeCacheMaximumAge: .milliseconds(Int64(treeCacheMaximumAgeSeconds * 1000)))
+    }
 
+    /// The Kafka publisher for `POST /v1/events`, when brokers are set; nil otherwise.
+    ///
+    /// - Throws: `ExitCode` 64 with a sentence for a bad topic or a producer that cannot be made.
+    func makePublisher(events: (brokers: String, topic: String)?, logger: Logger) throws -> KafkaEventPublisher? {
         var publisher: KafkaEventPublisher?
         if let brokers = Self.setting(publishBrokers, "REDDOT_KAFKA_BROKERS") ?? events?.brokers {
             let topic = Self.setting(publishTopic, "REDDOT_KAFKA_TOPIC") ?? events?.topic ?? KafkaOptions.defaultTopic
@@ -272,19 +286,7 @@ struct ServeOptions: ParsableArguments {
                 throw fail("cannot create the Kafka producer: \(error.message)", code: ExitCodes.usage)
             }
         }
-
-        let api = BadgeAPI(
-            store: BadgeStore(pool: pool, display: configuration.display), hub: hub, authenticator: authenticator,
-            publisher: publisher, configuration: configuration, metrics: registry, limits: limits,
-            logger: logger)
-        let address = "\(configuration.host):\(configuration.port)"
-        let application = api.makeApplication { port in
-            logger.info("serving badges", metadata: ["http.address": "\(address)", "http.port": "\(port)"])
-            onRunning(port)
-        }
-        // Shutdown runs in reverse order of the list: give the hub after the application, so that
-        // it stops first and ends the streams and long-polls, and the server can drain.
-        return (application, [hub])
+        return publisher
     }
 }
 

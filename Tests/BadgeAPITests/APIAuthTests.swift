@@ -45,7 +45,7 @@ struct APIAuthTests {
     @Test("HS256: every invalid token is refused with 401 and a challenge")
     func hs256Negatives() async throws {
         let auth = AuthConfiguration(hs256Secret: APIHarness.secret, audience: Self.audience, issuer: Self.issuer)
-        try await APIHarness.with(auth: auth) { harness in
+        try await MemoryHarness.with(auth: auth) { harness in
             try await harness.apply([BadgeMutation(user: user("alice"), path: path("root.a"), operation: .increment(by: 1))])
             let keys = JWTKeyCollection()
             await keys.add(hmac: HMACKey(from: APIHarness.secret), digestAlgorithm: .sha256)
@@ -103,7 +103,7 @@ struct APIAuthTests {
 
     @Test("a token accepted before (and so remembered) is refused once it expires")
     func rememberedTokenExpires() async throws {
-        try await APIHarness.with(auth: AuthConfiguration(hs256Secret: APIHarness.secret, leeway: 0)) { harness in
+        try await MemoryHarness.with(auth: AuthConfiguration(hs256Secret: APIHarness.secret, leeway: 0)) { harness in
             try await harness.apply([BadgeMutation(user: user("ivy"), path: path("root.a"), operation: .increment(by: 1))])
             // exp is a whole second: 3 s from now rounds down to 2–3 s.
             let token = try await harness.token("ivy", expiresIn: 3)
@@ -135,7 +135,7 @@ struct APIAuthTests {
         await stranger.add(ecdsa: ES256PrivateKey(), kid: "ec-1")
         await stranger.add(ecdsa: ES256PrivateKey(), kid: "ec-2")
 
-        try await APIHarness.with(auth: AuthConfiguration(jwks: jwks, audience: Self.audience)) { harness in
+        try await MemoryHarness.with(auth: AuthConfiguration(jwks: jwks, audience: Self.audience)) { harness in
             let claims = TestClaims.valid("grace")
             let rsToken = try await signing.sign(claims, kid: "rsa-1")
             let esToken = try await signing.sign(claims, kid: "ec-1")
@@ -172,7 +172,7 @@ struct APIAuthTests {
 
     @Test("1,000 random (token of A, user B) pairs on every route answer exactly like a missing user and change nothing")
     func noLeaks() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let existing = (0..<10).map { "known\($0)" }
             let missing = (0..<10).map { "ghost\($0)" }
             for name in existing {
@@ -217,7 +217,7 @@ struct APIAuthTests {
 
     @Test("publishing needs the admin or publish scope; without Kafka it answers 503")
     func publishing() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let event = #"{"id":"e1","op":"incr","user":"u1","path":"root.a","by":1}"#
             let userToken = try await harness.token("u1")
             let forbidden = try await harness.call(.post, "/v1/events", token: userToken, body: event)
@@ -231,7 +231,7 @@ struct APIAuthTests {
 
     @Test("--insecure-no-auth lets every request act for every user")
     func insecure() async throws {
-        try await APIHarness.with(auth: AuthConfiguration(insecureNoAuth: true)) { harness in
+        try await MemoryHarness.with(auth: AuthConfiguration(insecureNoAuth: true)) { harness in
             try await harness.apply([BadgeMutation(user: user("henry"), path: path("root.a"), operation: .increment(by: 1))])
             #expect(try await harness.get("/v1/users/henry/badges", token: nil).status == .ok)
         }

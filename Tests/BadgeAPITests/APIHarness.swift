@@ -11,8 +11,39 @@ import Metrics
 import PGTestSupport
 import Prometheus
 
+/// What every harness offers a test: a client of the API on a live HTTP port, and tokens.
+protocol HTTPHarness: Sendable {
+    var client: any TestClientProtocol { get }
+}
+
+/// The API over an ``InMemoryBadgeStore`` whose changes feed the change hub: routing,
+/// validation, auth and ETags, with no PostgreSQL.
+struct MemoryHarness: HTTPHarness {
+    let store: InMemoryBadgeStore
+    let api: BadgeAPI
+    let client: any TestClientProtocol
+
+    /// Runs `body` against a live server on an empty in-memory store.
+    static func with<T: Sendable>(
+        auth: AuthConfiguration = AuthConfiguration(hs256Secret: APIHarness.secret), publisher: (any EventPublisher)? = nil,
+        _ body: @Sendable (MemoryHarness) async throws -> T
+    ) async throws -> T {
+        let hub = ChangeHub(logger: TestServer.logger)
+        let store = InMemoryBadgeStore(hub: hub)
+        return try await APIHarness.serve(store: store, hub: hub, auth: auth, publisher: publisher) { api, client in
+            try await body(MemoryHarness(store: store, api: api, client: client))
+        }
+    }
+
+    /// Applies mutations, visible at once.
+    @discardableResult
+    func apply(_ mutations: [BadgeMutation]) async throws -> [UserID: Int64] {
+        store.apply(mutations)
+    }
+}
+
 /// A migrated throwaway database, a running change hub, and the API on a live HTTP port.
-struct APIHarness: Sendable {
+struct APIHarness: HTTPHarness {
     static let secret = "reddot-test-secret-0123456789abcdef"
 
     /// The registry every harness's `/metrics` shows: the process's metrics system, installed once.
@@ -59,25 +90,11 @@ struct APIHarness: Sendable {
             let hub = try ChangeHub(
                 configuration: PGConfiguration(connectionString: url), treeCacheBytes: treeCacheBytes,
                 treeCacheMaximumAge: treeCacheMaximumAge, logger: TestServer.logger)
-            var configuration = APIConfiguration(host: "127.0.0.1", port: 0)
-            configuration.heartbeatInterval = .milliseconds(500)
-            configuration.databaseTimeout = .seconds(3)
-            configuration.liveView = liveView
-            let api = BadgeAPI(
-                store: BadgeStore(pool: pool), hub: hub, authenticator: try await Authenticator(configuration: auth),
-                publisher: publisher, configuration: configuration, metrics: Self.registry,
-                logger: TestServer.logger)
-            let application = api.makeApplication()
-            let value = try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await hub.run() }
-                defer { group.cancelAll() }
-                if databaseURL == nil {
-                    let deadline = ContinuousClock.now + .seconds(10)
-                    while !hub.isListening, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-                }
-                return try await application.test(.live) { client in
-                    try await body(APIHarness(database: database, pool: pool, store: BadgeStore(pool: pool), api: api, client: client))
-                }
+            let value = try await serve(
+                store: BadgeStore(pool: pool), hub: hub, auth: auth, publisher: publisher, liveView: liveView,
+                waitForListener: databaseURL == nil
+            ) { api, client in
+                try await body(APIHarness(database: database, pool: pool, store: BadgeStore(pool: pool), api: api, client: client))
             }
             await database.drop()
             return value
@@ -87,9 +104,31 @@ struct APIHarness: Sendable {
         }
     }
 
-    /// An HS256 token signed with the harness's secret.
-    func token(_ subject: String?, scopes: [String] = [], expiresIn: TimeInterval = 600) async throws -> String {
-        try await Authenticator.makeHS256Token(secret: Self.secret, subject: subject, scopes: scopes, expiresIn: expiresIn)
+    /// Runs `body` against the API over `store` on a live HTTP port, with `hub` running (and,
+    /// with `waitForListener`, listening) meanwhile.
+    static func serve<T: Sendable>(
+        store: any BadgeAPIStore, hub: ChangeHub, auth: AuthConfiguration, publisher: (any EventPublisher)?,
+        liveView: Bool = false, waitForListener: Bool = false,
+        _ body: @Sendable (BadgeAPI, any TestClientProtocol) async throws -> T
+    ) async throws -> T {
+        var configuration = APIConfiguration(host: "127.0.0.1", port: 0)
+        configuration.heartbeatInterval = .milliseconds(500)
+        configuration.databaseTimeout = .seconds(3)
+        configuration.liveView = liveView
+        let api = BadgeAPI(
+            store: store, hub: hub, authenticator: try await Authenticator(configuration: auth),
+            publisher: publisher, configuration: configuration, metrics: Self.registry,
+            logger: TestServer.logger)
+        let application = api.makeApplication()
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await hub.run() }
+            defer { group.cancelAll() }
+            if waitForListener {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while !hub.isListening, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            return try await application.test(.live) { client in try await body(api, client) }
+        }
     }
 
     /// Applies mutations and recomputes at once (the API's own clear path).
@@ -113,6 +152,13 @@ struct APIHarness: Sendable {
         try await pool.withConnection { connection in
             _ = try connection.query(PGStatement("test.execute", sql, prepared: false), parameters)
         }
+    }
+}
+
+extension HTTPHarness {
+    /// An HS256 token signed with the harness's secret.
+    func token(_ subject: String?, scopes: [String] = [], expiresIn: TimeInterval = 600) async throws -> String {
+        try await Authenticator.makeHS256Token(secret: APIHarness.secret, subject: subject, scopes: scopes, expiresIn: expiresIn)
     }
 
     /// One request; the token, if any, as a bearer header.

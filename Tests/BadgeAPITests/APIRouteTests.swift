@@ -9,11 +9,12 @@ import LibPQ
 import PGTestSupport
 import Testing
 
+/// The routes over the in-memory store: no PostgreSQL (APIDatabaseTests has what needs one).
 @Suite("The query service's routes", .serialized)
 struct APIRouteTests {
     @Test("tree, subtree, depth and several nodes, in the shape of reddot badges show")
     func reads() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let alice = user("alice")
             try await harness.apply([
                 BadgeMutation(user: alice, path: path("root.chat.c1"), operation: .increment(by: 2)),
@@ -54,7 +55,7 @@ struct APIRouteTests {
 
     @Test("invalid input is refused with 400 and a message, before any SQL")
     func validation() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let token = try await harness.token("alice")
             let cases: [(uri: String, code: String)] = [
                 ("/v1/users/alice/badges?path=root..a", "invalid_path"),
@@ -84,7 +85,7 @@ struct APIRouteTests {
 
     @Test("ETag from the version; If-None-Match answers 304 until the tree changes")
     func etags() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let bob = user("bob")
             try await harness.apply([BadgeMutation(user: bob, path: path("root.a"), operation: .increment(by: 1))])
             let token = try await harness.token("bob")
@@ -110,7 +111,7 @@ struct APIRouteTests {
 
     @Test("a long-poll wakes up on a change, and answers 304 when its wait passes")
     func longPoll() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let carol = user("carol")
             try await harness.apply([BadgeMutation(user: carol, path: path("root.a"), operation: .increment(by: 1))])
             let token = try await harness.token("carol")
@@ -137,7 +138,7 @@ struct APIRouteTests {
 
     @Test("clear applies through the store and answers the new subtree; plain clear of a parent with children changes nothing")
     func clears() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let dave = user("dave")
             try await harness.apply([
                 BadgeMutation(user: dave, path: path("root.chat"), operation: .increment(by: 1)),
@@ -180,54 +181,9 @@ struct APIRouteTests {
         }
     }
 
-    @Test("broadcasts show in every user's tree and ancestors, and each user clears them for themselves")
-    func broadcasts() async throws {
-        try await APIHarness.with { harness in
-            try await harness.apply([BadgeMutation(user: user("erin"), path: path("root.settings.theme"), operation: .increment(by: 2))])
-            try await harness.broadcast("b1", at: "root.settings.dark_mode", icon: "new")
-            try await harness.broadcast("b2", at: "root.promo.sale", count: 3)
-            let erin = try await harness.token("erin"), frank = try await harness.token("frank")
-
-            let erinTree = try await harness.get("/v1/users/erin/badges", token: erin).tree()
-            #expect(erinTree.tree?.count == 5)
-            let settings = try #require(erinTree.tree?.children.first { $0.path.rawValue == "root.settings" })
-            #expect(settings.count == 2)
-            #expect(settings.children.map(\.path.rawValue) == ["root.settings.dark_mode", "root.settings.theme"])
-            #expect(settings.children.first?.icon?.rawValue == "new")
-
-            // A user RedDot never stored anything for sees them too.
-            let frankBefore = try await harness.get("/v1/users/frank/badges", token: frank).tree()
-            #expect(frankBefore.tree?.count == 3)
-            #expect(frankBefore.tree?.children.map(\.path.rawValue) == ["root.promo", "root.settings"])
-
-            let cleared = try await harness.call(
-                .post, "/v1/users/frank/badges/clear", token: frank, body: #"{"path": "root.settings.dark_mode"}"#)
-            let clearedAnswer = try cleared.tree()
-            #expect(clearedAnswer.tree == nil)
-            #expect(clearedAnswer.version > frankBefore.version)
-            let frankAfter = try await harness.get("/v1/users/frank/badges", token: frank).tree()
-            #expect(frankAfter.tree?.children.map(\.path.rawValue) == ["root.promo"])
-            // Others keep it.
-            let erinAfter = try await harness.get("/v1/users/erin/badges?path=root.settings", token: erin).tree()
-            #expect(erinAfter.tree?.children.map(\.path.rawValue) == ["root.settings.dark_mode", "root.settings.theme"])
-            #expect(erinAfter.version == erinTree.version)
-
-            // A forced clear of an ancestor dismisses the broadcasts below it.
-            _ = try await harness.call(.post, "/v1/users/erin/badges/clear", token: erin, body: #"{"path": "root", "force": true}"#)
-            let erinEmpty = try await harness.get("/v1/users/erin/badges", token: erin).tree()
-            #expect(erinEmpty.tree?.shown == false)
-
-            // A new broadcast moves every user's version.
-            try await harness.broadcast("b3", at: "root.news", count: 1)
-            let erinNews = try await harness.get("/v1/users/erin/badges", token: erin).tree()
-            #expect(erinNews.version > erinEmpty.version)
-            #expect(erinNews.tree?.count == 1)
-        }
-    }
-
     @Test("operations routes: healthz, readyz, metrics, and an OpenAPI document naming every route")
     func operations() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             #expect(try await harness.get("/healthz", token: nil).status == .ok)
             let ready = try await harness.get("/readyz", token: nil)
             #expect(ready.status == .ok, "\(ready.text)")
@@ -244,17 +200,12 @@ struct APIRouteTests {
                 #expect(document.text.contains("  \(route)\n"), "\(route)")
             }
             #expect(document.text.hasPrefix("openapi: 3.1.0"))
-
-            try await harness.execute("DELETE FROM reddot_schema_migrations WHERE version = 2")
-            let behind = try await harness.get("/readyz", token: nil)
-            #expect(behind.status == .serviceUnavailable)
-            #expect(behind.text.contains("run reddot migrate up"))
         }
     }
 
     @Test("another method on a known path answers 405 with Allow; an unknown path 404")
     func methodNotAllowed() async throws {
-        try await APIHarness.with { harness in
+        try await MemoryHarness.with { harness in
             let token = try await harness.token("alice")
             for (method, uri, allow) in [
                 (HTTPRequest.Method.delete, "/v1/users/alice/badges", "GET"), (.put, "/v1/users/alice/badges/clear", "POST"),
@@ -271,22 +222,6 @@ struct APIRouteTests {
                 #expect(response.status == .notFound, "\(uri)")
                 #expect(response.headers[.allow] == nil)
             }
-        }
-    }
-
-    @Test("a database outage answers 503 with Retry-After, quickly, never a hang")
-    func databaseOutage() async throws {
-        try await APIHarness.with(
-            auth: AuthConfiguration(insecureNoAuth: true), databaseURL: "postgresql://reddot@127.0.0.1:1/none?connect_timeout=2"
-        ) { harness in
-            let started = ContinuousClock.now
-            let response = try await harness.get("/v1/users/alice/badges", token: nil)
-            #expect(response.status == .serviceUnavailable)
-            #expect(response.headers[.retryAfter] == "1")
-            #expect(response.errorCode == "unavailable")
-            #expect(ContinuousClock.now - started < .seconds(5))
-            #expect(try await harness.get("/readyz", token: nil).status == .serviceUnavailable)
-            #expect(try await harness.get("/healthz", token: nil).status == .ok)
         }
     }
 }

@@ -55,9 +55,7 @@ extension BadgeStore {
         let display = self.display
         return try await pool.withConnection { connection in
             let (version, aggregates) = try Self.readAggregates(for: user, within: path, depth: depth, on: connection)
-            return UserBadgeTree(
-                user: user, version: version,
-                tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
+            return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: display)
         }
     }
 }

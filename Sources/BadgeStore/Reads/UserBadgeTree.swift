@@ -16,6 +16,16 @@ public struct UserBadgeTree: Sendable, Hashable, Codable {
         self.tree = tree
     }
 
+    /// The answer for the node at `path`, down to `depth` levels below it (`nil`: all), built
+    /// from a version and aggregates as ``BadgeStore/readAggregates(for:within:depth:on:)``
+    /// reads them: the one place where a read becomes a tree.
+    public init(
+        user: UserID, version: Int64, aggregates: [BadgePath: BadgeAggregate], at path: BadgePath, depth: Int?,
+        display: BadgeDisplay
+    ) {
+        self.init(user: user, version: version, tree: BadgeNode.build(aggregates: aggregates, at: path, depth: depth, display: display))
+    }
+
     enum CodingKeys: String, CodingKey { case user, version, tree }
 
     /// Encodes `tree` as an explicit `null` when nothing is shown.

@@ -5,6 +5,37 @@ import HTTPTypes
 import Hummingbird
 
 extension BadgeAPI {
+    var streamRoutes: [APIRoute<BasicRequestContext>] {
+        [
+            APIRoute(.get, "/v1/users/:user/badges/stream") { request, context in
+                try await self.limitingStreams(request, context, queryToken: true) { user in try await self.stream(request, user: user) }
+            }
+        ]
+    }
+
+    /// Authorizes a stream or long-poll and runs its route for the user, holding a slot of the
+    /// stream limits until the response has been written (or dropped); over a limit, 503 or 429
+    /// with `Retry-After`.
+    func limitingStreams(
+        _ request: Request, _ context: BasicRequestContext, queryToken: Bool, _ route: (UserID) async throws -> Response
+    ) async throws -> Response {
+        // Only a caller who may act for the user takes (or learns about) that user's slots: a
+        // flood of bad tokens must not use up a victim's streams.
+        let (_, user) = try await authorize(request, context, queryToken: queryToken)
+        switch streamLimiter.acquire(user.rawValue) {
+        case .failure(let refusal):
+            throw refusal
+        case .success(let permit):
+            var response = try await route(user)
+            let body = response.body
+            response.body = ResponseBody(contentLength: body.contentLength) { writer in
+                defer { permit.release() }
+                try await body.write(writer)
+            }
+            return response
+        }
+    }
+
     /// `GET /v1/users/{user}/badges/stream`: Server-Sent Events.
     ///
     /// - `event: snapshot`, `id: VERSION`, data `{"user", "version", "tree"}`: first, unless the
@@ -83,15 +114,6 @@ extension BadgeAPI {
                 }
                 try await writer.finish(nil)
             })
-    }
-
-    func readTree(_ user: UserID, at path: BadgePath) async throws -> UserBadgeTree {
-        let display = configuration.display
-        return try await database { connection in
-            let (version, aggregates) = try BadgeStore.readAggregates(for: user, within: path, on: connection)
-            return UserBadgeTree(
-                user: user, version: version, tree: BadgeNode.build(aggregates: aggregates, at: path, depth: nil, display: display))
-        }
     }
 
     static let lastEventID = HTTPField.Name("Last-Event-ID")!

@@ -1,0 +1,208 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// `/v1/users/{user}/badges`: tree reads and long-polls, and clears.
+extension BadgeAPI {
+    var badgeRoutes: [APIRoute<BasicRequestContext>] {
+        [
+            APIRoute(.get, "/v1/users/:user/badges") { request, context in
+                // A long-poll (`?wait=`) holds a slot like a stream.
+                guard request.uri.queryParameters["wait"] != nil else {
+                    return try await self.getBadges(request, user: try await self.authorize(request, context).1)
+                }
+                return try await self.limitingStreams(request, context, queryToken: false) { user in
+                    try await self.getBadges(request, user: user)
+                }
+            },
+            APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) },
+        ]
+    }
+
+    /// The caller and the user of a `/v1/users/{user}/…` request, after the checks every such
+    /// route makes in this order: a token (401), a valid user id (400), access (404).
+    ///
+    /// With `queryToken`, a request without an `Authorization` header may carry the token as
+    /// `?access_token=` (browsers' EventSource cannot send headers).
+    func authorize(_ request: Request, _ context: BasicRequestContext, queryToken: Bool = false) async throws -> (Principal, UserID) {
+        var authorization = request.headers[.authorization]
+        if authorization == nil, queryToken, let token = request.uri.queryParameters["access_token"] {
+            authorization = "Bearer \(token)"
+        }
+        let principal = try await authenticator.authenticate(authorization)
+        // Path parameters arrive percent-encoded ("a%2Fb" is the user "a/b").
+        let encoded = context.parameters.get("user") ?? ""
+        guard let name = encoded.contains("%") ? encoded.removingPercentEncoding : encoded else {
+            throw APIError.badRequest("invalid_user", "the user id in the path is not valid percent-encoding")
+        }
+        let user: UserID
+        do {
+            user = try UserID(validating: name)
+        } catch {
+            throw APIError.badRequest("invalid_user", "\(error)")
+        }
+        guard principal.mayActFor(user) else { throw APIError.userNotFound() }
+        if principal.subject != user.rawValue {
+            // An administrator asking for a user RedDot never stored anything for gets the same
+            // answer as a user asking for someone else's tree.
+            let exists = try await storage { deadline in try await store.userExists(user, deadline: deadline) }
+            guard exists else { throw APIError.userNotFound() }
+        }
+        return (principal, user)
+    }
+
+    /// `GET …/badges` for an authorized `user`.
+    private func getBadges(_ request: Request, user: UserID) async throws -> Response {
+        let query = try TreeQuery(request.uri.queryParameters, maximumWait: configuration.maximumWait)
+        let ifNoneMatch = EntityTags(request.headers[.ifNoneMatch])
+        var since = query.since
+        if since == nil, query.wait != nil { since = ifNoneMatch?.firstVersion }
+        if let wait = query.wait {
+            guard let since else {
+                throw APIError.badRequest("invalid_query", "wait needs since=VERSION (or If-None-Match)")
+            }
+            return try await longPoll(user: user, query: query, since: since, wait: wait)
+        }
+        let answer = try await read(user: user, query: query, atLeast: ifNoneMatch?.firstVersion)
+        return try respond(answer, ifNoneMatch: ifNoneMatch)
+    }
+
+    /// A tree answer: its version, and the JSON written only when it is sent (a 304 costs no
+    /// encoding).
+    private struct Answer {
+        var version: Int64
+        var encode: @Sendable () throws -> ByteBuffer
+    }
+
+    /// `atLeast`: a version the client has seen; a cached answer older than that is not used.
+    private func read(user: UserID, query: TreeQuery, atLeast: Int64? = nil) async throws -> Answer {
+        switch query.target {
+        case .tree(let path, let depth):
+            // Whole trees, what apps poll, are cached (see TreeCache); subtrees are read.
+            let cache = hub.treeCache
+            let whole = path == .root && depth == nil
+            if whole, let entry = cache.lookup(user, minimumVersion: atLeast) {
+                return Answer(version: entry.version, encode: { entry.json })
+            }
+            let ticket = whole ? cache.ticket(for: user) : nil
+            let tree = try await readTree(user, at: path, depth: depth)
+            guard let ticket else { return Answer(version: tree.version, encode: { TreeJSON.encode(tree) }) }
+            let json = TreeJSON.encode(tree)
+            cache.store(user, version: tree.version, json: json, ticket: ticket)
+            return Answer(version: tree.version, encode: { json })
+        case .nodes(let paths):
+            let display = configuration.display
+            let (version, aggregates) = try await storage { deadline in
+                try await store.readAggregates(for: user, within: .root, depth: nil, deadline: deadline)
+            }
+            let nodes = UserBadgeNodes(
+                user: user, version: version, nodes: paths.map { FlatNode(path: $0, aggregate: aggregates[$0], display: display) })
+            return Answer(version: nodes.version, encode: { try Self.encode(nodes) })
+        }
+    }
+
+    /// `user`'s tree, or the subtree at `path` down to `depth` levels (nil: all).
+    func readTree(_ user: UserID, at path: BadgePath, depth: Int? = nil) async throws -> UserBadgeTree {
+        let (version, aggregates) = try await storage { deadline in
+            try await store.readAggregates(for: user, within: path, depth: depth, deadline: deadline)
+        }
+        return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: configuration.display)
+    }
+
+    private func respond(_ answer: Answer, ifNoneMatch: EntityTags?) throws -> Response {
+        var headers = HTTPFields()
+        headers[.eTag] = Self.etag(answer.version)
+        headers[.cacheControl] = "private, no-cache"
+        if let ifNoneMatch, ifNoneMatch.matches(answer.version) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try answer.encode()))
+    }
+
+    /// Answers when the version differs from `since`, or 304 when `wait` passes first.
+    private func longPoll(user: UserID, query: TreeQuery, since: Int64, wait: Duration) async throws -> Response {
+        // Subscribe before the first read, so that no change can fall between the two.
+        let subscription = hub.subscribe(user)
+        defer { subscription.cancel() }
+        let answer: Answer = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await Task.sleep(for: wait)
+                subscription.continuation.yield(.tick)
+            }
+            defer { group.cancelAll() }
+            var answer = try await read(user: user, query: query, atLeast: since)
+            if answer.version != since { return answer }
+            for await wake in subscription.stream {
+                if wake == .tick { break }
+                answer = try await read(user: user, query: query, atLeast: since)
+                if answer.version != since { break }
+            }
+            return answer
+        }
+        if answer.version != since {
+            return try respond(answer, ifNoneMatch: nil)
+        }
+        var headers = HTTPFields()
+        headers[.eTag] = Self.etag(answer.version)
+        headers[.cacheControl] = "private, no-cache"
+        return Response(status: .notModified, headers: headers)
+    }
+
+    private func clear(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (_, user) = try await authorize(request, context)
+        let body = try await collectBody(request, limit: configuration.maximumBodySize)
+        let clear = try ClearRequest(Array(buffer: body))
+        _ = try await storage { deadline in try await store.clear(clear.path, force: clear.force, for: user, deadline: deadline) }
+        // The notification follows; the next read on this server must not wait for it.
+        hub.treeCache.invalidate(user)
+        let answer = try await read(user: user, query: TreeQuery(target: .tree(clear.path, nil)))
+        return try respond(answer, ifNoneMatch: nil)
+    }
+}
+
+/// `{"user", "version", "nodes"}`: the answer to `?paths=a,b`.
+struct UserBadgeNodes: Encodable {
+    var user: UserID
+    var version: Int64
+    var nodes: [FlatNode]
+}
+
+/// A node without children: requested by `?paths=`, or changed in a stream event. A node with
+/// nothing shown has `shown` false, count 0.
+struct FlatNode: Encodable, Hashable {
+    var path: BadgePath
+    var shown: Bool
+    var count: Int64
+    var text: String?
+    var icon: BadgeIcon?
+
+    init(path: BadgePath, aggregate: BadgeAggregate?, display: BadgeDisplay) {
+        self.path = path
+        self.shown = aggregate != nil
+        self.count = aggregate?.count ?? 0
+        self.text = aggregate.flatMap { display.text(for: $0.count) }
+        self.icon = aggregate?.icon
+    }
+
+    init(_ node: BadgeNode) {
+        self.path = node.path
+        self.shown = node.shown
+        self.count = node.count
+        self.text = node.text
+        self.icon = node.icon
+    }
+
+    enum CodingKeys: String, CodingKey { case path, shown, count, text, icon }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path, forKey: .path)
+        try container.encode(shown, forKey: .shown)
+        try container.encode(count, forKey: .count)
+        try container.encode(text, forKey: .text)
+        try container.encode(icon, forKey: .icon)
+    }
+}

@@ -1,0 +1,29 @@
+public import BadgeCore
+
+/// What the query service needs from storage: one user's version and aggregates, whether a user
+/// exists, clears, and whether the storage is ready.
+///
+/// `BadgeStore` (PostgreSQL) is the production implementation; ``InMemoryBadgeStore`` keeps the
+/// same rules in memory, so the routes can be tested without a database. Every call takes the
+/// instant by which it must answer; an implementation that cannot answer by then throws (the API
+/// answers 503 for `PGError` timeouts and connection failures, and for ``APIError``s it throws).
+public protocol BadgeAPIStore: Sendable {
+    /// `user`'s visible version and the aggregates of the shown nodes within `path`, down to
+    /// `depth` levels below it (`nil`: all), broadcasts the user has not dismissed merged in.
+    func readAggregates(
+        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
+    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate])
+
+    /// Whether anything was ever stored for `user` (the API answers other users as missing).
+    func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
+
+    /// Clears `user`'s node at `path` (with `force`, the whole subtree) and makes the change
+    /// visible at once.
+    ///
+    /// - Returns: the user's new version, or nil when nothing visible changed.
+    func clear(_ path: BadgePath, force: Bool, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Int64?
+
+    /// Why the storage cannot serve (unreachable, a schema this build does not expect), as
+    /// sentences for `/readyz`; empty when ready.
+    func readinessProblems(deadline: ContinuousClock.Instant) async -> [String]
+}

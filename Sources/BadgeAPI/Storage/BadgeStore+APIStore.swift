@@ -1,0 +1,66 @@
+public import BadgeCore
+public import BadgeStore
+import LibPQ
+
+/// The PostgreSQL implementation. It lives here, beside the protocol, rather than in
+/// `BadgeStore`: it turns a write that misses its deadline into the API's 503 and words the
+/// readiness problems for `/readyz`, and `BadgeStore` knows nothing of HTTP.
+extension BadgeStore: BadgeAPIStore {
+    /// One statement on a pooled connection; the pool gives up at `deadline` with `.timedOut`
+    /// (which costs no task and no timer per request).
+    public func readAggregates(
+        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
+    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+        try await pool.withConnection(deadline: deadline) { connection in
+            try Self.readAggregates(for: user, within: path, depth: depth, on: connection)
+        }
+    }
+
+    /// See ``BadgeStore/userExists(_:on:)``.
+    public func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await pool.withConnection(deadline: deadline) { connection in try Self.userExists(user, on: connection) }
+    }
+
+    /// Applies the clear and recomputes at once; the write may take several leases (its
+    /// retries), so it races `deadline` as a whole.
+    ///
+    /// - Throws: ``APIError`` 503 when `deadline` passes first.
+    public func clear(_ path: BadgePath, force: Bool, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Int64? {
+        try await Self.racing(deadline) {
+            try await apply([BadgeMutation(user: user, path: path, operation: .clear(force: force))], recomputeNow: true)[user]
+        }
+    }
+
+    /// The database answers, and its schema is at the version this build needs.
+    public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] {
+        do {
+            let applied = try await pool.withConnection(deadline: deadline) { connection in
+                try Migrator.appliedSchemaVersion(on: connection)
+            }
+            if applied < Migrator.requiredSchemaVersion {
+                return ["the schema is at version \(applied); this build needs \(Migrator.requiredSchemaVersion) (run reddot migrate up)"]
+            }
+            return []
+        } catch {
+            return ["the database is unreachable"]
+        }
+    }
+
+    /// Runs `body`, and answers 503 when it has not finished by `deadline`.
+    private static func racing<T: Sendable>(
+        _ deadline: ContinuousClock.Instant, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw APIError.unavailable("the database did not answer in time; try again shortly")
+            }
+            return value
+        }
+    }
+}

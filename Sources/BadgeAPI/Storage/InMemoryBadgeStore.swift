@@ -1,0 +1,94 @@
+public import BadgeCore
+public import BadgeStore
+import Foundation
+import Synchronization
+
+/// Users' badges in memory, under the rules of BadgeCore's reference model (``BadgeTree``): the
+/// query service without a database, for route tests and demonstrations.
+///
+/// It keeps the store's contract for what the API sees: a user's version grows by one with
+/// every write that changes what the user sees (as the store's recompute does), a user exists
+/// once anything was written for them, and every change wakes the change hub it was given.
+/// Broadcasts are not modelled: every user's broadcast version is 0.
+public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
+    private struct UserBadges {
+        var tree = BadgeTree()
+        var version: Int64 = 0
+    }
+
+    private let users = Mutex<[UserID: UserBadges]>([:])
+    /// Told of every change, as PostgreSQL's notifications tell the production hub.
+    private let hub: ChangeHub?
+    /// How ``tree(for:at:depth:)`` displays counts.
+    public let display: BadgeDisplay
+
+    /// An empty store that feeds `hub` (a hub made without a database) with its changes.
+    public init(hub: ChangeHub? = nil, display: BadgeDisplay = BadgeDisplay()) {
+        self.hub = hub
+        self.display = display
+    }
+
+    /// Applies `mutations` in order and makes them visible at once (the store's
+    /// `apply(_:recomputeNow: true)`; `recomputeNow` is accepted for the same call shape).
+    ///
+    /// - Returns: the new version of every user whose visible tree changed.
+    @discardableResult
+    public func apply(_ mutations: [BadgeMutation], recomputeNow: Bool = true) -> [UserID: Int64] {
+        let now = Date()
+        let changed = users.withLock { users -> [UserID: Int64] in
+            var before: [UserID: [BadgePath: BadgeAggregate]] = [:]
+            for mutation in mutations where before[mutation.user] == nil {
+                let badges = users[mutation.user] ?? UserBadges()
+                users[mutation.user] = badges
+                before[mutation.user] = badges.tree.aggregates(now: now)
+            }
+            for mutation in mutations {
+                users[mutation.user]?.tree.apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+            }
+            var versions: [UserID: Int64] = [:]
+            for (user, aggregates) in before where users[user]?.tree.aggregates(now: now) != aggregates {
+                users[user]?.version += 1
+                versions[user] = users[user]?.version
+            }
+            return versions
+        }
+        for user in changed.keys { hub?.userChanged(user) }
+        return changed
+    }
+
+    /// One user's tree (or the subtree at `path`, down to `depth`) in the answer shape; the call
+    /// shape of `BadgeStore`'s, though it never suspends nor throws.
+    public func tree(for user: UserID, at path: BadgePath = .root, depth: Int? = nil) async throws -> UserBadgeTree {
+        let (version, aggregates) = read(user, within: path, depth: depth)
+        return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: display)
+    }
+
+    /// The aggregates within `path` down to `depth` levels below it, as the store's read
+    /// statement selects them.
+    private func read(_ user: UserID, within path: BadgePath, depth: Int?) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+        let badges = users.withLock { $0[user] } ?? UserBadges()
+        let deepest = path.depth + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let aggregates = badges.tree.aggregates(now: Date()).filter { $0.key.isWithin(path) && $0.key.depth <= deepest }
+        return (badges.version, aggregates)
+    }
+
+    /// Answers at once; `deadline` is never reached.
+    public func readAggregates(
+        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
+    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+        read(user, within: path, depth: depth)
+    }
+
+    /// Whether anything was ever applied for `user`.
+    public func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        users.withLock { $0[user] != nil }
+    }
+
+    /// Applies the clear; see ``apply(_:recomputeNow:)``.
+    public func clear(_ path: BadgePath, force: Bool, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Int64? {
+        apply([BadgeMutation(user: user, path: path, operation: .clear(force: force))])[user]
+    }
+
+    /// Always ready.
+    public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] { [] }
+}

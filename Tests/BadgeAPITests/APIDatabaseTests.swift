@@ -1,0 +1,88 @@
+import BadgeAPI
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import LibPQ
+import PGTestSupport
+import Testing
+
+/// The routes whose answers depend on PostgreSQL itself: broadcasts, the schema version, an
+/// unreachable database.
+@Suite("The query service's routes on PostgreSQL", .serialized)
+struct APIDatabaseTests {
+    @Test("broadcasts show in every user's tree and ancestors, and each user clears them for themselves")
+    func broadcasts() async throws {
+        try await APIHarness.with { harness in
+            try await harness.apply([BadgeMutation(user: user("erin"), path: path("root.settings.theme"), operation: .increment(by: 2))])
+            try await harness.broadcast("b1", at: "root.settings.dark_mode", icon: "new")
+            try await harness.broadcast("b2", at: "root.promo.sale", count: 3)
+            let erin = try await harness.token("erin"), frank = try await harness.token("frank")
+
+            let erinTree = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            #expect(erinTree.tree?.count == 5)
+            let settings = try #require(erinTree.tree?.children.first { $0.path.rawValue == "root.settings" })
+            #expect(settings.count == 2)
+            #expect(settings.children.map(\.path.rawValue) == ["root.settings.dark_mode", "root.settings.theme"])
+            #expect(settings.children.first?.icon?.rawValue == "new")
+
+            // A user RedDot never stored anything for sees them too.
+            let frankBefore = try await harness.get("/v1/users/frank/badges", token: frank).tree()
+            #expect(frankBefore.tree?.count == 3)
+            #expect(frankBefore.tree?.children.map(\.path.rawValue) == ["root.promo", "root.settings"])
+
+            let cleared = try await harness.call(
+                .post, "/v1/users/frank/badges/clear", token: frank, body: #"{"path": "root.settings.dark_mode"}"#)
+            let clearedAnswer = try cleared.tree()
+            #expect(clearedAnswer.tree == nil)
+            #expect(clearedAnswer.version > frankBefore.version)
+            let frankAfter = try await harness.get("/v1/users/frank/badges", token: frank).tree()
+            #expect(frankAfter.tree?.children.map(\.path.rawValue) == ["root.promo"])
+            // Others keep it.
+            let erinAfter = try await harness.get("/v1/users/erin/badges?path=root.settings", token: erin).tree()
+            #expect(erinAfter.tree?.children.map(\.path.rawValue) == ["root.settings.dark_mode", "root.settings.theme"])
+            #expect(erinAfter.version == erinTree.version)
+
+            // A forced clear of an ancestor dismisses the broadcasts below it.
+            _ = try await harness.call(.post, "/v1/users/erin/badges/clear", token: erin, body: #"{"path": "root", "force": true}"#)
+            let erinEmpty = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            #expect(erinEmpty.tree?.shown == false)
+
+            // A new broadcast moves every user's version.
+            try await harness.broadcast("b3", at: "root.news", count: 1)
+            let erinNews = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            #expect(erinNews.version > erinEmpty.version)
+            #expect(erinNews.tree?.count == 1)
+        }
+    }
+
+    @Test("readyz reports a schema behind this build")
+    func schemaBehind() async throws {
+        try await APIHarness.with { harness in
+            let ready = try await harness.get("/readyz", token: nil)
+            #expect(ready.status == .ok, "\(ready.text)")
+            try await harness.execute("DELETE FROM reddot_schema_migrations WHERE version = 2")
+            let behind = try await harness.get("/readyz", token: nil)
+            #expect(behind.status == .serviceUnavailable)
+            #expect(behind.text.contains("run reddot migrate up"))
+        }
+    }
+
+    @Test("a database outage answers 503 with Retry-After, quickly, never a hang")
+    func databaseOutage() async throws {
+        try await APIHarness.with(
+            auth: AuthConfiguration(insecureNoAuth: true), databaseURL: "postgresql://reddot@127.0.0.1:1/none?connect_timeout=2"
+        ) { harness in
+            let started = ContinuousClock.now
+            let response = try await harness.get("/v1/users/alice/badges", token: nil)
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.headers[.retryAfter] == "1")
+            #expect(response.errorCode == "unavailable")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(try await harness.get("/readyz", token: nil).status == .serviceUnavailable)
+            #expect(try await harness.get("/healthz", token: nil).status == .ok)
+        }
+    }
+}
