@@ -52,7 +52,7 @@ struct DeadLetterCLITests {
         #expect(byEvent["promo-1"]?["reason"] as? String == "unknown_type", "\(json)")
         #expect(byEvent["promo-1"]?["topic"] as? String == harness.topic, "\(json)")
         #expect(byEvent["promo-1"]?["replayed_at"] is NSNull, "\(json)")
-        #expect((byEvent["promo-1"]?["message"] as? String ?? "").contains("promo.flash"), "\(json)")
+        #expect((byEvent["promo-1"]?["message"] as? String)?.contains("promo.flash") == true, "\(json)")
 
         // Bad arguments: 64.
         let badReason = try await cli.reddot(["dlq", "list", "--reason", "no_such_reason", "--database-url", url])
