@@ -194,7 +194,7 @@ struct PublishCommand: ParsableCommand {
 
     func run() throws {
         let logger = try LoggingSetup.logger(label: "reddot.publish", levelText: logLevel, defaultLevel: .warning)
-        let checker = EventChecker(rules: try loadRules())
+        let checker = EventIntake(rules: try loadRules())
         if stdin {
             try publishLines(checker: checker, logger: logger)
         } else {
@@ -250,7 +250,7 @@ struct PublishCommand: ParsableCommand {
         return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
-    func publishFlagEvent(checker: EventChecker, logger: Logger) throws {
+    func publishFlagEvent(checker: EventIntake, logger: Logger) throws {
         let event: BadgeEvent
         switch checker.check(Array(try flagEventJSON())) {
         case .failure(let rejection):
@@ -269,7 +269,7 @@ struct PublishCommand: ParsableCommand {
 
     // MARK: - JSON lines from stdin
 
-    func publishLines(checker: EventChecker, logger: Logger) throws {
+    func publishLines(checker: EventIntake, logger: Logger) throws {
         let sender = validateOnly ? nil : try makeSender(logger: logger)
         var reader = LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor)
         var lineNumber = 0
@@ -396,24 +396,6 @@ struct PublishCommand: ParsableCommand {
 
     static func printError(_ message: String) {
         FileHandle.standardError.write(Data("reddot: \(message)\n".utf8))
-    }
-}
-
-/// Checks one record as ingestion will: the decoder, then (when given) the rules.
-struct EventChecker {
-    let decoder = EventDecoder()
-    let rules: RuleSet?
-
-    func check(_ bytes: [UInt8]) -> Result<BadgeEvent, EventRejection> {
-        let event: BadgeEvent
-        switch decoder.decode(bytes) {
-        case .failure(let rejection): return .failure(rejection)
-        case .success(let decoded): event = decoded
-        }
-        if let rules, case .failure(let rejection) = rules.map(event) {
-            return .failure(rejection)
-        }
-        return .success(event)
     }
 }
 
