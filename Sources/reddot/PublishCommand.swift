@@ -204,17 +204,7 @@ struct PublishCommand: ParsableCommand {
 
     func loadRules() throws -> RuleSet? {
         guard let rules else { return nil }
-        let text: String
-        do {
-            text = try String(contentsOfFile: rules, encoding: .utf8)
-        } catch {
-            throw fail("cannot read the rules file \(rules)", code: ExitCodes.usage)
-        }
-        do {
-            return try RuleSet(yaml: text)
-        } catch {
-            throw fail("the rules file \(rules) is invalid: \(error.message)", code: ExitCodes.usage)
-        }
+        return try readRules(at: rules, failureCode: ExitCodes.usage)
     }
 
     // MARK: - one event from flags
