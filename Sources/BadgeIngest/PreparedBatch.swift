@@ -15,11 +15,12 @@ public struct PreparedBatch: Sendable {
     /// For each partition in the batch, the offset to store after it: its highest offset + 1.
     public let nextOffsets: [TopicPartition: Int64]
 
-    /// Decodes, validates and maps `records` with `rules`.
+    /// Decodes, validates and maps `records` with `rules`, through ``EventIntake``.
     ///
     /// A record without a value is rejected as `malformed_json`; every other rejection is the
-    /// decoder's or the rules' (see ``EventDecoder`` and ``RuleSet/map(_:)``).
-    public init(records: [IngestRecord], rules: RuleSet, decoder: EventDecoder = EventDecoder()) {
+    /// intake's (see ``EventDecoder`` and ``RuleSet/map(_:)``), with the event id it names.
+    public init(records: [IngestRecord], rules: RuleSet) {
+        let intake = EventIntake(rules: rules)
         var accepted: [AcceptedEvent] = []
         var rejected: [RejectedRecord] = []
         var nextOffsets: [TopicPartition: Int64] = [:]
@@ -36,20 +37,14 @@ public struct PreparedBatch: Sendable {
                 rejected.append(RejectedRecord(record: record, rejection: rejection, eventID: nil))
                 continue
             }
-            switch decoder.decode(payload) {
-            case .failure(let rejection):
+            switch intake.map(payload) {
+            case .failure(let refused):
                 rejected.append(
-                    RejectedRecord(record: record, rejection: rejection, eventID: RejectedRecord.eventID(in: payload)))
-            case .success(let event):
-                switch rules.map(event) {
-                case .failure(let rejection):
-                    rejected.append(RejectedRecord(record: record, rejection: rejection, eventID: event.id.rawValue))
-                case .success(let operation):
-                    accepted.append(
-                        AcceptedEvent(
-                            topic: record.topic, partition: record.partition, offset: record.offset,
-                            operation: operation))
-                }
+                    RejectedRecord(record: record, rejection: refused.rejection, eventID: refused.eventID?.rawValue))
+            case .success(let operation):
+                accepted.append(
+                    AcceptedEvent(
+                        topic: record.topic, partition: record.partition, offset: record.offset, operation: operation))
             }
         }
         self.records = records

@@ -50,6 +50,10 @@ enum EventsFuzzTarget {
         switch decoder.decode(bytes) {
         case .failure(let rejection):
             FuzzFailure.checkMessage(rejection.message, target)
+            // The intake (with the lenient read of the dead letter's event id) refuses it alike.
+            guard case .failure(let refused) = EventIntake(rules: nil).check(bytes), refused.rejection == rejection else {
+                FuzzFailure.fail(target, "the intake and the decoder disagree on a refused record")
+            }
             return
         case .success(let decoded):
             event = decoded

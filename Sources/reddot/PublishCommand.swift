@@ -194,7 +194,7 @@ struct PublishCommand: ParsableCommand {
 
     func run() throws {
         let logger = try LoggingSetup.logger(label: "reddot.publish", levelText: logLevel, defaultLevel: .warning)
-        let checker = EventChecker(rules: try loadRules())
+        let checker = EventIntake(rules: try loadRules())
         if stdin {
             try publishLines(checker: checker, logger: logger)
         } else {
@@ -204,17 +204,7 @@ struct PublishCommand: ParsableCommand {
 
     func loadRules() throws -> RuleSet? {
         guard let rules else { return nil }
-        let text: String
-        do {
-            text = try String(contentsOfFile: rules, encoding: .utf8)
-        } catch {
-            throw fail("cannot read the rules file \(rules)", code: ExitCodes.usage)
-        }
-        do {
-            return try RuleSet(yaml: text)
-        } catch {
-            throw fail("the rules file \(rules) is invalid: \(error.message)", code: ExitCodes.usage)
-        }
+        return try readRules(at: rules, failureCode: ExitCodes.usage)
     }
 
     // MARK: - one event from flags
@@ -250,7 +240,7 @@ struct PublishCommand: ParsableCommand {
         return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
-    func publishFlagEvent(checker: EventChecker, logger: Logger) throws {
+    func publishFlagEvent(checker: EventIntake, logger: Logger) throws {
         let event: BadgeEvent
         switch checker.check(Array(try flagEventJSON())) {
         case .failure(let rejection):
@@ -269,7 +259,7 @@ struct PublishCommand: ParsableCommand {
 
     // MARK: - JSON lines from stdin
 
-    func publishLines(checker: EventChecker, logger: Logger) throws {
+    func publishLines(checker: EventIntake, logger: Logger) throws {
         let sender = validateOnly ? nil : try makeSender(logger: logger)
         let source = CheckedLines(reader: LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor), checker: checker)
         let items = AnySequence { AnyIterator { source.next() } }
@@ -385,29 +375,11 @@ struct PublishCommand: ParsableCommand {
     }
 }
 
-/// Checks one record as ingestion will: the decoder, then (when given) the rules.
-struct EventChecker {
-    let decoder = EventDecoder()
-    let rules: RuleSet?
-
-    func check(_ bytes: [UInt8]) -> Result<BadgeEvent, EventRejection> {
-        let event: BadgeEvent
-        switch decoder.decode(bytes) {
-        case .failure(let rejection): return .failure(rejection)
-        case .success(let decoded): event = decoded
-        }
-        if let rules, case .failure(let rejection) = rules.map(event) {
-            return .failure(rejection)
-        }
-        return .success(event)
-    }
-}
-
 /// The checked events of stdin's JSON lines, one at a time: an invalid line is reported on
 /// stderr and counted, and a read error ends the lines (`throwIfFailed` rethrows it).
 final class CheckedLines {
     private var reader: LineReader
-    private let checker: EventChecker
+    private let checker: EventIntake
     private var lineNumber = 0
     private var failure: (any Error)?
     /// Non-blank lines read.
@@ -415,7 +387,7 @@ final class CheckedLines {
     /// Lines that failed the check.
     private(set) var invalid = 0
 
-    init(reader: LineReader, checker: EventChecker) {
+    init(reader: LineReader, checker: EventIntake) {
         self.reader = reader
         self.checker = checker
     }

@@ -26,14 +26,14 @@ extension BadgeAPI {
             lines = [body[...]]
         }
         guard !lines.isEmpty else { throw APIError.badRequest("malformed_json", "the body holds no event") }
-        let decoder = EventDecoder()
+        let intake = EventIntake(rules: nil)
         var records: [(key: String, payload: [UInt8])] = []
         var ids: [String] = []
         for (index, line) in lines.enumerated() {
-            switch decoder.decode(line) {
-            case .failure(let rejection):
+            switch intake.check(line) {
+            case .failure(let refused):
                 let prefix = lines.count > 1 ? "event \(index + 1): " : ""
-                throw APIError.badRequest(rejection.reason.rawValue, prefix + rejection.message)
+                throw APIError.badRequest(refused.rejection.reason.rawValue, prefix + refused.rejection.message)
             case .success(let event):
                 records.append((event.recordKey, Array(line)))
                 ids.append(event.id.rawValue)

@@ -6,29 +6,56 @@ struct JSONParseError: Error, Equatable, CustomStringConvertible {
     let offset: Int
     /// What was wrong there.
     let problem: String
+    /// The key, when an object repeats it (the parser refuses duplicate keys).
+    var duplicateKey: String? = nil
 
     var description: String { "\(problem) at byte \(offset)" }
 }
 
 /// A strict RFC 8259 parser over UTF-8 bytes, producing ``JSONValue`` with the same values
 /// Foundation's `JSONDecoder` gives for `JSONValue` (integers exact, `5.0` and `1e2` integers,
-/// `1.5` and `1e30` numbers, the first of duplicate object keys kept).
+/// `1.5` and `1e30` numbers); the one JSON reader of events, and of the event id a dead letter
+/// names (``leadingStringMember(_:in:)``).
 ///
 /// Unlike Foundation it rejects trailing commas, does not guess UTF-16 or UTF-32 from zero
-/// bytes, and checks the value of a duplicate key even though it keeps the first (Foundation
-/// skips checking the strings and numbers in it). One leading UTF-8 byte order mark is skipped, as Foundation does. The input must be
-/// valid UTF-8 (the caller checks); containers nest at most ``maximumDepth`` deep.
+/// bytes, and refuses an object that repeats a key, at any depth (RFC 8259 leaves duplicate keys
+/// open; Foundation keeps the first). Keys are compared after unescaping, as Swift strings, so
+/// `"id"` and `"\u0069d"` are the same key. One leading UTF-8 byte order mark is skipped, as
+/// Foundation does. The input must be valid UTF-8 (the caller checks); containers nest at most
+/// ``maximumDepth`` deep.
 struct JSONParser {
     /// The deepest nesting of arrays and objects accepted (Foundation's limit).
     static let maximumDepth = 512
 
     /// Parses one JSON text: a value with only white space around it.
     static func parse(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
-        let contiguous = bytes.withContiguousStorageIfAvailable { buffer in
-            parseResult(buffer)
+        try withBuffer(bytes, parseResult).get()
+    }
+
+    /// The string value of the top-level member `name`, read from the start of `bytes` up to the
+    /// first byte that is not JSON: the event id a dead letter names for a record that failed a
+    /// check. Nil when that member is not read before the first error, is not a string, or is
+    /// written with an escape (in its key or value), and nil when the text repeats an object key
+    /// before its first error (a record refused for a duplicate key names no id). Safe on any bytes.
+    static func leadingStringMember(_ name: String, in bytes: some Collection<UInt8>) -> String? {
+        withBuffer(bytes) { buffer in
+            var parser = JSONParser(buffer)
+            parser.plainTopLevelMembers = [:]
+            do throws(JSONParseError) {
+                _ = try parser.document()
+            } catch {
+                if error.duplicateKey != nil { return nil }
+            }
+            guard case .string(let text)? = parser.plainTopLevelMembers?[name] else { return nil }
+            return text
         }
-        let result = contiguous ?? Array(bytes).withUnsafeBufferPointer { buffer in parseResult(buffer) }
-        return try result.get()
+    }
+
+    /// Runs `body` on the bytes as one contiguous buffer (copying them only when they are not).
+    private static func withBuffer<Result>(
+        _ bytes: some Collection<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Result
+    ) -> Result {
+        bytes.withContiguousStorageIfAvailable(body) ?? Array(bytes).withUnsafeBufferPointer(body)
     }
 
     /// Parses one JSON text held in `buffer`.
@@ -47,6 +74,9 @@ struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index: Int
+    /// For ``leadingStringMember(_:in:)``: the members of the top-level object read so far whose
+    /// key and value hold no escape; nil (not recorded) for ``parse(_:)``.
+    private var plainTopLevelMembers: [String: JSONValue]?
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -134,14 +164,15 @@ struct JSONParser {
         while true {
             skipWhitespace()
             guard current == UInt8(ascii: "\"") else { throw fail("an object key must be a string") }
-            let key = try string()
-            skipWhitespace()
-            guard current == UInt8(ascii: ":") else { throw fail("a ':' is missing after an object key") }
-            index += 1
-            let member = try value(depth: depth)
-            // Foundation keeps the first of duplicate keys.
-            if members.index(forKey: key) == nil {
-                members[key] = member
+            let start = index
+            let (key, member) = try member(depth: depth)
+            guard members.updateValue(member, forKey: key) == nil else {
+                throw JSONParseError(offset: start, problem: "a repeated object key", duplicateKey: key)
+            }
+            if depth == 1, plainTopLevelMembers != nil,
+                !UnsafeBufferPointer(rebasing: bytes[start..<index]).contains(UInt8(ascii: "\\"))
+            {
+                plainTopLevelMembers?[key] = member
             }
             skipWhitespace()
             switch current {
@@ -154,6 +185,15 @@ struct JSONParser {
                 throw fail("a ',' or '}' is missing in an object")
             }
         }
+    }
+
+    /// One `"key": value` member; the cursor is on the key's opening quote.
+    private mutating func member(depth: Int) throws(JSONParseError) -> (key: String, value: JSONValue) {
+        let key = try string()
+        skipWhitespace()
+        guard current == UInt8(ascii: ":") else { throw fail("a ':' is missing after an object key") }
+        index += 1
+        return (key, try value(depth: depth))
     }
 
     private mutating func array(depth: Int) throws(JSONParseError) -> JSONValue {

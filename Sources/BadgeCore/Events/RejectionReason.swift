@@ -5,7 +5,7 @@ public enum RejectionReason: String, Sendable, CaseIterable, Codable {
     case tooLarge = "too_large"
     /// The record is not UTF-8.
     case invalidEncoding = "invalid_encoding"
-    /// The record is not a JSON object.
+    /// The record is not a JSON object, or one of its objects repeats a key.
     case malformedJSON = "malformed_json"
     /// A required field is missing.
     case missingField = "missing_field"

@@ -24,8 +24,8 @@ public enum BadgeOperation: Hashable, Sendable {
     /// `0...maximumCount`, `increment` by in `1...maximumCount`.
     public var isWithinLimits: Bool {
         switch self {
-        case .set(let count, _): return (0...Self.maximumCount).contains(count)
-        case .increment(let by): return (1...Self.maximumCount).contains(by)
+        case .set(let count, _): return OperationGrammar.countRange.contains(count)
+        case .increment(let by): return OperationGrammar.byRange.contains(by)
         case .clear: return true
         }
     }

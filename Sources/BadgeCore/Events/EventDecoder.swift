@@ -9,7 +9,7 @@ import Foundation
 /// a field of another op, or `attrs`, is rejected. Content events take `attrs`, an object of
 /// strings, integers or booleans (the latter two stringified), and no `path`. Optional
 /// `occurred_at` and `expires_at` are RFC 3339 timestamps. A null field counts as absent; unknown
-/// fields are ignored.
+/// fields are ignored. A key repeated in any object of the record makes it `malformed_json`.
 public struct EventDecoder: Sendable {
     /// The largest record accepted, in bytes (64 KiB).
     public static let maximumRecordSize = 65_536
@@ -41,6 +41,11 @@ public struct EventDecoder: Sendable {
         do {
             value = try JSONParser.parse(text.utf8)
         } catch {
+            if let key = error.duplicateKey {
+                throw EventRejection(
+                    reason: .malformedJSON,
+                    message: "record repeats the key \(Quoting.quoted(key)) in one object; every key must be unique")
+            }
             // Valid JSON never has a trailing comma, so checking only after a failure keeps the
             // message the pre-scan gave.
             if Self.hasTrailingComma(text.utf8) {
@@ -88,7 +93,7 @@ public struct EventDecoder: Sendable {
 }
 
 /// The fields of one event object, read with the rejection rules of ``EventDecoder``.
-struct EventFields {
+struct EventFields: OperationFieldSource {
     let object: [String: JSONValue]
 
     init(_ object: [String: JSONValue]) {
@@ -111,7 +116,7 @@ struct EventFields {
         EventRejection(reason: .missingField, message: message)
     }
 
-    func string(_ name: String) throws(EventRejection) -> String? {
+    func text(_ name: String) throws(EventRejection) -> String? {
         guard let value = self[name] else { return nil }
         guard case .string(let text) = value else {
             throw Self.invalid("field '\(name)' must be a string, not \(value.kindName) (\(value.preview))")
@@ -120,7 +125,7 @@ struct EventFields {
     }
 
     func requiredString(_ name: String) throws(EventRejection) -> String {
-        guard let text = try string(name) else { throw Self.missing("field '\(name)' is missing") }
+        guard let text = try text(name) else { throw Self.missing("field '\(name)' is missing") }
         return text
     }
 
@@ -138,7 +143,7 @@ struct EventFields {
         }
     }
 
-    func bool(_ name: String) throws(EventRejection) -> Bool? {
+    func flag(_ name: String) throws(EventRejection) -> Bool? {
         guard let value = self[name] else { return nil }
         guard case .bool(let flag) = value else {
             throw Self.invalid("field '\(name)' must be true or false, not \(value.kindName) (\(value.preview))")
@@ -147,13 +152,22 @@ struct EventFields {
     }
 
     func timestamp(_ name: String) throws(EventRejection) -> Date? {
-        guard let text = try string(name) else { return nil }
+        guard let text = try text(name) else { return nil }
         guard let date = RFC3339.parse(text) else {
             throw Self.invalid(
                 "field '\(name)' is \(Quoting.quoted(text)); it must be an RFC 3339 timestamp from 1970 to 9999 "
                     + "(UTC), such as '2025-03-01T12:00:00Z' or '2025-03-01T14:00:00.5+02:00'")
         }
         return date
+    }
+
+    func problem(field name: String, _ rest: String) -> EventRejection {
+        Self.invalid("field '\(name)'\(rest)")
+    }
+
+    func unknownOp(_ op: String) -> EventRejection {
+        EventRejection(
+            reason: .unknownOp, message: "field 'op' is \(Quoting.quoted(op)); it must be 'set', 'incr' or 'clear'")
     }
 
     /// Rejects fields that belong to another kind of event or another op.
@@ -197,7 +211,7 @@ struct EventFields {
         if let problem = RuleSet.typeProblem(type) {
             throw Self.invalid("field 'type': \(problem)")
         }
-        try reject(["path", "count", "by", "icon", "force"], because: "applies only to direct operations ('op')")
+        try reject(["path"] + OperationGrammar.fieldNames, because: "applies only to direct operations ('op')")
         var attributes: [String: String] = [:]
         if let value = self["attrs"] {
             guard case .object(let object) = value else {
@@ -221,30 +235,7 @@ struct EventFields {
     func operation() throws(EventRejection) -> BadgeEvent.Body {
         let op = try requiredString("op")
         try reject(["attrs"], because: "applies only to content events ('type')")
-        let operation: BadgeOperation
-        switch op {
-        case "set":
-            try reject(["by", "force"], because: "does not apply to op 'set'")
-            let count = try integer("count", in: 0...BadgeOperation.maximumCount) ?? 0
-            var icon: BadgeIcon?
-            if let iconText = try string("icon") {
-                do {
-                    icon = try BadgeIcon(validating: iconText)
-                } catch {
-                    throw Self.invalid("field 'icon': \(error.description)")
-                }
-            }
-            operation = .set(count: count, icon: icon)
-        case "incr":
-            try reject(["count", "icon", "force"], because: "does not apply to op 'incr'")
-            operation = .increment(by: try integer("by", in: 1...BadgeOperation.maximumCount) ?? 1)
-        case "clear":
-            try reject(["count", "by", "icon"], because: "does not apply to op 'clear'")
-            operation = .clear(force: try bool("force") ?? false)
-        default:
-            throw EventRejection(
-                reason: .unknownOp, message: "field 'op' is \(Quoting.quoted(op)); it must be 'set', 'incr' or 'clear'")
-        }
+        let operation = try OperationGrammar.operation(op, from: self)
         let pathText = try requiredString("path")
         let path: BadgePath
         do {

@@ -14,16 +14,14 @@ public struct EventEncoder: Sendable {
         var fields: [(String, String)] = [("id", Self.string(event.id.rawValue))]
         switch event.body {
         case .operation(let path, let operation):
+            fields.append(("op", Self.string(OperationGrammar.Op(operation).rawValue)))
             switch operation {
             case .set(let count, let icon):
-                fields.append(("op", Self.string("set")))
                 fields.append(("count", String(count)))
                 if let icon { fields.append(("icon", Self.string(icon.rawValue))) }
             case .increment(let by):
-                fields.append(("op", Self.string("incr")))
                 fields.append(("by", String(by)))
             case .clear(let force):
-                fields.append(("op", Self.string("clear")))
                 if force { fields.append(("force", "true")) }
             }
             fields.append(("path", Self.string(path.rawValue)))

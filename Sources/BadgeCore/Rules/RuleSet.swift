@@ -105,96 +105,26 @@ public struct RuleSet: Sendable {
         self.init(rules: rules)
     }
 
-    static let knownKeys: Set<String> = ["type", "op", "path", "by", "count", "icon", "force"]
+    static let knownKeys = Set(["type", "op", "path"] + OperationGrammar.fieldNames)
 
     /// Reads one rule.
     static func rule(_ node: Node, position: Int) throws(RuleSetError) -> Rule {
-        guard let mapping = node.mapping else {
-            throw RuleSetError(message: "rule \(position): must be a mapping with 'type', 'op' and 'path'")
-        }
-        var fields: [String: Node] = [:]
-        var order: [String] = []
-        for (key, value) in mapping {
-            let name = key.scalar?.string ?? "?"
-            if fields[name] != nil {
-                throw RuleSetError(message: "rule \(position): duplicate key \(Quoting.quoted(name))")
-            }
-            fields[name] = value
-            order.append(name)
-        }
-        let typeLabel = fields["type"]?.scalar.map { "type \(Quoting.quoted($0.string))" } ?? "no type"
-        func problem(_ message: String) -> RuleSetError {
-            RuleSetError(message: "rule \(position) (\(typeLabel)): \(message)")
-        }
-        for name in order where !knownKeys.contains(name) {
-            throw problem(
+        let fields = try RuleFields(node, position: position)
+        for name in fields.order where !knownKeys.contains(name) {
+            throw fields.problem(
                 "unknown key \(Quoting.quoted(name)); the keys are type, op, path, and by (incr), count and icon "
                     + "(set) or force (clear)")
         }
-        func scalar(_ name: String) throws(RuleSetError) -> String? {
-            guard let value = fields[name] else { return nil }
-            guard let scalar = value.scalar else { throw problem("'\(name)' must be a single value") }
-            return scalar.string
-        }
-        func required(_ name: String) throws(RuleSetError) -> String {
-            guard let text = try scalar(name) else { throw problem("missing field '\(name)'") }
-            return text
-        }
-        func integer(_ name: String, in range: ClosedRange<Int64>) throws(RuleSetError) -> Int64? {
-            guard let text = try scalar(name) else { return nil }
-            guard let number = Int64(text), range.contains(number) else {
-                throw problem(
-                    "'\(name)' is \(Quoting.quoted(text)); it must be an integer from \(range.lowerBound) "
-                        + "to \(range.upperBound)")
-            }
-            return number
-        }
-        func reject(_ names: [String], op: String) throws(RuleSetError) {
-            for name in names where fields[name] != nil {
-                throw problem("'\(name)' does not apply to op '\(op)'")
-            }
-        }
-
-        let type = try required("type")
-        if let typeProblem = typeProblem(type) { throw problem(typeProblem) }
-        let op = try required("op")
-        let pathText = try required("path")
-        let operation: BadgeOperation
-        switch op {
-        case "set":
-            try reject(["by", "force"], op: op)
-            let count = try integer("count", in: 0...BadgeOperation.maximumCount) ?? 0
-            var icon: BadgeIcon?
-            if let iconText = try scalar("icon") {
-                do {
-                    icon = try BadgeIcon(validating: iconText)
-                } catch {
-                    throw problem("'icon': \(error.description)")
-                }
-            }
-            operation = .set(count: count, icon: icon)
-        case "incr":
-            try reject(["count", "icon", "force"], op: op)
-            operation = .increment(by: try integer("by", in: 1...BadgeOperation.maximumCount) ?? 1)
-        case "clear":
-            try reject(["count", "by", "icon"], op: op)
-            var force = false
-            if let text = try scalar("force") {
-                switch text {
-                case "true", "True", "TRUE": force = true
-                case "false", "False", "FALSE": force = false
-                default: throw problem("'force' is \(Quoting.quoted(text)); it must be true or false")
-                }
-            }
-            operation = .clear(force: force)
-        default:
-            throw problem("unknown op \(Quoting.quoted(op)); the ops are set, incr and clear")
-        }
+        let type = try fields.required("type")
+        if let typeProblem = typeProblem(type) { throw fields.problem(typeProblem) }
+        let op = try fields.required("op")
+        let pathText = try fields.required("path")
+        let operation = try OperationGrammar.operation(op, from: fields)
         let template: PathTemplate
         do {
             template = try PathTemplate(parsing: pathText)
         } catch {
-            throw problem(error.message)
+            throw fields.problem(error.message)
         }
         return Rule(type: type, template: template, operation: operation)
     }
@@ -229,5 +159,86 @@ public struct RuleSet: Sendable {
                 return .failure(error)
             }
         }
+    }
+}
+
+/// The keys of one rule's YAML mapping, read with the messages of ``RuleSet/init(yaml:)``.
+struct RuleFields: OperationFieldSource {
+    /// The rule's position in the file, from 1.
+    let position: Int
+    /// The values by key.
+    let fields: [String: Node]
+    /// The keys in file order.
+    let order: [String]
+    /// `type 'chat.message'` or `no type`, to name the rule in messages.
+    let typeLabel: String
+
+    /// Reads the mapping of the rule at `position`.
+    ///
+    /// - Throws: ``RuleSetError`` when the rule is not a mapping or repeats a key.
+    init(_ node: Node, position: Int) throws(RuleSetError) {
+        guard let mapping = node.mapping else {
+            throw RuleSetError(message: "rule \(position): must be a mapping with 'type', 'op' and 'path'")
+        }
+        var fields: [String: Node] = [:]
+        var order: [String] = []
+        for (key, value) in mapping {
+            let name = key.scalar?.string ?? "?"
+            if fields[name] != nil {
+                throw RuleSetError(message: "rule \(position): duplicate key \(Quoting.quoted(name))")
+            }
+            fields[name] = value
+            order.append(name)
+        }
+        self.position = position
+        self.fields = fields
+        self.order = order
+        self.typeLabel = fields["type"]?.scalar.map { "type \(Quoting.quoted($0.string))" } ?? "no type"
+    }
+
+    /// A failure naming the rule.
+    func problem(_ message: String) -> RuleSetError {
+        RuleSetError(message: "rule \(position) (\(typeLabel)): \(message)")
+    }
+
+    func has(_ name: String) -> Bool { fields[name] != nil }
+
+    func text(_ name: String) throws(RuleSetError) -> String? {
+        guard let value = fields[name] else { return nil }
+        guard let scalar = value.scalar else { throw problem("'\(name)' must be a single value") }
+        return scalar.string
+    }
+
+    /// A key the rule must have.
+    func required(_ name: String) throws(RuleSetError) -> String {
+        guard let text = try text(name) else { throw problem("missing field '\(name)'") }
+        return text
+    }
+
+    func integer(_ name: String, in range: ClosedRange<Int64>) throws(RuleSetError) -> Int64? {
+        guard let text = try text(name) else { return nil }
+        guard let number = Int64(text), range.contains(number) else {
+            throw problem(
+                "'\(name)' is \(Quoting.quoted(text)); it must be an integer from \(range.lowerBound) "
+                    + "to \(range.upperBound)")
+        }
+        return number
+    }
+
+    func flag(_ name: String) throws(RuleSetError) -> Bool? {
+        guard let text = try text(name) else { return nil }
+        switch text {
+        case "true", "True", "TRUE": return true
+        case "false", "False", "FALSE": return false
+        default: throw problem("'\(name)' is \(Quoting.quoted(text)); it must be true or false")
+        }
+    }
+
+    func problem(field name: String, _ rest: String) -> RuleSetError {
+        problem("'\(name)'\(rest)")
+    }
+
+    func unknownOp(_ op: String) -> RuleSetError {
+        problem("unknown op \(Quoting.quoted(op)); the ops are set, incr and clear")
     }
 }

@@ -1,0 +1,89 @@
+/// The fields each direct operation takes and their ranges, in one place: the event decoder
+/// (JSON fields) and the rules (YAML keys) both read an operation through ``operation(_:from:)``.
+///
+/// `set` takes `count` (0…``BadgeOperation/maximumCount``, default 0) and `icon`; `incr` takes
+/// `by` (1…``BadgeOperation/maximumCount``, default 1); `clear` takes `force` (default false). A
+/// field of another op is refused.
+enum OperationGrammar {
+    /// The ops, by the name events and rules give them.
+    enum Op: String, CaseIterable {
+        case set
+        case incr
+        case clear
+
+        /// The op of an operation.
+        init(_ operation: BadgeOperation) {
+            switch operation {
+            case .set: self = .set
+            case .increment: self = .incr
+            case .clear: self = .clear
+            }
+        }
+
+        /// The fields this op takes.
+        var fields: Set<String> {
+            switch self {
+            case .set: return ["count", "icon"]
+            case .incr: return ["by"]
+            case .clear: return ["force"]
+            }
+        }
+    }
+
+    /// Every op's fields, in the order they are checked.
+    static let fieldNames = ["count", "by", "icon", "force"]
+    /// The range of a set's `count`.
+    static let countRange: ClosedRange<Int64> = 0...BadgeOperation.maximumCount
+    /// The range of an increment's `by`.
+    static let byRange: ClosedRange<Int64> = 1...BadgeOperation.maximumCount
+
+    /// Reads the operation `op` from `fields`.
+    ///
+    /// - Throws: the source's failure for an unknown op, a field of another op, a field out of
+    ///   range or of the wrong kind, or an invalid icon.
+    static func operation<Fields: OperationFieldSource>(
+        _ op: String, from fields: Fields
+    ) throws(Fields.Failure) -> BadgeOperation {
+        guard let kind = Op(rawValue: op) else { throw fields.unknownOp(op) }
+        for name in fieldNames where !kind.fields.contains(name) && fields.has(name) {
+            throw fields.problem(field: name, " does not apply to op '\(op)'")
+        }
+        switch kind {
+        case .set:
+            let count = try fields.integer("count", in: countRange) ?? 0
+            var icon: BadgeIcon?
+            if let iconText = try fields.text("icon") {
+                do {
+                    icon = try BadgeIcon(validating: iconText)
+                } catch {
+                    throw fields.problem(field: "icon", ": \(error.description)")
+                }
+            }
+            return .set(count: count, icon: icon)
+        case .incr:
+            return .increment(by: try fields.integer("by", in: byRange) ?? 1)
+        case .clear:
+            return .clear(force: try fields.flag("force") ?? false)
+        }
+    }
+}
+
+/// Where the fields of one direct operation are read from: an event's JSON object or a rule's
+/// YAML mapping. Each source reads values and words its failures in its own way.
+protocol OperationFieldSource {
+    /// What reading a field throws.
+    associatedtype Failure: Error
+
+    /// Whether the field is given.
+    func has(_ name: String) -> Bool
+    /// An integer field, checked against `range`; nil when absent.
+    func integer(_ name: String, in range: ClosedRange<Int64>) throws(Failure) -> Int64?
+    /// A text field; nil when absent.
+    func text(_ name: String) throws(Failure) -> String?
+    /// A true-or-false field; nil when absent.
+    func flag(_ name: String) throws(Failure) -> Bool?
+    /// A failure about the field `name`, the rest of the sentence following its name.
+    func problem(field name: String, _ rest: String) -> Failure
+    /// The failure for an op that is not one of ``OperationGrammar/Op``.
+    func unknownOp(_ op: String) -> Failure
+}
