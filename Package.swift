@@ -126,6 +126,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The producers' side of the events topic: stdin's JSON lines checked as ingest checks
+        // them, and sent with one delivery report each (`reddot publish`).
+        .target(
+            name: "BadgePublish",
+            dependencies: ["BadgeCore", "RdKafka"],
+            swiftSettings: strictSettings
+        ),
+
         // `reddot dev`'s pieces: a private PostgreSQL cluster, the demo data, the cheat sheet.
         .target(
             name: "RedDotDev",
@@ -155,7 +163,7 @@ let package = Package(
         .executableTarget(
             name: "reddot",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench", "RedDotDev",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench", "BadgePublish", "RedDotDev",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),

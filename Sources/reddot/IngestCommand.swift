@@ -96,7 +96,7 @@ struct IngestOptions: ParsableArguments {
         guard ["earliest", "latest"].contains(startFrom) else { throw ValidationError("--start-from takes earliest or latest") }
         // Bounded before `.seconds(days * 86400)`, which traps beyond Int128 attoseconds (1e300, inf).
         guard eventRetentionDays > 0, eventRetentionDays <= 36_500 else { throw ValidationError("--event-retention-days takes a number > 0 and ≤ 36500") }
-        if let name = Self.instanceName(flag: instanceID), let problem = KafkaOptions.nameProblem(name, kind: "instance id") {
+        if let name = Self.instanceName(flag: instanceID), let problem = KafkaConfiguration.nameProblem(name, kind: "instance id") {
             throw ValidationError("\(problem) (--instance-id or REDDOT_INSTANCE_ID)")
         }
     }

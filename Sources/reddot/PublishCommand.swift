@@ -1,5 +1,6 @@
 import ArgumentParser
 import BadgeCore
+import BadgePublish
 import Foundation
 import Logging
 import RdKafka
@@ -261,11 +262,13 @@ struct PublishCommand: ParsableCommand {
 
     func publishLines(checker: EventIntake, logger: Logger) throws {
         let sender = validateOnly ? nil : try makeSender(logger: logger)
-        let source = CheckedLines(reader: LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor), checker: checker)
+        let source = CheckedLines(reader: LineReader(fileDescriptor: FileHandle.standardInput.fileDescriptor), checker: checker) {
+            Self.printError("line \($0): \($1)")
+        }
         let items = AnySequence { AnyIterator { source.next() } }
         guard let sender else {
             for _ in items {}
-            try source.throwIfFailed()
+            try Self.rethrowReadError(source)
             if source.invalid > 0 {
                 throw fail("\(source.invalid) of \(source.total) \(Self.events(source.total)) invalid", code: ExitCodes.dataError)
             }
@@ -275,7 +278,7 @@ struct PublishCommand: ParsableCommand {
         let outcome: EventSender.Outcome
         if allOrNothing {
             let held = Array(items)
-            try source.throwIfFailed()
+            try Self.rethrowReadError(source)
             if source.invalid > 0 {
                 sender.close()
                 throw fail(
@@ -285,19 +288,9 @@ struct PublishCommand: ParsableCommand {
             outcome = sender.sendAll(held)
         } else {
             outcome = sender.sendAll(items)
-            try source.throwIfFailed()
+            try Self.rethrowReadError(source)
         }
         try finish(sender, outcome, invalid: source.invalid, total: source.total)
-    }
-
-    /// The line without surrounding ASCII white space (and, on the first line, a UTF-8 byte-order mark).
-    static func trimmed(_ line: [UInt8], first: Bool) -> [UInt8] {
-        var slice = line[...]
-        if first, slice.starts(with: [0xEF, 0xBB, 0xBF]) { slice = slice.dropFirst(3) }
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
-        while let byte = slice.first, isSpace(byte) { slice = slice.dropFirst() }
-        while let byte = slice.last, isSpace(byte) { slice = slice.dropLast() }
-        return Array(slice)
     }
 
     // MARK: - sending
@@ -365,6 +358,15 @@ struct PublishCommand: ParsableCommand {
         }
     }
 
+    /// Stops with exit 1 and the reader's sentence when stdin could not be read to its end.
+    static func rethrowReadError(_ source: CheckedLines) throws {
+        do {
+            try source.throwIfFailed()
+        } catch {
+            throw fail("\(error)", code: ExitCodes.failure)
+        }
+    }
+
     static func events(_ count: Int, verb: Bool = true) -> String {
         if verb { return count == 1 ? "event is" : "events are" }
         return count == 1 ? "event" : "events"
@@ -372,237 +374,5 @@ struct PublishCommand: ParsableCommand {
 
     static func printError(_ message: String) {
         FileHandle.standardError.write(Data("reddot: \(message)\n".utf8))
-    }
-}
-
-/// The checked events of stdin's JSON lines, one at a time: an invalid line is reported on
-/// stderr and counted, and a read error ends the lines (`throwIfFailed` rethrows it).
-final class CheckedLines {
-    private var reader: LineReader
-    private let checker: EventIntake
-    private var lineNumber = 0
-    private var failure: (any Error)?
-    /// Non-blank lines read.
-    private(set) var total = 0
-    /// Lines that failed the check.
-    private(set) var invalid = 0
-
-    init(reader: LineReader, checker: EventIntake) {
-        self.reader = reader
-        self.checker = checker
-    }
-
-    /// The next valid event, or nil at the end of the input (or after a read error).
-    func next() -> PublishItem? {
-        while failure == nil {
-            let rawLine: [UInt8]
-            do {
-                guard let line = try reader.next() else { return nil }
-                rawLine = line
-            } catch {
-                failure = error
-                return nil
-            }
-            lineNumber += 1
-            let line = PublishCommand.trimmed(rawLine, first: lineNumber == 1)
-            if line.isEmpty { continue }
-            total += 1
-            switch checker.check(line) {
-            case .failure(let rejection):
-                invalid += 1
-                PublishCommand.printError("line \(lineNumber): \(rejection)")
-            case .success(let event):
-                return PublishItem(line: lineNumber, event: event, payload: line)
-            }
-        }
-        return nil
-    }
-
-    /// Rethrows the error that ended the input early, if one did.
-    func throwIfFailed() throws {
-        if let failure { throw failure }
-    }
-}
-
-/// A checked event ready to send: where it came from and its bytes.
-struct PublishItem: Sendable {
-    /// Its line on stdin; nil for an event from flags.
-    var line: Int?
-    var event: BadgeEvent
-    var payload: [UInt8]
-
-    /// The record key: the user id, the first of several, or `*` for a broadcast (DESIGN §3).
-    var key: String { event.recordKey }
-
-    /// `line 3: ` or nothing, to start a message.
-    var label: String { line.map { "line \($0): " } ?? "" }
-}
-
-/// Splits a file descriptor's bytes into lines without decoding them, so that invalid UTF-8
-/// reaches the decoder as it is.
-struct LineReader {
-    let fileDescriptor: Int32
-    private var buffer: [UInt8] = []
-    private var start = 0
-    private var scanned = 0
-    private var finished = false
-
-    init(fileDescriptor: Int32) {
-        self.fileDescriptor = fileDescriptor
-    }
-
-    /// The next line without its `\n`, or nil at the end of the input.
-    mutating func next() throws -> [UInt8]? {
-        while true {
-            if let newline = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
-                let line = Array(buffer[start..<newline])
-                start = newline + 1
-                scanned = start
-                return line
-            }
-            scanned = buffer.count
-            if finished {
-                guard start < buffer.count else { return nil }
-                let line = Array(buffer[start...])
-                start = buffer.count
-                return line
-            }
-            if start > 0 {
-                buffer.removeFirst(start)
-                scanned -= start
-                start = 0
-            }
-            var chunk = [UInt8](repeating: 0, count: 65_536)
-            let count = chunk.withUnsafeMutableBytes { read(fileDescriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw fail("cannot read stdin: \(String(cString: strerror(errno)))", code: ExitCodes.failure)
-            }
-            if count == 0 {
-                finished = true
-            } else {
-                buffer.append(contentsOf: chunk[0..<count])
-            }
-        }
-    }
-}
-
-/// Sends checked events on one producer and collects their delivery reports.
-///
-/// `sendAll` queues the events as its sequence yields them (stdin streams) with
-/// `KafkaProducer.sendAll`, which tallies each outcome exactly once, waits for every report (a
-/// little longer than the delivery timeout), then closes the producer.
-final class EventSender: Sendable {
-    /// Where one event was stored.
-    struct Report: Sendable {
-        var index: Int
-        var label: String
-        var id: String
-        var delivery: KafkaDelivery
-    }
-
-    /// Why one event was not stored.
-    struct Failure: Sendable {
-        var index: Int
-        var label: String
-        var id: String
-        var error: KafkaError
-    }
-
-    /// Every delivery report, in input order (failures: the first few kept).
-    struct Outcome: Sendable {
-        var delivered: [Report]
-        var deliveredCount: Int
-        var failures: [Failure]
-        var failedCount: Int
-    }
-
-    private struct State: Sendable {
-        /// The label and id of each event sent and still without a report, by index.
-        var inFlight: [Int: (label: String, id: String)] = [:]
-        var delivered: [Report] = []
-        var deliveredCount = 0
-        var failures: [Failure] = []
-        var failedCount = 0
-    }
-
-    /// Failures kept for the report; the rest are only counted.
-    static let keptFailures = 10
-
-    let producer: KafkaProducer
-    let topic: String
-    let brokers: String
-    /// librdkafka's delivery timeout as configured; nil or 0 when it retries forever.
-    let timeoutMilliseconds: Int?
-    /// Whether every delivery is kept (for `--verbose`), or only counted.
-    let keepReports: Bool
-    private let state = Mutex(State())
-
-    init(producer: KafkaProducer, topic: String, brokers: String, configuration: KafkaConfiguration, keepReports: Bool) {
-        self.producer = producer
-        self.topic = topic
-        self.brokers = brokers
-        self.keepReports = keepReports
-        let timeout = configuration.properties.last { $0.key == "message.timeout.ms" || $0.key == "delivery.timeout.ms" }
-        self.timeoutMilliseconds = timeout.flatMap { Int($0.value) }
-    }
-
-    /// `10000 ms`, or a note that there is none.
-    var timeoutDescription: String {
-        guard let timeoutMilliseconds, timeoutMilliseconds > 0 else { return "no timeout" }
-        return "\(timeoutMilliseconds) ms"
-    }
-
-    /// Sends every event, keyed by ``PublishItem/key``, waits for every delivery report, closes
-    /// the producer and returns the tally. Events still without a report well after the
-    /// delivery timeout count as failed.
-    func sendAll(_ items: some Sequence<PublishItem>) -> Outcome {
-        var index = 0
-        let records = items.lazy.map { item in
-            self.state.withLock { $0.inFlight[index] = (item.label, item.event.id.rawValue) }
-            index += 1
-            return KafkaOutgoingRecord(topic: self.topic, key: Array(item.key.utf8), payload: item.payload)
-        }
-        // librdkafka takes at most Int32.max ms; clamped so that the sum cannot overflow.
-        let timeout = timeoutMilliseconds.flatMap { $0 > 0 ? Duration.milliseconds(min($0, Int(Int32.max)) + 30_000) : nil }
-        producer.sendAll(records, timeout: timeout) { index, result in
-            guard let (label, id) = self.state.withLock({ $0.inFlight.removeValue(forKey: index) }) else { return }
-            switch result {
-            case .success(let delivery): self.delivered(Report(index: index, label: label, id: id, delivery: delivery))
-            case .failure(let error): self.failed(Failure(index: index, label: label, id: id, error: error))
-            }
-        }
-        producer.close(timeoutMilliseconds: 5_000)
-        return state.withLock { state in
-            Outcome(
-                delivered: state.delivered.sorted { $0.index < $1.index },
-                deliveredCount: state.deliveredCount,
-                failures: state.failures.sorted { $0.index < $1.index },
-                failedCount: state.failedCount)
-        }
-    }
-
-    private func delivered(_ report: Report) {
-        state.withLock { state in
-            state.deliveredCount += 1
-            if keepReports { state.delivered.append(report) }
-        }
-    }
-
-    private func failed(_ failure: Failure) {
-        state.withLock { state in
-            state.failedCount += 1
-            if state.failures.count < Self.keptFailures { state.failures.append(failure) }
-        }
-    }
-
-    /// Closes the producer without sending anything more.
-    func close() {
-        producer.close(timeoutMilliseconds: 1_000)
-    }
-
-    /// Whether an error means the brokers could not be reached (rather than a refusal).
-    static func isUnreachable(_ error: KafkaError) -> Bool {
-        [.messageTimedOut, .timedOut, .transport, .allBrokersDown, .resolve].contains(error.code)
     }
 }
