@@ -1,3 +1,4 @@
+import BadgeCore
 import Foundation
 import Hummingbird
 import Logging
@@ -145,12 +146,5 @@ final class RequestMetrics: Sendable {
             made[key] = created
             return created
         }
-    }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

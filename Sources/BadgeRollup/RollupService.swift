@@ -1,4 +1,5 @@
 import Backoff
+import BadgeCore
 import BadgeStore
 import Foundation
 import Synchronization
@@ -156,11 +157,4 @@ public struct RollupService: Service {
 
 final class FailureCount: Sendable {
     let value = Atomic<Int>(0)
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
 }
