@@ -157,4 +157,87 @@ public enum DevStack {
 
             """
     }
+
+    /// Finds or makes the private cluster (wiping it first with --reset) and starts it unless it
+    /// runs already. Returns whether this run started it (and so stops it).
+    ///
+    /// - Throws: ``DevStartError`` with a sentence: usage errors (an account that does not exist,
+    ///   a folder `--reset` must not wipe) and unavailability (binaries missing, a busy port, a
+    ///   server that does not start).
+    public static func startPostgres(
+        folder: URL, reset: Bool, apiPort port: Int, apiHost host: String, postgresPort: Int, say: (String) -> Void
+    ) throws(DevStartError) -> (DevPostgres, startedHere: Bool) {
+        guard let binaries = DevPostgres.findBinaries() else {
+            throw DevStartError("the PostgreSQL server binaries (initdb, pg_ctl) were not found in /usr/lib/postgresql/*/bin; install postgresql (deploy/dev.sh does) or set REDDOT_PG_BIN",
+                isUsage: false)
+        }
+        let account = geteuid() == 0 ? (ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-dev") : nil
+        if let account, account.isEmpty || account.contains("/") || account.hasPrefix(".") || getpwnam(account) == nil {
+            throw DevStartError("PostgreSQL refuses to run as root, and REDDOT_DEV_PG_USER names no account ('\(account.prefix(40))'): run deploy/dev.sh (it creates reddot-dev), or: useradd --system --home-dir /var/lib/\(account.prefix(40)) \(account.prefix(40))", isUsage: true)
+        }
+
+        if portIsBusy(port, host: host) {
+            throw DevStartError("port \(port) is busy (another RedDot or server?); choose another with --port", isUsage: false)
+        }
+        if reset {
+            if let problem = DevStack.wipeProblem(folder) { throw DevStartError(problem, isUsage: true) }
+            var wiped = [folder]
+            let placement = DevPostgres.placement(dataFolder: folder, account: account)
+            let old = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)
+            if (try? old.isRunning()) == true { old.stop() }
+            try? FileManager.default.removeItem(at: folder)
+            if let account {
+                let outside = DevPostgres.outsideFolder(for: folder, account: account)
+                if FileManager.default.fileExists(atPath: outside.path) {
+                    try? FileManager.default.removeItem(at: outside)
+                    wiped.append(outside)
+                }
+            }
+            say("wiped \(wiped.map(\.path).joined(separator: " and "))")
+        }
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw DevStartError("cannot create the data folder \(folder.path): \(error.localizedDescription)", isUsage: false)
+        }
+        let placement = DevPostgres.placement(dataFolder: folder, account: account)
+        let postgres = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)
+        if let reason = placement.reason {
+            say("the PostgreSQL cluster lives in \(placement.clusterFolder.path) (kept between runs, --reset wipes it), not in \(folder.path): \(reason)")
+        }
+
+        var startedHere = false
+        do {
+            if !postgres.isInitialized { say("creating a PostgreSQL cluster in \(postgres.dataDirectory.path) (first start)") }
+            try postgres.initializeIfNeeded()
+            if try postgres.isRunning() {
+                say("PostgreSQL is already running on this data folder; reusing it")
+            } else {
+                if portIsBusy(postgresPort) {
+                    throw DevStartError("port \(postgresPort) is busy (another PostgreSQL?); choose another with --pg-port", isUsage: false)
+                }
+                try postgres.start()
+                startedHere = true
+            }
+        } catch let error as DevStartError {
+            throw error
+        } catch {
+            throw DevStartError("\(error)", isUsage: false)
+        }
+        return (postgres, startedHere)
+    }
+}
+
+/// Why `reddot dev` could not start its PostgreSQL.
+public struct DevStartError: Error, CustomStringConvertible {
+    /// A sentence for the operator.
+    public var description: String
+    /// Whether the arguments or environment are at fault (exit 64) rather than the machine (69).
+    public var isUsage: Bool
+
+    /// An error.
+    public init(_ description: String, isUsage: Bool) {
+        self.description = description
+        self.isUsage = isUsage
+    }
 }

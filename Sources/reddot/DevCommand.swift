@@ -86,63 +86,14 @@ struct DevCommand: AsyncParsableCommand {
     }
 
     /// Finds or makes the private cluster (wiping it first with --reset) and starts it unless it
-    /// runs already. Returns whether this run started it (and so stops it).
+    /// runs already (see `DevStack.startPostgres`). Returns whether this run started it.
     private func startPostgres(folder: URL) throws -> (DevPostgres, startedHere: Bool) {
-        guard let binaries = DevPostgres.findBinaries() else {
-            throw fail(
-                "the PostgreSQL server binaries (initdb, pg_ctl) were not found in /usr/lib/postgresql/*/bin; install postgresql (deploy/dev.sh does) or set REDDOT_PG_BIN",
-                code: ExitCodes.unavailable)
-        }
-        let account = geteuid() == 0 ? (ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-dev") : nil
-        if let account, account.isEmpty || account.contains("/") || account.hasPrefix(".") || getpwnam(account) == nil {
-            throw fail(
-                "PostgreSQL refuses to run as root, and REDDOT_DEV_PG_USER names no account ('\(account.prefix(40))'): run deploy/dev.sh (it creates reddot-dev), or: useradd --system --home-dir /var/lib/\(account.prefix(40)) \(account.prefix(40))",
-                code: ExitCodes.usage)
-        }
-
-        if portIsBusy(port, host: host) {
-            throw fail("port \(port) is busy (another RedDot or server?); choose another with --port", code: ExitCodes.unavailable)
-        }
-        if reset {
-            if let problem = DevStack.wipeProblem(folder) { throw fail(problem, code: ExitCodes.usage) }
-            var wiped = [folder]
-            let placement = DevPostgres.placement(dataFolder: folder, account: account)
-            let old = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)
-            if (try? old.isRunning()) == true { old.stop() }
-            try? FileManager.default.removeItem(at: folder)
-            if let account {
-                let outside = DevPostgres.outsideFolder(for: folder, account: account)
-                if FileManager.default.fileExists(atPath: outside.path) {
-                    try? FileManager.default.removeItem(at: outside)
-                    wiped.append(outside)
-                }
-            }
-            say("wiped \(wiped.map(\.path).joined(separator: " and "))")
-        }
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let placement = DevPostgres.placement(dataFolder: folder, account: account)
-        let postgres = DevPostgres(clusterFolder: placement.clusterFolder, port: postgresPort, binDirectory: binaries, runAs: account)
-        if let reason = placement.reason {
-            say("the PostgreSQL cluster lives in \(placement.clusterFolder.path) (kept between runs, --reset wipes it), not in \(folder.path): \(reason)")
-        }
-
-        var startedHere = false
         do {
-            if !postgres.isInitialized { say("creating a PostgreSQL cluster in \(postgres.dataDirectory.path) (first start)") }
-            try postgres.initializeIfNeeded()
-            if try postgres.isRunning() {
-                say("PostgreSQL is already running on this data folder; reusing it")
-            } else {
-                if portIsBusy(postgresPort) {
-                    throw fail("port \(postgresPort) is busy (another PostgreSQL?); choose another with --pg-port", code: ExitCodes.unavailable)
-                }
-                try postgres.start()
-                startedHere = true
-            }
-        } catch let error as DevError {
-            throw fail(error.description, code: ExitCodes.unavailable)
+            return try DevStack.startPostgres(
+                folder: folder, reset: reset, apiPort: port, apiHost: host, postgresPort: postgresPort, say: say)
+        } catch {
+            throw fail(error.description, code: error.isUsage ? ExitCodes.usage : ExitCodes.unavailable)
         }
-        return (postgres, startedHere)
     }
 
     /// Runs ingest, rollup and the API on `postgres` and `brokers` until Ctrl-C, and prints the

@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 import BadgeCore
 import BadgePublish
 import Foundation
@@ -75,7 +75,7 @@ struct PublishCommand: ParsableCommand {
     var everyone = false
 
     @Option(help: ArgumentHelp("A direct operation: set, incr or clear (with --path).", valueName: "op"))
-    var op: Operation?
+    var op: FlagEvent.Operation?
 
     @Option(help: ArgumentHelp("The badge path of --op, e.g. root.chat.c7.", valueName: "path"))
     var path: String?
@@ -126,71 +126,30 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else warning.")
     var logLevel: String?
 
-    /// The direct operations, as flags spell them.
-    enum Operation: String, ExpressibleByArgument, CaseIterable {
-        case set, incr, clear
-    }
 
     /// Milliseconds librdkafka tries to deliver a record before failing it, unless `-X` says.
     static let defaultMessageTimeoutMilliseconds = 10_000
 
+    /// The one event the flags describe.
+    var flagEvent: FlagEvent {
+        var event = FlagEvent()
+        (event.id, event.users, event.everyone, event.path) = (id, users, everyone, path)
+        event.operation = op
+        (event.count, event.by, event.icon, event.force) = (count, by, icon, force)
+        (event.type, event.attributes, event.occurredAt, event.expiresAt) = (type, attributes, occurredAt, expiresAt)
+        return event
+    }
+
     func validate() throws {
-        let eventFlags = eventFlagNames()
+        let event = flagEvent
         if stdin {
-            if !eventFlags.isEmpty {
-                throw ValidationError(
-                    "--stdin reads whole events; leave out \(eventFlags.joined(separator: ", "))")
+            if !event.givenFlags.isEmpty {
+                throw ValidationError("--stdin reads whole events; leave out \(event.givenFlags.joined(separator: ", "))")
             }
             return
         }
         if allOrNothing { throw ValidationError("--all-or-nothing goes with --stdin") }
-        switch (op, type) {
-        case (nil, nil):
-            throw ValidationError(
-                "give --op (a badge operation) or --type (a content event) for one event, or --stdin for JSON lines")
-        case (.some, .some):
-            throw ValidationError("--op and --type exclude each other")
-        default:
-            break
-        }
-        if users.isEmpty == !everyone {
-            throw ValidationError(everyone ? "--user and --all exclude each other" : "give --user U (repeatable) or --all")
-        }
-        if let op {
-            if path == nil { throw ValidationError("--op \(op.rawValue) needs --path") }
-            if !attributes.isEmpty { throw ValidationError("--attr goes with --type") }
-            if count != nil, op != .set { throw ValidationError("--count goes with --op set") }
-            if icon != nil, op != .set { throw ValidationError("--icon goes with --op set") }
-            if by != nil, op != .incr { throw ValidationError("--by goes with --op incr") }
-            if force, op != .clear { throw ValidationError("--force goes with --op clear") }
-        } else {
-            let operationFlags = [
-                ("--path", path != nil), ("--count", count != nil), ("--by", by != nil),
-                ("--icon", icon != nil), ("--force", force),
-            ]
-            if let given = operationFlags.first(where: { $0.1 }) {
-                throw ValidationError("\(given.0) goes with --op, not --type")
-            }
-        }
-        for attribute in attributes where Self.splitAttribute(attribute) == nil {
-            throw ValidationError("--attr '\(attribute.prefix(80))' is not key=value")
-        }
-    }
-
-    /// The event flags given, by name.
-    func eventFlagNames() -> [String] {
-        let flags: [(String, Bool)] = [
-            ("--id", id != nil), ("--user", !users.isEmpty), ("--all", everyone), ("--op", op != nil),
-            ("--path", path != nil), ("--count", count != nil), ("--by", by != nil), ("--icon", icon != nil),
-            ("--force", force), ("--type", type != nil), ("--attr", !attributes.isEmpty),
-            ("--occurred-at", occurredAt != nil), ("--expires-at", expiresAt != nil),
-        ]
-        return flags.filter(\.1).map(\.0)
-    }
-
-    static func splitAttribute(_ text: String) -> (key: String, value: String)? {
-        guard let equals = text.firstIndex(of: "="), equals != text.startIndex else { return nil }
-        return (String(text[..<equals]), String(text[text.index(after: equals)...]))
+        if let problem = event.problem { throw ValidationError(problem) }
     }
 
     func run() throws {
@@ -210,40 +169,9 @@ struct PublishCommand: ParsableCommand {
 
     // MARK: - one event from flags
 
-    /// The event the flags describe, as a JSON object for the decoder to check.
-    func flagEventJSON() throws -> Data {
-        var object: [String: Any] = ["id": id ?? UUID().uuidString.lowercased()]
-        if everyone {
-            object["audience"] = "all"
-        } else if users.count == 1 {
-            object["user"] = users[0]
-        } else {
-            object["users"] = users
-        }
-        if let op {
-            object["op"] = op.rawValue
-            object["path"] = path
-            if let count { object["count"] = count }
-            if let by { object["by"] = by }
-            if let icon { object["icon"] = icon }
-            if force { object["force"] = true }
-        }
-        if let type {
-            object["type"] = type
-            var attributeObject: [String: String] = [:]
-            for attribute in attributes {
-                if let (key, value) = Self.splitAttribute(attribute) { attributeObject[key] = value }
-            }
-            if !attributeObject.isEmpty { object["attrs"] = attributeObject }
-        }
-        if let occurredAt { object["occurred_at"] = occurredAt }
-        if let expiresAt { object["expires_at"] = expiresAt }
-        return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-    }
-
     func publishFlagEvent(checker: EventIntake, logger: Logger) throws {
         let event: BadgeEvent
-        switch checker.check(Array(try flagEventJSON())) {
+        switch checker.check(Array(try flagEvent.json())) {
         case .failure(let rejection):
             throw fail("\(rejection)", code: ExitCodes.usage)
         case .success(let decoded):
@@ -376,3 +304,5 @@ struct PublishCommand: ParsableCommand {
         FileHandle.standardError.write(Data("reddot: \(message)\n".utf8))
     }
 }
+
+extension FlagEvent.Operation: ExpressibleByArgument {}
