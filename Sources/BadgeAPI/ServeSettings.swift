@@ -1,5 +1,7 @@
+import BadgeCore
 import Foundation
 public import LibPQ
+public import Logging
 
 /// What `reddot serve` (and `reddot run`) was given for the query service: each flag's value, nil
 /// when the flag was left out and its `REDDOT_*` variable or default applies. `reddot` owns the
@@ -44,6 +46,10 @@ public struct ServeSettings: Sendable {
     public var maximumStreams: Int?
     /// `--max-streams-per-user`; else `REDDOT_HTTP_MAX_STREAMS_PER_USER`, else 32.
     public var maximumStreamsPerUser: Int?
+    /// `--publish-brokers`; else `REDDOT_KAFKA_BROKERS`; without either, no publishing.
+    public var publishBrokers: String?
+    /// `--publish-topic`; else `REDDOT_KAFKA_TOPIC`.
+    public var publishTopic: String?
 
     /// Settings with every flag left out.
     public init() {}
@@ -137,6 +143,21 @@ public struct ServeSettings: Sendable {
             limits.maximumStreamsPerUser = count
         }
         return limits
+    }
+
+    /// The Kafka publisher for `POST /v1/events` when brokers are set; nil otherwise.
+    ///
+    /// - Parameters:
+    ///   - events: the events topic's brokers and name when the process has them (`reddot run`),
+    ///     used when neither the flag nor the variable is set.
+    ///   - defaultTopic: the topic when nothing else names one.
+    /// - Throws: `ServeSettingsError` for a topic that is not a valid name or a producer that cannot be made.
+    public func publisher(
+        events: (brokers: String, topic: String)?, defaultTopic: String, environment: [String: String], logger: Logger
+    ) throws(ServeSettingsError) -> KafkaEventPublisher? {
+        guard let brokers = Self.setting(publishBrokers, "REDDOT_KAFKA_BROKERS", environment) ?? events?.brokers else { return nil }
+        let topic = Self.setting(publishTopic, "REDDOT_KAFKA_TOPIC", environment) ?? events?.topic ?? defaultTopic
+        return try KafkaEventPublisher(brokers: brokers, topic: topic, logger: logger)
     }
 
     /// The token settings; the JWKS file is read here.

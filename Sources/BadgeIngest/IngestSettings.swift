@@ -1,5 +1,5 @@
 import Foundation
-public import RdKafka
+import RdKafka
 
 /// What `reddot ingest` (and `reddot run`) was given for the consumer: each flag's value, nil
 /// when the flag was left out and its `REDDOT_*` variable or default applies. `reddot` owns the

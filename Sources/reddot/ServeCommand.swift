@@ -3,7 +3,6 @@ import BadgeAPI
 import Foundation
 import Logging
 import Prometheus
-import RdKafka
 import ServiceLifecycle
 
 /// `reddot serve`: the query service.
@@ -97,6 +96,7 @@ struct ServeOptions: ParsableArguments {
         (settings.treeCacheMaximumAgeSeconds, settings.idleTimeoutSeconds) = (treeCacheMaximumAgeSeconds, idleTimeoutSeconds)
         (settings.bodyTimeoutSeconds, settings.maximumConnections) = (bodyTimeoutSeconds, maximumConnections)
         (settings.maximumStreams, settings.maximumStreamsPerUser) = (maximumStreams, maximumStreamsPerUser)
+        (settings.publishBrokers, settings.publishTopic) = (publishBrokers, publishTopic)
         return settings
     }
 
@@ -119,7 +119,8 @@ struct ServeOptions: ParsableArguments {
         do {
             let configuration = try settings.configuration(
                 database: database.configuration(), environment: Self.environment, forceLiveView: forceLiveView)
-            let publisher = try makePublisher(events: events, logger: logger)
+            let publisher = try settings.publisher(
+                events: events, defaultTopic: KafkaOptions.defaultTopic, environment: Self.environment, logger: logger)
             let built = try await BadgeAPI.buildApplication(
                 configuration: configuration, publisher: publisher, metrics: registry, logger: logger, onRunning: onRunning)
             if configuration.auth.insecureNoAuth {
@@ -130,37 +131,6 @@ struct ServeOptions: ParsableArguments {
             throw fail(error.message, code: ExitCodes.usage)
         } catch let error as AuthSetupError {
             throw fail(error.description, code: ExitCodes.usage)
-        }
-    }
-
-    /// The Kafka publisher for `POST /v1/events`, when brokers are set; nil otherwise.
-    ///
-    /// - Throws: `ExitCode` 64 with a sentence for a bad topic or a producer that cannot be made.
-    func makePublisher(events: (brokers: String, topic: String)?, logger: Logger) throws -> KafkaEventPublisher? {
-        guard let brokers = ServeSettings.setting(publishBrokers, "REDDOT_KAFKA_BROKERS", Self.environment) ?? events?.brokers else { return nil }
-        let topic = ServeSettings.setting(publishTopic, "REDDOT_KAFKA_TOPIC", Self.environment) ?? events?.topic ?? KafkaOptions.defaultTopic
-        if let problem = KafkaOptions.topicProblem(topic) { throw fail(problem, code: ExitCodes.usage) }
-        var kafka = KafkaConfiguration(bootstrapServers: brokers)
-        kafka.set("client.id", "reddot-serve")
-        kafka.set("message.timeout.ms", "10000")
-        do {
-            return KafkaEventPublisher(producer: try KafkaProducer(configuration: kafka, logger: logger), topic: topic)
-        } catch {
-            throw fail("cannot create the Kafka producer: \(error.message)", code: ExitCodes.usage)
-        }
-    }
-}
-
-/// `POST /v1/events` through a Kafka producer.
-struct KafkaEventPublisher: EventPublisher {
-    let producer: KafkaProducer
-    let topic: String
-
-    func publish(_ records: [(key: String, payload: [UInt8])]) async throws -> [PublishedRecord] {
-        let outgoing = records.map { KafkaOutgoingRecord(topic: topic, key: Array($0.key.utf8), payload: $0.payload) }
-        return try await producer.sendAll(outgoing).map { result in
-            let delivery = try result.get()
-            return PublishedRecord(partition: delivery.partition, offset: delivery.offset)
         }
     }
 }
