@@ -110,7 +110,7 @@ let package = Package(
         .target(
             name: "BadgeAPI",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,5 +1,5 @@
 /// Where `POST /v1/events` sends checked events: the Kafka topic that ingest consumes.
-/// `reddot serve` implements it with its Kafka producer.
+/// `KafkaEventPublisher` implements it with a Kafka producer.
 public protocol EventPublisher: Sendable {
     /// Sends the records in order and waits until the broker has acknowledged every one.
     ///

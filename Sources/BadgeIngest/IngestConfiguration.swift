@@ -1,5 +1,6 @@
 public import BadgeCore
 public import LibPQ
+public import Logging
 public import RdKafka
 
 /// Everything `reddot ingest` needs to know.
@@ -44,5 +45,20 @@ public struct IngestConfiguration: Sendable {
     public init(kafka: KafkaConfiguration, database: PGConfiguration) {
         self.kafka = kafka
         self.database = database
+    }
+}
+
+extension IngestConfiguration {
+    /// Logs, at info, what an ingest starts with: `brokers` (the bootstrap list), the topics,
+    /// the group and member name, librdkafka's version and how many event types the rules map.
+    /// No property value is logged (they may hold passwords).
+    public func logStart(brokers: String, logger: Logger) {
+        logger.info(
+            "starting ingest",
+            metadata: [
+                "kafka.brokers": "\(brokers)", "kafka.topic": "\(topic)", "kafka.group": "\(group)",
+                "kafka.dlq_topic": "\(deadLetterTopic)", "librdkafka.version": "\(RdKafkaVersion.text)",
+                "kafka.group_instance_id": "\(instanceID ?? "none")", "rules.types": "\(rules.types.count)",
+            ])
     }
 }

@@ -27,3 +27,15 @@ public struct RollupConfiguration: Sendable {
         self.queueDepthInterval = queueDepthInterval
     }
 }
+
+extension RollupConfiguration {
+    /// The first of `reddot rollup`'s numbers outside its range, as a sentence naming the flag
+    /// (the command's usage error); nil when all are in range.
+    public static func flagProblem(workers: Int, batchSize: Int, idleMilliseconds: Int, expiryIntervalMilliseconds: Int) -> String? {
+        guard (1...64).contains(workers) else { return "--rollup-workers takes 1…64" }
+        guard (1...100_000).contains(batchSize) else { return "--rollup-batch-size takes 1…100000" }
+        guard (1...3_600_000).contains(idleMilliseconds) else { return "--rollup-idle-ms takes 1…3600000" }
+        guard (10...3_600_000).contains(expiryIntervalMilliseconds) else { return "--expiry-interval-ms takes 10…3600000" }
+        return nil
+    }
+}

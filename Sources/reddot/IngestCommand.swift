@@ -1,8 +1,5 @@
 import ArgumentParser
-import BadgeCore
 import BadgeIngest
-import Foundation
-import LibPQ
 import Logging
 import RdKafka
 import ServiceLifecycle
@@ -56,7 +53,6 @@ struct IngestCommand: AsyncParsableCommand {
 struct IngestOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The consumer group. Default: REDDOT_KAFKA_GROUP, else reddot-ingest.", valueName: "id"))
     var group: String?
-
     @Option(
         name: .customLong("instance-id"),
         help: ArgumentHelp(
@@ -67,88 +63,49 @@ struct IngestOptions: ParsableArguments {
                 + "else the host name (in Kubernetes, the pod name); 'none' makes a dynamic member.",
             valueName: "name"))
     var instanceID: String?
-
     @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq.", valueName: "name"))
     var deadLetterTopic: String?
-
     @Option(help: ArgumentHelp("The rules file mapping content event types to badge operations (YAML). Default: REDDOT_RULES_FILE; without one, only direct operations (op) are accepted.", valueName: "file"))
     var rules: String?
-
     @Option(name: .customLong("batch-size"), help: "The most records written in one transaction.")
     var batchSize: Int = 5_000
-
     @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
     var batchWaitMilliseconds: Int = 100
-
     @Option(help: "Writer threads (each with its own database connection) that commit a batch's partitions in parallel.")
     var writers: Int = 2
-
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     var startFrom: String = "earliest"
-
     @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates.")
     var eventRetentionDays: Double = 7
 
-    func validate() throws {
-        guard batchSize >= 1, batchSize <= 100_000 else { throw ValidationError("--batch-size takes 1…100000") }
-        guard (1...16).contains(writers) else { throw ValidationError("--writers takes 1…16") }
-        guard (0...3_600_000).contains(batchWaitMilliseconds) else { throw ValidationError("--batch-wait-ms takes 0…3600000") }
-        guard ["earliest", "latest"].contains(startFrom) else { throw ValidationError("--start-from takes earliest or latest") }
-        // Bounded before `.seconds(days * 86400)`, which traps beyond Int128 attoseconds (1e300, inf).
-        guard eventRetentionDays > 0, eventRetentionDays <= 36_500 else { throw ValidationError("--event-retention-days takes a number > 0 and ≤ 36500") }
-        if let name = Self.instanceName(flag: instanceID), let problem = KafkaConfiguration.nameProblem(name, kind: "instance id") {
-            throw ValidationError("\(problem) (--instance-id or REDDOT_INSTANCE_ID)")
-        }
+    /// The flags as the library's settings.
+    var settings: IngestSettings {
+        var settings = IngestSettings()
+        (settings.group, settings.instanceID, settings.deadLetterTopic) = (group, instanceID, deadLetterTopic)
+        (settings.batchSize, settings.batchWaitMilliseconds, settings.writers) = (batchSize, batchWaitMilliseconds, writers)
+        (settings.startFrom, settings.eventRetentionDays) = (startFrom, eventRetentionDays)
+        return settings
     }
 
-    /// The static member name: the flag, then `REDDOT_INSTANCE_ID`, then the host name made
-    /// into a valid name; nil for `none` (a dynamic member).
-    static func instanceName(flag: String?) -> String? {
-        let given = KafkaOptions.nonEmpty(flag) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_INSTANCE_ID"])
-        if let given { return given == "none" ? nil : given }
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return nil }
-        let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let name = String(
-            host.unicodeScalars.prefix(200).map { scalar -> Character in
-                switch scalar {
-                case "a"..."z", "A"..."Z", "0"..."9", ".", "_", "-": Character(scalar)
-                default: "-"
-                }
-            })
-        return name.isEmpty || name == "." || name == ".." ? nil : name
+    func validate() throws {
+        if let problem = settings.flagProblem(environment: KafkaOptions.environment) { throw ValidationError(problem) }
     }
 
     /// The ingest configuration from these options, the Kafka and the database options.
     ///
     /// - Throws: `ExitCode` 65 (with a sentence) for an unreadable or invalid rules file.
     func configuration(kafka: KafkaOptions, database: DatabaseOptions) throws -> IngestConfiguration {
-        let environment = ProcessInfo.processInfo.environment
         let ruleSet = try loadRules(rules)
         var configuration = IngestConfiguration(kafka: try kafka.configuration(), database: database.configuration())
         configuration.topic = kafka.topic
-        configuration.group = group ?? environment["REDDOT_KAFKA_GROUP"] ?? "reddot-ingest"
-        configuration.instanceID = Self.instanceName(flag: instanceID)
-        configuration.deadLetterTopic = deadLetterTopic ?? environment["REDDOT_KAFKA_DLQ_TOPIC"] ?? "\(kafka.topic).dlq"
         configuration.rules = ruleSet
-        configuration.batchSize = batchSize
-        configuration.batchWaitMilliseconds = batchWaitMilliseconds
-        configuration.writers = writers
-        configuration.startFromEnd = startFrom == "latest"
-        configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
+        settings.apply(to: &configuration, environment: KafkaOptions.environment)
         return configuration
     }
 
     /// Logs the settings and refuses a librdkafka older than 2.0 (exit 1).
     func logStart(_ configuration: IngestConfiguration, kafka: KafkaOptions, logger: Logger) throws {
-        logger.info(
-            "starting ingest",
-            metadata: [
-                "kafka.brokers": "\(kafka.brokers)", "kafka.topic": "\(configuration.topic)", "kafka.group": "\(configuration.group)",
-                "kafka.dlq_topic": "\(configuration.deadLetterTopic)", "librdkafka.version": "\(RdKafkaVersion.text)",
-                "kafka.group_instance_id": "\(configuration.instanceID ?? "none")",
-                "rules.types": "\(configuration.rules.types.count)",
-            ])
+        configuration.logStart(brokers: kafka.brokers, logger: logger)
         do {
             try RdKafkaVersion.requireSupported()
         } catch {

@@ -1,9 +1,3 @@
-import ArgumentParser
-import BadgeAPI
-import BadgeStore
-import Foundation
-import LibPQ
-import Logging
 import Metrics
 import Prometheus
 

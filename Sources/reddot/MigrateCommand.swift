@@ -2,7 +2,6 @@ import ArgumentParser
 import BadgeStore
 import Foundation
 import LibPQ
-import Logging
 
 /// `reddot migrate`: the ops migration tool.
 struct MigrateCommand: AsyncParsableCommand {
@@ -40,10 +39,8 @@ struct MigrateCommand: AsyncParsableCommand {
                 "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else ./migrations, else the one installed beside the executable (../share/reddot/migrations).",
                 valueName: "dir"))
         var directory: String?
-
         @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another migrator to finish.")
         var lockWaitSeconds: Double = 60
-
         @Option(name: .customLong("lock-timeout"), help: "Seconds a migration may wait for a table lock (lock_timeout) before giving up; 0 waits forever.")
         var lockTimeoutSeconds: Double = 10
 
@@ -62,22 +59,11 @@ struct MigrateCommand: AsyncParsableCommand {
         /// to its documented exit code and a sentence on stderr.
         func run<T: Sendable>(_ body: @escaping @Sendable (Migrator, PGConnection) throws -> T) async throws -> T {
             let logger = try database.logger(label: "reddot.migrate")
-            let files: [MigrationFile]
             do {
-                files = try MigrationFile.load(from: try resolveDirectory())
-            } catch let error as MigrationError {
-                throw fail(error.message, code: error.exitCode)
-            }
-            let migrator = Migrator(
-                files: files,
-                lockWaitMilliseconds: Int(lockWaitSeconds * 1000),
-                lockTimeoutMilliseconds: Int(lockTimeoutSeconds * 1000),
-                logger: logger)
-            // Migrations may run long: no statement_timeout on this connection.
-            let pool = PGPool(configuration: database.configuration(statementTimeoutMilliseconds: 0), maximumConnections: 1, logger: logger)
-            defer { pool.close() }
-            do {
-                return try await pool.withConnection { connection in try body(migrator, connection) }
+                let files = try MigrationFile.load(from: try resolveDirectory())
+                return try await Migrator.withConnection(
+                    files: files, database: database.configuration(), lockWaitSeconds: lockWaitSeconds, lockTimeoutSeconds: lockTimeoutSeconds,
+                    logger: logger, body)
             } catch let error as MigrationError {
                 throw fail(error.message, code: error.exitCode)
             } catch let error as PGError {
@@ -89,29 +75,14 @@ struct MigrateCommand: AsyncParsableCommand {
             try Self.resolveDirectory(directory)
         }
 
-        /// The migrations directory: `explicit`, else `REDDOT_MIGRATIONS_DIR`, else `./migrations`,
-        /// else the one installed beside the executable (or the source tree's, for a development
-        /// build). Fails with exit 65 and a sentence when none exists.
+        /// The migrations directory (`MigrationDirectory.resolve`, from `explicit`, the variable or
+        /// the places it looks in). Fails with exit 65 and a sentence when none exists.
         static func resolveDirectory(_ explicit: String?) throws -> URL {
-            let environment = ProcessInfo.processInfo.environment
-            if let explicit = explicit ?? environment["REDDOT_MIGRATIONS_DIR"] {
-                return URL(fileURLWithPath: explicit)
+            do {
+                return try MigrationDirectory.resolve(explicit, environment: ProcessInfo.processInfo.environment, executable: CommandLine.arguments[0])
+            } catch {
+                throw fail(error.message, code: error.exitCode)
             }
-            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-            let candidates = [
-                URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"),
-                executable.appendingPathComponent("../share/reddot/migrations").standardized,
-                // A development build inside the source tree (.build/debug/reddot).
-                executable.appendingPathComponent("../../../migrations").standardized,
-                executable.appendingPathComponent("../../../../migrations").standardized,
-            ]
-            var isDirectory: ObjCBool = false
-            for candidate in candidates where FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory) && isDirectory.boolValue {
-                return candidate
-            }
-            throw fail(
-                "no migrations directory found (looked in \(candidates.map(\.path).joined(separator: ", "))); pass --migrations DIR or set REDDOT_MIGRATIONS_DIR",
-                code: ExitCodes.dataError)
         }
     }
 
@@ -124,8 +95,7 @@ struct MigrateCommand: AsyncParsableCommand {
             let applied = try await options.run { migrator, connection in
                 (try migrator.up(on: connection).map(\.fileName), migrator.files.count)
             }
-            for name in applied.0 { print("applied \(name)") }
-            print(applied.0.isEmpty ? "nothing to apply: the schema is current (\(applied.1) migrations)" : "the schema is current (\(applied.1) migrations)")
+            print(MigrationStatus.upReport(applied: applied.0, fileCount: applied.1))
         }
     }
 
@@ -139,13 +109,7 @@ struct MigrateCommand: AsyncParsableCommand {
 
         func run() async throws {
             let status = try await options.run { migrator, connection in try migrator.status(on: connection) }
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                print(String(decoding: try encoder.encode(status), as: UTF8.self))
-            } else {
-                print(status.text)
-            }
+            if json { try printJSON(status) } else { print(status.text) }
             if status.problemCount > 0 { throw ExitCode(ExitCodes.dataError) }
         }
     }
@@ -162,7 +126,7 @@ struct MigrateCommand: AsyncParsableCommand {
             let status = try await options.run { migrator, connection in
                 try migrator.verify(on: connection, failIfPending: failIfPending)
             }
-            print("ok: \(status.appliedCount) applied migration(s) match their files; \(status.pendingCount) pending")
+            print(status.verifiedSummary)
         }
     }
 

@@ -1,10 +1,5 @@
 import ArgumentParser
 import BadgeAPI
-import BadgeIngest
-import BadgeRollup
-import BadgeStore
-import Foundation
-import LibPQ
 import Logging
 import Prometheus
 import ServiceLifecycle
@@ -15,8 +10,11 @@ struct OperationsOptions: ParsableArguments {
     @Option(name: .customLong("metrics-port"), help: ArgumentHelp("Serve /healthz and /metrics (Prometheus) on this port. Default: REDDOT_METRICS_PORT; none without it.", valueName: "port"))
     var metricsPort: Int?
 
+    /// The operations server when a port is given.
+    ///
+    /// - Throws: `ExitCode` 64 with a sentence for a variable that is not a port number.
     func server(registry: PrometheusCollectorRegistry, logger: Logger) throws -> (any Service)? {
-        guard let text = ServeOptions.setting(metricsPort.map(String.init), "REDDOT_METRICS_PORT") else { return nil }
+        guard let text = ServeSettings.setting(metricsPort.map(String.init), "REDDOT_METRICS_PORT", ServeOptions.environment) else { return nil }
         guard let port = Int(text), (0...65_535).contains(port) else {
             throw fail("the metrics port '\(text)' is not a port number", code: ExitCodes.usage)
         }

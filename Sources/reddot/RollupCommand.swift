@@ -1,12 +1,6 @@
 import ArgumentParser
-import BadgeAPI
-import BadgeIngest
 import BadgeRollup
-import BadgeStore
-import Foundation
-import LibPQ
 import Logging
-import Prometheus
 import ServiceLifecycle
 
 /// `reddot rollup`: the rollup workers.
@@ -45,33 +39,24 @@ struct RollupCommand: AsyncParsableCommand {
 struct RollupOptions: ParsableArguments {
     @Option(name: .customLong("rollup-workers"), help: "Concurrent rollup workers in this process, each with a connection.")
     var workers = 2
-
     @Option(name: .customLong("rollup-batch-size"), help: "Users claimed and recomputed per transaction.")
     var batchSize = 500
-
     @Option(name: .customLong("rollup-idle-ms"), help: "How long an idle worker waits before looking again, in milliseconds.")
     var idleMilliseconds = 20
-
     @Option(name: .customLong("expiry-interval-ms"), help: "How often expired badges and broadcasts are swept, in milliseconds.")
     var expiryIntervalMilliseconds = 1_000
 
     func validate() throws {
-        guard (1...64).contains(workers) else { throw ValidationError("--rollup-workers takes 1…64") }
-        guard (1...100_000).contains(batchSize) else { throw ValidationError("--rollup-batch-size takes 1…100000") }
-        guard (1...3_600_000).contains(idleMilliseconds) else { throw ValidationError("--rollup-idle-ms takes 1…3600000") }
-        guard (10...3_600_000).contains(expiryIntervalMilliseconds) else { throw ValidationError("--expiry-interval-ms takes 10…3600000") }
+        let problem = RollupConfiguration.flagProblem(
+            workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds)
+        if let problem { throw ValidationError(problem) }
     }
 
+    /// The rollup workers on a pool of their own (one connection each, and one for the sweeper).
     func service(database: DatabaseOptions, logger: Logger) -> RollupService {
-        var configuration = database.configuration(statementTimeoutMilliseconds: 60_000)
-        configuration.sessionSettings += BadgeStore.recommendedSessionSettings
-        configuration.applicationName = "reddot-rollup"
-        let pool = PGPool(configuration: configuration, maximumConnections: workers + 1, logger: logger)
-        return RollupService(
-            pool: pool,
-            configuration: RollupConfiguration(
-                workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
-                expiryInterval: .milliseconds(expiryIntervalMilliseconds)),
-            logger: logger)
+        let configuration = RollupConfiguration(
+            workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
+            expiryInterval: .milliseconds(expiryIntervalMilliseconds))
+        return RollupService(database: database.configuration(), configuration: configuration, logger: logger)
     }
 }

@@ -1,12 +1,5 @@
 import ArgumentParser
-import BadgeAPI
 import BadgeIngest
-import BadgeRollup
-import BadgeStore
-import Foundation
-import LibPQ
-import Logging
-import Prometheus
 import ServiceLifecycle
 
 /// `reddot run`: ingest, rollup and serve in one process.

@@ -1,11 +1,5 @@
 import ArgumentParser
 import BadgeAPI
-import BadgeStore
-import Foundation
-import LibPQ
-import Logging
-import Metrics
-import Prometheus
 
 /// `reddot token`: signs an HS256 token, for development and tests.
 struct TokenCommand: AsyncParsableCommand {
@@ -19,22 +13,16 @@ struct TokenCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("The user the token acts for (sub).", valueName: "user"))
     var subject: String?
-
     @Flag(help: "Add scope reddot:admin (any user, publishing).")
     var admin = false
-
     @Option(help: ArgumentHelp("Extra scopes (repeatable).", valueName: "scope"))
     var scope: [String] = []
-
     @Option(name: .customLong("expires-in"), help: "Seconds until the token expires.")
     var expiresIn: Double = 3_600
-
     @Option(name: .customLong("jwt-hs256-secret"), help: ArgumentHelp("The secret. Default: REDDOT_JWT_HS256_SECRET.", valueName: "secret"))
     var secret: String?
-
     @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("aud. Default: REDDOT_JWT_AUDIENCE.", valueName: "aud"))
     var audience: String?
-
     @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("iss. Default: REDDOT_JWT_ISSUER.", valueName: "iss"))
     var issuer: String?
 
@@ -46,7 +34,7 @@ struct TokenCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let secret = ServeOptions.setting(secret, "REDDOT_JWT_HS256_SECRET") else {
+        guard let secret = ServeSettings.setting(secret, "REDDOT_JWT_HS256_SECRET", ServeOptions.environment) else {
             throw fail("no secret: give --jwt-hs256-secret or set REDDOT_JWT_HS256_SECRET", code: ExitCodes.usage)
         }
         guard secret.utf8.count >= 32 else { throw fail("the secret must be at least 32 bytes long", code: ExitCodes.usage) }
@@ -55,7 +43,8 @@ struct TokenCommand: AsyncParsableCommand {
         }
         let token = try await Authenticator.makeHS256Token(
             secret: secret, subject: subject, scopes: (admin ? [Principal.adminScope] : []) + scope, expiresIn: expiresIn,
-            audience: ServeOptions.setting(audience, "REDDOT_JWT_AUDIENCE"), issuer: ServeOptions.setting(issuer, "REDDOT_JWT_ISSUER"))
+            audience: ServeSettings.setting(audience, "REDDOT_JWT_AUDIENCE", ServeOptions.environment),
+            issuer: ServeSettings.setting(issuer, "REDDOT_JWT_ISSUER", ServeOptions.environment))
         print(token)
     }
 }

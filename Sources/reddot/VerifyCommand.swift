@@ -1,11 +1,7 @@
 import ArgumentParser
-import BadgeAPI
 import BadgeStore
 import Foundation
 import LibPQ
-import Logging
-import Metrics
-import Prometheus
 
 /// `reddot verify`: recount every aggregate and compare.
 struct VerifyCommand: AsyncParsableCommand {
@@ -27,10 +23,8 @@ struct VerifyCommand: AsyncParsableCommand {
 
     @Flag(help: "Recompute every user with a mismatch.")
     var repair = false
-
     @Flag(help: "Print {\"users_checked\", \"mismatches\": [...], \"users_repaired\"} on stdout.")
     var json = false
-
     @Option(name: .customLong("chunk-size"), help: "Users compared per statement.")
     var chunkSize = 1_000
 
@@ -46,54 +40,18 @@ struct VerifyCommand: AsyncParsableCommand {
         defer { pool.close() }
         let verifier = BadgeVerifier(store: BadgeStore(pool: pool), chunkSize: chunkSize)
         let printLines = !json
-        let collected = Collected()
+        let collected = AggregateMismatchList()
         let report: VerifyReport
         do {
             report = try await verifier.run(repair: repair) { mismatch in
                 collected.append(mismatch)
-                if printLines { print(Self.line(mismatch)) }
+                if printLines { print(mismatch.line) }
             }
         } catch let error as PGError {
             throw error.commandFailure()
         }
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let output = VerifyOutput(
-                usersChecked: report.usersChecked, mismatches: collected.all, usersWithMismatches: report.usersWithMismatches,
-                usersRepaired: report.usersRepaired)
-            print(String(decoding: try encoder.encode(output), as: UTF8.self))
-        }
-        var summary = "checked \(report.usersChecked) users: \(report.mismatches) mismatched aggregates in \(report.usersWithMismatches) users"
-        if repair { summary += "; repaired \(report.usersRepaired) users" }
-        FileHandle.standardError.write(Data("reddot: \(summary)\n".utf8))
+        if json { try printJSON(VerifyOutput(report: report, mismatches: collected.all)) }
+        FileHandle.standardError.write(Data("reddot: \(report.summary(repair: repair))\n".utf8))
         if report.mismatches > 0 { throw ExitCode(2) }
-    }
-
-    static func line(_ mismatch: AggregateMismatch) -> String {
-        func describe(_ count: Int64?, _ icon: String?) -> String {
-            guard let count else { return "no row" }
-            return "count \(count)" + (icon.map { ", icon \($0)" } ?? "")
-        }
-        return "user '\(mismatch.user.rawValue)' \(mismatch.path.rawValue): stored \(describe(mismatch.storedCount, mismatch.storedIcon)); recounted \(describe(mismatch.expectedCount, mismatch.expectedIcon))"
-    }
-
-    final class Collected: @unchecked Sendable {
-        private let lock = NSLock()
-        private var items: [AggregateMismatch] = []
-        func append(_ item: AggregateMismatch) { lock.withLock { items.append(item) } }
-        var all: [AggregateMismatch] { lock.withLock { items } }
-    }
-
-    struct VerifyOutput: Encodable {
-        var usersChecked: Int
-        var mismatches: [AggregateMismatch]
-        var usersWithMismatches: Int
-        var usersRepaired: Int
-
-        enum CodingKeys: String, CodingKey {
-            case usersChecked = "users_checked", mismatches, usersWithMismatches = "users_with_mismatches"
-            case usersRepaired = "users_repaired"
-        }
     }
 }

@@ -1,0 +1,25 @@
+public import LibPQ
+public import Logging
+
+extension Migrator {
+    /// Runs `body` with a migrator of `files` on one connection of its own, closed afterwards.
+    /// Migrations may run long: the connection has no statement timeout, whatever `database` says.
+    ///
+    /// - Parameters:
+    ///   - lockWaitSeconds: how long to wait for another migrator (at most `Int32.max / 1000`).
+    ///   - lockTimeoutSeconds: how long a migration may wait for a table lock; 0 waits forever.
+    /// - Throws: `MigrationError` or `PGError` from `body`; `PGError` when the database cannot be reached.
+    public static func withConnection<T: Sendable>(
+        files: [MigrationFile], database: PGConfiguration, lockWaitSeconds: Double, lockTimeoutSeconds: Double, logger: Logger,
+        _ body: @escaping @Sendable (Migrator, PGConnection) throws -> T
+    ) async throws -> T {
+        let migrator = Migrator(
+            files: files, lockWaitMilliseconds: Int(lockWaitSeconds * 1000), lockTimeoutMilliseconds: Int(lockTimeoutSeconds * 1000),
+            logger: logger)
+        var configuration = database
+        configuration.statementTimeoutMilliseconds = 0
+        let pool = PGPool(configuration: configuration, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        return try await pool.withConnection { connection in try body(migrator, connection) }
+    }
+}
