@@ -159,11 +159,28 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The option groups several commands share (database, Kafka, serve, ingest, rollup,
+        // operations port) and the process set-up every command uses (logging, metrics, exit
+        // codes, running services): argument-parser types, parsed and checked without the binary.
+        .target(
+            name: "RedDotCommandLine",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // The one executable: thin argument-parser subcommands.
         .executableTarget(
             name: "reddot",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench", "BadgePublish", "RedDotDev",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench", "BadgePublish", "RedDotDev", "RedDotCommandLine",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),

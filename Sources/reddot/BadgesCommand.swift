@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 import BadgeCore
 import BadgeStore
 import Foundation
@@ -128,10 +129,4 @@ struct BadgesCommand: AsyncParsableCommand {
             }
         }
     }
-}
-
-func printJSON(_ value: some Encodable) throws {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 import BadgeCore
 import BadgeIngest
 import BadgeStore
@@ -140,44 +141,5 @@ struct DeadLetterCommand: AsyncParsableCommand {
                         .utf8))
             if !total.stillRejected.isEmpty { throw ExitCode(2) }
         }
-    }
-}
-
-/// The rules file of `path` (else `REDDOT_RULES_FILE`); the empty rule set when neither is set.
-///
-/// - Throws: `ExitCode` 65 with a sentence for an unreadable or invalid file.
-func loadRules(_ path: String?) throws -> RuleSet {
-    guard let path = path ?? ProcessInfo.processInfo.environment["REDDOT_RULES_FILE"], !path.isEmpty else { return .empty }
-    return try readRules(at: path, failureCode: ExitCodes.dataError)
-}
-
-/// The rules file at `path`.
-///
-/// - Throws: `ExitCode` `failureCode` with a sentence for an unreadable or invalid file.
-func readRules(at path: String, failureCode: Int32) throws -> RuleSet {
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw fail("cannot read the rules file \(path)", code: failureCode)
-    }
-    do {
-        return try RuleSet(yaml: String(decoding: data, as: UTF8.self))
-    } catch {
-        throw fail("the rules file \(path) is invalid: \(error.message)", code: failureCode)
-    }
-}
-
-/// Runs `body` on one connection (in a transaction when asked); database failures become exit
-/// codes with a sentence.
-func withDatabase<T: Sendable>(
-    _ options: DatabaseOptions, logger: Logger, transaction: Bool = false, _ body: @escaping @Sendable (PGConnection) throws -> T
-) async throws -> T {
-    let pool = PGPool(configuration: options.configuration(), maximumConnections: 1, logger: logger)
-    defer { pool.close() }
-    do {
-        if transaction {
-            return try await pool.withTransaction { connection in try body(connection) }
-        }
-        return try await pool.withConnection(body)
-    } catch let error as PGError {
-        throw error.commandFailure()
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 import BadgeIngest
 import Logging
 import RdKafka
@@ -46,70 +47,5 @@ struct IngestCommand: AsyncParsableCommand {
         var services: [any Service] = [service]
         if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }
         try await runServices(services, logger: logger)
-    }
-}
-
-/// The ingest settings, shared by `ingest` and `run`.
-struct IngestOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The consumer group. Default: REDDOT_KAFKA_GROUP, else reddot-ingest.", valueName: "id"))
-    var group: String?
-    @Option(
-        name: .customLong("instance-id"),
-        help: ArgumentHelp(
-            "This consumer's stable name in the group (Kafka static membership, group.instance.id): an ingest that "
-                + "restarts under the same name gets its partitions back at once, without waiting for the dead "
-                + "one's session to time out. Each live ingest of a group needs its own (two with one name fence "
-                + "each other), so with the default run one ingest per host. Default: REDDOT_INSTANCE_ID, "
-                + "else the host name (in Kubernetes, the pod name); 'none' makes a dynamic member.",
-            valueName: "name"))
-    var instanceID: String?
-    @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq.", valueName: "name"))
-    var deadLetterTopic: String?
-    @Option(help: ArgumentHelp("The rules file mapping content event types to badge operations (YAML). Default: REDDOT_RULES_FILE; without one, only direct operations (op) are accepted.", valueName: "file"))
-    var rules: String?
-    @Option(name: .customLong("batch-size"), help: "The most records written in one transaction.")
-    var batchSize: Int = 5_000
-    @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
-    var batchWaitMilliseconds: Int = 100
-    @Option(help: "Writer threads (each with its own database connection) that commit a batch's partitions in parallel.")
-    var writers: Int = 2
-    @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
-    var startFrom: String = "earliest"
-    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates.")
-    var eventRetentionDays: Double = 7
-
-    /// The flags as the library's settings.
-    var settings: IngestSettings {
-        var settings = IngestSettings()
-        (settings.group, settings.instanceID, settings.deadLetterTopic) = (group, instanceID, deadLetterTopic)
-        (settings.batchSize, settings.batchWaitMilliseconds, settings.writers) = (batchSize, batchWaitMilliseconds, writers)
-        (settings.startFrom, settings.eventRetentionDays) = (startFrom, eventRetentionDays)
-        return settings
-    }
-
-    func validate() throws {
-        if let problem = settings.flagProblem(environment: KafkaOptions.environment) { throw ValidationError(problem) }
-    }
-
-    /// The ingest configuration from these options, the Kafka and the database options.
-    ///
-    /// - Throws: `ExitCode` 65 (with a sentence) for an unreadable or invalid rules file.
-    func configuration(kafka: KafkaOptions, database: DatabaseOptions) throws -> IngestConfiguration {
-        let ruleSet = try loadRules(rules)
-        var configuration = IngestConfiguration(kafka: try kafka.configuration(), database: database.configuration())
-        configuration.topic = kafka.topic
-        configuration.rules = ruleSet
-        settings.apply(to: &configuration, environment: KafkaOptions.environment)
-        return configuration
-    }
-
-    /// Logs the settings and refuses a librdkafka older than 2.0 (exit 1).
-    func logStart(_ configuration: IngestConfiguration, kafka: KafkaOptions, logger: Logger) throws {
-        configuration.logStart(brokers: kafka.brokers, logger: logger)
-        do {
-            try RdKafkaVersion.requireSupported()
-        } catch {
-            throw fail("\(error)", code: ExitCodes.failure)
-        }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 import BadgeStore
 import Foundation
 import LibPQ

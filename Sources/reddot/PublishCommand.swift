@@ -2,6 +2,7 @@ public import ArgumentParser
 import BadgeCore
 import BadgePublish
 import Foundation
+import RedDotCommandLine
 import Logging
 import RdKafka
 import Synchronization

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 
 /// The one RedDot executable; each subcommand is a thin layer over the library modules.
 @main

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 import BadgeRollup
 import Logging
 import ServiceLifecycle
@@ -32,31 +33,5 @@ struct RollupCommand: AsyncParsableCommand {
         var services: [any Service] = [rollup.service(database: database, logger: logger)]
         if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }
         try await runServices(services, logger: logger)
-    }
-}
-
-/// The rollup settings, shared by `rollup` and `run`.
-struct RollupOptions: ParsableArguments {
-    @Option(name: .customLong("rollup-workers"), help: "Concurrent rollup workers in this process, each with a connection.")
-    var workers = 2
-    @Option(name: .customLong("rollup-batch-size"), help: "Users claimed and recomputed per transaction.")
-    var batchSize = 500
-    @Option(name: .customLong("rollup-idle-ms"), help: "How long an idle worker waits before looking again, in milliseconds.")
-    var idleMilliseconds = 20
-    @Option(name: .customLong("expiry-interval-ms"), help: "How often expired badges and broadcasts are swept, in milliseconds.")
-    var expiryIntervalMilliseconds = 1_000
-
-    func validate() throws {
-        let problem = RollupConfiguration.flagProblem(
-            workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds)
-        if let problem { throw ValidationError(problem) }
-    }
-
-    /// The rollup workers on a pool of their own (one connection each, and one for the sweeper).
-    func service(database: DatabaseOptions, logger: Logger) -> RollupService {
-        let configuration = RollupConfiguration(
-            workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
-            expiryInterval: .milliseconds(expiryIntervalMilliseconds))
-        return RollupService(database: database.configuration(), configuration: configuration, logger: logger)
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RedDotCommandLine
 import BadgeAPI
 
 /// `reddot token`: signs an HS256 token, for development and tests.

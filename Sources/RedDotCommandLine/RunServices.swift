@@ -1,14 +1,14 @@
-import ArgumentParser
-import BadgeCore
-import BadgeIngest
-import Foundation
-import LibPQ
-import Logging
-import RdKafka
-import ServiceLifecycle
+public import ArgumentParser
+public import BadgeCore
+public import BadgeIngest
+public import Foundation
+public import LibPQ
+public import Logging
+public import RdKafka
+public import ServiceLifecycle
 
 /// Runs services in one group until SIGTERM or SIGINT drains them; maps failures to exit codes.
-func runServices(_ services: [any Service], logger: Logger) async throws {
+public func runServices(_ services: [any Service], logger: Logger) async throws {
     do {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(

@@ -1,11 +1,11 @@
-import Metrics
-import Prometheus
+public import Metrics
+public import Prometheus
 
 /// Prometheus for every long-running command; the registry `/metrics` shows.
-enum MetricsSetup {
+public enum MetricsSetup {
     nonisolated(unsafe) private static var registry: PrometheusCollectorRegistry?
 
-    static func bootstrap() -> PrometheusCollectorRegistry {
+    public static func bootstrap() -> PrometheusCollectorRegistry {
         if let registry { return registry }
         let created = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: created))

@@ -1,13 +1,13 @@
 import ArgumentParser
 import Foundation
 import LibPQ
-import Logging
+public import Logging
 
 /// The process-wide swift-log set-up: stderr, a level from the command line or REDDOT_LOG_LEVEL.
-enum LoggingSetup {
+public enum LoggingSetup {
     nonisolated(unsafe) private static var done = false
     /// Logs go to stderr, so stdout carries only a command's answer.
-    static func bootstrapOnce() {
+    public static func bootstrapOnce() {
         guard !done else { return }
         done = true
         LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
@@ -16,7 +16,7 @@ enum LoggingSetup {
     /// A stderr logger at `levelText` (else `REDDOT_LOG_LEVEL`, else `defaultLevel`).
     ///
     /// - Throws: `ValidationError` (exit 64) for a level that is not a swift-log level.
-    static func logger(label: String, levelText: String?, defaultLevel: Logger.Level) throws -> Logger {
+    public static func logger(label: String, levelText: String?, defaultLevel: Logger.Level) throws -> Logger {
         let environment = ProcessInfo.processInfo.environment["REDDOT_LOG_LEVEL"]
         var level = defaultLevel
         if let text = [levelText, environment].compactMap({ $0 }).first(where: { !$0.isEmpty }) {

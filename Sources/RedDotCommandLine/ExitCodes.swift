@@ -1,39 +1,39 @@
-import ArgumentParser
+public import ArgumentParser
 import Foundation
-import LibPQ
+public import LibPQ
 import Logging
 
 /// Prints a sentence to stderr and exits with `code`.
-func fail(_ message: String, code: Int32) -> ExitCode {
+public func fail(_ message: String, code: Int32) -> ExitCode {
     FileHandle.standardError.write(Data("reddot: \(message)\n".utf8))
     return ExitCode(code)
 }
 
 /// Exit codes shared by the subcommands (sysexits.h values where one fits).
-enum ExitCodes {
+public enum ExitCodes {
     /// A migration's SQL failed (rolled back) or another unexpected failure.
-    static let failure: Int32 = 1
+    public static let failure: Int32 = 1
     /// `migrate verify --fail-if-pending` found migrations to apply.
-    static let pending: Int32 = 3
+    public static let pending: Int32 = 3
     /// Bad arguments (argument parser's usage errors use it too).
-    static let usage: Int32 = 64
+    public static let usage: Int32 = 64
     /// Input data is wrong: migration files that do not match the history, an invalid badge path.
-    static let dataError: Int32 = 65
+    public static let dataError: Int32 = 65
     /// The database cannot be reached.
-    static let unavailable: Int32 = 69
+    public static let unavailable: Int32 = 69
     /// Temporary: a lock was busy; try again later.
-    static let temporaryFailure: Int32 = 75
+    public static let temporaryFailure: Int32 = 75
 }
 
 extension PGError {
     /// Prints the sentence for a database error met by a command and gives its exit code.
-    func commandFailure() -> ExitCode {
+    public func commandFailure() -> ExitCode {
         let what = code == .connectionFailed ? "cannot connect to the database" : "database error"
         return fail("\(what): \(debugDescription)", code: exitCode)
     }
 
     /// The exit code for a database error met by a command.
-    var exitCode: Int32 {
+    public var exitCode: Int32 {
         if code == .connectionFailed || code == .connectionLost { return ExitCodes.unavailable }
         return ExitCodes.failure
     }

@@ -1,7 +1,7 @@
-import ArgumentParser
+public import ArgumentParser
 import Foundation
 import Logging
-import RdKafka
+public import RdKafka
 
 /// Options every Kafka-using subcommand shares (`publish`, `ingest`): where the brokers are,
 /// which topic, and any librdkafka property, as kcat takes them.
@@ -9,24 +9,27 @@ import RdKafka
 /// Properties are applied in this order, a later one winning: `bootstrap.servers` from
 /// `--brokers`, the command's own defaults, the `--kafka-config` file, then each `-X`. Property
 /// values are never printed or logged (they may hold passwords); only keys are.
-struct KafkaOptions: ParsableArguments {
+public struct KafkaOptions: ParsableArguments {
+    /// Options with their defaults (argument-parser fills them in).
+    public init() {}
+
     /// The brokers when neither `--brokers` nor `REDDOT_KAFKA_BROKERS` names them.
-    static let defaultBrokers = "localhost:9092"
+    public static let defaultBrokers = "localhost:9092"
     /// The producers' topic when neither `--topic` nor `REDDOT_KAFKA_TOPIC` names it (DESIGN §3).
-    static let defaultTopic = "reddot.events"
+    public static let defaultTopic = "reddot.events"
 
     @Option(
         name: .customLong("brokers"),
         help: ArgumentHelp(
             "Bootstrap brokers, host:port[,host:port…]. Default: REDDOT_KAFKA_BROKERS, else \(Self.defaultBrokers).",
             valueName: "list"))
-    var brokerList: String?
+    public var brokerList: String?
 
     @Option(
         name: .customLong("topic"),
         help: ArgumentHelp(
             "The events topic. Default: REDDOT_KAFKA_TOPIC, else \(Self.defaultTopic).", valueName: "name"))
-    var topicName: String?
+    public var topicName: String?
 
     @Option(
         name: .customShort("X"),
@@ -34,7 +37,7 @@ struct KafkaOptions: ParsableArguments {
             "Any librdkafka property, as kcat's -X (repeatable; e.g. -X security.protocol=SASL_SSL). "
                 + "Applied last, so it wins over every default.",
             valueName: "key=value"))
-    var assignments: [String] = []
+    public var assignments: [String] = []
 
     @Option(
         name: .customLong("kafka-config"),
@@ -42,24 +45,24 @@ struct KafkaOptions: ParsableArguments {
             "A file of librdkafka properties, one key=value a line (# comments), as kcat's -F; applied before -X. "
                 + "Keeps secrets off the command line. Default: REDDOT_KAFKA_CONFIG.",
             valueName: "file"))
-    var configFile: String?
+    public var configFile: String?
 
     /// The bootstrap brokers: the flag, then `REDDOT_KAFKA_BROKERS`, then `localhost:9092`.
-    var brokers: String {
+    public var brokers: String {
         Self.nonEmpty(brokerList) ?? Self.nonEmpty(Self.environment["REDDOT_KAFKA_BROKERS"]) ?? Self.defaultBrokers
     }
 
     /// The topic: the flag, then `REDDOT_KAFKA_TOPIC`, then `reddot.events`.
-    var topic: String {
+    public var topic: String {
         Self.nonEmpty(topicName) ?? Self.nonEmpty(Self.environment["REDDOT_KAFKA_TOPIC"]) ?? Self.defaultTopic
     }
 
     /// The properties file: the flag, then `REDDOT_KAFKA_CONFIG`; nil when neither is set.
-    var configPath: String? {
+    public var configPath: String? {
         Self.nonEmpty(configFile) ?? Self.nonEmpty(Self.environment["REDDOT_KAFKA_CONFIG"])
     }
 
-    func validate() throws {
+    public func validate() throws {
         if let brokerList, brokerList.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ValidationError("--brokers is empty; give host:port[,host:port…]")
         }
@@ -80,7 +83,7 @@ struct KafkaOptions: ParsableArguments {
     ///
     /// - Throws: `ValidationError` (exit 64) when the properties file cannot be read or has a line
     ///   that is not `key=value`; the message names the file and line, never a value.
-    func configuration(defaults: [(key: String, value: String)] = []) throws -> KafkaConfiguration {
+    public func configuration(defaults: [(key: String, value: String)] = []) throws -> KafkaConfiguration {
         var configuration = KafkaConfiguration(bootstrapServers: brokers)
         for (key, value) in defaults { configuration.set(key, value) }
         if let configPath {
@@ -94,7 +97,7 @@ struct KafkaOptions: ParsableArguments {
     }
 
     /// The keys given by the properties file and `-X`, for a log line (values left out).
-    func propertyKeys() -> [String] {
+    public func propertyKeys() -> [String] {
         var keys: [String] = []
         if let configPath, let properties = try? Self.readProperties(path: configPath) {
             keys += properties.map(\.key)
@@ -106,7 +109,7 @@ struct KafkaOptions: ParsableArguments {
     /// Reads a kcat-style properties file (see `KafkaConfiguration.readProperties`).
     ///
     /// - Throws: `ValidationError` (exit 64) with the reader's sentence.
-    static func readProperties(path: String) throws -> [(key: String, value: String)] {
+    public static func readProperties(path: String) throws -> [(key: String, value: String)] {
         do {
             return try KafkaConfiguration.readProperties(path: path)
         } catch {
@@ -115,11 +118,11 @@ struct KafkaOptions: ParsableArguments {
     }
 
     /// Why `name` is not a Kafka topic name (1–249 of `[A-Za-z0-9._-]`, not `.` or `..`), or nil.
-    static func topicProblem(_ name: String) -> String? { KafkaConfiguration.nameProblem(name, kind: "topic") }
+    public static func topicProblem(_ name: String) -> String? { KafkaConfiguration.nameProblem(name, kind: "topic") }
 
-    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+    public static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
-    static func nonEmpty(_ text: String?) -> String? {
+    public static func nonEmpty(_ text: String?) -> String? {
         guard let text, !text.isEmpty else { return nil }
         return text
     }

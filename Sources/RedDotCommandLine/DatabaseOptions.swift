@@ -1,28 +1,31 @@
-import ArgumentParser
+public import ArgumentParser
 import Foundation
-import LibPQ
-import Logging
+public import LibPQ
+public import Logging
 
 /// Options every database-using subcommand shares.
-struct DatabaseOptions: ParsableArguments {
+public struct DatabaseOptions: ParsableArguments {
+    /// Options with their defaults (argument-parser fills them in).
+    public init() {}
+
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
             "A libpq connection URI or key=value string. Default: REDDOT_DATABASE_URL, else libpq's PG* variables.",
             valueName: "uri"))
-    var databaseURL: String?
+    public var databaseURL: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else info.")
-    var logLevel: String?
+    public var logLevel: String?
 
     /// The connection settings: the flag, then the environment, then libpq's defaults.
-    func configuration(statementTimeoutMilliseconds: Int? = nil) -> PGConfiguration {
+    public func configuration(statementTimeoutMilliseconds: Int? = nil) -> PGConfiguration {
         let url = databaseURL ?? ProcessInfo.processInfo.environment["REDDOT_DATABASE_URL"] ?? ""
         return PGConfiguration(connectionString: url, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
     }
 
     /// A stderr logger at the chosen level (default info).
-    func logger(label: String) throws -> Logger {
+    public func logger(label: String) throws -> Logger {
         try LoggingSetup.logger(label: label, levelText: logLevel, defaultLevel: .info)
     }
 }
