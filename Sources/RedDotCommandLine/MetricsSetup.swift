@@ -1,4 +1,4 @@
-public import Metrics
+import Metrics
 public import Prometheus
 
 /// Prometheus for every long-running command; the registry `/metrics` shows.

@@ -87,58 +87,6 @@ struct BenchCommand: AsyncParsableCommand {
     }
 }
 
-/// The settings of the scratch database every bench runs in, and how its report is printed.
-struct BenchScratchOptions: ParsableArguments {
-    @Flag(help: "Keep the scratch database (its name is printed).")
-    var keep = false
-
-    @Flag(help: "Print the report as JSON on stdout.")
-    var json = false
-
-    @Option(
-        name: .customLong("migrations"),
-        help: ArgumentHelp(
-            "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else as 'reddot migrate' finds it.",
-            valueName: "dir"))
-    var migrationsDirectory: String?
-
-    /// The migration files of `--migrations` (else where `reddot migrate` finds them).
-    func migrations() throws -> [MigrationFile] {
-        do {
-            let arguments = migrationsDirectory.map { ["--migrations", $0] } ?? []
-            return try MigrationFile.load(from: try MigrateCommand.Options.parse(arguments).resolveDirectory())
-        } catch let error as MigrationError {
-            throw fail(error.message, code: error.exitCode)
-        }
-    }
-
-    /// Runs `body` in a fresh scratch database on the server of `database`, migrated with
-    /// `files` (see ``BenchScratch``); failures become exit codes with a sentence.
-    func run<T>(
-        runID: String, database: DatabaseOptions, migrations files: [MigrationFile], applicationName: String, logger: Logger,
-        _ body: (PGConfiguration, String, String) async throws -> T
-    ) async throws -> T {
-        do {
-            return try await BenchScratch.run(
-                runID: runID, server: database.configuration(), applicationName: applicationName, migrations: files, keep: keep,
-                logger: logger, body)
-        } catch let error as BenchScratch.CreateError {
-            throw fail(error.description, code: error.underlying.exitCode)
-        } catch let error as ExitCode {
-            throw error
-        } catch let error as PGError {
-            throw fail("database error: \(error)", code: error.exitCode)
-        } catch {
-            throw fail("\(error)", code: ExitCodes.failure)
-        }
-    }
-
-    /// Prints a report: its text, or with `--json` the report in snake-case JSON.
-    func print(_ report: some Encodable, text: String) throws {
-        Swift.print(json ? try BenchScratch.json(report) : text)
-    }
-}
-
 extension BenchCommand {
     /// The Kafka of a bench run: with no `--brokers`, an in-process mock cluster with a fresh
     /// topic of `partitions` partitions; else the brokers and `--topic` (by default a new topic

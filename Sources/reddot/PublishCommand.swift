@@ -199,9 +199,9 @@ struct PublishCommand: ParsableCommand {
             for _ in items {}
             try Self.rethrowReadError(source)
             if source.invalid > 0 {
-                throw fail("\(source.invalid) of \(source.total) \(Self.events(source.total)) invalid", code: ExitCodes.dataError)
+                throw fail("\(source.invalid) of \(source.total) \(PublishSummary.events(source.total)) invalid", code: ExitCodes.dataError)
             }
-            print("ok: \(source.total) \(Self.events(source.total, verb: false)) valid")
+            print("ok: \(source.total) \(PublishSummary.events(source.total, verb: false)) valid")
             return
         }
         let outcome: EventSender.Outcome
@@ -211,7 +211,7 @@ struct PublishCommand: ParsableCommand {
             if source.invalid > 0 {
                 sender.close()
                 throw fail(
-                    "nothing published: \(source.invalid) of \(source.total) \(Self.events(source.total)) invalid (--all-or-nothing)",
+                    "nothing published: \(source.invalid) of \(source.total) \(PublishSummary.events(source.total)) invalid (--all-or-nothing)",
                     code: ExitCodes.dataError)
             }
             outcome = sender.sendAll(held)
@@ -251,39 +251,16 @@ struct PublishCommand: ParsableCommand {
         }
     }
 
-    /// Waits for every delivery report, prints the outcome and picks the exit code.
+    /// Prints the outcome of a run and picks the exit code.
     func finish(_ sender: EventSender, _ outcome: EventSender.Outcome, invalid: Int, total: Int) throws {
-        if verbose {
-            for report in outcome.delivered {
-                print("\(report.label)\(report.id) -> partition \(report.delivery.partition), offset \(report.delivery.offset)")
-            }
-        }
-        let sent = outcome.deliveredCount + outcome.failedCount
-        let first = outcome.failures.first?.error
-        if outcome.deliveredCount == 0, outcome.failedCount > 0,
-            outcome.failures.allSatisfy({ EventSender.isUnreachable($0.error) })
-        {
-            let what = sent == 1 ? "the event was not delivered" : "none of the \(sent) events was delivered"
-            throw fail(
-                "cannot reach Kafka at \(sender.brokers): \(what) within message.timeout.ms "
-                    + "(\(sender.timeoutDescription))" + (first.map { " [\($0.code)]" } ?? ""),
-                code: ExitCodes.unavailable)
-        }
-        print("published \(outcome.deliveredCount) \(Self.events(outcome.deliveredCount, verb: false))")
-        if outcome.failedCount > 0 {
-            for failure in outcome.failures {
-                Self.printError("\(failure.label)\(failure.id) was not delivered: \(failure.error.message)")
-            }
-            if outcome.failedCount > outcome.failures.count {
-                Self.printError("… and \(outcome.failedCount - outcome.failures.count) more")
-            }
-            throw fail(
-                "\(outcome.failedCount) of \(sent) \(Self.events(sent, verb: false)) failed: "
-                    + (first.map { "\($0.message) [\($0.code)]" } ?? "unknown error"),
-                code: ExitCodes.failure)
-        }
-        if invalid > 0 {
-            throw fail("\(invalid) of \(total) \(Self.events(total)) invalid and not published", code: ExitCodes.dataError)
+        let summary = PublishSummary(outcome, sender: sender, invalid: invalid, total: total, verbose: verbose)
+        summary.output.forEach { print($0) }
+        summary.errors.forEach(Self.printError)
+        guard let failure = summary.failure else { return }
+        switch failure.kind {
+        case .unreachable: throw fail(failure.message, code: ExitCodes.unavailable)
+        case .notDelivered: throw fail(failure.message, code: ExitCodes.failure)
+        case .invalidInput: throw fail(failure.message, code: ExitCodes.dataError)
         }
     }
 
@@ -294,11 +271,6 @@ struct PublishCommand: ParsableCommand {
         } catch {
             throw fail("\(error)", code: ExitCodes.failure)
         }
-    }
-
-    static func events(_ count: Int, verb: Bool = true) -> String {
-        if verb { return count == 1 ? "event is" : "events are" }
-        return count == 1 ? "event" : "events"
     }
 
     static func printError(_ message: String) {
