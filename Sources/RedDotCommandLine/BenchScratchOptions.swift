@@ -1,8 +1,8 @@
 public import ArgumentParser
 import BadgeBench
 public import BadgeStore
-public import LibPQ
 import Foundation
+public import LibPQ
 public import Logging
 
 /// The settings of the scratch database every bench runs in, and how its report is printed.

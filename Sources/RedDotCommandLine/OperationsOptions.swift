@@ -1,5 +1,5 @@
 public import ArgumentParser
-public import BadgeAPI
+import BadgeAPI
 public import Logging
 public import Prometheus
 public import ServiceLifecycle

@@ -1,7 +1,7 @@
 public import ArgumentParser
 public import BadgeRollup
 public import Logging
-public import ServiceLifecycle
+import ServiceLifecycle
 
 /// The rollup settings, shared by `rollup` and `run`.
 public struct RollupOptions: ParsableArguments {

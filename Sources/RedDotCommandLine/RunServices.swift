@@ -1,10 +1,10 @@
-public import ArgumentParser
-public import BadgeCore
-public import BadgeIngest
-public import Foundation
-public import LibPQ
+import ArgumentParser
+import BadgeCore
+import BadgeIngest
+import Foundation
+import LibPQ
 public import Logging
-public import RdKafka
+import RdKafka
 public import ServiceLifecycle
 
 /// Runs services in one group until SIGTERM or SIGINT drains them; maps failures to exit codes.

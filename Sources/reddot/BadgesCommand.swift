@@ -1,9 +1,9 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
+import RedDotCommandLine
 
 /// `reddot badges`: inspect and fix one user's badges (an ops tool).
 struct BadgesCommand: AsyncParsableCommand {

@@ -1,10 +1,10 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeBench
 import BadgeStore
 import LibPQ
 import Logging
 import RdKafka
+import RedDotCommandLine
 
 /// `reddot bench`: measurements anyone can rerun; the figures in BENCHMARKS.md come from here.
 /// The benchmarks themselves live in BadgeBench; these commands map their options to settings.

@@ -1,10 +1,10 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeBench
 import LibPQ
 import Logging
 import Metrics
 import Prometheus
+import RedDotCommandLine
 
 extension BenchCommand {
     /// `reddot bench pipeline`.

@@ -1,6 +1,6 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeBench
+import RedDotCommandLine
 
 extension BenchCommand {
     /// `reddot bench query`.

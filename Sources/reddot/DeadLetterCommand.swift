@@ -1,11 +1,11 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeCore
 import BadgeIngest
 import BadgeStore
 import Foundation
 import LibPQ
 import Logging
+import RedDotCommandLine
 
 /// `reddot dlq`: inspect and replay rejected records.
 struct DeadLetterCommand: AsyncParsableCommand {

@@ -1,5 +1,4 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeAPI
 import BadgeCore
 import BadgeIngest
@@ -8,6 +7,7 @@ import Foundation
 import LibPQ
 import Logging
 import RdKafka
+import RedDotCommandLine
 import RedDotDev
 import ServiceLifecycle
 

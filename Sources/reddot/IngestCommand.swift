@@ -1,8 +1,8 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeIngest
 import Logging
 import RdKafka
+import RedDotCommandLine
 import ServiceLifecycle
 
 /// `reddot ingest`: consume badge events from Kafka into PostgreSQL, exactly once.

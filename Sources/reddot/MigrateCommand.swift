@@ -1,8 +1,8 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeStore
 import Foundation
 import LibPQ
+import RedDotCommandLine
 
 /// `reddot migrate`: the ops migration tool.
 struct MigrateCommand: AsyncParsableCommand {

@@ -2,9 +2,9 @@ public import ArgumentParser
 import BadgeCore
 import BadgePublish
 import Foundation
-import RedDotCommandLine
 import Logging
 import RdKafka
+import RedDotCommandLine
 import Synchronization
 
 /// `reddot publish`: the producers' command-line tool (DESIGN §3). Sends one event built from

@@ -1,7 +1,7 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeRollup
 import Logging
+import RedDotCommandLine
 import ServiceLifecycle
 
 /// `reddot rollup`: the rollup workers.

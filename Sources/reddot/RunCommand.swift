@@ -1,6 +1,6 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeIngest
+import RedDotCommandLine
 import ServiceLifecycle
 
 /// `reddot run`: ingest, rollup and serve in one process.

@@ -1,9 +1,9 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeAPI
 import Foundation
 import Logging
 import Prometheus
+import RedDotCommandLine
 import ServiceLifecycle
 
 /// `reddot serve`: the query service.

@@ -1,6 +1,6 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeAPI
+import RedDotCommandLine
 
 /// `reddot token`: signs an HS256 token, for development and tests.
 struct TokenCommand: AsyncParsableCommand {

@@ -1,8 +1,8 @@
 import ArgumentParser
-import RedDotCommandLine
 import BadgeStore
 import Foundation
 import LibPQ
+import RedDotCommandLine
 
 /// `reddot verify`: recount every aggregate and compare.
 struct VerifyCommand: AsyncParsableCommand {
