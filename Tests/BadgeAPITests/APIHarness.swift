@@ -8,8 +8,8 @@ import HummingbirdTesting
 import LibPQ
 import Logging
 import Metrics
-import PGTestSupport
 import Prometheus
+import TestSupport
 
 /// What every harness offers a test: a client of the API on a live HTTP port, and tokens.
 protocol HTTPHarness: Sendable {

@@ -1,6 +1,6 @@
 import BadgeCore
-import BadgeTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Badge tree semantics (DESIGN §2)")

@@ -3,7 +3,7 @@ import BadgeIngest
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 
 /// A migrated throwaway database with a pool and a store on it, for one test.
 struct IngestFixture: Sendable {

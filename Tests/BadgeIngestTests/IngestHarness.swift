@@ -1,13 +1,12 @@
 import BadgeCore
 import BadgeIngest
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import RdKafka
 import ServiceLifecycle
+import TestSupport
 
 /// A mock Kafka cluster with one events topic, a migrated database, and ingest services to
 /// start and stop at will: the end-to-end setting of the exactly-once tests.

@@ -4,8 +4,8 @@ import BadgeStore
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import ServiceLifecycle
+import TestSupport
 
 /// A migrated throwaway database with a pool and a store on it, for one test.
 struct RollupFixture: Sendable {

@@ -2,7 +2,7 @@ import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 @Suite("Badge store against a real PostgreSQL")

@@ -2,7 +2,7 @@ import BadgeStore
 import Dispatch
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The migrator against a real PostgreSQL: every test has its own database and its own

@@ -2,7 +2,7 @@ import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 
 /// A migrated throwaway database with a pool and a store on it.
 struct StoreFixture {

@@ -1,7 +1,7 @@
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
+import TestSupport
 import Testing
 
 @Suite("LibPQ against a real PostgreSQL")

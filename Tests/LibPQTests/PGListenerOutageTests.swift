@@ -1,8 +1,8 @@
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// A listener whose server goes away must wait with growing pauses (never poll a dead socket or

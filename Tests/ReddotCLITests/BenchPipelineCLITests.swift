@@ -1,5 +1,5 @@
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// `reddot bench pipeline` through the real binary, briefly and at a low rate: it runs the whole

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The built `reddot` executable, run as a child process against a real PostgreSQL: exit codes,

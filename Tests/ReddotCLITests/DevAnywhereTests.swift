@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// `reddot dev` as a newcomer meets it: the README's tour, line by line, against a running

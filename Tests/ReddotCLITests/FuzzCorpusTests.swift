@@ -1,5 +1,5 @@
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The fuzz corpora (Tests/FuzzCorpus/<target>/: seeds and the reproducers of crashes found) replay

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import PGTestSupport
 import RdKafka
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,8 +1,8 @@
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import RdKafka
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -4,7 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import LibPQ
-import PGTestSupport
+import TestSupport
 import RdKafka
 import Testing
 
