@@ -9,7 +9,7 @@ struct BadgeBatchTests {
         var batch = BadgeBatch()
         for (userText, pathText, operation) in mutations {
             batch.append(
-                BadgeMutation(user: try user(userText), path: try path(pathText), operation: operation, expiresAt: expiresAt))
+                BadgeMutation(user: user(userText), path: path(pathText), operation: operation, expiresAt: expiresAt))
         }
         return batch
     }
@@ -106,8 +106,8 @@ struct BadgeBatchTests {
         let soon = now.addingTimeInterval(10)
         let later = now.addingTimeInterval(100)
         var batch = BadgeBatch()
-        let user = try user("u1")
-        let a = try path("root.a")
+        let user = user("u1")
+        let a = path("root.a")
         batch.append(BadgeMutation(user: user, path: a, operation: .set(count: 1, icon: nil), expiresAt: soon))
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1)))
         #expect(batch.writes.first?.write == .set(count: 2, icon: nil, expiresAt: soon))

@@ -47,7 +47,7 @@ struct MigratorTests {
 
     @Test("the real migrations/ directory applies cleanly and leaves the schema current")
     func realMigrations() async throws {
-        let files = try MigrationFile.load(from: Self.repositoryMigrations)
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
         #expect(files.first?.fileName == "0001_init.sql")
         try await withDatabase { database in
             let migrator = Migrator(files: files, logger: TestServer.logger)
@@ -395,13 +395,6 @@ struct MigratorTests {
     static let longChecksumInput = (0..<30).map { String(format: "-- line %04d: RedDot checks every migration by its SHA-256.\n", $0) }.joined()
 
     // MARK: - fixtures
-
-    /// The repository's own `migrations/` directory.
-    static let repositoryMigrations = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // BadgeStoreTests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent("migrations")
 
     /// Runs `body` on a fresh database, dropped afterwards.
     func withDatabase(_ body: (MigrationDatabase) async throws -> Void) async throws {

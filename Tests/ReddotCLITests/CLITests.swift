@@ -13,17 +13,17 @@ struct CLITests {
     @Test("migrate up applies the real migrations, then has nothing to apply")
     func migrateUpTwice() async throws {
         try await withDatabase { url in
-            let first = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            let first = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             #expect(first.exitCode == 0, "\(first)")
             #expect(first.stdout.contains("applied 0001_init.sql\n"), "\(first)")
             #expect(first.stdout.contains("the schema is current"), "\(first)")
 
-            let second = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            let second = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             #expect(second.exitCode == 0, "\(second)")
             #expect(second.stdout.hasPrefix("nothing to apply"), "\(second)")
             #expect(!second.stdout.contains("applied 0001"), "\(second)")
 
-            let verify = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            let verify = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             #expect(verify.exitCode == 0, "\(verify)")
             #expect(verify.stdout.hasPrefix("ok: "), "\(verify)")
         }
@@ -164,7 +164,7 @@ struct CLITests {
     @Test("badges apply and show: aggregates, display text, versions, subtrees, clears")
     func badgesApplyAndShow() async throws {
         try await withDatabase { url in
-            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path]).exitCode == 0)
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path]).exitCode == 0)
             let user = ["--user", "cli-user-1", "--database-url", url]
 
             let empty = try await badges(["show"] + user)
@@ -357,11 +357,6 @@ struct CLITests {
     // MARK: - fixtures
 
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-    static let repositoryMigrations = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // ReddotCLITests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent("migrations")
     /// `Migrator.advisoryLockKey` ("reddot" in ASCII); this target does not import BadgeStore.
     static let advisoryLockKey: Int64 = 0x7265_6464_6F74
     static var appliedAtPattern: Regex<(Substring, Substring)> { #/"applied_at" : "([^"]*)"/# }

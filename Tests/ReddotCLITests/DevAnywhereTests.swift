@@ -12,8 +12,6 @@ import Glibc
 /// the cluster must live elsewhere and everything else must still work.
 @Suite("deploy/dev.sh from a private folder", .serialized)
 struct DevAnywhereTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     @Test("--reset refuses a folder holding files reddot dev did not make, and an account name that is no account")
     func resetIsCareful() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-reset-\(UUID().uuidString)")
@@ -51,13 +49,13 @@ struct DevAnywhereTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let clone = folder.appendingPathComponent("reddot")
         let cloned = try await ChildProcess.run(
-            "/usr/bin/git", ["clone", "--quiet", "--no-hardlinks", Self.repository.path, clone.path], mergingStandardError: true)
+            "/usr/bin/git", ["clone", "--quiet", "--no-hardlinks", Repository.root.path, clone.path], mergingStandardError: true)
         try #require(cloned.status == 0, "git clone failed: \(cloned.output)")
         // The scripts under test are this tree's, committed or not (the binary is the one under test).
         for script in ["deploy/dev.sh", "deploy/packages.sh"] {
             let target = clone.appendingPathComponent(script)
             try? FileManager.default.removeItem(at: target)
-            try FileManager.default.copyItem(at: Self.repository.appendingPathComponent(script), to: target)
+            try FileManager.default.copyItem(at: Repository.root.appendingPathComponent(script), to: target)
         }
 
         let account = ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test"

@@ -515,7 +515,7 @@ struct HostileClientTests {
     /// is still alive and exits 0 on SIGTERM.
     func withServer(_ arguments: [String] = [], openFiles: Int? = nil, _ body: (Server) async throws -> Void) async throws {
         try await cli.withDatabase { url in
-            let migrate = try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", CLITests.repositoryMigrations.path])
+            let migrate = try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             try #require(migrate.exitCode == 0, "\(migrate)")
             for user in [Self.user, "other"] {
                 let applied = try await cli.reddot(["badges", "apply", "--database-url", url, "--user", user, "--op", "incr", "--by", "3", "--path", "root.chat.c1"])

@@ -52,7 +52,7 @@ final class PipelineHarness: Sendable {
         database = try await TestDatabase.create(prefix: "pipe")
         pool = PGPool(configuration: database.configuration, maximumConnections: 1, logger: logger)
         let migrated = try await CLITests().reddot(
-            ["migrate", "up", "--database-url", database.url, "--migrations", CLITests.repositoryMigrations.path])
+            ["migrate", "up", "--database-url", database.url, "--migrations", Repository.migrationsDirectory.path])
         try #require(migrated.exitCode == 0, "\(migrated)")
     }
 
