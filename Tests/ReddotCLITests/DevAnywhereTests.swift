@@ -61,23 +61,17 @@ struct DevAnywhereTests {
         let account = ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test"
         // Free ports, so a developer's running `reddot dev` (8080, 55432) is never in the way.
         let apiPort = try ServeCLITests.freePort(), postgresPort = try ServeCLITests.freePort()
-        let errors = folder.appendingPathComponent("dev.err")
-        let process = Process()
-        process.executableURL = clone.appendingPathComponent("deploy/dev.sh")
-        process.arguments = ["--port", "\(apiPort)", "--pg-port", "\(postgresPort)"]
         var environment = ProcessInfo.processInfo.environment
         environment["REDDOT_DEV_BINARY"] = try CLITests.binary.get().path
         environment["REDDOT_DEV_PG_USER"] = account
         environment["REDDOT_LOG_LEVEL"] = "warning"
         environment.removeValue(forKey: "REDDOT_DEV_DATA")
-        process.environment = environment
-        process.currentDirectoryURL = folder
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: errors)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let dev = try ReddotChild(
+            ["--port", "\(apiPort)", "--pg-port", "\(postgresPort)"], in: folder, name: "dev",
+            executable: clone.appendingPathComponent("deploy/dev.sh"), environment: environment, directory: folder)
+        let process = dev.process, errors = dev.errors
+        // Kept to the end of the test (its deinit would kill dev.sh).
+        defer { if dev.process.isRunning { kill(dev.process.processIdentifier, SIGKILL) } }
 
         var outside: URL?
         defer {
