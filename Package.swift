@@ -247,7 +247,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
-            name: "ReddotCLITests",
+            name: "IntegrationTests",
             dependencies: [
                 "reddot", "LibPQ", "TestSupport", "BadgeCore", "RdKafka",
                 .product(name: "Logging", package: "swift-log"),

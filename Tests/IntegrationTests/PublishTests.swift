@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import RdKafka
+import TestSupport
 import Testing
 
 /// `reddot publish` run as a child process against librdkafka's mock cluster (started in this
@@ -268,11 +269,7 @@ struct PublishTests {
             print("valid" if not errors else "invalid: " + errors[0].message[:120].replace("\\n", " "))
         """
 
-    static let schemaFile = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // ReddotCLITests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent("deploy/schema/event.schema.json")
+    static let schemaFile = Repository.root.appendingPathComponent("deploy/schema/event.schema.json")
 
     // MARK: - running things
 
