@@ -269,13 +269,6 @@ struct CLITests {
     // MARK: - running reddot
 
     /// What a child process printed, and how it ended.
-    struct CommandOutput: CustomStringConvertible, Sendable {
-        var exitCode: Int32
-        var stdout: String
-        var stderr: String
-        var description: String { "exit \(exitCode)\n--- stdout\n\(stdout)--- stderr\n\(stderr)" }
-    }
-
     /// `reddot badges show|apply` as the command prints it.
     struct BadgeAnswer: Decodable, Sendable {
         var user: String
@@ -301,54 +294,12 @@ struct CLITests {
         return try JSONDecoder().decode(BadgeAnswer.self, from: Data(result.stdout.utf8))
     }
 
-    /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it.
+    /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it;
+    /// never hangs the suite: a command still running after 30 s is killed (and fails its test).
     func reddot(_ arguments: [String]) async throws -> CommandOutput {
-        let binary = try Self.binary.get()
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.runBlocking(binary, arguments) })
-            }
-        }
-    }
-
-    private static func runBlocking(_ binary: URL, _ arguments: [String]) throws -> CommandOutput {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        for name in ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"] { environment[name] = nil }
-        environment["REDDOT_LOG_LEVEL"] = "warning"
-        process.environment = environment
-        process.currentDirectoryURL = FileManager.default.temporaryDirectory
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Never hang the suite: a command still running after 30 s is killed (and fails its test).
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
-        defer { watchdog.cancel() }
-        // Read both pipes to the end before waiting, stderr on another thread, so that a full
-        // pipe never blocks the child.
-        let errorText = ErrorTextBox()
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
-            errorText.data = errors.fileHandleForReading.readDataToEndOfFile()
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return CommandOutput(
-            exitCode: process.terminationStatus,
-            stdout: String(decoding: outputData, as: UTF8.self),
-            stderr: String(decoding: errorText.data, as: UTF8.self))
-    }
-
-    /// Written by one reader thread, read after `DispatchGroup.wait()`.
-    private final class ErrorTextBox: @unchecked Sendable {
-        var data = Data()
+        try await ChildProcess.capture(
+            try Self.binary.get(), arguments, removing: ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"],
+            setting: ["REDDOT_LOG_LEVEL": "warning"], in: FileManager.default.temporaryDirectory, timeoutSeconds: 30)
     }
 
     /// The built executable (see `ReddotBinary`).
