@@ -117,7 +117,7 @@ struct BadgeBatchTests {
 
     @Test("property: applying the coalesced batches equals applying the mutations one by one")
     func contract() throws {
-        let users = try ["u1", "u2", "u3"].map(user)
+        let users = ["u1", "u2", "u3"].map(user)
         let instants = [now.addingTimeInterval(-50), now.addingTimeInterval(30), now.addingTimeInterval(90)]
         for seed in UInt64(1)...600 {
             var generator = RandomBadgeOperations(users: users, seed: seed)

@@ -1,4 +1,4 @@
-public import BadgeStore
+import BadgeStore
 public import Foundation
 public import LibPQ
 public import Logging
