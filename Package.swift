@@ -200,23 +200,21 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        // Shared test helpers: a seeded random generator of badge operations, and throwaway databases.
+        // Shared test helpers: throwaway and migrated databases, held sessions, child processes, the
+        // built `reddot`, and a seeded random generator of badge operations.
         .target(
-            name: "BadgeTestSupport",
-            dependencies: ["BadgeCore"],
-            path: "Tests/BadgeTestSupport",
-            swiftSettings: strictSettings
-        ),
-        .target(
-            name: "PGTestSupport",
-            dependencies: ["LibPQ", .product(name: "Logging", package: "swift-log")],
-            path: "Tests/PGTestSupport",
+            name: "TestSupport",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
 
         .testTarget(
             name: "BadgeCoreTests",
-            dependencies: ["BadgeCore", "BadgeTestSupport"],
+            dependencies: ["BadgeCore", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "BackoffTests", dependencies: ["Backoff"], swiftSettings: strictSettings),
@@ -224,27 +222,27 @@ let package = Package(
         .testTarget(
             name: "BadgeIngestTests",
             dependencies: [
-                "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "BadgeTestSupport", "PGTestSupport",
+                "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "TestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),
-        .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "PGTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeStoreTests",
-            dependencies: ["BadgeStore", "BadgeCore", "LibPQ", "BadgeTestSupport", "PGTestSupport"],
+            dependencies: ["BadgeStore", "BadgeCore", "LibPQ", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BadgeRollupTests",
-            dependencies: ["BadgeRollup", "BadgeStore", "BadgeCore", "LibPQ", "BadgeTestSupport", "PGTestSupport"],
+            dependencies: ["BadgeRollup", "BadgeStore", "BadgeCore", "LibPQ", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BadgeAPITests",
             dependencies: [
                 "BadgeAPI", "BadgeRollup", "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka",
-                "BadgeTestSupport", "PGTestSupport",
+                "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -266,9 +264,9 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
-            name: "ReddotCLITests",
+            name: "IntegrationTests",
             dependencies: [
-                "reddot", "LibPQ", "PGTestSupport", "BadgeCore", "RdKafka",
+                "reddot", "LibPQ", "TestSupport", "BadgeCore", "RdKafka",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"],

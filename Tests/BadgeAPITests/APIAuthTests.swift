@@ -1,11 +1,11 @@
 import BadgeAPI
 import BadgeCore
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import JWTKit
+import TestSupport
 import Testing
 
 /// Claims as an identity provider would issue them.

@@ -6,7 +6,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The routes whose answers depend on PostgreSQL itself: broadcasts, the schema version, an

@@ -3,16 +3,15 @@ import BadgeCore
 import BadgeIngest
 import BadgeRollup
 import BadgeStore
-import BadgeTestSupport
 import Dispatch
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import LibPQ
 import Logging
-import PGTestSupport
 import RdKafka
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 /// `POST /v1/events` through a real producer.

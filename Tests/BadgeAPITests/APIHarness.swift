@@ -8,8 +8,8 @@ import HummingbirdTesting
 import LibPQ
 import Logging
 import Metrics
-import PGTestSupport
 import Prometheus
+import TestSupport
 
 /// What every harness offers a test: a client of the API on a live HTTP port, and tokens.
 protocol HTTPHarness: Sendable {
@@ -43,7 +43,7 @@ struct MemoryHarness: HTTPHarness {
 }
 
 /// A migrated throwaway database, a running change hub, and the API on a live HTTP port.
-struct APIHarness: HTTPHarness {
+struct APIHarness: HTTPHarness, PooledFixture {
     static let secret = "reddot-test-secret-0123456789abcdef"
 
     /// The registry every harness's `/metrics` shows: the process's metrics system, installed once.
@@ -58,10 +58,6 @@ struct APIHarness: HTTPHarness {
     let store: BadgeStore
     let api: BadgeAPI
     let client: any TestClientProtocol
-
-    static let migrationsDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("migrations")
 
     /// Runs `body` against a live server on a fresh database; everything is stopped and dropped
     /// afterwards, even when `body` throws.
@@ -84,8 +80,7 @@ struct APIHarness: HTTPHarness {
         defer { pool.close() }
         do {
             if databaseURL == nil {
-                let migrator = Migrator(files: try MigrationFile.load(from: migrationsDirectory), logger: TestServer.logger)
-                try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+                try await MigratedDatabase.migrate(pool)
             }
             let hub = try ChangeHub(
                 configuration: PGConfiguration(connectionString: url), treeCacheBytes: treeCacheBytes,
@@ -147,12 +142,6 @@ struct APIHarness: HTTPHarness {
             try BadgeStore.bumpBroadcastVersion(on: connection)
         }
     }
-
-    func execute(_ sql: String, _ parameters: [any PGBindable] = []) async throws {
-        try await pool.withConnection { connection in
-            _ = try connection.query(PGStatement("test.execute", sql, prepared: false), parameters)
-        }
-    }
 }
 
 extension HTTPHarness {
@@ -197,12 +186,4 @@ extension TestResponse {
         else { return nil }
         return error["code"] as? String
     }
-}
-
-func user(_ name: String) -> UserID {
-    do { return try UserID(validating: name) } catch { preconditionFailure("bad test user \(name)") }
-}
-
-func path(_ text: String) -> BadgePath {
-    do { return try BadgePath(validating: text) } catch { preconditionFailure("bad test path \(text)") }
 }

@@ -6,7 +6,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The routes over the in-memory store: no PostgreSQL (APIDatabaseTests has what needs one).

@@ -1,13 +1,12 @@
 import BadgeCore
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LibPQ
 import NIOCore
-import PGTestSupport
+import TestSupport
 import Testing
 
 @testable import BadgeAPI

@@ -1,9 +1,9 @@
 @testable import BadgeAPI
 import BadgeCore
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import NIOCore
+import TestSupport
 import Testing
 
 @Suite("The hand-written tree JSON")

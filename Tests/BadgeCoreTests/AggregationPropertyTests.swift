@@ -1,6 +1,6 @@
 import BadgeCore
-import BadgeTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Aggregation properties")
@@ -59,7 +59,7 @@ struct AggregationPropertyTests {
 
     @Test("property: aggregates equal a naive recomputation, across thousands of random sequences")
     func aggregatesMatchNaiveModel() throws {
-        let single = [try user("u1")]
+        let single = [user("u1")]
         var checked = 0
         for seed in UInt64(1)...2_000 {
             var generator = RandomBadgeOperations(users: single, seed: seed)

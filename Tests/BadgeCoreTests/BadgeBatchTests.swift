@@ -1,6 +1,6 @@
 import BadgeCore
-import BadgeTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Coalescing a batch")
@@ -9,7 +9,7 @@ struct BadgeBatchTests {
         var batch = BadgeBatch()
         for (userText, pathText, operation) in mutations {
             batch.append(
-                BadgeMutation(user: try user(userText), path: try path(pathText), operation: operation, expiresAt: expiresAt))
+                BadgeMutation(user: user(userText), path: path(pathText), operation: operation, expiresAt: expiresAt))
         }
         return batch
     }
@@ -106,8 +106,8 @@ struct BadgeBatchTests {
         let soon = now.addingTimeInterval(10)
         let later = now.addingTimeInterval(100)
         var batch = BadgeBatch()
-        let user = try user("u1")
-        let a = try path("root.a")
+        let user = user("u1")
+        let a = path("root.a")
         batch.append(BadgeMutation(user: user, path: a, operation: .set(count: 1, icon: nil), expiresAt: soon))
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1)))
         #expect(batch.writes.first?.write == .set(count: 2, icon: nil, expiresAt: soon))
@@ -117,7 +117,7 @@ struct BadgeBatchTests {
 
     @Test("property: applying the coalesced batches equals applying the mutations one by one")
     func contract() throws {
-        let users = try ["u1", "u2", "u3"].map(user)
+        let users = ["u1", "u2", "u3"].map(user)
         let instants = [now.addingTimeInterval(-50), now.addingTimeInterval(30), now.addingTimeInterval(90)]
         for seed in UInt64(1)...600 {
             var generator = RandomBadgeOperations(users: users, seed: seed)

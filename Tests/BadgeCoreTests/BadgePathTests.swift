@@ -1,46 +1,47 @@
 @testable import BadgeCore
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Badge paths")
 struct BadgePathTests {
     @Test("valid paths keep their labels and depth")
     func validPaths() throws {
-        let chat = try path("root.chat.c7")
+        let chat = path("root.chat.c7")
         #expect(chat.rawValue == "root.chat.c7")
         #expect(chat.labels == ["root", "chat", "c7"])
         #expect(chat.depth == 2)
         #expect(chat.description == "root.chat.c7")
         #expect(BadgePath.root.depth == 0)
         #expect(BadgePath.root.rawValue == "root")
-        #expect(try path("root") == .root)
-        #expect(try path("root.A_z_09").labels.last == "A_z_09")
+        #expect(path("root") == .root)
+        #expect(path("root.A_z_09").labels.last == "A_z_09")
     }
 
     @Test("parent and ancestors")
     func parentsAndAncestors() throws {
-        let deep = try path("root.a.b.c")
-        #expect(deep.parent == (try path("root.a.b")))
-        #expect(deep.ancestors == [.root, try path("root.a"), try path("root.a.b")])
+        let deep = path("root.a.b.c")
+        #expect(deep.parent == path("root.a.b"))
+        #expect(deep.ancestors == [.root, path("root.a"), path("root.a.b")])
         #expect(BadgePath.root.parent == nil)
         #expect(BadgePath.root.ancestors.isEmpty)
     }
 
     @Test("isWithin is self or descendant, label-wise")
     func within() throws {
-        let chat = try path("root.chat")
-        #expect(try path("root.chat.c7").isWithin(chat))
+        let chat = path("root.chat")
+        #expect(path("root.chat.c7").isWithin(chat))
         #expect(chat.isWithin(chat))
         #expect(chat.isWithin(.root))
-        #expect(!(try path("root.chatter").isWithin(chat)))
-        #expect(!chat.isWithin(try path("root.chat.c7")))
-        #expect(!(try path("root.other").isWithin(chat)))
+        #expect(!(path("root.chatter").isWithin(chat)))
+        #expect(!chat.isWithin(path("root.chat.c7")))
+        #expect(!(path("root.other").isWithin(chat)))
     }
 
     @Test("appending validates the label and the depth")
     func appending() throws {
         let chat = try BadgePath.root.appending(label: "chat")
-        #expect(chat == (try path("root.chat")))
+        #expect(chat == path("root.chat"))
         #expect(throws: BadgePathError.self) { try chat.appending(label: "a.b") }
         #expect(throws: BadgePathError.self) { try chat.appending(label: "") }
         var deep = BadgePath.root
@@ -110,7 +111,7 @@ struct BadgePathTests {
     @Test("labels are at most 64 characters")
     func labelLength() throws {
         let longest = String(repeating: "x", count: 64)
-        #expect(try path("root.\(longest)").labels.last == longest)
+        #expect(path("root.\(longest)").labels.last == longest)
         let tooLong = "root.a." + String(repeating: "x", count: 65)
         #expect(throws: BadgePathError.labelTooLong(path: tooLong, position: 3, length: 65)) {
             try BadgePath(validating: tooLong)
@@ -123,7 +124,7 @@ struct BadgePathTests {
     @Test("at most 16 labels after root")
     func depthLimit() throws {
         let sixteen = "root" + String(repeating: ".a", count: 16)
-        #expect(try path(sixteen).depth == 16)
+        #expect(path(sixteen).depth == 16)
         let seventeen = sixteen + ".a"
         #expect(throws: BadgePathError.tooDeep(path: seventeen, depth: 17)) { try BadgePath(validating: seventeen) }
         #expect(
@@ -151,15 +152,15 @@ struct BadgePathTests {
     @Test("order is label by label in byte order, a prefix first (ltree order)")
     func order() throws {
         let texts = ["root.b", "root.a.b", "root", "root.a", "root.a0", "root.B", "root.a_", "root.aa", "root.a.a"]
-        let sorted = try texts.map(path).sorted().map(\.rawValue)
+        let sorted = texts.map(path).sorted().map(\.rawValue)
         #expect(sorted == ["root", "root.B", "root.a", "root.a.a", "root.a.b", "root.a0", "root.a_", "root.aa", "root.b"])
     }
 
     @Test("Codable as a single validated string")
     func codable() throws {
-        let encoded = try JSONEncoder().encode([try path("root.chat")])
+        let encoded = try JSONEncoder().encode([path("root.chat")])
         #expect(String(decoding: encoded, as: UTF8.self) == #"["root.chat"]"#)
-        #expect(try JSONDecoder().decode([BadgePath].self, from: encoded) == [try path("root.chat")])
+        #expect(try JSONDecoder().decode([BadgePath].self, from: encoded) == [path("root.chat")])
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode([BadgePath].self, from: Data(#"["root.*"]"#.utf8))
         }

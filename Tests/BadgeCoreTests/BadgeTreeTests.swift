@@ -1,6 +1,6 @@
 import BadgeCore
-import BadgeTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Badge tree semantics (DESIGN §2)")
@@ -9,7 +9,7 @@ struct BadgeTreeTests {
     func setDot() throws {
         var tree = BadgeTree()
         try tree.apply(.set(count: 0, icon: nil), "root.settings.dark")
-        let node = try #require(tree.node(at: try path("root.settings.dark"), now: now))
+        let node = try #require(tree.node(at: path("root.settings.dark"), now: now))
         #expect(node.shown)
         #expect(node.count == 0)
         #expect(node.text == nil)
@@ -24,7 +24,7 @@ struct BadgeTreeTests {
         try tree.apply(.set(count: 5, icon: try icon("hot")), "root.promo.item1")
         try tree.apply(.set(count: 2, icon: nil), "root.promo.item1")
         #expect(try tree.shownCount("root.promo.item1") == 2)
-        #expect(tree.states[try path("root.promo.item1")]?.icon == nil)
+        #expect(tree.states[path("root.promo.item1")]?.icon == nil)
         #expect(try tree.shownCount("root") == 2)
     }
 
@@ -36,7 +36,7 @@ struct BadgeTreeTests {
         #expect(try tree.shownCount("root.chat.c7") == 3)
         try tree.apply(.set(count: 0, icon: try icon("new")), "root.chat.c8")
         try tree.apply(.increment(by: 4), "root.chat.c8")
-        #expect(tree.states[try path("root.chat.c8")] == BadgeState(count: 4, icon: try icon("new")))
+        #expect(tree.states[path("root.chat.c8")] == BadgeState(count: 4, icon: try icon("new")))
         #expect(try tree.shownCount("root.chat") == 7)
     }
 
@@ -83,7 +83,7 @@ struct BadgeTreeTests {
         #expect(try tree.shownCount("root.chat") == 1)
         try tree.apply(.clear(force: false), "root.chat.c8")
         #expect(tree.aggregates(now: now).isEmpty)
-        #expect(tree.node(at: try path("root.chat"), now: now) == nil)
+        #expect(tree.node(at: path("root.chat"), now: now) == nil)
         let root = try #require(tree.node(at: .root, now: now))
         #expect(root == BadgeNode(path: .root, shown: false, count: 0, text: nil, icon: nil, children: []))
     }
@@ -123,7 +123,7 @@ struct BadgeTreeTests {
         let root = try #require(tree.node(at: .root, now: now))
         #expect(root.count == 5)
         #expect(root.text == "5")
-        #expect(root.children.map(\.path) == [try path("root.chat")])
+        #expect(root.children.map(\.path) == [path("root.chat")])
     }
 
     @Test("99+ above the cap, and the cap is a setting")
@@ -146,15 +146,15 @@ struct BadgeTreeTests {
         var tree = BadgeTree()
         try tree.apply(.set(count: 0, icon: try icon("new")), "root.settings.dark")
         try tree.apply(.set(count: 0, icon: nil), "root.settings.font")
-        let settings = try #require(tree.node(at: try path("root.settings"), now: now))
+        let settings = try #require(tree.node(at: path("root.settings"), now: now))
         #expect(settings.text == nil)
         #expect(settings.icon == nil)
         let dark = try #require(settings.children.first)
-        #expect(dark.path == (try path("root.settings.dark")))
+        #expect(dark.path == path("root.settings.dark"))
         #expect(dark.text == nil)
         #expect(dark.icon == (try icon("new")))
         try tree.apply(.set(count: 3, icon: try icon("hot")), "root.settings.dark")
-        let numbered = try #require(tree.node(at: try path("root.settings.dark"), now: now))
+        let numbered = try #require(tree.node(at: path("root.settings.dark"), now: now))
         #expect(numbered.text == "3")
         #expect(numbered.icon == (try icon("hot")))
     }
@@ -164,15 +164,15 @@ struct BadgeTreeTests {
         var tree = BadgeTree()
         try tree.apply(.increment(by: 1), "root.a.b.c")
         try tree.apply(.increment(by: 1), "root.a.d")
-        let only = try #require(tree.node(at: try path("root.a"), depth: 0, now: now))
+        let only = try #require(tree.node(at: path("root.a"), depth: 0, now: now))
         #expect(only.children.isEmpty)
         #expect(only.count == 2)
-        let one = try #require(tree.node(at: try path("root.a"), depth: 1, now: now))
+        let one = try #require(tree.node(at: path("root.a"), depth: 1, now: now))
         #expect(one.children.map(\.path.rawValue) == ["root.a.b", "root.a.d"])
         #expect(one.children.allSatisfy { $0.children.isEmpty })
         let all = try #require(tree.node(at: .root, now: now))
         #expect(all.children.first?.children.first?.children.first?.path.rawValue == "root.a.b.c")
-        #expect(tree.node(at: try path("root.zzz"), now: now) == nil)
+        #expect(tree.node(at: path("root.zzz"), now: now) == nil)
     }
 
     @Test("children are sorted by path order")
@@ -190,10 +190,10 @@ struct BadgeTreeTests {
         var tree = BadgeTree()
         try tree.apply(.increment(by: 2), "root.chat.c7")
         try tree.apply(.increment(by: 1), "root.promo")
-        let chat = try path("root.chat")
+        let chat = path("root.chat")
         let subset = tree.aggregates(now: now).filter { $0.key.isWithin(chat) }
         let node = try #require(
-            BadgeNode.build(aggregates: subset, at: try path("root.chat"), depth: nil, display: BadgeDisplay()))
+            BadgeNode.build(aggregates: subset, at: path("root.chat"), depth: nil, display: BadgeDisplay()))
         #expect(node.count == 2)
         #expect(node.children.map(\.path.rawValue) == ["root.chat.c7"])
     }
@@ -218,7 +218,7 @@ struct BadgeTreeTests {
             for _ in 0..<Int.random(in: 0...30, using: &random) {
                 let depth = Int.random(in: 0...4, using: &random)
                 let nodeLabels = ["root"] + (0..<depth).map { _ in labels.randomElement(using: &random)! }
-                aggregates[try path(nodeLabels.joined(separator: "."))] = BadgeAggregate(
+                aggregates[path(nodeLabels.joined(separator: "."))] = BadgeAggregate(
                     count: Int64.random(in: 0...120, using: &random), icon: nil)
             }
             let at = aggregates.keys.randomElement(using: &random) ?? .root
@@ -269,11 +269,11 @@ struct BadgeTreeTests {
         let later = now.addingTimeInterval(100)
         try tree.apply(.set(count: 5, icon: try icon("hot")), "root.a", expiresAt: now.addingTimeInterval(-1))
         try tree.apply(.increment(by: 2), "root.a")
-        #expect(tree.states[try path("root.a")] == BadgeState(count: 2, icon: nil, expiresAt: nil))
+        #expect(tree.states[path("root.a")] == BadgeState(count: 2, icon: nil, expiresAt: nil))
         try tree.apply(.set(count: 1, icon: nil), "root.b", expiresAt: soon)
         try tree.apply(.increment(by: 1), "root.b")
-        #expect(tree.states[try path("root.b")] == BadgeState(count: 2, icon: nil, expiresAt: soon))
+        #expect(tree.states[path("root.b")] == BadgeState(count: 2, icon: nil, expiresAt: soon))
         try tree.apply(.increment(by: 1), "root.b", expiresAt: later)
-        #expect(tree.states[try path("root.b")]?.expiresAt == later)
+        #expect(tree.states[path("root.b")]?.expiresAt == later)
     }
 }

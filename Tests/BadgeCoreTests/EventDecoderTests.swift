@@ -1,6 +1,6 @@
 import BadgeCore
-import BadgeTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Event decoding (DESIGN §3)")
@@ -9,24 +9,24 @@ struct EventDecoderTests {
     func directOperations() throws {
         let incr = try #require(event(#"{"id": "9f1c", "op": "incr", "user": "u42", "path": "root.chat.c7", "by": 1}"#))
         #expect(incr.id.rawValue == "9f1c")
-        #expect(incr.audience == .users([try user("u42")]))
-        #expect(incr.body == .operation(path: try path("root.chat.c7"), operation: .increment(by: 1)))
+        #expect(incr.audience == .users([user("u42")]))
+        #expect(incr.body == .operation(path: path("root.chat.c7"), operation: .increment(by: 1)))
         let set = try #require(event(#"{"id": "9f1d", "op": "set", "user": "u42", "path": "root.promotion.item1", "count": 5}"#))
-        #expect(set.body == .operation(path: try path("root.promotion.item1"), operation: .set(count: 5, icon: nil)))
+        #expect(set.body == .operation(path: path("root.promotion.item1"), operation: .set(count: 5, icon: nil)))
         let clear = try #require(event(#"{"id": "9f1e", "op": "clear", "user": "u42", "path": "root.promotion", "force": true}"#))
-        #expect(clear.body == .operation(path: try path("root.promotion"), operation: .clear(force: true)))
+        #expect(clear.body == .operation(path: path("root.promotion"), operation: .clear(force: true)))
     }
 
     @Test("defaults: set is a dot, incr by 1, clear not forced; icon and 5.0 accepted; null is absent")
     func defaults() throws {
         let dot = try #require(event(#"{"id":"e","op":"set","user":"u","path":"root.a","icon":"new"}"#))
-        #expect(dot.body == .operation(path: try path("root.a"), operation: .set(count: 0, icon: try icon("new"))))
+        #expect(dot.body == .operation(path: path("root.a"), operation: .set(count: 0, icon: try icon("new"))))
         let incr = try #require(event(#"{"id":"e","op":"incr","user":"u","path":"root.a","by":null}"#))
-        #expect(incr.body == .operation(path: try path("root.a"), operation: .increment(by: 1)))
+        #expect(incr.body == .operation(path: path("root.a"), operation: .increment(by: 1)))
         let clear = try #require(event(#"{"id":"e","op":"clear","user":"u","path":"root.a"}"#))
-        #expect(clear.body == .operation(path: try path("root.a"), operation: .clear(force: false)))
+        #expect(clear.body == .operation(path: path("root.a"), operation: .clear(force: false)))
         let whole = try #require(event(#"{"id":"e","op":"set","user":"u","path":"root.a","count":5.0}"#))
-        #expect(whole.body == .operation(path: try path("root.a"), operation: .set(count: 5, icon: nil)))
+        #expect(whole.body == .operation(path: path("root.a"), operation: .set(count: 5, icon: nil)))
         let unknown = try #require(event(#"{"id":"e","op":"set","user":"u","path":"root.a","color":"red"}"#))
         #expect(unknown.id.rawValue == "e")
     }
@@ -35,7 +35,7 @@ struct EventDecoderTests {
     func contentEvents() throws {
         let chat = try #require(event(
             #"{"id": "a01", "type": "chat.message", "users": ["u42", "u43", "u42"], "attrs": {"conversation": "c7", "n": 3, "ok": true}}"#))
-        #expect(chat.audience == .users([try user("u42"), try user("u43")]))
+        #expect(chat.audience == .users([user("u42"), user("u43")]))
         #expect(chat.body == .content(type: "chat.message", attributes: ["conversation": "c7", "n": "3", "ok": "true"]))
         let feature = try #require(event(
             #"{"id": "a02", "type": "feature.launched", "audience": "all", "attrs": {"feature": "dark_mode"}}"#))
@@ -232,26 +232,26 @@ struct EventEncoderTests {
     func roundTrip() throws {
         let events = [
             BadgeEvent(
-                id: try EventID(validating: "9f1c-\"quoted\"\\"), audience: .users([try user("u42")]),
-                body: .operation(path: try path("root.chat.c7"), operation: .increment(by: 3))),
+                id: try EventID(validating: "9f1c-\"quoted\"\\"), audience: .users([user("u42")]),
+                body: .operation(path: path("root.chat.c7"), operation: .increment(by: 3))),
             BadgeEvent(
-                id: try EventID(validating: "e2"), audience: .users([try user("u1"), try user("u2")]),
+                id: try EventID(validating: "e2"), audience: .users([user("u1"), user("u2")]),
                 occurredAt: Date(timeIntervalSince1970: 1_740_830_400.125),
                 expiresAt: Date(timeIntervalSince1970: 1_740_830_400),
                 body: .operation(path: .root, operation: .set(count: 0, icon: try icon("new")))),
             BadgeEvent(
                 id: try EventID(validating: "e3"), audience: .everyone,
-                body: .operation(path: try path("root.promo"), operation: .clear(force: true))),
+                body: .operation(path: path("root.promo"), operation: .clear(force: true))),
             BadgeEvent(
-                id: try EventID(validating: "e4"), audience: .users([try user("u1")]),
-                body: .operation(path: try path("root.promo"), operation: .clear(force: false))),
+                id: try EventID(validating: "e4"), audience: .users([user("u1")]),
+                body: .operation(path: path("root.promo"), operation: .clear(force: false))),
             BadgeEvent(
                 id: try EventID(validating: "e5"), audience: .everyone,
                 // The earliest instants read back (timestamps before 1970 are refused: issue 11).
                 expiresAt: Date(timeIntervalSince1970: 0.5),
                 body: .content(type: "feature.launched", attributes: ["feature": "dark_mode", "note": "a \"b\"\n\u{1}é"])),
             BadgeEvent(
-                id: try EventID(validating: "e6"), audience: .users([try user("u1")]),
+                id: try EventID(validating: "e6"), audience: .users([user("u1")]),
                 body: .content(type: "chat.read", attributes: [:])),
         ]
         for original in events {

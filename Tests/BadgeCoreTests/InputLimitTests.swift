@@ -1,5 +1,6 @@
 import BadgeCore
 import Foundation
+import TestSupport
 import Testing
 
 /// Numbers and dates at the edges of what events may carry (issue 11): refused with a reason, or
@@ -45,11 +46,11 @@ struct InputLimitTests {
 
     @Test("sums near Int64.max saturate in the tree, the batch and the aggregates")
     func saturation() throws {
-        let a = try path("root.a")
-        let b = try path("root.b")
+        let a = path("root.a")
+        let b = path("root.b")
         var tree = BadgeTree(states: [a: BadgeState(count: .max - 1), b: BadgeState(count: .max)])
         var batch = BadgeBatch()
-        let alice = try user("alice")
+        let alice = user("alice")
         for _ in 0..<3 {
             tree.apply(.increment(by: BadgeOperation.maximumCount), at: a, now: now)
             batch.append(BadgeMutation(user: alice, path: a, operation: .increment(by: BadgeOperation.maximumCount)))
@@ -68,10 +69,10 @@ struct InputLimitTests {
 struct DepthLimitTests {
     @Test("a depth of Int.max (reddot badges show --depth) is all levels, not an overflow")
     func hugeDepth() throws {
-        let tree = BadgeTree(states: [try path("root.a.b"): BadgeState(count: 2)])
+        let tree = BadgeTree(states: [path("root.a.b"): BadgeState(count: 2)])
         let aggregates = tree.aggregates(now: now)
-        let all = BadgeNode.build(aggregates: aggregates, at: try path("root.a"), depth: .max, display: BadgeDisplay())
-        #expect(all == BadgeNode.build(aggregates: aggregates, at: try path("root.a"), depth: nil, display: BadgeDisplay()))
+        let all = BadgeNode.build(aggregates: aggregates, at: path("root.a"), depth: .max, display: BadgeDisplay())
+        #expect(all == BadgeNode.build(aggregates: aggregates, at: path("root.a"), depth: nil, display: BadgeDisplay()))
         #expect(all?.children.map(\.path.rawValue) == ["root.a.b"])
         let none = BadgeNode.build(aggregates: aggregates, at: .root, depth: .min, display: BadgeDisplay())
         #expect(none?.children.isEmpty == true)

@@ -1,4 +1,5 @@
 @testable import BadgeCore
+import TestSupport
 import Testing
 
 /// The parser's value for `text`, or nil if it refused it.
@@ -115,7 +116,7 @@ struct EventIntakeTests {
         #expect(refused.eventID?.rawValue == "e2")
         let good = Array(#"{"id":"e3","type":"chat.message","user":"u","attrs":{"c":"c7"}}"#.utf8)
         let operation = try intake.map(good).get()
-        #expect(operation.path == (try path("root.chat.c7")))
+        #expect(operation.path == path("root.chat.c7"))
         #expect(operation.operation == .increment(by: 1))
         #expect(try intake.check(good).get().id.rawValue == "e3")
     }

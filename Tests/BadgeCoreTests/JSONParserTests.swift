@@ -1,6 +1,6 @@
 @testable import BadgeCore
-import BadgeTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// The parser's value for `text`, or nil if it rejected it.

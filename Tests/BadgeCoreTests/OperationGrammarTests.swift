@@ -1,5 +1,6 @@
 @testable import BadgeCore
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("One op grammar for events and rules")
@@ -57,7 +58,7 @@ struct OperationGrammarTests {
     func encoderNames() throws {
         for operation in [BadgeOperation.set(count: 1, icon: nil), .increment(by: 2), .clear(force: true)] {
             let event = BadgeEvent(
-                id: try EventID(validating: "e"), audience: .everyone, body: .operation(path: try path("root.a"), operation: operation))
+                id: try EventID(validating: "e"), audience: .everyone, body: .operation(path: path("root.a"), operation: operation))
             let text = String(decoding: EventEncoder().encode(event), as: UTF8.self)
             #expect(text.contains(#""op":"\#(OperationGrammar.Op(operation).rawValue)""#))
         }

@@ -1,5 +1,6 @@
 import BadgeCore
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("Rules")
@@ -26,7 +27,7 @@ struct RuleSetTests {
 
     func content(_ type: String, _ attributes: [String: String], users: [String] = ["u42"]) throws -> BadgeEvent {
         BadgeEvent(
-            id: try EventID(validating: "e1"), audience: .users(try users.map(user)),
+            id: try EventID(validating: "e1"), audience: .users(users.map(user)),
             body: .content(type: type, attributes: attributes))
     }
 
@@ -58,7 +59,7 @@ struct RuleSetTests {
     @Test("content events map through their rule")
     func mapping() throws {
         let chat = try mapped(try content("chat.message", ["conversation": "c7"], users: ["u42", "u43"]))
-        #expect(chat.path == (try path("root.chat.c7")))
+        #expect(chat.path == path("root.chat.c7"))
         #expect(chat.operation == .increment(by: 1))
         #expect(chat.mutations().map(\.user.rawValue) == ["u42", "u43"])
         #expect(chat.mutations().allSatisfy { $0.path == chat.path && $0.operation == chat.operation })
@@ -67,7 +68,7 @@ struct RuleSetTests {
         let read = try mapped(try content("chat.read", ["conversation": "c7"]))
         #expect(read.operation == .clear(force: true))
         let item = try mapped(try content("shop.item", ["id": "42", "variant": "red", "unused": "x.y"]))
-        #expect(item.path == (try path("root.shop.item_42.red")))
+        #expect(item.path == path("root.shop.item_42.red"))
         #expect(item.operation == .set(count: 3, icon: nil))
     }
 
@@ -76,9 +77,9 @@ struct RuleSetTests {
         let expiry = now.addingTimeInterval(3600)
         let direct = BadgeEvent(
             id: try EventID(validating: "e9"), audience: .everyone, expiresAt: expiry,
-            body: .operation(path: try path("root.promo"), operation: .set(count: 1, icon: nil)))
+            body: .operation(path: path("root.promo"), operation: .set(count: 1, icon: nil)))
         let result = try RuleSet.empty.map(direct).get()
-        #expect(result.path == (try path("root.promo")))
+        #expect(result.path == path("root.promo"))
         #expect(result.expiresAt == expiry)
         #expect(result.eventID.rawValue == "e9")
         #expect(result.mutations().isEmpty)

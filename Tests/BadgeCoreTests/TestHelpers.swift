@@ -1,16 +1,9 @@
 import BadgeCore
 import Foundation
+import TestSupport
 
 /// A fixed instant for tests.
 let now = Date(timeIntervalSince1970: 1_750_000_000)
-
-func path(_ text: String) throws -> BadgePath {
-    try BadgePath(validating: text)
-}
-
-func user(_ text: String) throws -> UserID {
-    try UserID(validating: text)
-}
 
 func icon(_ text: String) throws -> BadgeIcon {
     try BadgeIcon(validating: text)
@@ -30,11 +23,11 @@ func event(_ json: String) -> BadgeEvent? {
 extension BadgeTree {
     /// Applies `operation` at the path `text`.
     mutating func apply(_ operation: BadgeOperation, _ text: String, expiresAt: Date? = nil) throws {
-        apply(operation, at: try path(text), expiresAt: expiresAt, now: now)
+        apply(operation, at: path(text), expiresAt: expiresAt, now: now)
     }
 
     /// The aggregate count shown at `text`, or nil when nothing is shown there.
     func shownCount(_ text: String, at instant: Date = now) throws -> Int64? {
-        aggregates(now: instant)[try path(text)]?.count
+        aggregates(now: instant)[path(text)]?.count
     }
 }

@@ -3,6 +3,7 @@ import BadgeIngest
 import BadgeStore
 import Foundation
 import LibPQ
+import TestSupport
 import Testing
 
 @Suite("Dead letters: list and replay")

@@ -2,9 +2,9 @@ import BadgeCore
 import BadgeIngest
 import BadgeStore
 import Foundation
-import PGTestSupport
 import RdKafka
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite("reddot ingest killed with SIGKILL at random moments")

@@ -3,42 +3,19 @@ import BadgeIngest
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 
 /// A migrated throwaway database with a pool and a store on it, for one test.
-struct IngestFixture: Sendable {
+struct IngestFixture: PooledFixture, Sendable {
     let database: TestDatabase
     let pool: PGPool
     let store: BadgeStore
 
-    static let migrationsDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("migrations")
-
     /// Runs `body` on a fresh migrated database, dropped afterwards even when `body` throws.
     static func with<T>(_ body: (IngestFixture) async throws -> T) async throws -> T {
-        let database = try await TestDatabase.create(prefix: "ingest")
-        let pool = PGPool(
-            configuration: PGConfiguration(
-                connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
-            maximumConnections: 2, logger: TestServer.logger)
-        let fixture = IngestFixture(database: database, pool: pool, store: BadgeStore(pool: pool))
-        do {
-            let files = try MigrationFile.load(from: migrationsDirectory)
-            let migrator = Migrator(files: files, logger: TestServer.logger)
-            try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
-            let value = try await body(fixture)
-            await fixture.tearDown()
-            return value
-        } catch {
-            await fixture.tearDown()
-            throw error
+        try await MigratedDatabase.with(prefix: "ingest", connections: 2) { migrated in
+            try await body(IngestFixture(database: migrated.database, pool: migrated.pool, store: BadgeStore(pool: migrated.pool)))
         }
-    }
-
-    func tearDown() async {
-        pool.close()
-        await database.drop()
     }
 
     /// Commits `batch` in its own transaction, as the ingest service does.
@@ -70,31 +47,11 @@ struct IngestFixture: Sendable {
     func drainDirtyUsers() async throws {
         while try await store.recomputeDirtyUsers(limit: 500) > 0 {}
     }
-
-    func scalar<T: PGDecodable>(_ sql: String, _ parameters: [any PGBindable] = [], as type: T.Type = T.self) async throws -> T {
-        try await pool.withConnection { connection in
-            try connection.query(PGStatement("test.scalar", sql, prepared: false), parameters).singleRow().decode(0, as: T.self)
-        }
-    }
-
-    func rows(_ sql: String, _ parameters: [any PGBindable] = []) async throws -> [[String?]] {
-        try await pool.withConnection { connection in
-            try connection.query(PGStatement("test.rows", sql, prepared: false), parameters).rows.map(\.values)
-        }
-    }
 }
 
 // MARK: - records and events
 
 let topic = "reddot.events"
-
-func user(_ name: String) -> UserID {
-    do { return try UserID(validating: name) } catch { preconditionFailure("bad test user \(name)") }
-}
-
-func path(_ text: String) -> BadgePath {
-    do { return try BadgePath(validating: text) } catch { preconditionFailure("bad test path \(text)") }
-}
 
 func eventID(_ text: String) -> EventID {
     do { return try EventID(validating: text) } catch { preconditionFailure("bad test event id \(text)") }

@@ -1,13 +1,12 @@
 import BadgeCore
 import BadgeIngest
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import RdKafka
 import ServiceLifecycle
+import TestSupport
 
 /// A mock Kafka cluster with one events topic, a migrated database, and ingest services to
 /// start and stop at will: the end-to-end setting of the exactly-once tests.
@@ -28,13 +27,9 @@ final class IngestHarness: Sendable {
         self.partitions = partitions
         try cluster.createTopic(topic, partitions: partitions)
         try cluster.createTopic(topic + ".dlq", partitions: 1)
-        database = try await TestDatabase.create(prefix: "e2e", server: server)
-        pool = PGPool(
-            configuration: PGConfiguration(connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
-            maximumConnections: 2, logger: logger)
-        let files = try MigrationFile.load(from: IngestFixture.migrationsDirectory)
-        let migrator = Migrator(files: files, logger: logger)
-        try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+        let migrated = try await MigratedDatabase.create(prefix: "e2e", server: server, connections: 2, logger: logger)
+        database = migrated.database
+        pool = migrated.pool
     }
 
     func tearDown() async {

@@ -1,9 +1,9 @@
 import BadgeCore
 import BadgeIngest
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import LibPQ
+import TestSupport
 import Testing
 
 @Suite("Ingest equals the in-memory model, with duplicates and poison records")

@@ -3,11 +3,11 @@ import BadgeIngest
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
-import RdKafka
 import Logging
+import RdKafka
 import ServiceLifecycle
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite("Ingest end to end: mock Kafka cluster, real PostgreSQL", .serialized)

@@ -1,9 +1,9 @@
 import BadgeCore
 import BadgeIngest
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import LibPQ
+import TestSupport
 import Testing
 
 @Suite("Committing batches to a real PostgreSQL")

@@ -1,5 +1,6 @@
 import BadgeCore
 import BadgeIngest
+import TestSupport
 import Testing
 
 @Suite("Preparing a batch: decode, validate, map, in record order")

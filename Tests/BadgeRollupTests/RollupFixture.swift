@@ -4,37 +4,19 @@ import BadgeStore
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import ServiceLifecycle
+import TestSupport
 
 /// A migrated throwaway database with a pool and a store on it, for one test.
-struct RollupFixture: Sendable {
+struct RollupFixture: PooledFixture, Sendable {
     let database: TestDatabase
     let pool: PGPool
     let store: BadgeStore
 
-    static let migrationsDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("migrations")
-
     /// Runs `body` on a fresh migrated database, dropped afterwards even when `body` throws.
     static func with<T>(connections: Int = 6, _ body: (RollupFixture) async throws -> T) async throws -> T {
-        let database = try await TestDatabase.create(prefix: "rollup")
-        let pool = PGPool(
-            configuration: PGConfiguration(connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
-            maximumConnections: connections, logger: TestServer.logger)
-        let fixture = RollupFixture(database: database, pool: pool, store: BadgeStore(pool: pool))
-        do {
-            let migrator = Migrator(files: try MigrationFile.load(from: migrationsDirectory), logger: TestServer.logger)
-            try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
-            let value = try await body(fixture)
-            pool.close()
-            await database.drop()
-            return value
-        } catch {
-            pool.close()
-            await database.drop()
-            throw error
+        try await MigratedDatabase.with(prefix: "rollup", connections: connections) { migrated in
+            try await body(RollupFixture(database: migrated.database, pool: migrated.pool, store: BadgeStore(pool: migrated.pool)))
         }
     }
 
@@ -48,18 +30,6 @@ struct RollupFixture: Sendable {
                 let outcome = try BadgeStore.apply(finished, on: connection)
                 try BadgeStore.markDirty(finished.users, bumping: outcome.dismissedBroadcasts, on: connection)
             }
-        }
-    }
-
-    func execute(_ sql: String, _ parameters: [any PGBindable] = []) async throws {
-        try await pool.withConnection { connection in
-            _ = try connection.query(PGStatement("test.execute", sql, prepared: false), parameters)
-        }
-    }
-
-    func scalar<T: PGDecodable>(_ sql: String, _ parameters: [any PGBindable] = [], as type: T.Type = T.self) async throws -> T {
-        try await pool.withConnection { connection in
-            try connection.query(PGStatement("test.scalar", sql, prepared: false), parameters).singleRow().decode(0, as: T.self)
         }
     }
 
@@ -97,12 +67,4 @@ struct RollupFixture: Sendable {
 struct RollupTestError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
-}
-
-func user(_ name: String) -> UserID {
-    do { return try UserID(validating: name) } catch { preconditionFailure("bad test user \(name)") }
-}
-
-func path(_ text: String) -> BadgePath {
-    do { return try BadgePath(validating: text) } catch { preconditionFailure("bad test path \(text)") }
 }

@@ -3,8 +3,8 @@ import BadgeRollup
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 /// The rollup's database goes away (its sessions end, new ones are refused) and comes back.

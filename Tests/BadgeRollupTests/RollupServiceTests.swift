@@ -1,11 +1,10 @@
 import BadgeCore
 import BadgeRollup
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import LibPQ
-import PGTestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite("The rollup worker", .serialized)

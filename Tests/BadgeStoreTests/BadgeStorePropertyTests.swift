@@ -1,9 +1,8 @@
 import BadgeCore
 import BadgeStore
-import BadgeTestSupport
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 @Suite("PostgreSQL store equals the in-memory model")

@@ -2,7 +2,7 @@ import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 @Suite("Badge store against a real PostgreSQL")
@@ -137,11 +137,8 @@ struct BadgeStoreTests {
         let listener = try PGListener(
             configuration: PGConfiguration(connectionString: fixture.database.url), channels: [BadgeStore.changeChannel],
             logger: TestServer.logger)
-        let run = Task { await listener.run() }
-        defer {
-            listener.stop()
-            run.cancel()
-        }
+        let running = RunningListener(listener)
+        defer { running.stop() }
         var events = listener.events.makeAsyncIterator()
         #expect(await events.next() == .connected)
         try await fixture.store.apply(

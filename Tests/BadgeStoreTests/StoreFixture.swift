@@ -2,28 +2,17 @@ import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 
 /// A migrated throwaway database with a pool and a store on it.
-struct StoreFixture {
+struct StoreFixture: PooledFixture {
     let database: TestDatabase
     let pool: PGPool
     let store: BadgeStore
 
-    static let migrationsDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("migrations")
-
     static func make(connections: Int = 4) async throws -> StoreFixture {
-        let database = try await TestDatabase.create(prefix: "store")
-        let pool = PGPool(
-            configuration: PGConfiguration(
-                connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
-            maximumConnections: connections, logger: TestServer.logger)
-        let files = try MigrationFile.load(from: migrationsDirectory)
-        let migrator = Migrator(files: files, logger: TestServer.logger)
-        try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
-        return StoreFixture(database: database, pool: pool, store: BadgeStore(pool: pool))
+        let migrated = try await MigratedDatabase.create(prefix: "store", connections: connections)
+        return StoreFixture(database: migrated.database, pool: migrated.pool, store: BadgeStore(pool: migrated.pool))
     }
 
     func tearDown() async {
@@ -54,18 +43,4 @@ struct StoreFixture {
     func drainDirtyUsers(batchSize: Int = 100) async throws {
         while try await store.recomputeDirtyUsers(limit: batchSize) > 0 {}
     }
-
-    func scalar<T: PGDecodable>(_ sql: String, _ parameters: [any PGBindable] = [], as type: T.Type = T.self) async throws -> T {
-        try await pool.withConnection { connection in
-            try connection.query(PGStatement("test.scalar", sql, prepared: false), parameters).singleRow().decode(0, as: T.self)
-        }
-    }
-}
-
-func user(_ name: String) -> UserID {
-    do { return try UserID(validating: name) } catch { preconditionFailure("bad test user \(name)") }
-}
-
-func path(_ text: String) -> BadgePath {
-    do { return try BadgePath(validating: text) } catch { preconditionFailure("bad test path \(text)") }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
+import TestSupport
 import Testing
 
 @Suite("LibPQ against a real PostgreSQL")
@@ -298,11 +298,8 @@ struct LibPQTests {
         let admin = try TestServer.adminURL()
         let channel = "reddot_test_\(UInt32.random(in: 0...UInt32.max))"
         let listener = try PGListener(configuration: PGConfiguration(connectionString: admin), channels: [channel], logger: logger)
-        let run = Task { await listener.run() }
-        defer {
-            listener.stop()
-            run.cancel()
-        }
+        let running = RunningListener(listener)
+        defer { running.stop() }
         var events = listener.events.makeAsyncIterator()
         #expect(await events.next() == .connected)
 

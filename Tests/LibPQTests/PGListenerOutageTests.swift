@@ -1,8 +1,8 @@
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// A listener whose server goes away must wait with growing pauses (never poll a dead socket or
@@ -18,11 +18,8 @@ struct PGListenerOutageTests {
             let listener = try PGListener(
                 configuration: database.configuration, channels: [channel], logger: reconnections.logger(level: .info))
             let events = EventLog(listener)
-            let run = Task { await listener.run() }
-            defer {
-                listener.stop()
-                run.cancel()
-            }
+            let running = RunningListener(listener)
+            defer { running.stop() }
             #expect(try await events.waitFor(connections: 1, seconds: 30))
 
             // The database goes away: its sessions end and new ones are refused.
@@ -60,11 +57,8 @@ struct PGListenerOutageTests {
         let listener = try PGListener(
             configuration: PGConfiguration(connectionString: adminURL), channels: [channel], logger: TestServer.logger)
         let events = EventLog(listener)
-        let run = Task { await listener.run() }
-        defer {
-            listener.stop()
-            run.cancel()
-        }
+        let running = RunningListener(listener)
+        defer { running.stop() }
         #expect(try await events.waitFor(connections: 1, seconds: 30))
 
         // Ends the listener's session as soon as it has listened: for 6 s, and on a loaded

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import RdKafka
+import TestSupport
 import Testing
 
 /// `reddot publish` run as a child process against librdkafka's mock cluster (started in this
@@ -268,11 +269,7 @@ struct PublishTests {
             print("valid" if not errors else "invalid: " + errors[0].message[:120].replace("\\n", " "))
         """
 
-    static let schemaFile = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // ReddotCLITests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent("deploy/schema/event.schema.json")
+    static let schemaFile = Repository.root.appendingPathComponent("deploy/schema/event.schema.json")
 
     // MARK: - running things
 
@@ -305,7 +302,7 @@ struct PublishTests {
     }
 
     /// Runs `reddot publish` with `arguments`, against `kafka` when given.
-    func publish(_ arguments: [String], kafka: MockKafka? = nil, input: Data? = nil) async throws -> CLITests.CommandOutput {
+    func publish(_ arguments: [String], kafka: MockKafka? = nil, input: Data? = nil) async throws -> CommandOutput {
         let binary = try CLITests.binary.get()
         return try await Self.run(binary, ["publish"] + arguments + (kafka?.arguments ?? []), input: input)
     }
@@ -314,55 +311,10 @@ struct PublishTests {
 
     /// Runs a program off Swift's cooperative threads, feeding `input` (or nothing) to its stdin;
     /// kills it after 60 s.
-    static func run(_ executable: URL, _ arguments: [String], input: Data? = nil) async throws -> CLITests.CommandOutput {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(executable, arguments, input: input) })
-            }
-        }
-    }
-
-    private static func runBlocking(_ executable: URL, _ arguments: [String], input: Data?) throws -> CLITests.CommandOutput {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        for name in ["REDDOT_KAFKA_BROKERS", "REDDOT_KAFKA_TOPIC", "REDDOT_KAFKA_CONFIG"] { environment[name] = nil }
-        environment["REDDOT_LOG_LEVEL"] = "critical"
-        process.environment = environment
-        let output = Pipe()
-        let errors = Pipe()
-        let standardInput = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = input == nil ? FileHandle.nullDevice : standardInput
-        try process.run()
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
-        defer { watchdog.cancel() }
-        let group = DispatchGroup()
-        let errorData = DataBox()
-        DispatchQueue.global().async(group: group) {
-            errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
-        }
-        if let input {
-            DispatchQueue.global().async(group: group) {
-                standardInput.fileHandleForWriting.write(input)
-                try? standardInput.fileHandleForWriting.close()
-            }
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return CLITests.CommandOutput(
-            exitCode: process.terminationStatus,
-            stdout: String(decoding: outputData, as: UTF8.self),
-            stderr: String(decoding: errorData.data, as: UTF8.self))
-    }
-
-    /// Written by one reader thread, read after `DispatchGroup.wait()`.
-    private final class DataBox: @unchecked Sendable {
-        var data = Data()
+    static func run(_ executable: URL, _ arguments: [String], input: Data? = nil) async throws -> CommandOutput {
+        try await ChildProcess.capture(
+            executable, arguments, removing: ["REDDOT_KAFKA_BROKERS", "REDDOT_KAFKA_TOPIC", "REDDOT_KAFKA_CONFIG"],
+            setting: ["REDDOT_LOG_LEVEL": "critical"], input: input, timeoutSeconds: 60)
     }
 }
 

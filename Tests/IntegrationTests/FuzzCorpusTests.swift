@@ -1,13 +1,12 @@
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The fuzz corpora (Tests/FuzzCorpus/<target>/: seeds and the reproducers of crashes found) replay
 /// through every fuzz target's invariants with the ordinary build of `reddot-fuzz`.
 @Suite("Fuzz corpora replay")
 struct FuzzCorpusTests {
-    static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("FuzzCorpus")
+    static let corpus = Repository.root.appendingPathComponent("Tests").appendingPathComponent("FuzzCorpus")
 
     @Test("every corpus input keeps its target's invariants")
     func replay() async throws {

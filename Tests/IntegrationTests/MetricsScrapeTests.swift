@@ -1,6 +1,6 @@
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The runbook's metrics, scraped from `/metrics` of `reddot ingest --metrics-port` and

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import LibPQ
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// The built `reddot` executable, run as a child process against a real PostgreSQL: exit codes,
@@ -13,17 +13,17 @@ struct CLITests {
     @Test("migrate up applies the real migrations, then has nothing to apply")
     func migrateUpTwice() async throws {
         try await withDatabase { url in
-            let first = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            let first = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             #expect(first.exitCode == 0, "\(first)")
             #expect(first.stdout.contains("applied 0001_init.sql\n"), "\(first)")
             #expect(first.stdout.contains("the schema is current"), "\(first)")
 
-            let second = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            let second = try await reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             #expect(second.exitCode == 0, "\(second)")
             #expect(second.stdout.hasPrefix("nothing to apply"), "\(second)")
             #expect(!second.stdout.contains("applied 0001"), "\(second)")
 
-            let verify = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", Self.repositoryMigrations.path])
+            let verify = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", Repository.migrationsDirectory.path])
             #expect(verify.exitCode == 0, "\(verify)")
             #expect(verify.stdout.hasPrefix("ok: "), "\(verify)")
         }
@@ -164,7 +164,7 @@ struct CLITests {
     @Test("badges apply and show: aggregates, display text, versions, subtrees, clears")
     func badgesApplyAndShow() async throws {
         try await withDatabase { url in
-            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", Self.repositoryMigrations.path]).exitCode == 0)
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path]).exitCode == 0)
             let user = ["--user", "cli-user-1", "--database-url", url]
 
             let empty = try await badges(["show"] + user)
@@ -269,13 +269,6 @@ struct CLITests {
     // MARK: - running reddot
 
     /// What a child process printed, and how it ended.
-    struct CommandOutput: CustomStringConvertible, Sendable {
-        var exitCode: Int32
-        var stdout: String
-        var stderr: String
-        var description: String { "exit \(exitCode)\n--- stdout\n\(stdout)--- stderr\n\(stderr)" }
-    }
-
     /// `reddot badges show|apply` as the command prints it.
     struct BadgeAnswer: Decodable, Sendable {
         var user: String
@@ -301,54 +294,12 @@ struct CLITests {
         return try JSONDecoder().decode(BadgeAnswer.self, from: Data(result.stdout.utf8))
     }
 
-    /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it.
+    /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it;
+    /// never hangs the suite: a command still running after 30 s is killed (and fails its test).
     func reddot(_ arguments: [String]) async throws -> CommandOutput {
-        let binary = try Self.binary.get()
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.runBlocking(binary, arguments) })
-            }
-        }
-    }
-
-    private static func runBlocking(_ binary: URL, _ arguments: [String]) throws -> CommandOutput {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        for name in ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"] { environment[name] = nil }
-        environment["REDDOT_LOG_LEVEL"] = "warning"
-        process.environment = environment
-        process.currentDirectoryURL = FileManager.default.temporaryDirectory
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Never hang the suite: a command still running after 30 s is killed (and fails its test).
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
-        defer { watchdog.cancel() }
-        // Read both pipes to the end before waiting, stderr on another thread, so that a full
-        // pipe never blocks the child.
-        let errorText = ErrorTextBox()
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
-            errorText.data = errors.fileHandleForReading.readDataToEndOfFile()
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return CommandOutput(
-            exitCode: process.terminationStatus,
-            stdout: String(decoding: outputData, as: UTF8.self),
-            stderr: String(decoding: errorText.data, as: UTF8.self))
-    }
-
-    /// Written by one reader thread, read after `DispatchGroup.wait()`.
-    private final class ErrorTextBox: @unchecked Sendable {
-        var data = Data()
+        try await ChildProcess.capture(
+            try Self.binary.get(), arguments, removing: ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"],
+            setting: ["REDDOT_LOG_LEVEL": "warning"], in: FileManager.default.temporaryDirectory, timeoutSeconds: 30)
     }
 
     /// The built executable (see `ReddotBinary`).
@@ -357,11 +308,6 @@ struct CLITests {
     // MARK: - fixtures
 
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-    static let repositoryMigrations = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // ReddotCLITests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent("migrations")
     /// `Migrator.advisoryLockKey` ("reddot" in ASCII); this target does not import BadgeStore.
     static let advisoryLockKey: Int64 = 0x7265_6464_6F74
     static var appliedAtPattern: Regex<(Substring, Substring)> { #/"applied_at" : "([^"]*)"/# }

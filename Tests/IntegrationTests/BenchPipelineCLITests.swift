@@ -1,5 +1,5 @@
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// `reddot bench pipeline` through the real binary, briefly and at a low rate: it runs the whole
@@ -12,7 +12,7 @@ struct BenchPipelineCLITests {
     func shortRun() async throws {
         let server = try TestServer.adminURL()
         let result = try await cli.reddot([
-            "bench", "pipeline", "--database-url", server, "--migrations", CLITests.repositoryMigrations.path,
+            "bench", "pipeline", "--database-url", server, "--migrations", Repository.migrationsDirectory.path,
             "--rate", "100", "--warmup", "1", "--seconds", "2", "--users", "10", "--paths", "3", "--partitions", "2",
             "--drain-seconds", "10",
         ])

@@ -1,17 +1,15 @@
 import Dispatch
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// `reddot dev` as a newcomer meets it: the README's tour, line by line, against a running
 /// `reddot dev --demo`; Ctrl-C; a second start that reuses the data; a busy port.
 @Suite("reddot dev and the README tour", .serialized)
 struct DevTourTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     /// The shell lines between the README's tour markers.
     static func tourScript() throws -> String {
-        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
         guard let begin = readme.range(of: "<!-- tour:begin"), let end = readme.range(of: "<!-- tour:end -->"),
             let open = readme.range(of: "```sh\n", range: begin.upperBound..<end.lowerBound),
             let close = readme.range(of: "```", range: open.upperBound..<end.lowerBound)
@@ -76,7 +74,7 @@ struct DevTourTests {
         environment["REDDOT_LOG_LEVEL"] = "warning"
         if environment["REDDOT_DEV_PG_USER"] == nil { environment["REDDOT_DEV_PG_USER"] = "reddot-test" }
         process.environment = environment
-        process.currentDirectoryURL = repository
+        process.currentDirectoryURL = Repository.root
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardError = FileHandle.nullDevice

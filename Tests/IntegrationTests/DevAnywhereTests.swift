@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -12,8 +12,6 @@ import Glibc
 /// the cluster must live elsewhere and everything else must still work.
 @Suite("deploy/dev.sh from a private folder", .serialized)
 struct DevAnywhereTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     @Test("--reset refuses a folder holding files reddot dev did not make, and an account name that is no account")
     func resetIsCareful() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-reset-\(UUID().uuidString)")
@@ -51,35 +49,29 @@ struct DevAnywhereTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let clone = folder.appendingPathComponent("reddot")
         let cloned = try await ChildProcess.run(
-            "/usr/bin/git", ["clone", "--quiet", "--no-hardlinks", Self.repository.path, clone.path], mergingStandardError: true)
+            "/usr/bin/git", ["clone", "--quiet", "--no-hardlinks", Repository.root.path, clone.path], mergingStandardError: true)
         try #require(cloned.status == 0, "git clone failed: \(cloned.output)")
         // The scripts under test are this tree's, committed or not (the binary is the one under test).
         for script in ["deploy/dev.sh", "deploy/packages.sh"] {
             let target = clone.appendingPathComponent(script)
             try? FileManager.default.removeItem(at: target)
-            try FileManager.default.copyItem(at: Self.repository.appendingPathComponent(script), to: target)
+            try FileManager.default.copyItem(at: Repository.root.appendingPathComponent(script), to: target)
         }
 
         let account = ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test"
         // Free ports, so a developer's running `reddot dev` (8080, 55432) is never in the way.
         let apiPort = try ServeCLITests.freePort(), postgresPort = try ServeCLITests.freePort()
-        let errors = folder.appendingPathComponent("dev.err")
-        let process = Process()
-        process.executableURL = clone.appendingPathComponent("deploy/dev.sh")
-        process.arguments = ["--port", "\(apiPort)", "--pg-port", "\(postgresPort)"]
         var environment = ProcessInfo.processInfo.environment
         environment["REDDOT_DEV_BINARY"] = try CLITests.binary.get().path
         environment["REDDOT_DEV_PG_USER"] = account
         environment["REDDOT_LOG_LEVEL"] = "warning"
         environment.removeValue(forKey: "REDDOT_DEV_DATA")
-        process.environment = environment
-        process.currentDirectoryURL = folder
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: errors)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let dev = try ReddotChild(
+            ["--port", "\(apiPort)", "--pg-port", "\(postgresPort)"], in: folder, name: "dev",
+            executable: clone.appendingPathComponent("deploy/dev.sh"), environment: environment, directory: folder)
+        let process = dev.process, errors = dev.errors
+        // Kept to the end of the test (its deinit would kill dev.sh).
+        defer { if dev.process.isRunning { kill(dev.process.processIdentifier, SIGKILL) } }
 
         var outside: URL?
         defer {

@@ -1,5 +1,5 @@
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// Numeric options that once reached a trapping conversion (Int64(1e300 * 1000), Duration of

@@ -4,7 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import LibPQ
-import PGTestSupport
+import TestSupport
 import RdKafka
 import Testing
 
@@ -17,7 +17,7 @@ struct ServeCLITests {
     @Test("verify: exit 0 when clean, 2 with a line per mismatch, and --repair fixes them")
     func verify() async throws {
         try await cli.withDatabase { url in
-            #expect(try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", CLITests.repositoryMigrations.path]).exitCode == 0)
+            #expect(try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path]).exitCode == 0)
             for (user, path) in [("v1", "root.chat.c1"), ("v1", "root.chat.c2"), ("v2", "root.promo")] {
                 _ = try await cli.reddot(["badges", "apply", "--database-url", url, "--user", user, "--op", "incr", "--by", "2", "--path", path])
             }
@@ -45,7 +45,7 @@ struct ServeCLITests {
     @Test("serve: answers with a token, refuses a second server on the same port (69), and exits 0 on SIGTERM")
     func serveLifecycle() async throws {
         try await cli.withDatabase { url in
-            #expect(try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", CLITests.repositoryMigrations.path]).exitCode == 0)
+            #expect(try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path]).exitCode == 0)
             _ = try await cli.reddot(["badges", "apply", "--database-url", url, "--user", "sam", "--op", "incr", "--by", "5", "--path", "root.chat.c1"])
             let port = try Self.freePort()
             let server = try Self.start(["serve", "--database-url", url, "--port", "\(port)", "--host", "127.0.0.1"])
@@ -82,7 +82,7 @@ struct ServeCLITests {
         try cluster.createTopic(topic, partitions: 2)
         try cluster.createTopic(topic + ".dlq", partitions: 1)
         try await cli.withDatabase { url in
-            #expect(try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", CLITests.repositoryMigrations.path]).exitCode == 0)
+            #expect(try await cli.reddot(["migrate", "up", "--database-url", url, "--migrations", Repository.migrationsDirectory.path]).exitCode == 0)
             let port = try Self.freePort()
             let server = try Self.start([
                 "run", "--database-url", url, "--port", "\(port)", "--host", "127.0.0.1", "--brokers", cluster.bootstrapServers,

@@ -1,8 +1,8 @@
 import Foundation
 import LibPQ
 import Logging
-import PGTestSupport
 import RdKafka
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -52,7 +52,7 @@ final class PipelineHarness: Sendable {
         database = try await TestDatabase.create(prefix: "pipe")
         pool = PGPool(configuration: database.configuration, maximumConnections: 1, logger: logger)
         let migrated = try await CLITests().reddot(
-            ["migrate", "up", "--database-url", database.url, "--migrations", CLITests.repositoryMigrations.path])
+            ["migrate", "up", "--database-url", database.url, "--migrations", Repository.migrationsDirectory.path])
         try #require(migrated.exitCode == 0, "\(migrated)")
     }
 
@@ -103,15 +103,21 @@ final class PipelineHarness: Sendable {
     }
 }
 
-/// A `reddot` child process, its standard error kept in a file.
+/// A `reddot` child process (or `executable`, such as a script that runs it), its standard error
+/// kept in a file of `folder`.
 final class ReddotChild: @unchecked Sendable {
     let process = Process()
     let errors: URL
 
-    init(_ arguments: [String], in folder: URL, name: String) throws {
+    init(
+        _ arguments: [String], in folder: URL, name: String,
+        executable: URL? = nil, environment: [String: String]? = nil, directory: URL? = nil
+    ) throws {
         errors = folder.appendingPathComponent("\(name).err")
-        process.executableURL = try CLITests.binary.get()
+        process.executableURL = try executable ?? CLITests.binary.get()
         process.arguments = arguments
+        if let environment { process.environment = environment }
+        if let directory { process.currentDirectoryURL = directory }
         _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: errors)

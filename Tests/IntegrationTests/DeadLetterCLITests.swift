@@ -1,5 +1,5 @@
 import Foundation
-import PGTestSupport
+import TestSupport
 import Testing
 
 /// `reddot dlq list` and `reddot dlq replay` run as child processes, over the dead letters of a

@@ -1,0 +1,73 @@
+import BadgeStore
+public import Foundation
+public import LibPQ
+public import Logging
+
+/// The folders of this repository that tests read.
+public enum Repository {
+    /// The checkout's root folder.
+    public static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The repository's `migrations` folder, the one `reddot migrate` applies.
+    public static let migrationsDirectory = root.appendingPathComponent("migrations")
+}
+
+/// A throwaway database with the repository's migrations applied, and a pool on it (with
+/// BadgeStore's recommended session settings). The caller owns both: ``drop()`` closes the pool
+/// and drops the database.
+public struct MigratedDatabase: Sendable {
+    /// The database (`reddot_<prefix>_…`).
+    public let database: TestDatabase
+    /// A pool on it.
+    public let pool: PGPool
+
+    /// Creates a database on `server` (the test server by default), a pool of `connections` on
+    /// it, and applies the repository's migrations; throws (leaving nothing behind) when any step
+    /// fails.
+    public static func create(
+        prefix: String, server: String? = nil, connections: Int = 4, logger: Logger = TestServer.logger
+    ) async throws -> MigratedDatabase {
+        let database = try await TestDatabase.create(prefix: prefix, server: server)
+        let pool = PGPool(
+            configuration: PGConfiguration(connectionString: database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
+            maximumConnections: connections, logger: logger)
+        do {
+            try await migrate(pool, logger: logger)
+        } catch {
+            pool.close()
+            await database.drop()
+            throw error
+        }
+        return MigratedDatabase(database: database, pool: pool)
+    }
+
+    /// Runs `body` on a fresh migrated database (see ``create(prefix:server:connections:logger:)``),
+    /// dropped afterwards even when `body` throws; rethrows what `body` throws.
+    public static func with<T>(
+        prefix: String, connections: Int = 4, _ body: (MigratedDatabase) async throws -> T
+    ) async throws -> T {
+        let migrated = try await create(prefix: prefix, connections: connections)
+        do {
+            let value = try await body(migrated)
+            await migrated.drop()
+            return value
+        } catch {
+            await migrated.drop()
+            throw error
+        }
+    }
+
+    /// Applies the repository's migrations to the database of `pool`; throws what loading the
+    /// files or applying them throws.
+    public static func migrate(_ pool: PGPool, logger: Logger = TestServer.logger) async throws {
+        let migrator = Migrator(files: try MigrationFile.load(from: Repository.migrationsDirectory), logger: logger)
+        try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
+    }
+
+    /// Closes the pool and drops the database.
+    public func drop() async {
+        pool.close()
+        await database.drop()
+    }
+}
