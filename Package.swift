@@ -6,6 +6,17 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The service modules and the server-side products that the layers on top of them (the
+/// benchmarks, the command line, the executable) all use.
+let servicesAndRuntime: [Target.Dependency] = [
+    "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
+    .product(name: "Hummingbird", package: "hummingbird"),
+    .product(name: "Prometheus", package: "swift-prometheus"),
+    .product(name: "Metrics", package: "swift-metrics"),
+    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+    .product(name: "Logging", package: "swift-log"),
+]
+
 let package = Package(
     name: "reddot",
     platforms: [.macOS(.v14)],
@@ -148,14 +159,7 @@ let package = Package(
         // /proc sampling and the workloads.
         .target(
             name: "BadgeBench",
-            dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: servicesAndRuntime,
             swiftSettings: strictSettings
         ),
 
@@ -164,14 +168,8 @@ let package = Package(
         // codes, running services): argument-parser types, parsed and checked without the binary.
         .target(
             name: "RedDotCommandLine",
-            dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
+            dependencies: servicesAndRuntime + [
+                "BadgeBench", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
         ),
@@ -179,14 +177,9 @@ let package = Package(
         // The one executable: thin argument-parser subcommands.
         .executableTarget(
             name: "reddot",
-            dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeBench", "BadgePublish", "RedDotDev", "RedDotCommandLine",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
+            dependencies: servicesAndRuntime + [
+                "BadgeBench", "BadgePublish", "RedDotDev", "RedDotCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

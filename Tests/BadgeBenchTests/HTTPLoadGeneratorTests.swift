@@ -38,13 +38,13 @@ struct HTTPLoadGeneratorTests {
         #expect(result.seconds == 4)
     }
 
-    @Test("the latency percentiles match the server's delays (never below them, at most 250 ms above)")
+    @Test("the latency percentiles match the server's delays (never below them, at most 500 ms above)")
     func latencies() async throws {
         let server = try await DelayServer(budget: 40)
         let requests = [server.request(status: 200, delayMilliseconds: 10), server.request(status: 200, delayMilliseconds: 400)]
         let start = BenchClock.now
         let plan = HTTPLoadGenerator.Plan(
-            port: server.port, requests: requests, connections: 4, threads: 1, measureStart: start, end: start + 8_000_000_000, seed: 42)
+            port: server.port, requests: requests, connections: 4, threads: 1, measureStart: start, end: start + 20_000_000_000, seed: 42)
         let result = try await HTTPLoadGenerator.run(plan)
         try await server.shutdown()
 
@@ -53,8 +53,9 @@ struct HTTPLoadGeneratorTests {
         #expect(result.requests == 40)
         #expect(result.errors == 0, "\(result.firstError ?? "")")
         // Each latency is its answer's delay plus the time on the wire and in the schedulers: a
-        // percentile of the latencies is at least the same percentile of the delays.
-        let tolerance = 250.0
+        // percentile of the latencies is at least the same percentile of the delays. The margin
+        // and the 20 s window leave room for a loaded 2-core machine running other suites.
+        let tolerance = 500.0
         for (measured, quantile) in [(result.latencies.p50Milliseconds, 0.5), (result.latencies.p99Milliseconds, 0.99)] {
             let expected = Self.percentile(quantile, of: delays)
             #expect(measured >= expected && measured <= expected + tolerance, "p\(Int(quantile * 100)) \(measured) ms, delays' \(expected) ms")
