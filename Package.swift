@@ -220,6 +220,9 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        .testTarget(name: "BadgePublishTests", dependencies: ["BadgePublish", "BadgeCore"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "RedDotCommandLineTests", dependencies: ["RedDotCommandLine", "RdKafka"], swiftSettings: strictSettings),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeStoreTests",
