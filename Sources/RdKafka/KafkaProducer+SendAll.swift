@@ -34,29 +34,44 @@ extension KafkaProducer {
         return count
     }
 
-    /// Queues every record in order and waits for every delivery report (on a thread of its
-    /// own, off Swift's cooperative pool).
+    /// Queues every record in order and waits for every delivery report without blocking a
+    /// thread: the last report (or the timeout) resumes the caller.
     ///
     /// - Returns: each record's outcome, in order: where it was stored, or why not (a record
     ///   still without a report when `timeout` passed fails with `_MSG_TIMED_OUT`).
     public func sendAll(_ records: [KafkaOutgoingRecord], timeout: Duration? = nil) async -> [Result<KafkaDelivery, KafkaError>] {
-        await withCheckedContinuation { (continuation: CheckedContinuation<[Result<KafkaDelivery, KafkaError>], Never>) in
-            let thread = Thread { [self] in
-                let results = Mutex([Result<KafkaDelivery, KafkaError>?](repeating: nil, count: records.count))
-                sendAll(records, timeout: timeout) { index, result in results.withLock { $0[index] = result } }
+        guard !records.isEmpty else { return [] }
+        let results = Mutex([Result<KafkaDelivery, KafkaError>?](repeating: nil, count: records.count))
+        return await withCheckedContinuation { (continuation: CheckedContinuation<[Result<KafkaDelivery, KafkaError>], Never>) in
+            let reports = PendingReports({ index, result in results.withLock { $0[index] = result } }) {
                 continuation.resume(returning: results.withLock { $0.map { $0 ?? .failure(PendingReports.noReport) } })
             }
-            thread.name = "reddot.kafka.send-all"
-            thread.start()
+            for (index, record) in records.enumerated() {
+                reports.expect(index)
+                do throws(KafkaError) {
+                    try produce(record) { result in reports.report(index, result) }
+                } catch {
+                    reports.report(index, .failure(error))
+                }
+            }
+            reports.queueingFinished()
+            if let timeout {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(PendingReports.nanoseconds(timeout))) {
+                    reports.expire()
+                }
+            }
         }
     }
 }
 
-/// The records of one `sendAll` still without a report, and the signal that the last came in.
+/// The records of one `sendAll` still without a report, and what happens when the last one
+/// comes in (or the rest are given up on): `whenDone` runs exactly once, after every record's
+/// `onReport`.
 private final class PendingReports: Sendable {
     private struct State {
         var pending: Set<Int> = []
         var queueingDone = false
+        var finished = false
     }
 
     static let noReport = KafkaError(code: .messageTimedOut, message: "no delivery report in time")
@@ -64,9 +79,14 @@ private final class PendingReports: Sendable {
     private let state = Mutex(State())
     private let allReported = DispatchSemaphore(value: 0)
     private let onReport: @Sendable (Int, Result<KafkaDelivery, KafkaError>) -> Void
+    private let whenDone: (@Sendable () -> Void)?
 
-    init(_ onReport: @escaping @Sendable (Int, Result<KafkaDelivery, KafkaError>) -> Void) {
+    init(
+        _ onReport: @escaping @Sendable (Int, Result<KafkaDelivery, KafkaError>) -> Void,
+        whenDone: (@Sendable () -> Void)? = nil
+    ) {
         self.onReport = onReport
+        self.whenDone = whenDone
     }
 
     func expect(_ index: Int) {
@@ -77,31 +97,65 @@ private final class PendingReports: Sendable {
     func report(_ index: Int, _ result: Result<KafkaDelivery, KafkaError>) {
         let (fresh, last) = state.withLock { state in
             let fresh = state.pending.remove(index) != nil
-            return (fresh, fresh && state.queueingDone && state.pending.isEmpty)
+            return (fresh, fresh && Self.finishIfComplete(&state))
         }
         guard fresh else { return }
         onReport(index, result)
-        if last { allReported.signal() }
+        if last { done() }
     }
 
-    /// Waits until every record queued has its report, or `timeout` passed; then reports the
+    /// Every record is queued: from now on the last report finishes.
+    func queueingFinished() {
+        let last = state.withLock { state in
+            state.queueingDone = true
+            return Self.finishIfComplete(&state)
+        }
+        if last { done() }
+    }
+
+    /// Reports every record still waiting as timed out, and finishes.
+    func expire() {
+        let (missing, last) = state.withLock { state in
+            let missing = state.pending.sorted()
+            state.pending.removeAll()
+            let last = !state.finished
+            state.finished = true
+            return (missing, last)
+        }
+        for index in missing { onReport(index, .failure(Self.noReport)) }
+        if last { done() }
+    }
+
+    /// Blocks until every queued record has its report, or `timeout` passed; then reports the
     /// records still waiting as timed out.
     func wait(timeout: Duration?) {
-        let waiting = state.withLock { state in
-            state.queueingDone = true
-            return !state.pending.isEmpty
-        }
-        guard waiting else { return }
+        queueingFinished()
         if let timeout {
-            let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-            _ = allReported.wait(timeout: .now() + .nanoseconds(Int(clamping: max(0, nanoseconds))))
+            _ = allReported.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(timeout)))
         } else {
             allReported.wait()
         }
-        let missing = state.withLock { state in
-            defer { state.pending.removeAll() }
-            return state.pending.sorted()
-        }
-        for index in missing { onReport(index, .failure(Self.noReport)) }
+        expire()
+    }
+
+    private func done() {
+        allReported.signal()
+        whenDone?()
+    }
+
+    private static func finishIfComplete(_ state: inout State) -> Bool {
+        guard state.queueingDone, state.pending.isEmpty, !state.finished else { return false }
+        state.finished = true
+        return true
+    }
+
+    /// `duration` in nanoseconds for a dispatch deadline, clamped to 0…Int.max.
+    static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return Int.max }
+        let (total, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return sumOverflow ? Int.max : Int(clamping: total)
     }
 }
