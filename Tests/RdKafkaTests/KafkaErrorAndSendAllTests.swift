@@ -35,6 +35,24 @@ struct KafkaErrorAndSendAllTests {
         #expect(Set(offsets).count == 49)
     }
 
+    @Test("the async sendAll gives up at its timeout: records no broker took fail as _MSG_TIMED_OUT")
+    func sendAllTimesOut() async throws {
+        var configuration = KafkaConfiguration(bootstrapServers: "127.0.0.1:1")  // nothing listens there
+        configuration.set("message.timeout.ms", "120000")
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger)
+        defer { producer.close(timeoutMilliseconds: 100) }
+        let started = ContinuousClock.now
+        let records = (0..<3).map { KafkaOutgoingRecord(topic: "nowhere", key: nil, payload: [UInt8($0)]) }
+        let results = await producer.sendAll(records, timeout: .seconds(1))
+        let waited = ContinuousClock.now - started
+        #expect(results.count == 3)
+        for result in results {
+            if case .failure(let error) = result { #expect(error.code == .messageTimedOut) } else { Issue.record("delivered with no broker") }
+        }
+        #expect(waited >= .seconds(1) && waited < .seconds(20), "waited \(waited)")
+        #expect(await producer.sendAll([], timeout: .seconds(1)).isEmpty)
+    }
+
     @Test("the blocking sendAll streams a lazy sequence and reports each record once")
     func sendAllStreams() async throws {
         let (cluster, producer) = try clusterAndProducer(topic: "stream", partitions: 3)
