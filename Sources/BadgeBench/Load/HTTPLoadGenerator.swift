@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -28,10 +29,14 @@ public enum HTTPLoadGenerator {
         public var seed: UInt64
         /// Requests per second offered by all threads together; 0: closed loop.
         public var rate: Int = 0
+        /// Stop once this many answers (warm-up included) came back on all threads together,
+        /// before `end`; nil: run until `end`.
+        public var answerLimit: Int?
 
         /// A plan with every field given.
         public init(
-            port: Int, requests: [[UInt8]], connections: Int, threads: Int, measureStart: UInt64, end: UInt64, seed: UInt64, rate: Int = 0
+            port: Int, requests: [[UInt8]], connections: Int, threads: Int, measureStart: UInt64, end: UInt64, seed: UInt64, rate: Int = 0,
+            answerLimit: Int? = nil
         ) {
             self.port = port
             self.requests = requests
@@ -41,7 +46,13 @@ public enum HTTPLoadGenerator {
             self.end = end
             self.seed = seed
             self.rate = rate
+            self.answerLimit = answerLimit
         }
+    }
+
+    /// The answers all threads of one run have read, for ``Plan/answerLimit``.
+    final class AnswerTally: Sendable {
+        let count = Atomic<Int>(0)
     }
 
     struct ThreadResult: Sendable {
@@ -51,6 +62,8 @@ public enum HTTPLoadGenerator {
         var statuses: [Int: Int] = [:]
         var firstError: String?
         var cpuSeconds = 0.0
+        /// When the thread stopped (`BenchClock`).
+        var stoppedAt: UInt64 = 0
     }
 
     /// The bytes of `GET path` to 127.0.0.1:`port` with a bearer `token`, asking for `accept`.
@@ -61,12 +74,14 @@ public enum HTTPLoadGenerator {
     /// Runs the plan on its threads (never Swift's cooperative pool) and merges what they
     /// measured.
     public static func run(_ plan: Plan) async throws -> HTTPLoadResult {
+        let tally = AnswerTally()
         let results = try await withThrowingTaskGroup(of: ThreadResult.self) { group in
             for thread in 0..<plan.threads {
                 let connections = plan.connections / plan.threads + (thread < plan.connections % plan.threads ? 1 : 0)
                 group.addTask {
                     try await onThread(named: "reddot.bench.http.\(thread)") {
-                        var worker = HTTPLoadWorker(plan: plan, connections: connections, seed: plan.seed &+ UInt64(thread) &* 7919)
+                        var worker = HTTPLoadWorker(
+                            plan: plan, connections: connections, seed: plan.seed &+ UInt64(thread) &* 7919, tally: tally)
                         return worker.run()
                     }
                 }
@@ -87,7 +102,9 @@ public enum HTTPLoadGenerator {
         }
         latencies.sort()
         merged.requests = latencies.count
-        merged.seconds = Double(plan.end - plan.measureStart) / 1e9
+        // The window ends at `end`, or earlier when the answer limit stopped every thread.
+        let stopped = min(plan.end, results.map(\.stoppedAt).max() ?? plan.end)
+        merged.seconds = Double(stopped > plan.measureStart ? stopped - plan.measureStart : 0) / 1e9
         merged.latencies = LatencySummary(sortedNanoseconds: latencies)
         return merged
     }

@@ -30,8 +30,11 @@ struct HTTPLoadWorker {
     var spacing: UInt64 = 0
     var idle: [Int] = []
 
-    init(plan: HTTPLoadGenerator.Plan, connections: Int, seed: UInt64) {
+    let tally: HTTPLoadGenerator.AnswerTally
+
+    init(plan: HTTPLoadGenerator.Plan, connections: Int, seed: UInt64, tally: HTTPLoadGenerator.AnswerTally) {
         self.plan = plan
+        self.tally = tally
         self.connectionCount = connections
         self.generator = SplitMix64(seed: seed)
     }
@@ -55,6 +58,7 @@ struct HTTPLoadWorker {
             let now = BenchClock.now
             if cpuAtStart == nil, now >= plan.measureStart { cpuAtStart = Self.threadCPUSeconds() }
             if now >= plan.end { break }
+            if let limit = plan.answerLimit, tally.count.load(ordering: .relaxed) >= limit { break }
             var timeout: Int32 = 10
             if spacing > 0 {
                 // Requests due go out on idle connections; a late one keeps its scheduled time,
@@ -78,6 +82,7 @@ struct HTTPLoadWorker {
             }
         }
         result.cpuSeconds = Self.threadCPUSeconds() - (cpuAtStart ?? Self.threadCPUSeconds())
+        result.stoppedAt = BenchClock.now
         return result
     }
 
@@ -102,6 +107,7 @@ struct HTTPLoadWorker {
         if connections[slot].bytes.count > head.total { return broken(slot, "bytes after the answer (nothing was pipelined)") }
 
         let now = BenchClock.now
+        tally.count.add(1, ordering: .relaxed)
         if now >= plan.measureStart, now < plan.end {
             result.latencies.append(now - connections[slot].sentAt)
         } else {
