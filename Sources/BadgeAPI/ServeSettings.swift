@@ -89,11 +89,14 @@ public struct ServeSettings: Sendable {
     ///     `statementTimeoutMilliseconds` and the name reddot-serve, the change listener keeps it as is.
     ///   - forceLiveView: serve the live view whatever `liveView` says (`reddot dev`).
     ///   - openFileLimit: the process's open-file limit (nil: unlimited), for the connection limit's default.
-    /// - Throws: `ServeSettingsError` naming a variable that is not a valid number or an unreadable JWKS file.
+    /// - Throws: `ServeSettingsError` for a flag out of range (``flagProblem``), a variable that is
+    ///   not a valid number, or an unreadable JWKS file.
     public func configuration(
         database: PGConfiguration, environment: [String: String], forceLiveView: Bool = false,
         openFileLimit: Int? = Self.openFileLimit()
     ) throws(ServeSettingsError) -> BadgeServerConfiguration {
+        // The flags' ranges guard the conversions below (seconds → Duration), whoever calls.
+        if let problem = flagProblem { throw ServeSettingsError(problem) }
         var api = APIConfiguration()
         api.host = Self.setting(host, "REDDOT_HTTP_HOST", environment) ?? "0.0.0.0"
         if let text = Self.setting(port.map(String.init), "REDDOT_HTTP_PORT", environment) {

@@ -134,10 +134,19 @@ struct PublishCommand: ParsableCommand {
     /// The one event the flags describe.
     var flagEvent: FlagEvent {
         var event = FlagEvent()
-        (event.id, event.users, event.everyone, event.path) = (id, users, everyone, path)
+        event.id = id
+        event.users = users
+        event.everyone = everyone
         event.operation = op
-        (event.count, event.by, event.icon, event.force) = (count, by, icon, force)
-        (event.type, event.attributes, event.occurredAt, event.expiresAt) = (type, attributes, occurredAt, expiresAt)
+        event.path = path
+        event.count = count
+        event.by = by
+        event.icon = icon
+        event.force = force
+        event.type = type
+        event.attributes = attributes
+        event.occurredAt = occurredAt
+        event.expiresAt = expiresAt
         return event
     }
 
