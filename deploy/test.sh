@@ -166,4 +166,11 @@ say "swift test failed; the issues it recorded:"
 sed 's/\x1b\[[0-9;]*m//g' "$test_log" |
   awk '/✘/ { print; follow = 1; next } follow && /^↳/ { print; next } { follow = 0 } /Fatal error|(^|: )error: / { print }' |
   tail -n 80 >&2 || true
+# A test that restarts a server needs the server's own words when it did not come back.
+for name in "${clusters[@]}"; do
+  if grep -qE 'FATAL|PANIC|could not' "$work/$name.log" 2>/dev/null; then
+    say "the end of PostgreSQL '$name' log ($work/$name.log):"
+    tail -n 25 "$work/$name.log" >&2 || true
+  fi
+done
 exit 1
