@@ -77,10 +77,24 @@ extension HostileClientTests {
             await RawHTTP.exchange(port: port, request, headOnly: headOnly, timeout: timeout)
         }
 
-        func timedHealth(timeout: Duration = .seconds(5)) async -> (status: Int?, elapsed: Duration) {
+        func timedHealth(timeout: Duration = .seconds(5)) async -> (status: Int?, elapsed: Duration, error: String?) {
             let started = ContinuousClock.now
             let answer = await RawHTTP.exchange(port: port, RawHTTP.get("/healthz", token: nil), headOnly: false, timeout: timeout)
-            return (answer.status, ContinuousClock.now - started)
+            return (answer.status, ContinuousClock.now - started, answer.error)
+        }
+
+        /// What the process holds open, for a failure message: its file descriptors by kind
+        /// (from /proc), and its last log lines.
+        var openFilesReport: String {
+            let folder = "/proc/\(process.processIdentifier)/fd"
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+            var kinds: [String: Int] = [:]
+            for entry in entries {
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\(entry)")) ?? "?"
+                kinds[target.split(separator: ":").first.map(String.init) ?? target, default: 0] += 1
+            }
+            let summary = kinds.sorted { $0.value > $1.value }.prefix(6).map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return "\(entries.count) open files (\(summary)); log:\n\(logTail)"
         }
 
         /// The process lives and answers `/healthz` with 200 within 2 s; else the failure names

@@ -367,8 +367,15 @@ struct HostileClientTests {
             idle.close()
             // The backlog's closed connections are accepted and dropped first: on a loaded machine
             // that takes a while.
-            let recovered = await server.timedHealth(timeout: .seconds(30))
-            #expect(recovered.status == 200, "after closing 300 connections: \(recovered)")
+            var recovered = await server.timedHealth(timeout: .seconds(30))
+            if recovered.status != 200 {
+                // Slow, not yet wrong: say what the server holds (the CI log keeps it), then ask
+                // once more.
+                let report = server.openFilesReport
+                recovered = await server.timedHealth(timeout: .seconds(30))
+                print("[fileLimit] no answer within 30 s after closing 300 connections (\(recovered)): \(report)")
+            }
+            #expect(recovered.status == 200, "after closing 300 connections: \(recovered); \(server.openFilesReport)")
             // Documented: while every connection slot is taken, a new connection waits in the backlog.
             #expect(waiting.status == nil, "with 300 connections open at a limit of 120: \(waiting)")
             try await server.expectHealthy(after: "300 connections at a 256-file limit")
