@@ -9,8 +9,14 @@ public struct FlagEvent: Sendable {
         case set
         /// `--op incr`.
         case incr
+        /// `--op decr`.
+        case decr
         /// `--op clear`.
         case clear
+        /// `--op add` (an item).
+        case add
+        /// `--op remove` (an item).
+        case remove
     }
 
     /// `--id`; nil: a random UUID.
@@ -31,6 +37,8 @@ public struct FlagEvent: Sendable {
     public var icon: String?
     /// `--force`.
     public var force = false
+    /// `--item`.
+    public var item: String?
     /// `--type`.
     public var type: String?
     /// `--attr key=value`, repeatable.
@@ -48,7 +56,7 @@ public struct FlagEvent: Sendable {
         let flags: [(String, Bool)] = [
             ("--id", id != nil), ("--user", !users.isEmpty), ("--all", everyone), ("--op", operation != nil),
             ("--path", path != nil), ("--count", count != nil), ("--by", by != nil), ("--icon", icon != nil),
-            ("--force", force), ("--type", type != nil), ("--attr", !attributes.isEmpty),
+            ("--force", force), ("--item", item != nil), ("--type", type != nil), ("--attr", !attributes.isEmpty),
             ("--occurred-at", occurredAt != nil), ("--expires-at", expiresAt != nil),
         ]
         return flags.filter(\.1).map(\.0)
@@ -72,7 +80,7 @@ public struct FlagEvent: Sendable {
         } else {
             let operationFlags = [
                 ("--path", path != nil), ("--count", count != nil), ("--by", by != nil),
-                ("--icon", icon != nil), ("--force", force),
+                ("--icon", icon != nil), ("--force", force), ("--item", item != nil),
             ]
             if let given = operationFlags.first(where: { $0.1 }) {
                 return "\(given.0) goes with --op, not --type"
@@ -89,8 +97,11 @@ public struct FlagEvent: Sendable {
         if !attributes.isEmpty { return "--attr goes with --type" }
         if count != nil, operation != .set { return "--count goes with --op set" }
         if icon != nil, operation != .set { return "--icon goes with --op set" }
-        if by != nil, operation != .incr { return "--by goes with --op incr" }
+        if by != nil, operation != .incr, operation != .decr { return "--by goes with --op incr or decr" }
         if force, operation != .clear { return "--force goes with --op clear" }
+        let takesItem = operation == .add || operation == .remove
+        if item != nil, !takesItem { return "--item goes with --op add or remove" }
+        if item == nil, takesItem { return "--op \(operation.rawValue) needs --item" }
         return nil
     }
 
@@ -117,6 +128,7 @@ public struct FlagEvent: Sendable {
             if let by { object["by"] = by }
             if let icon { object["icon"] = icon }
             if force { object["force"] = true }
+            if let item { object["item"] = item }
         }
         if let type {
             object["type"] = type

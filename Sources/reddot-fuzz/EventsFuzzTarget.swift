@@ -122,9 +122,9 @@ enum EventsFuzzTarget {
         }
         var oneByOne = BadgeTree(states: states)
         var batch = BadgeBatch()
-        for _ in 0..<3 {
-            oneByOne.apply(mutation.operation, at: path, expiresAt: mutation.expiresAt, now: now)
-            batch.append(mutation)
+        for _ in 0..<3 { batch.append(mutation) }
+        for timed in BadgeBatch.timed([mutation, mutation, mutation], readAt: batch.now) {
+            oneByOne.apply(timed, now: now)
         }
         var coalesced = BadgeTree(states: states)
         coalesced.apply(batch, for: mutation.user, now: now)

@@ -40,62 +40,46 @@ struct BadgesCommand: AsyncParsableCommand {
         }
     }
 
-    enum OperationName: String, ExpressibleByArgument, CaseIterable {
-        case set, incr, clear
-    }
-
     struct Apply: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Apply one operation to a user's node, recompute the user's aggregates, and print the tree.",
             discussion: """
-                set: shown with --count N (default 0, a dot) and optional --icon; incr: count += --by K \
-                (default 1); clear: the node's own state (--force: and its whole subtree). Goes \
-                through the same store functions as ingest.
+                set: shown with --count N (default 0, a dot) and optional --icon; incr, decr: count +/-= \
+                --by K (default 1; decr removes the number at 0); clear: the node's own state and items \
+                (--force: and its whole subtree); add, remove: an --item of the node. Goes through the \
+                same store functions as ingest.
                 """)
         @OptionGroup var common: Common
-        @Option(help: "set, incr or clear.")
-        var op: OperationName
+        @Option(help: "set, incr, decr, clear, add or remove.")
+        var op: String
         @Option(help: "The node, e.g. root.chat.c7.")
         var path: String
         @Option(help: "set: the absolute count (0…1000000000).")
         var count: Int64?
-        @Option(help: "incr: how much to add (1…1000000000).")
+        @Option(help: "incr, decr: how much to add or take (1…1000000000).")
         var by: Int64?
         @Option(help: "set: a short label shown instead of a plain dot (1–32 of a-z, 0-9, _ and -).")
         var icon: String?
         @Flag(help: "clear: also clear the node's whole subtree.")
         var force = false
+        @Option(help: "add, remove: the item's id (1–128 visible ASCII).")
+        var item: String?
+
+        var operation: BadgeOperation {
+            get throws(OperationFieldsError) {
+                try .named(op, OperationFields(count: count, by: by, icon: icon, force: force, item: item))
+            }
+        }
 
         func validate() throws {
-            if count != nil, op != .set { throw ValidationError("--count goes with --op set") }
-            if by != nil, op != .incr { throw ValidationError("--by goes with --op incr") }
-            if icon != nil, op != .set { throw ValidationError("--icon goes with --op set") }
-            if force, op != .clear { throw ValidationError("--force goes with --op clear") }
-            if let count, !(0...BadgeOperation.maximumCount).contains(count) {
-                throw ValidationError("--count \(count) is out of range 0…\(BadgeOperation.maximumCount)")
-            }
-            if let by, !(1...BadgeOperation.maximumCount).contains(by) {
-                throw ValidationError("--by \(by) is out of range 1…\(BadgeOperation.maximumCount)")
-            }
+            do { _ = try operation } catch { throw ValidationError(error.description) }
         }
 
         func run() async throws {
             let user = try common.validatedUser()
             let badgePath: BadgePath
             do { badgePath = try BadgePath(validating: path) } catch { throw fail("\(error)", code: ExitCodes.usage) }
-            let operation: BadgeOperation
-            switch op {
-            case .set:
-                var badgeIcon: BadgeIcon?
-                if let icon {
-                    do { badgeIcon = try BadgeIcon(validating: icon) } catch { throw fail("\(error)", code: ExitCodes.usage) }
-                }
-                operation = .set(count: count ?? 0, icon: badgeIcon)
-            case .incr:
-                operation = .increment(by: by ?? 1)
-            case .clear:
-                operation = .clear(force: force)
-            }
+            let operation = try operation
             let store = try common.store()
             defer { store.pool.close() }
             do {

@@ -42,6 +42,7 @@ struct PublishCommand: ParsableCommand {
               reddot publish --user u42 --op incr --path root.chat.c7
               reddot publish --user u42 --op set --path root.promotion.item1 --icon new
               reddot publish --user u42 --op clear --path root.promotion --force
+              reddot publish --user u42 --op add --path root.chat.c7 --item m123
               reddot publish --user u42 --user u43 --type chat.message \\
                 --attr conversation=c7
               reddot publish --all --type feature.launched --attr feature=dark_mode
@@ -75,7 +76,7 @@ struct PublishCommand: ParsableCommand {
     @Flag(name: .customLong("all"), help: "The event is for every user (a broadcast, keyed \"*\").")
     var everyone = false
 
-    @Option(help: ArgumentHelp("A direct operation: set, incr or clear (with --path).", valueName: "op"))
+    @Option(help: ArgumentHelp("A direct operation: set, incr, decr, clear, add or remove (with --path).", valueName: "op"))
     var op: FlagEvent.Operation?
 
     @Option(help: ArgumentHelp("The badge path of --op, e.g. root.chat.c7.", valueName: "path"))
@@ -84,7 +85,7 @@ struct PublishCommand: ParsableCommand {
     @Option(help: ArgumentHelp("--op set: the absolute count (0…1000000000; default 0, a dot).", valueName: "n"))
     var count: Int64?
 
-    @Option(help: ArgumentHelp("--op incr: how much to add (1…1000000000; default 1).", valueName: "k"))
+    @Option(help: ArgumentHelp("--op incr, decr: how much to add or take (1…1000000000; default 1).", valueName: "k"))
     var by: Int64?
 
     @Option(help: ArgumentHelp("--op set: a short label shown instead of a dot (1–32 of a-z, 0-9, _ and -).", valueName: "name"))
@@ -92,6 +93,8 @@ struct PublishCommand: ParsableCommand {
 
     @Flag(help: "--op clear: also clear the node's whole subtree.")
     var force = false
+    @Option(help: ArgumentHelp("--op add, remove: the item (a message id: 1–128 visible ASCII).", valueName: "id"))
+    var item: String?
 
     @Option(help: ArgumentHelp("A content event's type, mapped by the ingest rules (instead of --op).", valueName: "type"))
     var type: String?
@@ -127,7 +130,6 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else warning.")
     var logLevel: String?
 
-
     /// Milliseconds librdkafka tries to deliver a record before failing it, unless `-X` says.
     static let defaultMessageTimeoutMilliseconds = 10_000
 
@@ -143,6 +145,7 @@ struct PublishCommand: ParsableCommand {
         event.by = by
         event.icon = icon
         event.force = force
+        event.item = item
         event.type = type
         event.attributes = attributes
         event.occurredAt = occurredAt

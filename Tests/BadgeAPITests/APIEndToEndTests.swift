@@ -158,7 +158,7 @@ struct APIEndToEndTests {
             for index in 0..<1_500 {
                 let mutation = generator.next()
                 try await pipeline.send(mutation, id: "s\(seed)-\(index)")
-                models[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
                 if case .clear(let force) = mutation.operation {
                     for (number, broadcast) in broadcasts.enumerated()
                     where broadcast.path == mutation.path || (force && broadcast.path.isWithin(mutation.path)) {

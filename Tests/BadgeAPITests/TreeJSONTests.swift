@@ -19,7 +19,7 @@ struct TreeJSONTests {
         let now = Date()
         for round in 0..<300 {
             let mutation = generator.next()
-            trees[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, now: now)
+            trees[mutation.user, default: BadgeTree()].apply(mutation, now: now)
             let tree = trees[mutation.user] ?? BadgeTree()
             for path in [BadgePath.root, mutation.path] {
                 let answer = UserBadgeTree(

@@ -42,8 +42,16 @@ struct AggregationPropertyTests {
             }
         case .clear(false):
             states[key] = nil
+        case .decrement(let by):
+            if let old = states[key], !(old.expiresAt.map { $0 <= now } ?? false), old.count > by {
+                states[key] = (old.count - by, old.icon, old.expiresAt)
+            } else {
+                states[key] = nil
+            }
         case .clear(true):
             states = states.filter { $0.key != key && !$0.key.hasPrefix(key + ".") }
+        case .addItem, .removeItem:
+            break  // items have their own property tests (ItemPropertyTests)
         }
     }
 
@@ -63,14 +71,14 @@ struct AggregationPropertyTests {
         var checked = 0
         for seed in UInt64(1)...2_000 {
             var generator = RandomBadgeOperations(users: single, seed: seed)
-            generator.weights = RandomBadgeOperations.Weights(forcedClear: seed % 2 == 0 ? 1 : 0)
+            generator.weights = RandomBadgeOperations.Weights(forcedClear: seed % 2 == 0 ? 1 : 0, addItem: 0, removeItem: 0)
             generator.expiries = [now.addingTimeInterval(5), now.addingTimeInterval(20)]
             var tree = BadgeTree()
             var model: [String: (count: Int64, icon: String?, expiresAt: Date?)] = [:]
             var clock = now
             for mutation in generator.sequence(count: 30) {
                 clock = clock.addingTimeInterval(Double(generator.integer(in: 0...2)))
-                tree.apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: clock)
+                tree.apply(mutation, now: clock)
                 naiveApply(mutation, to: &model, now: clock)
                 checked += 1
             }

@@ -125,8 +125,7 @@ struct BadgeBatchTests {
             // Random prior states, some of them expired.
             var sequential: [UserID: BadgeTree] = [:]
             for mutation in generator.sequence(count: generator.integer(in: 0...25)) {
-                sequential[mutation.user, default: BadgeTree()].apply(
-                    mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                sequential[mutation.user, default: BadgeTree()].apply(mutation, now: now)
             }
             var coalesced = sequential
             // Mutations of the batches carry only future expiries (see BadgeBatch's documentation).
@@ -138,20 +137,21 @@ struct BadgeBatchTests {
                 var batch = BadgeBatch()
                 for mutation in mutations[start..<end] {
                     batch.append(mutation)
-                    sequential[mutation.user, default: BadgeTree()].apply(
-                        mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                    sequential[mutation.user, default: BadgeTree()].apply(mutation, now: now)
                 }
                 #expect(Set(batch.users) == Set(mutations[start..<end].map(\.user)))
-                let paths = batch.writes.map { "\($0.user)/\($0.path)" }
-                #expect(Set(paths).count == paths.count, "one write per (user, path), seed \(seed)")
+                for round in batch.rounds {
+                    let paths = round.writes.map { "\($0.user)/\($0.path)" }
+                    #expect(Set(paths).count == paths.count, "one write per (user, path) and round, seed \(seed)")
+                }
                 for user in batch.users {
                     coalesced[user, default: BadgeTree()].apply(batch, for: user, now: now)
                 }
                 start = end
             }
             for user in users {
-                let expected = sequential[user]?.states ?? [:]
-                let actual = coalesced[user]?.states ?? [:]
+                let expected = sequential[user] ?? BadgeTree()
+                let actual = coalesced[user] ?? BadgeTree()
                 #expect(actual == expected, "seed \(seed), user \(user)")
                 if actual != expected { return }
             }

@@ -20,7 +20,7 @@ struct OperationGrammarTests {
         rejection(#"{"id":"e","op":"\#(op)","user":"u","path":"root.a","\#(field)":\#(value)}"#)
     }
 
-    static let sampleValues = ["count": "3", "by": "2", "icon": #""new""#, "force": "true"]
+    static let sampleValues = ["count": "3", "by": "2", "icon": #""new""#, "force": "true", "item": #""m1""#]
 
     @Test("every op refuses the fields of the other ops, in events and in rules alike")
     func foreignFields() {
@@ -56,7 +56,10 @@ struct OperationGrammarTests {
 
     @Test("the encoder writes each op under its grammar name")
     func encoderNames() throws {
-        for operation in [BadgeOperation.set(count: 1, icon: nil), .increment(by: 2), .clear(force: true)] {
+        for operation in [
+            BadgeOperation.set(count: 1, icon: nil), .increment(by: 2), .decrement(by: 3), .clear(force: true),
+            .addItem(ItemID(rawValue: "m1")!), .removeItem(ItemID(rawValue: "m2")!),
+        ] {
             let event = BadgeEvent(
                 id: try EventID(validating: "e"), audience: .everyone, body: .operation(path: path("root.a"), operation: operation))
             let text = String(decoding: EventEncoder().encode(event), as: UTF8.self)

@@ -198,7 +198,7 @@ struct EventScript {
             let bytes = encoder.encode(event)
             records.append((key: mutation.user.rawValue, value: bytes))
             sentByUser[mutation.user, default: []].append(bytes)
-            models[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, now: now)
+            models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
             uniqueEvents += 1
         }
     }

@@ -29,7 +29,7 @@ struct BadgeStorePropertyTests {
             let mutations = generator.sequence(count: size)
             applied += size
             for mutation in mutations {
-                models[mutation.user, default: BadgeTree()].apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
             }
             try await fixture.ingest(mutations)
             guard generator.integer(in: 0...2) > 0 else { continue }  // sometimes let dirt pile up

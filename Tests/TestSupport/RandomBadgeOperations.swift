@@ -4,8 +4,11 @@ public import Foundation
 /// Generates random badge mutations for property tests: a few users over a small path vocabulary
 /// (labels `a`–`d` at depths 0–4 by default), so that paths, parents and subtrees collide often.
 ///
-/// It mixes sets (dots and counts, with and without icons), increments, plain clears and forced
-/// clears with configurable weights. Mutations carry no expiry unless ``expiries`` is set.
+/// It mixes sets (dots and counts, with and without icons), increments, decrements, plain clears,
+/// forced clears, item adds and item removes with configurable weights. Mutations carry no expiry
+/// unless ``expiries`` is set. Each carries an `occurredAt`, the previous one's plus a millisecond
+/// from ``firstTime`` (a fixed time in the past): the generated order is the order they occurred
+/// in, so a model that applies them in order agrees with a batch of them.
 public struct RandomBadgeOperations: Sendable {
     /// Relative weights of the kinds of mutation.
     public struct Weights: Sendable, Hashable {
@@ -19,15 +22,31 @@ public struct RandomBadgeOperations: Sendable {
         public var clear: Int
         /// A forced clear.
         public var forcedClear: Int
+        /// A decrement.
+        public var decrement: Int
+        /// An item add.
+        public var addItem: Int
+        /// An item remove.
+        public var removeItem: Int
 
         /// Weights with the given values; the defaults favour sets and increments.
-        public init(setDot: Int = 3, setCount: Int = 3, increment: Int = 5, clear: Int = 3, forcedClear: Int = 1) {
+        public init(
+            setDot: Int = 3, setCount: Int = 3, increment: Int = 5, clear: Int = 3, forcedClear: Int = 1,
+            decrement: Int = 2, addItem: Int = 4, removeItem: Int = 2
+        ) {
             self.setDot = setDot
             self.setCount = setCount
             self.increment = increment
             self.clear = clear
             self.forcedClear = forcedClear
+            self.decrement = decrement
+            self.addItem = addItem
+            self.removeItem = removeItem
         }
+
+        /// Only what follows the order-free rules: item adds and removes, and clears.
+        public static let itemsAndClears = Weights(
+            setDot: 0, setCount: 0, increment: 0, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2)
     }
 
     /// The users mutations are for (never empty).
@@ -45,6 +64,11 @@ public struct RandomBadgeOperations: Sendable {
     public var expiries: [Date]
     /// The largest count of a set and `by` of an increment.
     public var maximumCount: Int64
+    /// The item ids adds and removes choose from.
+    public var items: [ItemID]
+    /// The `occurredAt` of the next mutation (by default 2023-11-14T22:13:20Z, before any test's
+    /// `now`); nil for none.
+    public var firstTime: Date? = Date(timeIntervalSince1970: 1_700_000_000)
     private var random: SeededRandom
 
     /// A generator for `users` whose sequence is fixed by `seed`; an empty `users` stands for
@@ -57,6 +81,7 @@ public struct RandomBadgeOperations: Sendable {
         self.icons = ["new", "hot"].compactMap { BadgeIcon(rawValue: $0) }
         self.expiries = []
         self.maximumCount = 20
+        self.items = (0..<8).compactMap { ItemID(rawValue: "m\($0)") }
         self.random = SeededRandom(seed: seed)
     }
 
@@ -77,30 +102,38 @@ public struct RandomBadgeOperations: Sendable {
     public mutating func next() -> BadgeMutation {
         let user = users[Int.random(in: 0..<users.count, using: &random)]
         let path = nextPath()
-        let total = max(weights.setDot + weights.setCount + weights.increment + weights.clear + weights.forcedClear, 1)
-        var pick = Int.random(in: 0..<total, using: &random)
-        let operation: BadgeOperation
         let icon = Bool.random(using: &random) ? icons.randomElement(using: &random) : nil
         let count = Int64.random(in: 1...max(maximumCount, 1), using: &random)
-        if pick < weights.setDot {
-            operation = .set(count: 0, icon: icon)
-        } else if (pick - weights.setDot) < weights.setCount {
-            operation = .set(count: count, icon: icon)
-        } else {
-            pick -= weights.setDot + weights.setCount
-            if pick < weights.increment {
-                operation = .increment(by: count)
-            } else if pick - weights.increment < weights.clear {
-                operation = .clear(force: false)
-            } else {
-                operation = .clear(force: true)
+        let item = items.randomElement(using: &random) ?? ItemID(rawValue: "m")!
+        let kinds: [(Int, BadgeOperation)] = [
+            (weights.setDot, .set(count: 0, icon: icon)),
+            (weights.setCount, .set(count: count, icon: icon)),
+            (weights.increment, .increment(by: count)),
+            (weights.clear, .clear(force: false)),
+            (weights.forcedClear, .clear(force: true)),
+            (weights.decrement, .decrement(by: count)),
+            (weights.addItem, .addItem(item)),
+            (weights.removeItem, .removeItem(item)),
+        ]
+        var pick = Int.random(in: 0..<max(kinds.map { max($0.0, 0) }.reduce(0, +), 1), using: &random)
+        var operation = kinds[0].1
+        for (weight, kind) in kinds where weight > 0 {
+            if pick < weight {
+                operation = kind
+                break
             }
+            pick -= weight
         }
         var expiresAt: Date?
         if !expiries.isEmpty, Int.random(in: 0..<3, using: &random) == 0 {
-            if case .clear = operation {} else { expiresAt = expiries.randomElement(using: &random) }
+            switch operation {
+            case .set, .increment: expiresAt = expiries.randomElement(using: &random)
+            default: break
+            }
         }
-        return BadgeMutation(user: user, path: path, operation: operation, expiresAt: expiresAt)
+        let occurredAt = firstTime
+        firstTime = firstTime?.addingTimeInterval(0.001)
+        return BadgeMutation(user: user, path: path, operation: operation, expiresAt: expiresAt, occurredAt: occurredAt)
     }
 
     /// The next `count` random mutations.

@@ -42,8 +42,8 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
                 users[mutation.user] = badges
                 before[mutation.user] = badges.tree.aggregates(now: now)
             }
-            for mutation in mutations {
-                users[mutation.user]?.tree.apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+            for mutation in BadgeBatch.timed(mutations, readAt: now) {
+                users[mutation.user]?.tree.apply(mutation, now: now)
             }
             var versions: [UserID: Int64] = [:]
             for (user, aggregates) in before where users[user]?.tree.aggregates(now: now) != aggregates {

@@ -2,11 +2,13 @@ import Foundation
 
 /// Decodes and validates one event record (DESIGN §3), giving a reason for every rejection.
 ///
-/// Fields: `id` (required); `op` (`set`, `incr`, `clear`) or `type` (a rule name), not both;
-/// exactly one of `user`, `users` (1…1000 ids) and `audience` (`"all"`). Direct operations take
-/// `path` and, by op, `count` (set, 0…``BadgeOperation/maximumCount``, default 0), `icon` (set),
-/// `by` (incr, 1…``BadgeOperation/maximumCount``, default 1) or `force` (clear, default false);
-/// a field of another op, or `attrs`, is rejected. Content events take `attrs`, an object of
+/// Fields: `id` (required); `op` (`set`, `incr`, `decr`, `clear`, `add`, `remove`) or `type` (a
+/// rule name), not both; exactly one of `user`, `users` (1…1000 ids) and `audience` (`"all"`).
+/// Direct operations take `path` and, by op, `count` (set, 0…``BadgeOperation/maximumCount``,
+/// default 0), `icon` (set), `by` (incr and decr, 1…``BadgeOperation/maximumCount``, default 1),
+/// `force` (clear, default false) or `item` (add and remove, required, an ``ItemID``); a field of
+/// another op, or `attrs`, is rejected. Item operations are per user: with `audience` they are
+/// rejected as `invalid_field`. Content events take `attrs`, an object of
 /// strings, integers or booleans (the latter two stringified), and no `path`. Optional
 /// `occurred_at` and `expires_at` are RFC 3339 timestamps. A null field counts as absent; unknown
 /// fields are ignored. A key repeated in any object of the record makes it `malformed_json`.
@@ -167,7 +169,7 @@ struct EventFields: OperationFieldSource {
 
     func unknownOp(_ op: String) -> EventRejection {
         EventRejection(
-            reason: .unknownOp, message: "field 'op' is \(Quoting.quoted(op)); it must be 'set', 'incr' or 'clear'")
+            reason: .unknownOp, message: "field 'op' is \(Quoting.quoted(op)); it must be \(OperationGrammar.opList)")
     }
 
     /// Rejects fields that belong to another kind of event or another op.
@@ -187,6 +189,11 @@ struct EventFields: OperationFieldSource {
         }
         let body = try body()
         let audience = try audience()
+        if audience == .everyone, case .operation(_, let operation) = body,
+            let problem = Audience.broadcastProblem(operation)
+        {
+            throw Self.invalid(problem)
+        }
         return BadgeEvent(
             id: id, audience: audience, occurredAt: try timestamp("occurred_at"),
             expiresAt: try timestamp("expires_at"), body: body)

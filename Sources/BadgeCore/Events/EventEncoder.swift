@@ -19,10 +19,12 @@ public struct EventEncoder: Sendable {
             case .set(let count, let icon):
                 fields.append(("count", String(count)))
                 if let icon { fields.append(("icon", Self.string(icon.rawValue))) }
-            case .increment(let by):
+            case .increment(let by), .decrement(let by):
                 fields.append(("by", String(by)))
             case .clear(let force):
                 if force { fields.append(("force", "true")) }
+            case .addItem(let item), .removeItem(let item):
+                fields.append(("item", Self.string(item.rawValue)))
             }
             fields.append(("path", Self.string(path.rawValue)))
         case .content(let type, let attributes):

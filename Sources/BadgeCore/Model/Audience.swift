@@ -5,3 +5,17 @@ public enum Audience: Hashable, Sendable {
     /// Every user (a broadcast, stored once; DESIGN §2).
     case everyone
 }
+
+extension Audience {
+    /// Why a broadcast cannot carry `operation`, or nil: a broadcast sets, increments or clears;
+    /// decrements and items are per user.
+    public static func broadcastProblem(_ operation: BadgeOperation) -> String? {
+        switch operation {
+        case .set, .increment, .clear:
+            return nil
+        case .decrement, .addItem, .removeItem:
+            let op = OperationGrammar.Op(operation).rawValue
+            return "op '\(op)' is per user; a broadcast ('audience': 'all') takes 'set', 'incr' or 'clear'"
+        }
+    }
+}

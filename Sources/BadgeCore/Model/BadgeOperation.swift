@@ -13,25 +13,44 @@ public enum BadgeOperation: Hashable, Sendable {
     /// Shows the node and adds `by` to its count, saturating at `Int64.max`; the icon is kept.
     /// On a node without (unexpired) state the count becomes `by` with no icon.
     case increment(by: Int64)
-    /// Removes the node's own state; with `force`, the own state of the node and of its whole
-    /// subtree. Clearing what is not set is a no-op.
+    /// Lowers the count by `by`; when that leaves 0 or less, the counter state is removed (the
+    /// node's number and dot go, unless items hold it). On a node without (unexpired) counter
+    /// state it changes nothing: a decrement never makes a dot.
+    case decrement(by: Int64)
+    /// Removes the node's own state and its items that occurred up to the clear; with `force`,
+    /// the same for the node and its whole subtree. Clearing what is not set is a no-op.
     case clear(force: Bool)
+    /// Adds a live item to the node: it counts once however often it is added, never after a
+    /// remove of the same item (whatever the order they arrive in), and not when it occurred at
+    /// or before a clear of the node (see ``BadgeTree``).
+    case addItem(ItemID)
+    /// Removes an item from the node for good: an add of the same item arriving later does not
+    /// bring it back. Removing an item that is not there changes nothing visible.
+    case removeItem(ItemID)
 
     /// The largest `count` of a set and `by` of an increment accepted from events and rules.
     public static let maximumCount: Int64 = 1_000_000_000
 
     /// Whether the numbers are within the limits accepted from events: `set` count in
-    /// `0...maximumCount`, `increment` by in `1...maximumCount`.
+    /// `0...maximumCount`, `increment` and `decrement` by in `1...maximumCount`.
     public var isWithinLimits: Bool {
         switch self {
         case .set(let count, _): return OperationGrammar.countRange.contains(count)
-        case .increment(let by): return OperationGrammar.byRange.contains(by)
-        case .clear: return true
+        case .increment(let by), .decrement(let by): return OperationGrammar.byRange.contains(by)
+        case .clear, .addItem, .removeItem: return true
         }
     }
 
-    /// The new own state after this operation (a forced clear gives `nil` for the node itself;
-    /// its descendants are the caller's business).
+    /// Whether the operation acts on items (`add`, `remove`) rather than on the counter.
+    public var isItemOperation: Bool {
+        switch self {
+        case .addItem, .removeItem: return true
+        case .set, .increment, .decrement, .clear: return false
+        }
+    }
+
+    /// The new own counter state after this operation (a forced clear gives `nil` for the node
+    /// itself; its descendants are the caller's business; item operations leave it as it is).
     ///
     /// - Parameters:
     ///   - state: the node's own state before; an expired one counts as absent.
@@ -43,8 +62,12 @@ public enum BadgeOperation: Hashable, Sendable {
             return BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt)
         case .increment(let by):
             return BadgeWrite.increment(by: by, expiresAt: expiresAt).applied(to: state, now: now)
+        case .decrement(let by):
+            return BadgeWrite.decrement(by: by).applied(to: state, now: now)
         case .clear:
             return nil
+        case .addItem, .removeItem:
+            return state
         }
     }
 }

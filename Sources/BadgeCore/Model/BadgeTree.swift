@@ -5,10 +5,44 @@ public import Foundation
 ///
 /// It is the reference model of the rules: the store computes the same aggregates in SQL, and
 /// the property tests compare the two.
+///
+/// A node's own count is its counter (``states``, changed by set, increment, decrement and
+/// clear in the order they come) plus its live items (``items``). Items follow rules that give
+/// the same tree whatever order the operations arrive in:
+///
+/// - an item is live when it was added, never removed, and the earliest time it was added is
+///   later than every clear of its node (and every forced clear of an ancestor or of the node);
+/// - so adding twice counts once, a remove that arrives before its add wins, and a clear applies
+///   to the items that occurred up to its time, whichever arrives first.
+///
+/// The model keeps what those rules need: removed and cleared items (``goneItems``, the store's
+/// tombstones) and each clear's latest time (``clearMarks``).
 public struct BadgeTree: Sendable, Equatable {
-    /// The own state of each node that has one (expired states stay until overwritten or cleared,
-    /// but count as absent).
+    /// A node and an item of it.
+    public struct ItemKey: Hashable, Sendable {
+        /// The node.
+        public var path: BadgePath
+        /// The item.
+        public var item: ItemID
+    }
+
+    /// A clear's reach: one node, or (`subtree`) a node and everything below it.
+    public struct MarkKey: Hashable, Sendable {
+        /// The node cleared.
+        public var path: BadgePath
+        /// Whether the clear was forced (it reaches the whole subtree).
+        public var subtree: Bool
+    }
+
+    /// The own counter state of each node that has one (expired states stay until overwritten or
+    /// cleared, but count as absent).
     public private(set) var states: [BadgePath: BadgeState]
+    /// The live items of each node, with the earliest time each was added.
+    public private(set) var items: [BadgePath: [ItemID: Date]] = [:]
+    /// Items removed or cleared: they never come back.
+    public private(set) var goneItems: Set<ItemKey> = []
+    /// The latest time of the clears of each reach.
+    public private(set) var clearMarks: [MarkKey: Date] = [:]
 
     /// An empty tree.
     public init() {
@@ -24,13 +58,32 @@ public struct BadgeTree: Sendable, Equatable {
     ///
     /// - Parameters:
     ///   - expiresAt: the expiry of what a set or increment shows (see ``BadgeMutation``).
+    ///   - occurredAt: when it happened; nil, or later than `now`, counts as `now`.
     ///   - now: the instant the operation takes effect; a state expired at `now` counts as absent.
-    public mutating func apply(_ operation: BadgeOperation, at path: BadgePath, expiresAt: Date? = nil, now: Date) {
-        if case .clear(force: true) = operation {
-            removeSubtree(at: path)
-            return
+    public mutating func apply(
+        _ operation: BadgeOperation, at path: BadgePath, expiresAt: Date? = nil, occurredAt: Date? = nil, now: Date
+    ) {
+        let time = occurredAt.map { min($0, now) } ?? now
+        switch operation {
+        case .addItem(let item):
+            addItem(item, at: path, occurredAt: time)
+        case .removeItem(let item):
+            removeItem(item, at: path)
+        case .clear(let force):
+            markCleared(path, subtree: force, through: time)
+            if force {
+                removeSubtree(at: path)
+            } else {
+                states[path] = nil
+            }
+        case .set, .increment, .decrement:
+            states[path] = operation.applied(to: states[path], expiresAt: expiresAt, now: now)
         }
-        states[path] = operation.applied(to: states[path], expiresAt: expiresAt, now: now)
+    }
+
+    /// Applies one mutation (its operation, path, expiry and time).
+    public mutating func apply(_ mutation: BadgeMutation, now: Date) {
+        apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, occurredAt: mutation.occurredAt, now: now)
     }
 
     /// Applies one write of a coalesced batch to the node at `path`.
@@ -38,21 +91,81 @@ public struct BadgeTree: Sendable, Equatable {
         states[path] = write.applied(to: states[path], now: now)
     }
 
-    /// Removes the own state of `path` and of every descendant (a forced clear).
+    /// Removes the own counter state of `path` and of every descendant (a forced clear's counter
+    /// part; its items go with ``markCleared(_:subtree:through:)``).
     public mutating func removeSubtree(at path: BadgePath) {
         states = states.filter { !$0.key.isWithin(path) }
     }
 
-    /// The aggregate of every shown node, ancestors included; expired own states are ignored.
-    ///
-    /// A node's count is its own count plus its children's (saturating at `Int64.max`); it is
-    /// shown when it has an own state or a shown child; its icon is its own.
-    public func aggregates(now: Date) -> [BadgePath: BadgeAggregate] {
+    /// The latest clear that reaches `path`: its own clears, and the forced clears of it and of
+    /// its ancestors.
+    public func clearedThrough(_ path: BadgePath) -> Date? {
+        var latest = clearMarks[MarkKey(path: path, subtree: false)]
+        var node: BadgePath? = path
+        while let current = node {
+            if let mark = clearMarks[MarkKey(path: current, subtree: true)] {
+                latest = max(latest ?? mark, mark)
+            }
+            node = current.parent
+        }
+        return latest
+    }
+
+    /// Records a clear of `path` (with `subtree`, of its whole subtree) up to `through`: every
+    /// live item it reaches that occurred up to then is gone.
+    public mutating func markCleared(_ path: BadgePath, subtree: Bool, through: Date) {
+        let key = MarkKey(path: path, subtree: subtree)
+        clearMarks[key] = max(clearMarks[key] ?? through, through)
+        for (node, live) in items where subtree ? node.isWithin(path) : node == path {
+            for (item, occurredAt) in live where occurredAt <= through {
+                removeItem(item, at: node)
+            }
+        }
+    }
+
+    /// Adds `item` to the node at `path`, as occurred at `occurredAt` (see the type's rules).
+    public mutating func addItem(_ item: ItemID, at path: BadgePath, occurredAt: Date) {
+        let key = ItemKey(path: path, item: item)
+        guard !goneItems.contains(key) else { return }
+        if let cleared = clearedThrough(path), occurredAt <= cleared {
+            removeItem(item, at: path)
+            return
+        }
+        let earliest = min(items[path]?[item] ?? occurredAt, occurredAt)
+        items[path, default: [:]][item] = earliest
+    }
+
+    /// Removes `item` from the node at `path` for good.
+    public mutating func removeItem(_ item: ItemID, at path: BadgePath) {
+        goneItems.insert(ItemKey(path: path, item: item))
+        items[path]?[item] = nil
+        if items[path]?.isEmpty == true { items[path] = nil }
+    }
+
+    /// The own count and icon of every node that shows something: its unexpired counter state
+    /// and its live items.
+    public func ownCounts(now: Date) -> [BadgePath: BadgeAggregate] {
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, state) in states where !state.isExpired(at: now) {
-            let count = max(state.count, 0)
+            result[path] = BadgeAggregate(count: max(state.count, 0), icon: state.icon)
+        }
+        for (path, live) in items where !live.isEmpty {
+            result[path, default: BadgeAggregate(count: 0)].count.addSaturating(Int64(live.count))
+        }
+        return result
+    }
+
+    /// The aggregate of every shown node, ancestors included; expired own states are ignored.
+    ///
+    /// A node's count is its own count (counter plus live items) plus its children's (saturating
+    /// at `Int64.max`); it is shown when it has an own state, a live item or a shown child; its
+    /// icon is its own.
+    public func aggregates(now: Date) -> [BadgePath: BadgeAggregate] {
+        var result: [BadgePath: BadgeAggregate] = [:]
+        for (path, own) in ownCounts(now: now) {
+            let count = own.count
             result[path, default: BadgeAggregate(count: 0)].count.addSaturating(count)
-            result[path]?.icon = state.icon
+            result[path]?.icon = own.icon
             var ancestor = path.parent
             while let current = ancestor {
                 result[current, default: BadgeAggregate(count: 0)].count.addSaturating(count)

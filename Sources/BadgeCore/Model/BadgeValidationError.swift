@@ -1,4 +1,4 @@
-/// Why a text is not a valid ``UserID``, ``BadgeIcon`` or ``EventID``.
+/// Why a text is not a valid ``UserID``, ``BadgeIcon``, ``EventID`` or ``ItemID``.
 ///
 /// Each case names the kind of value; ``description`` quotes the value safely and states the rule.
 public enum BadgeValidationError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -10,6 +10,8 @@ public enum BadgeValidationError: Error, Equatable, Sendable, CustomStringConver
         case icon = "icon"
         /// An ``EventID``.
         case eventID = "event id"
+        /// An ``ItemID``.
+        case itemID = "item id"
     }
 
     /// The value is the empty string.
@@ -42,6 +44,7 @@ public enum BadgeValidationError: Error, Equatable, Sendable, CustomStringConver
         case .userID: return "a user id is 1-128 visible ASCII characters (no spaces), and not '*' alone"
         case .icon: return "an icon is 1-32 characters of a-z, 0-9, _ and -"
         case .eventID: return "an event id is 1-128 visible ASCII characters (no spaces)"
+        case .itemID: return "an item id is 1-128 visible ASCII characters (no spaces)"
         }
     }
 

@@ -8,6 +8,9 @@ public enum BadgeWrite: Hashable, Sendable {
     /// count becomes `by` (no icon, expiry `expiresAt`); otherwise count += `by`, saturating at
     /// `Int64.max`, the icon kept and the expiry replaced when `expiresAt` is not nil.
     case increment(by: Int64, expiresAt: Date?)
+    /// Relative to the state found when the write is applied: on an absent or expired state
+    /// nothing; otherwise count −= `by`, and the state is removed when that leaves 0 or less.
+    case decrement(by: Int64)
     /// Removes the own state.
     case clear
 
@@ -24,6 +27,11 @@ public enum BadgeWrite: Hashable, Sendable {
             return BadgeState(
                 count: state.count.addingSaturating(by), icon: state.icon,
                 expiresAt: expiresAt ?? state.expiresAt)
+        case .decrement(let by):
+            guard let state, !state.isExpired(at: now) else { return nil }
+            let left = state.count - min(max(by, 0), state.count)
+            guard left > 0 else { return nil }
+            return BadgeState(count: left, icon: state.icon, expiresAt: state.expiresAt)
         case .clear:
             return nil
         }

@@ -1,22 +1,29 @@
 /// The fields each direct operation takes and their ranges, in one place: the event decoder
 /// (JSON fields) and the rules (YAML keys) both read an operation through ``operation(_:from:)``.
 ///
-/// `set` takes `count` (0…``BadgeOperation/maximumCount``, default 0) and `icon`; `incr` takes
-/// `by` (1…``BadgeOperation/maximumCount``, default 1); `clear` takes `force` (default false). A
-/// field of another op is refused.
+/// `set` takes `count` (0…``BadgeOperation/maximumCount``, default 0) and `icon`; `incr` and
+/// `decr` take `by` (1…``BadgeOperation/maximumCount``, default 1); `clear` takes `force`
+/// (default false); `add` and `remove` take `item` (required, an ``ItemID``). A field of another
+/// op is refused.
 enum OperationGrammar {
     /// The ops, by the name events and rules give them.
     enum Op: String, CaseIterable {
         case set
         case incr
+        case decr
         case clear
+        case add
+        case remove
 
         /// The op of an operation.
         init(_ operation: BadgeOperation) {
             switch operation {
             case .set: self = .set
             case .increment: self = .incr
+            case .decrement: self = .decr
             case .clear: self = .clear
+            case .addItem: self = .add
+            case .removeItem: self = .remove
             }
         }
 
@@ -24,14 +31,21 @@ enum OperationGrammar {
         var fields: Set<String> {
             switch self {
             case .set: return ["count", "icon"]
-            case .incr: return ["by"]
+            case .incr, .decr: return ["by"]
             case .clear: return ["force"]
+            case .add, .remove: return ["item"]
             }
         }
     }
 
+    /// The ops in words, for messages: `'set', 'incr', 'decr', 'clear', 'add' or 'remove'`.
+    static let opList: String = {
+        let names = Op.allCases.map { "'\($0.rawValue)'" }
+        return names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
+    }()
+
     /// Every op's fields, in the order they are checked.
-    static let fieldNames = ["count", "by", "icon", "force"]
+    static let fieldNames = ["count", "by", "icon", "force", "item"]
     /// The range of a set's `count`.
     static let countRange: ClosedRange<Int64> = 0...BadgeOperation.maximumCount
     /// The range of an increment's `by`.
@@ -62,8 +76,21 @@ enum OperationGrammar {
             return .set(count: count, icon: icon)
         case .incr:
             return .increment(by: try fields.integer("by", in: byRange) ?? 1)
+        case .decr:
+            return .decrement(by: try fields.integer("by", in: byRange) ?? 1)
         case .clear:
             return .clear(force: try fields.flag("force") ?? false)
+        case .add, .remove:
+            guard let text = try fields.text("item") else {
+                throw fields.problem(field: "item", " is required for op '\(op)'")
+            }
+            let item: ItemID
+            do {
+                item = try ItemID(validating: text)
+            } catch {
+                throw fields.problem(field: "item", ": \(error.description)")
+            }
+            return kind == .add ? .addItem(item) : .removeItem(item)
         }
     }
 }
@@ -85,5 +112,7 @@ protocol OperationFieldSource {
     /// A failure about the field `name`, the rest of the sentence following its name.
     func problem(field name: String, _ rest: String) -> Failure
     /// The failure for an op that is not one of ``OperationGrammar/Op``.
+    ///
+    /// Its message lists ``OperationGrammar/opList``.
     func unknownOp(_ op: String) -> Failure
 }

@@ -5,7 +5,7 @@ import Yams
 /// ```yaml
 /// rules:
 ///   - type: chat.message
-///     op: incr                 # set | incr | clear
+///     op: incr                 # set | incr | decr | clear | add | remove
 ///     path: root.chat.{conversation}
 ///     by: 1                    # incr only, optional, default 1
 ///   - type: feature.launched
@@ -15,6 +15,10 @@ import Yams
 ///   - type: chat.read
 ///     op: clear
 ///     force: true              # clear only, optional, default false
+///     path: root.chat.{conversation}
+///   - type: message.deleted
+///     op: remove               # add | remove: an item, `{name}` filled from attrs
+///     item: "{message}"
 ///     path: root.chat.{conversation}
 /// ```
 public struct RuleSet: Sendable {
@@ -112,8 +116,8 @@ public struct RuleSet: Sendable {
         let fields = try RuleFields(node, position: position)
         for name in fields.order where !knownKeys.contains(name) {
             throw fields.problem(
-                "unknown key \(Quoting.quoted(name)); the keys are type, op, path, and by (incr), count and icon "
-                    + "(set) or force (clear)")
+                "unknown key \(Quoting.quoted(name)); the keys are type, op, path, and by (incr, decr), count and "
+                    + "icon (set), force (clear) or item (add, remove)")
         }
         let type = try fields.required("type")
         if let typeProblem = typeProblem(type) { throw fields.problem(typeProblem) }
@@ -143,21 +147,63 @@ public struct RuleSet: Sendable {
             return .success(
                 MappedOperation(
                     eventID: event.id, audience: event.audience, path: path, operation: operation,
-                    expiresAt: event.expiresAt))
+                    expiresAt: event.expiresAt, occurredAt: event.occurredAt))
         case .content(let type, let attributes):
             guard let rule = rulesByType[type] else {
                 return .failure(
                     EventRejection(reason: .unknownType, message: "no rule maps the type \(Quoting.quoted(type))"))
             }
+            if event.audience == .everyone, let problem = Audience.broadcastProblem(rule.operation) {
+                return .failure(EventRejection(reason: .invalidField, message: "type \(Quoting.quoted(type)): \(problem)"))
+            }
             do throws(EventRejection) {
                 let path = try rule.template.render(attributes: attributes, type: type)
+                let operation = try Self.renderItem(of: rule.operation, attributes: attributes, type: type)
                 return .success(
                     MappedOperation(
-                        eventID: event.id, audience: event.audience, path: path, operation: rule.operation,
-                        expiresAt: event.expiresAt))
+                        eventID: event.id, audience: event.audience, path: path, operation: operation,
+                        expiresAt: event.expiresAt, occurredAt: event.occurredAt))
             } catch {
                 return .failure(error)
             }
+        }
+    }
+}
+
+extension RuleSet {
+    /// A rule's `add` or `remove` with its item's `{name}` placeholders filled from the event's
+    /// attributes (`item: "{message}"`); other operations as they are.
+    ///
+    /// - Throws: `missing_attribute` when an attribute is absent, `invalid_field` when the
+    ///   result is not an item id.
+    static func renderItem(
+        of operation: BadgeOperation, attributes: [String: String], type: String
+    ) throws(EventRejection) -> BadgeOperation {
+        let template: ItemID
+        switch operation {
+        case .addItem(let item), .removeItem(let item): template = item
+        case .set, .increment, .decrement, .clear: return operation
+        }
+        var text = ""
+        var rest = Substring(template.rawValue)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            text += rest[..<open]
+            let name = String(rest[rest.index(after: open)..<close])
+            guard let value = attributes[name] else {
+                throw EventRejection(
+                    reason: .missingAttribute,
+                    message: "type \(Quoting.quoted(type)): the rule's item \(Quoting.quoted(template.rawValue)) needs the attribute \(Quoting.quoted(name)), which 'attrs' does not have")
+            }
+            text += value
+            rest = rest[rest.index(after: close)...]
+        }
+        text += rest
+        do {
+            let item = try ItemID(validating: text)
+            if case .addItem = operation { return .addItem(item) }
+            return .removeItem(item)
+        } catch {
+            throw EventRejection(reason: .invalidField, message: "type \(Quoting.quoted(type)): the rule's item: \(error.description)")
         }
     }
 }
@@ -239,6 +285,6 @@ struct RuleFields: OperationFieldSource {
     }
 
     func unknownOp(_ op: String) -> RuleSetError {
-        problem("unknown op \(Quoting.quoted(op)); the ops are set, incr and clear")
+        problem("unknown op \(Quoting.quoted(op)); the ops are \(OperationGrammar.opList)")
     }
 }

@@ -38,6 +38,9 @@ struct BroadcastWrites {
                 }
             }
             clears.append((operation.path, force))
+        case .decrement, .addItem, .removeItem:
+            // The decoder and the rules refuse these for broadcasts (they are per user).
+            break
         }
     }
 

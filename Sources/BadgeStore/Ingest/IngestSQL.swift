@@ -107,6 +107,25 @@ enum IngestSQL {
             SELECT event_id FROM applied_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
         """)
 
+    /// One chunk of item tombstones older than the dedupe retention (an add of such an item
+    /// arriving later would count again, as would a duplicate of its event).
+    static let pruneGoneItems = PGStatement(
+        "ingest.prune_gone_items",
+        """
+        DELETE FROM badge_item
+        WHERE (user_id, path, item) IN (
+            SELECT user_id, path, item FROM badge_item WHERE removed_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """)
+
+    /// One chunk of clear marks older than the dedupe retention.
+    static let pruneClearMarks = PGStatement(
+        "ingest.prune_clear_marks",
+        """
+        DELETE FROM badge_clear_mark
+        WHERE (user_id, path, subtree) IN (
+            SELECT user_id, path, subtree FROM badge_clear_mark WHERE marked_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """)
+
     /// Which of the ids `$1` are in the dedupe table.
     static let appliedAmong = PGStatement(
         "ingest.applied_among", "SELECT event_id FROM applied_event WHERE event_id = ANY($1::text[])")

@@ -145,18 +145,21 @@ public enum IngestTransaction {
             })
     }
 
-    /// Deletes the applied event ids recorded before `olderThan`, `limit` rows per statement
-    /// (each its own transaction unless the caller opened one), skipping rows another
-    /// transaction holds.
+    /// Deletes the applied event ids recorded before `olderThan`, and the item tombstones and
+    /// clear marks of the same age, `limit` rows per statement (each its own transaction unless
+    /// the caller opened one), skipping rows another transaction holds.
     ///
-    /// - Returns: how many ids were deleted.
+    /// - Returns: how many rows were deleted.
     public static func pruneAppliedEvents(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
         guard limit > 0 else { return 0 }
         var total = 0
-        while true {
-            let deleted = try connection.query(IngestSQL.pruneAppliedEvents, [olderThan, limit]).affectedRows
-            total += deleted
-            if deleted < limit { return total }
+        for statement in [IngestSQL.pruneAppliedEvents, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks] {
+            while true {
+                let deleted = try connection.query(statement, [olderThan, limit]).affectedRows
+                total += deleted
+                if deleted < limit { break }
+            }
         }
+        return total
     }
 }

@@ -24,11 +24,12 @@ extension BadgeSQL {
           AND NOT EXISTS (SELECT 1 FROM broadcast_clear c WHERE c.user_id = $1 AND c.broadcast_id = b.id)
         """)
 
-    /// Whether the user has anything stored: a version (any change ever) or own state.
+    /// Whether the user has anything stored: a version (any change ever), own state or items.
     static let userExists = PGStatement(
         "badges.user_exists",
         """
         SELECT EXISTS (SELECT 1 FROM user_version WHERE user_id = $1)
             OR EXISTS (SELECT 1 FROM badge_state WHERE user_id = $1)
+            OR EXISTS (SELECT 1 FROM badge_item WHERE user_id = $1)
         """)
 }

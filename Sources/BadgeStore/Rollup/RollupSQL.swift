@@ -49,6 +49,23 @@ extension BadgeSQL {
     static let removeDirty = PGStatement(
         "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
 
+    /// The own count and icon of each node of the users in the CTE `users`: the unexpired
+    /// counter state plus the live items (a node with only items has no icon).
+    static let ownRows = """
+        SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon
+                FROM (
+                    SELECT s.user_id, s.path, s.count, s.icon
+                    FROM badge_state s JOIN users u ON s.user_id = u.user_id
+                    WHERE s.expires_at IS NULL OR s.expires_at > now()
+                    UNION ALL
+                    SELECT i.user_id, i.path, count(*), NULL
+                    FROM badge_item i JOIN users u ON i.user_id = u.user_id
+                    WHERE i.removed_at IS NULL
+                    GROUP BY i.user_id, i.path
+                ) AS own_parts
+                GROUP BY user_id, path
+        """
+
     /// Recomputes every aggregate of the listed users from unexpired own state, writes only the
     /// rows that changed, bumps versions of users with any change, and notifies.
     static let recompute = PGStatement(
@@ -57,9 +74,7 @@ extension BadgeSQL {
         WITH users AS (
             SELECT unnest($1::text[]) AS user_id
         ), own AS (
-            SELECT s.user_id, s.path, s.count, s.icon
-            FROM badge_state s JOIN users u ON s.user_id = u.user_id
-            WHERE s.expires_at IS NULL OR s.expires_at > now()
+            \(ownRows)
         ), fresh AS (
             SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon
             FROM (

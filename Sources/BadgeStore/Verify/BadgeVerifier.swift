@@ -128,14 +128,17 @@ enum VerifySQL {
         SELECT user_id FROM (
             (SELECT DISTINCT user_id FROM badge_state WHERE user_id > $1 ORDER BY 1 LIMIT $2)
             UNION
+            (SELECT DISTINCT user_id FROM badge_item WHERE user_id > $1 AND removed_at IS NULL ORDER BY 1 LIMIT $2)
+            UNION
             (SELECT DISTINCT user_id FROM badge_aggregate WHERE user_id > $1 ORDER BY 1 LIMIT $2)
         ) AS u
         ORDER BY 1
         LIMIT $2
         """)
 
-    /// Recounts the listed users' aggregates (each shown node: the sum of the own rows within
-    /// it; its icon: its own row's) and returns every row that differs from the stored one.
+    /// Recounts the listed users' aggregates (each shown node: the sum of the own counts within
+    /// it, counters and live items; its icon: its own counter's) and returns every row that
+    /// differs from the stored one.
     static let compare = PGStatement(
         "verify.compare",
         """
@@ -144,7 +147,7 @@ enum VerifySQL {
             WHERE NOT EXISTS (SELECT 1 FROM dirty_user d WHERE d.user_id = u.user_id)
               AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now())
         ), own AS (
-            SELECT s.user_id, s.path, s.count, s.icon FROM badge_state s JOIN users USING (user_id)
+            \(BadgeSQL.ownRows)
         ), nodes AS (
             SELECT DISTINCT o.user_id, subpath(o.path, 0, n) AS path
             FROM own o, generate_series(1, nlevel(o.path)) AS n

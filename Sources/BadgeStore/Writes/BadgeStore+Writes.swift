@@ -30,7 +30,40 @@ extension BadgeStore {
 
     private static func applyOwnState(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
-        let forced = batch.forcedClears
+        for round in batch.rounds {
+            touched += try applyRound(round, on: connection)
+        }
+        let marks = batch.clearMarks
+        if !marks.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.markCleared,
+                [marks.map(\.user.rawValue), marks.map(\.path.rawValue), marks.map(\.subtree), marks.map(\.through)]
+            ).affectedRows
+        }
+        let removals = batch.itemRemovals
+        if !removals.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.removeItems,
+                [removals.map(\.user.rawValue), removals.map(\.path.rawValue), removals.map(\.item.rawValue)]
+            ).affectedRows
+        }
+        let additions = batch.itemAdditions
+        if !additions.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.addItems,
+                [
+                    additions.map(\.user.rawValue), additions.map(\.path.rawValue), additions.map(\.item.rawValue),
+                    additions.map(\.occurredAt),
+                ]
+            ).affectedRows
+        }
+        return touched
+    }
+
+    /// One round's counter writes: forced clears, then each kind of write as one statement.
+    private static func applyRound(_ round: BadgeBatch.Round, on connection: PGConnection) throws(PGError) -> Int {
+        var touched = 0
+        let forced = round.forcedClears
         if !forced.isEmpty {
             touched += try connection.query(
                 BadgeSQL.forceClear, [forced.map(\.user.rawValue), forced.map(\.path.rawValue)]
@@ -39,7 +72,8 @@ extension BadgeStore {
         var clearUsers: [String] = [], clearPaths: [String] = []
         var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
         var incrementUsers: [String] = [], incrementPaths: [String] = [], increments: [Int64] = [], incrementExpiries: [Date?] = []
-        for (user, path, write) in batch.writes {
+        var decrementUsers: [String] = [], decrementPaths: [String] = [], decrements: [Int64] = []
+        for (user, path, write) in round.writes {
             switch write {
             case .clear:
                 clearUsers.append(user.rawValue)
@@ -55,6 +89,10 @@ extension BadgeStore {
                 incrementPaths.append(path.rawValue)
                 increments.append(amount)
                 incrementExpiries.append(expiresAt)
+            case .decrement(let amount):
+                decrementUsers.append(user.rawValue)
+                decrementPaths.append(path.rawValue)
+                decrements.append(amount)
             }
         }
         if !clearUsers.isEmpty {
@@ -67,6 +105,10 @@ extension BadgeStore {
             touched += try connection.query(
                 BadgeSQL.increment, [incrementUsers, incrementPaths, increments, incrementExpiries]
             ).affectedRows
+        }
+        if !decrementUsers.isEmpty {
+            let result = try connection.query(BadgeSQL.decrement, [decrementUsers, decrementPaths, decrements])
+            touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
         }
         return touched
     }

@@ -44,6 +44,73 @@ extension BadgeSQL {
             updated_at = now()
         """)
 
+    /// Decrements; a row left at 0 or less, or expired, is deleted (a decrement never makes a dot).
+    static let decrement = PGStatement(
+        "badges.decrement",
+        """
+        WITH d AS (
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[]) AS d(user_id, path, by)
+        ), gone AS (
+            DELETE FROM badge_state s USING d
+            WHERE s.user_id = d.user_id AND s.path = d.path AND (s.count <= d.by OR s.expires_at <= now())
+            RETURNING s.user_id
+        ), lowered AS (
+            UPDATE badge_state s SET count = s.count - d.by, updated_at = now()
+            FROM d
+            WHERE s.user_id = d.user_id AND s.path = d.path
+              AND s.count > d.by AND (s.expires_at IS NULL OR s.expires_at > now())
+            RETURNING s.user_id
+        )
+        SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM lowered)
+        """)
+
+    /// Records clear marks (keeping the latest time of each) and removes for good the live items
+    /// they reach that occurred up to then. Returns the items removed.
+    static let markCleared = PGStatement(
+        "badges.mark_cleared",
+        """
+        WITH c AS (
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[]) AS c(user_id, path, subtree, through)
+        ), marked AS (
+            INSERT INTO badge_clear_mark AS m (user_id, path, subtree, cleared_through)
+            SELECT user_id, path, subtree, through FROM c
+            ON CONFLICT (user_id, path, subtree) DO UPDATE
+            SET cleared_through = greatest(m.cleared_through, excluded.cleared_through), marked_at = now()
+        )
+        UPDATE badge_item i SET removed_at = now()
+        FROM c
+        WHERE i.user_id = c.user_id AND i.removed_at IS NULL AND i.occurred_at <= c.through
+          AND (i.path = c.path OR (c.subtree AND i.path <@ c.path))
+        """)
+
+    /// Removes items for good: a tombstone row, whether or not the item was there.
+    static let removeItems = PGStatement(
+        "badges.remove_items",
+        """
+        INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at)
+        SELECT u, p, it, now(), now() FROM unnest($1::text[], $2::ltree[], $3::text[]) AS r(u, p, it)
+        ON CONFLICT (user_id, path, item) DO UPDATE SET removed_at = now() WHERE i.removed_at IS NULL
+        """)
+
+    /// Adds items: a live row with the earliest time an add said, unless the item is gone (a
+    /// tombstone stays one), and gone at once when a clear mark reaching its node is at or after
+    /// that time.
+    static let addItems = PGStatement(
+        "badges.add_items",
+        """
+        INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at)
+        SELECT a.u, a.p, a.it, a.t,
+            CASE WHEN EXISTS (
+                SELECT 1 FROM badge_clear_mark m
+                WHERE m.user_id = a.u AND m.cleared_through >= a.t
+                  AND (m.path = a.p OR (m.subtree AND m.path @> a.p))
+            ) THEN now() END
+        FROM unnest($1::text[], $2::ltree[], $3::text[], $4::timestamptz[]) AS a(u, p, it, t)
+        ON CONFLICT (user_id, path, item) DO UPDATE
+        SET occurred_at = least(i.occurred_at, excluded.occurred_at), removed_at = excluded.removed_at
+        WHERE i.removed_at IS NULL AND (i.occurred_at > excluded.occurred_at OR excluded.removed_at IS NOT NULL)
+        """)
+
     /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE …` that updates
     /// nothing still locks the existing row, so it waits for a rollup worker that holds it; when
     /// that worker deletes the row and commits, the insert happens after all. A mark is never

@@ -1,0 +1,144 @@
+import BadgeCore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite("Items, decrements and clear marks in the model")
+struct ItemModelTests {
+    func item(_ text: String) -> ItemID { ItemID(rawValue: text)! }
+    func at(_ seconds: Double) -> Date { now.addingTimeInterval(seconds - 1_000) }
+
+    @Test("a node's own count is its counter plus its live items; adding twice counts once")
+    func countsItems() throws {
+        var tree = BadgeTree()
+        try tree.apply(.increment(by: 2), "root.chat.c7")
+        tree.apply(.addItem(item("m1")), at: path("root.chat.c7"), occurredAt: at(1), now: now)
+        tree.apply(.addItem(item("m2")), at: path("root.chat.c7"), occurredAt: at(2), now: now)
+        tree.apply(.addItem(item("m1")), at: path("root.chat.c7"), occurredAt: at(3), now: now)
+        tree.apply(.addItem(item("m9")), at: path("root.chat.c8"), occurredAt: at(3), now: now)
+        #expect(try tree.shownCount("root.chat.c7") == 4)
+        #expect(try tree.shownCount("root") == 5)
+        // Removing one takes exactly that one away; removing an absent one changes nothing.
+        tree.apply(.removeItem(item("m2")), at: path("root.chat.c7"), now: now)
+        tree.apply(.removeItem(item("nope")), at: path("root.chat.c7"), now: now)
+        #expect(try tree.shownCount("root.chat.c7") == 3)
+        // A node with only items shows their number, and goes when they go.
+        tree.apply(.removeItem(item("m9")), at: path("root.chat.c8"), now: now)
+        #expect(try tree.shownCount("root.chat.c8") == nil)
+    }
+
+    @Test("a remove that arrives before its add wins")
+    func removeBeforeAdd() throws {
+        var tree = BadgeTree()
+        tree.apply(.removeItem(item("m1")), at: path("root.chat.c7"), now: now)
+        tree.apply(.addItem(item("m1")), at: path("root.chat.c7"), occurredAt: at(1), now: now)
+        #expect(try tree.shownCount("root") == nil)
+    }
+
+    @Test("a clear takes the items that occurred up to its time; a later one stays, whichever arrives first")
+    func clearByTime() throws {
+        var first = BadgeTree()
+        first.apply(.addItem(item("old")), at: path("root.chat.c7"), occurredAt: at(1), now: now)
+        first.apply(.addItem(item("new")), at: path("root.chat.c7"), occurredAt: at(3), now: now)
+        first.apply(.clear(force: false), at: path("root.chat.c7"), occurredAt: at(2), now: now)
+        var second = BadgeTree()
+        second.apply(.clear(force: false), at: path("root.chat.c7"), occurredAt: at(2), now: now)
+        second.apply(.addItem(item("new")), at: path("root.chat.c7"), occurredAt: at(3), now: now)
+        second.apply(.addItem(item("old")), at: path("root.chat.c7"), occurredAt: at(1), now: now)
+        #expect(try first.shownCount("root.chat.c7") == 1)
+        #expect(first == second)
+        // A forced clear of an ancestor reaches the node too; a plain clear of the parent does not.
+        first.apply(.clear(force: false), at: path("root.chat"), occurredAt: at(5), now: now)
+        #expect(try first.shownCount("root.chat.c7") == 1)
+        first.apply(.clear(force: true), at: path("root.chat"), occurredAt: at(5), now: now)
+        #expect(try first.shownCount("root") == nil)
+        // An add of an item that occurred before the clear arrives late: it stays cleared.
+        first.apply(.addItem(item("late")), at: path("root.chat.c7"), occurredAt: at(4), now: now)
+        #expect(try first.shownCount("root") == nil)
+    }
+
+    @Test("a time in the future counts as now; no time means now")
+    func futureTimes() throws {
+        var tree = BadgeTree()
+        tree.apply(.addItem(item("m1")), at: path("root.a"), occurredAt: now.addingTimeInterval(3_600), now: now)
+        // A clear now reaches it: its claimed time was taken as now.
+        tree.apply(.clear(force: false), at: path("root.a"), now: now)
+        #expect(try tree.shownCount("root") == nil)
+    }
+
+    @Test("decrement: lowers the count, removes the counter at 0, never makes a dot")
+    func decrement() throws {
+        var tree = BadgeTree()
+        try tree.apply(.decrement(by: 1), "root.a")
+        #expect(try tree.shownCount("root") == nil)
+        try tree.apply(.set(count: 5, icon: try icon("new")), "root.a")
+        try tree.apply(.decrement(by: 2), "root.a")
+        #expect(tree.states[path("root.a")] == BadgeState(count: 3, icon: try icon("new")))
+        try tree.apply(.decrement(by: 7), "root.a")
+        #expect(tree.states[path("root.a")] == nil)
+        // Items are not the counter: a decrement leaves them.
+        tree.apply(.addItem(item("m1")), at: path("root.a"), occurredAt: at(1), now: now)
+        try tree.apply(.increment(by: 1), "root.a")
+        try tree.apply(.decrement(by: 5), "root.a")
+        #expect(try tree.shownCount("root.a") == 1)
+        // An expired counter counts as absent.
+        try tree.apply(.set(count: 4, icon: nil), "root.b", expiresAt: now.addingTimeInterval(-1))
+        try tree.apply(.decrement(by: 1), "root.b")
+        #expect(tree.states[path("root.b")] == nil)
+    }
+
+    @Test("a batch with an increment then a decrement of an unknown node takes two rounds")
+    func rounds() throws {
+        var batch = BadgeBatch(now: now)
+        let node = path("root.a")
+        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .increment(by: 2)))
+        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .decrement(by: 5)))
+        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .decrement(by: 1)))
+        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .increment(by: 4)))
+        #expect(batch.rounds.count == 3)
+        #expect(batch.rounds.map { $0.writes.map(\.write) } == [
+            [.increment(by: 2, expiresAt: nil)], [.decrement(by: 6)], [.increment(by: 4, expiresAt: nil)],
+        ])
+        for start in [nil, BadgeState(count: 1), BadgeState(count: 10)] {
+            var sequential = BadgeTree(states: start.map { [node: $0] } ?? [:])
+            var coalesced = sequential
+            for operation: BadgeOperation in [.increment(by: 2), .decrement(by: 5), .decrement(by: 1), .increment(by: 4)] {
+                sequential.apply(operation, at: node, now: now)
+            }
+            coalesced.apply(batch, for: user("u1"), now: now)
+            #expect(coalesced == sequential, "from \(String(describing: start))")
+        }
+    }
+
+    @Test("property: any arrival order of timed item adds, removes and clears gives the same tree", arguments: [UInt64(1), 2, 3, 4, 5])
+    func orderFree(seed: UInt64) throws {
+        var random = SeededRandom(seed: seed &* 31)
+        for round in 0..<200 {
+            var generator = RandomBadgeOperations(users: [user("u1")], seed: seed &* 1_000 &+ UInt64(round))
+            generator.weights = .itemsAndClears
+            generator.maximumDepth = 2
+            generator.items = (0..<4).map { item("m\($0)") }
+            let mutations = generator.sequence(count: generator.integer(in: 1...40))
+            var inOrder = BadgeTree()
+            for mutation in mutations { inOrder.apply(mutation, now: now) }
+            for _ in 0..<3 {
+                var shuffled = BadgeTree()
+                for mutation in mutations.shuffled(using: &random) { shuffled.apply(mutation, now: now) }
+                #expect(shuffled.aggregates(now: now) == inOrder.aggregates(now: now), "seed \(seed), round \(round)")
+                #expect(shuffled.items == inOrder.items, "seed \(seed), round \(round)")
+                // Batches of the shuffled order agree too.
+                var batched = BadgeTree()
+                var batch = BadgeBatch()
+                for mutation in mutations.shuffled(using: &random) {
+                    batch.append(mutation)
+                    if random.next() % 5 == 0 {
+                        batched.apply(batch, for: user("u1"), now: now)
+                        batch = BadgeBatch()
+                    }
+                }
+                batched.apply(batch, for: user("u1"), now: now)
+                #expect(batched.items == inOrder.items, "seed \(seed), round \(round), in batches")
+            }
+        }
+    }
+}
