@@ -89,8 +89,8 @@ struct Pipeline: Sendable {
     /// Sends one user's direct operation to the topic and waits for the broker's acknowledgement.
     func send(_ mutation: BadgeMutation, id: String) async throws {
         let event = BadgeEvent(
-            id: try EventID(validating: id), audience: .users([mutation.user]), expiresAt: mutation.expiresAt,
-            body: .operation(path: mutation.path, operation: mutation.operation))
+            id: try EventID(validating: id), audience: .users([mutation.user]), occurredAt: mutation.occurredAt,
+            expiresAt: mutation.expiresAt, body: .operation(path: mutation.path, operation: mutation.operation))
         _ = try await producer.send(
             KafkaOutgoingRecord(topic: topic, key: Array(mutation.user.rawValue.utf8), payload: EventEncoder().encode(event)))
     }

@@ -69,7 +69,7 @@ func record(bytes: [UInt8]?, offset: Int64, partition: Int32 = 0, key: [UInt8]? 
 func encoded(_ mutation: BadgeMutation, id: String) -> [UInt8] {
     EventEncoder().encode(
         BadgeEvent(
-            id: eventID(id), audience: .users([mutation.user]), expiresAt: mutation.expiresAt,
+            id: eventID(id), audience: .users([mutation.user]), occurredAt: mutation.occurredAt, expiresAt: mutation.expiresAt,
             body: .operation(path: mutation.path, operation: mutation.operation)))
 }
 

@@ -194,7 +194,7 @@ struct EventScript {
             }
             let event = BadgeEvent(
                 id: EventID(rawValue: "e\(seed)-\(index)")!, audience: .users([mutation.user]),
-                body: .operation(path: mutation.path, operation: mutation.operation))
+                occurredAt: mutation.occurredAt, body: .operation(path: mutation.path, operation: mutation.operation))
             let bytes = encoder.encode(event)
             records.append((key: mutation.user.rawValue, value: bytes))
             sentByUser[mutation.user, default: []].append(bytes)

@@ -52,8 +52,7 @@ struct IngestPropertyTests {
                     logs[slot].append(event)
                     sent[slot].append(event)
                     uniqueEvents += 1
-                    models[mutation.user, default: BadgeTree()].apply(
-                        mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                    models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
                 }
             }
 

@@ -25,8 +25,7 @@ struct IngestStoreTests {
             let now = Date()
             var models: [UserID: BadgeTree] = [:]
             for mutation in mutations {
-                models[mutation.user, default: BadgeTree()].apply(
-                    mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
             }
             for name in ["m_u0", "m_u1"] {
                 models[user(name), default: BadgeTree()].apply(.increment(by: 1), at: path("root.chat.c7"), now: now)

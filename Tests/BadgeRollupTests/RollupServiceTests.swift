@@ -51,8 +51,7 @@ struct RollupServiceTests {
             }
             var finalModels: [UserID: BadgeTree] = [:]
             for mutation in written {
-                finalModels[mutation.user, default: BadgeTree()].apply(
-                    mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, now: now)
+                finalModels[mutation.user, default: BadgeTree()].apply(mutation, now: now)
             }
             #expect(first.failedTransactions == 0)
             #expect(second.failedTransactions == 0)
