@@ -74,3 +74,38 @@ struct BadgeStorePropertyTests {
         #expect(dirty == 0)
     }
 }
+
+@Suite("Items and clears in PostgreSQL: any arrival order gives the in-order tree")
+struct ItemOrderPropertyTests {
+    @Test("timed adds, removes and clears, shuffled into random batches, end in the in-order model's tree", arguments: [UInt64(1), 2, 3])
+    func shuffledArrivals(seed: UInt64) async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let users = (0..<60).map { user("o\(seed)_u\($0)") }
+        var generator = RandomBadgeOperations(users: users, seed: seed &+ 500)
+        generator.weights = .itemsAndClears
+        generator.maximumDepth = 3
+        let mutations = generator.sequence(count: 3_000)
+        let now = Date()
+        var models: [UserID: BadgeTree] = [:]
+        for mutation in mutations { models[mutation.user, default: BadgeTree()].apply(mutation, now: now) }
+
+        var random = SeededRandom(seed: seed &* 104_729)
+        let shuffled = mutations.shuffled(using: &random)
+        var start = 0
+        while start < shuffled.count {
+            let end = min(shuffled.count, start + Int.random(in: 1...300, using: &random))
+            try await fixture.ingest(Array(shuffled[start..<end]))
+            start = end
+        }
+        try await fixture.drainDirtyUsers()
+        for id in users {
+            let stored = try await fixture.store.tree(for: id)
+            #expect(stored.tree == models[id, default: BadgeTree()].node(at: .root, now: now), "user \(id) (seed \(seed))")
+        }
+        // Live rows are exactly the model's live items; gone ones stay as tombstones.
+        let live = try await fixture.scalar(
+            "SELECT count(*)::int FROM badge_item WHERE removed_at IS NULL AND user_id LIKE 'o\(seed)_u%'", as: Int.self)
+        #expect(live == models.values.reduce(0) { $0 + $1.items.values.reduce(0) { $0 + $1.count } })
+    }
+}
