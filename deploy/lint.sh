@@ -82,7 +82,8 @@ def load_all(path):
 if mode == "rule-samples":
     rules = load_all(sys.argv[2])[0]["rules"]
     for number, rule in enumerate(rules, 1):
-        attrs = {name: f"lint{index}" for index, name in enumerate(re.findall(r"\{([^{}]+)\}", str(rule.get("path", ""))))}
+        template = str(rule.get("path", "")) + " " + str(rule.get("item", ""))
+        attrs = {name: f"lint{index}" for index, name in enumerate(re.findall(r"\{([^{}]+)\}", template))}
         event = {"id": f"lint-rule-{number}", "type": rule.get("type"), "user": "lint-user"}
         if attrs:
             event["attrs"] = attrs

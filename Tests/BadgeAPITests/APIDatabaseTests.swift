@@ -63,7 +63,7 @@ struct APIDatabaseTests {
         try await APIHarness.with { harness in
             let ready = try await harness.get("/readyz", token: nil)
             #expect(ready.status == .ok, "\(ready.text)")
-            try await harness.execute("DELETE FROM reddot_schema_migrations WHERE version = 2")
+            try await harness.execute("DELETE FROM reddot_schema_migrations WHERE version >= \(Migrator.requiredSchemaVersion)")
             let behind = try await harness.get("/readyz", token: nil)
             #expect(behind.status == .serviceUnavailable)
             #expect(behind.text.contains("run reddot migrate up"))

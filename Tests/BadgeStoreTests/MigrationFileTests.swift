@@ -1,4 +1,6 @@
 import BadgeStore
+import Foundation
+import TestSupport
 import Testing
 
 /// The migration file reader on hostile names and bytes (issue 11); no database needed.
@@ -30,5 +32,15 @@ struct MigrationFileTests {
         #expect(plain.isTransactional)
         let inline = try MigrationFile(fileName: "0005_x.sql", contents: Array("SELECT 1; -- reddot:no-transaction\n".utf8))
         #expect(inline.isTransactional)
+    }
+}
+
+@Suite("The build's schema version")
+struct RequiredSchemaVersionTests {
+    @Test("is the newest migration file's number: readyz and serve refuse an older schema")
+    func newestFile() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Repository.migrationsDirectory.path)
+        let numbers = names.filter { $0.hasSuffix(".sql") }.compactMap { Int($0.prefix { $0.isNumber }) }
+        #expect(numbers.max() == Migrator.requiredSchemaVersion, "\(names.sorted())")
     }
 }

@@ -329,6 +329,10 @@ enum SchemaCorpus {
     static let thousandUsers = (1...1000).map { "\"user\($0)\"" }.joined(separator: ",")
 
     static let valid: [String] = [
+        #"{"id":"i1","op":"add","user":"u1","path":"root.chat.c7","item":"m123","occurred_at":"2026-11-23T10:00:00Z"}"#,
+        #"{"id":"i2","op":"remove","users":["u1","u2"],"path":"root.chat.c7","item":"m123"}"#,
+        #"{"id":"i3","op":"decr","user":"u1","path":"root.chat.c7","by":2}"#,
+        #"{"id":"i4","op":"decr","user":"u1","path":"root.chat.c7"}"#,
         #"{"id":"v1","op":"incr","user":"u42","path":"root.chat.c7","by":1}"#,
         #"{"id":"v2","op":"set","user":"u42","path":"root.promotion.item1","count":5}"#,
         #"{"id":"v3","op":"clear","user":"u42","path":"root.promotion","force":true}"#,
@@ -365,6 +369,14 @@ enum SchemaCorpus {
     ]
 
     static let invalid: [(RejectionReason, String)] = [
+        (.invalidField, #"{"id":"j1","op":"add","user":"u1","path":"root.a"}"#),
+        (.invalidField, #"{"id":"j2","op":"remove","user":"u1","path":"root.a","item":"a b"}"#),
+        (.invalidField, #"{"id":"j3","op":"add","user":"u1","path":"root.a","item":"m1","by":2}"#),
+        (.invalidField, #"{"id":"j4","op":"incr","user":"u1","path":"root.a","item":"m1"}"#),
+        (.invalidField, #"{"id":"j5","op":"add","audience":"all","path":"root.a","item":"m1"}"#),
+        (.invalidField, #"{"id":"j6","op":"decr","audience":"all","path":"root.a"}"#),
+        (.invalidField, #"{"id":"j7","op":"decr","user":"u1","path":"root.a","by":0}"#),
+        (.invalidField, #"{"id":"j8","type":"t","user":"u1","item":"m1"}"#),
         (.missingField, #"{"op":"incr","user":"u1","path":"root.a"}"#),
         (.missingField, #"{"id":null,"op":"incr","user":"u1","path":"root.a"}"#),
         (.invalidField, #"{"id":"","op":"incr","user":"u1","path":"root.a"}"#),
@@ -373,7 +385,7 @@ enum SchemaCorpus {
         (.invalidField, #"{"id":5,"op":"incr","user":"u1","path":"root.a"}"#),
         (.missingField, #"{"id":"i7","user":"u1","path":"root.a"}"#),
         (.invalidField, #"{"id":"i8","op":"incr","type":"t","user":"u1","path":"root.a"}"#),
-        (.unknownOp, #"{"id":"i9","op":"add","user":"u1","path":"root.a"}"#),
+        (.unknownOp, #"{"id":"i9","op":"append","user":"u1","path":"root.a"}"#),
         (.invalidField, #"{"id":"i10","op":1,"user":"u1","path":"root.a"}"#),
         (.missingField, #"{"id":"i11","op":"incr","path":"root.a"}"#),
         (.invalidField, #"{"id":"i12","op":"incr","user":"u1","audience":"all","path":"root.a"}"#),
