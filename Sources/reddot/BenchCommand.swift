@@ -1,5 +1,5 @@
-import ArgumentParser
-import BadgeBench
+public import ArgumentParser
+public import BadgeBench
 import BadgeStore
 import LibPQ
 import Logging
@@ -48,6 +48,9 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "The workload generator's seed.")
         var seed: UInt64 = 42
 
+        @Option(help: "counter (90% incr, 10% set) or items (90% add of a new item, 10% remove of an earlier one).")
+        var workload: BenchWorkload.Kind = .counter
+
         @Flag(help: "Use the in-process mock Kafka cluster (the default unless --brokers is given).")
         var mock = false
 
@@ -72,10 +75,11 @@ struct BenchCommand: AsyncParsableCommand {
             ) { scratch, scratchName, serverVersion in
                 let kafka = try BenchCommand.kafka(kafka, partitions: partitions, runID: runID, logger: logger)
                 defer { kafka.close() }
-                let settings = IngestBenchmark.Settings(
+                var settings = IngestBenchmark.Settings(
                     events: events, users: users, paths: paths, partitions: partitions, batchSize: batchSize,
                     batchWaitMilliseconds: batchWaitMilliseconds, rate: rate, seed: seed, runID: runID,
                     kafka: kafka.configuration, topic: kafka.topic, isMockCluster: kafka.cluster != nil, database: scratch)
+                settings.workload = workload
                 return try await IngestBenchmark(settings: settings, logger: logger).run(
                     brokers: kafka.brokers, postgresql: serverVersion, database: scratchName, kept: scratchSettings.keep)
             }
@@ -102,3 +106,5 @@ extension BenchCommand {
             logger: logger)
     }
 }
+
+extension BenchWorkload.Kind: ExpressibleByArgument {}

@@ -15,6 +15,7 @@ public struct BenchReport: Encodable, Sendable {
     var users: Int
     var paths: Int
     var partitions: Int
+    var workload: String
     var incrementEvents: Int
     var setEvents: Int
     var batchSize: Int
@@ -51,6 +52,7 @@ public struct BenchReport: Encodable, Sendable {
         users = settings.users
         paths = settings.paths
         partitions = ingest.partitionsWritten
+        self.workload = workload.kind.rawValue
         incrementEvents = workload.incrementCount
         setEvents = workload.count - workload.incrementCount
         batchSize = settings.batchSize
@@ -104,7 +106,7 @@ public struct BenchReport: Encodable, Sendable {
         let distinct = upsertDistinctRows == upsertRows ? "" : " (\(upsertDistinctRows) distinct within their batches)"
         return """
             reddot bench ingest: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql), librdkafka \(librdkafka)
-            workload:   \(events) events (\(incrementEvents) incr, \(setEvents) set) over \(users) users × \(paths) paths, keyed by user
+            workload:   \(events) events, \(workload) (\(incrementEvents) \(workload == "items" ? "add" : "incr"), \(setEvents) \(workload == "items" ? "remove" : "set")) over \(users) users × \(paths) paths, keyed by user
             kafka:      \(kafka), \(partitions) partitions; batch size \(batchSize), batch wait \(batchWaitMs) ms; rate \(rateText)
             ingest:     \(Self.number(ingestEventsPerSecond)) events/s end to end (\(Self.seconds(ingestSeconds)), first publish → last commit)
             latency:    publish → commit p50 \(Self.milliseconds(latencyP50Ms)), p99 \(Self.milliseconds(latencyP99Ms)), max \(Self.milliseconds(latencyMaxMs))

@@ -9,8 +9,9 @@ extension IngestBenchmark {
         and the topic of --topic (default: a new topic reddot.bench.<random>, which needs \
         auto.create.topics.enable); use a new or empty topic.
 
-        The workload: --events direct-operation events (90% incr by 1, 10% set with a count \
-        of 0-9) over --users users × --paths paths root.bench.p0…, JSON as producers send \
+        The workload: --events direct-operation events (--workload counter: 90% incr by 1, \
+        10% set with a count of 0-9; --workload items: 90% add of a new item, 10% remove of \
+        an item added earlier) over --users users × --paths paths root.bench.p0…, JSON as producers send \
         them, keyed by user, from a seeded generator (--seed). Unthrottled by default; \
         --rate throttles the producer to that many events/s, which is how latency is measured \
         (the target is p99 under 1 s at 20000 events/s).

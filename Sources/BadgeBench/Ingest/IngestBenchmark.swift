@@ -37,6 +37,8 @@ public struct IngestBenchmark: Sendable {
         public var isMockCluster: Bool
         /// The scratch database, migrated.
         public var database: PGConfiguration
+        /// What the events do (`--workload`).
+        public var workload: BenchWorkload.Kind = .counter
 
         /// Settings with every field given.
         public init(
@@ -94,9 +96,10 @@ public struct IngestBenchmark: Sendable {
     /// - Throws: `BenchFailure` when a phase cannot measure; `PGError`, `KafkaError`.
     public func run(brokers: String?, postgresql: String, database: String, kept: Bool) async throws -> BenchReport {
         let settings = self.settings
-        benchProgress("generating \(settings.events) events over \(settings.users) users × \(settings.paths) paths")
+        benchProgress("generating \(settings.events) \(settings.workload.rawValue) events over \(settings.users) users × \(settings.paths) paths")
         let workload = try BenchWorkload(
-            events: settings.events, users: settings.users, paths: settings.paths, seed: settings.seed, idPrefix: settings.runID, userPrefix: "u")
+            events: settings.events, users: settings.users, paths: settings.paths, seed: settings.seed, idPrefix: settings.runID, userPrefix: "u",
+            kind: settings.workload)
         benchProgress("phase 1: ingest through \(brokers.map { "brokers \($0)" } ?? "the in-process mock cluster"), topic \(settings.topic)")
         let ingest = try await runIngest(workload)
         benchProgress("phase 2: plain batched upsert of the same rows")
@@ -104,7 +107,7 @@ public struct IngestBenchmark: Sendable {
         benchProgress("phase 3: decode alone, then ingest's transactions alone")
         let copy = try BenchWorkload(
             events: settings.events, users: settings.users, paths: settings.paths, seed: settings.seed, idPrefix: settings.runID + "-sql",
-            userPrefix: "s")
+            userPrefix: "s", kind: settings.workload)
         let breakdown = try await runBreakdown(copy)
         return BenchReport(
             settings: settings, workload: workload, ingest: ingest, upsert: upsert, breakdown: breakdown,

@@ -1,9 +1,19 @@
 import BadgeCore
 
-/// N synthetic direct-operation events, encoded as producers send them and keyed by user: 90%
-/// `incr` by 1, 10% `set` with a count of 0–9, over `users` × `paths` (`root.bench.p0…`), drawn
-/// from a seeded generator so that runs are comparable.
+/// N synthetic direct-operation events, encoded as producers send them and keyed by user, over
+/// `users` × `paths` (`root.bench.p0…`), drawn from a seeded generator so that runs are
+/// comparable: the counter workload is 90% `incr` by 1 and 10% `set` with a count of 0–9; the
+/// items workload is 90% `add` of a new item and 10% `remove` of an item added earlier (at its
+/// user and path).
 public struct BenchWorkload: Sendable {
+    /// What the events do.
+    public enum Kind: String, Sendable, CaseIterable {
+        /// 90% `incr` by 1, 10% `set`.
+        case counter
+        /// 90% `add` of a new item, 10% `remove` of an earlier one.
+        case items
+    }
+
     /// Per event: the record key (the user id's bytes).
     public let keys: [[UInt8]]
     /// Per event: the JSON payload, as producers send it.
@@ -16,7 +26,9 @@ public struct BenchWorkload: Sendable {
     public let counts: [Int64]
     /// What user ids start with (`u`, then the user's number).
     public let userPrefix: String
-    /// How many of the events are `incr` (the rest are `set`).
+    /// What the events do.
+    public let kind: Kind
+    /// How many of the events are `incr` or `add` (the rest are `set` or `remove`).
     public let incrementCount: Int
     /// The payloads' bytes in all.
     public let payloadBytes: Int
@@ -27,7 +39,9 @@ public struct BenchWorkload: Sendable {
     /// `events` events over `users` × `paths`, drawn from `seed`; event ids are `<idPrefix>-<n>`.
     ///
     /// - Throws: a validation error when a prefix makes an invalid event or user id.
-    public init(events: Int, users: Int, paths: Int, seed: UInt64, idPrefix: String, userPrefix: String) throws {
+    public init(
+        events: Int, users: Int, paths: Int, seed: UInt64, idPrefix: String, userPrefix: String, kind: Kind = .counter
+    ) throws {
         var generator = SplitMix64(seed: seed)
         let encoder = EventEncoder()
         let badgePaths = try (0..<paths).map { try BadgePath(validating: "root.bench.p\($0)") }
@@ -40,19 +54,36 @@ public struct BenchWorkload: Sendable {
         payloads.reserveCapacity(events)
         var increments = 0
         var bytes = 0
+        var added: [(user: Int32, path: Int32, item: Int)] = []
         for index in 0..<events {
-            let user = Int32(generator.next() % UInt64(users))
-            let path = Int32(generator.next() % UInt64(paths))
+            var user = Int32(generator.next() % UInt64(users))
+            var path = Int32(generator.next() % UInt64(paths))
             let isSet = generator.next() % 10 == 0
-            let amount: Int64 = isSet ? Int64(generator.next() % 10) : 1
+            var amount: Int64 = isSet ? Int64(generator.next() % 10) : 1
+            let operation: BadgeOperation
+            switch kind {
+            case .counter:
+                operation = isSet ? .set(count: amount, icon: nil) : .increment(by: amount)
+                if !isSet { increments += 1 }
+            case .items:
+                if isSet, !added.isEmpty {
+                    let earlier = added[Int(generator.next() % UInt64(added.count))]
+                    (user, path, amount) = (earlier.user, earlier.path, 0)
+                    operation = .removeItem(try ItemID(validating: "i\(earlier.item)"))
+                } else {
+                    added.append((user, path, index))
+                    amount = 1
+                    operation = .addItem(try ItemID(validating: "i\(index)"))
+                    increments += 1
+                }
+            }
             let userText = "\(userPrefix)\(user)"
             let event = BadgeEvent(
                 id: try EventID(validating: "\(idPrefix)-\(index)"),
                 audience: .users([try UserID(validating: userText)]),
-                body: .operation(path: badgePaths[Int(path)], operation: isSet ? .set(count: amount, icon: nil) : .increment(by: amount)))
+                body: .operation(path: badgePaths[Int(path)], operation: operation))
             let payload = encoder.encode(event)
             bytes += payload.count
-            if !isSet { increments += 1 }
             keys.append(Array(userText.utf8))
             payloads.append(payload)
             userIndexes.append(user)
@@ -65,6 +96,7 @@ public struct BenchWorkload: Sendable {
         self.pathIndexes = pathIndexes
         self.counts = counts
         self.userPrefix = userPrefix
+        self.kind = kind
         self.incrementCount = increments
         self.payloadBytes = bytes
     }
