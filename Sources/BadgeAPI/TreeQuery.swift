@@ -68,14 +68,22 @@ extension APIError {
     }
 }
 
-/// The body of `POST …/badges/clear`: `{"path": "root.chat", "force": false}`.
+/// The body of `POST …/badges/clear`: `{"path": "root.chat", "force": false, "seen_version": 7}`.
 struct ClearRequest: Sendable {
     var path: BadgePath
     var force: Bool
+    /// The version the client showed: clear only if the tree is still that one.
+    var seenVersion: Int64?
 
     private struct Body: Decodable {
         var path: String
         var force: Bool?
+        var seenVersion: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case path, force
+            case seenVersion = "seen_version"
+        }
     }
 
     /// - Throws: ``APIError`` 400 for a body that is not such an object, or an invalid path.
@@ -89,6 +97,26 @@ struct ClearRequest: Sendable {
         }
         path = try TreeQuery.path(body.path)
         force = body.force ?? false
+        if let seen = body.seenVersion, seen < 0 {
+            throw APIError.badRequest("invalid_body", "seen_version must be a version (an integer ≥ 0), not \(seen)")
+        }
+        seenVersion = body.seenVersion
+    }
+
+    /// The version to clear at: `seen_version`, or the version of an `If-Match` ETag (`*`
+    /// matches any); nil without either.
+    ///
+    /// - Throws: 400 when `If-Match` names no version, or names another than `seen_version`.
+    func version(ifMatch header: String?) throws(APIError) -> Int64? {
+        guard let tags = EntityTags(header), !tags.tags.contains("*") else { return seenVersion }
+        guard let tagged = tags.firstVersion else {
+            throw APIError.badRequest("invalid_if_match", "If-Match must be an ETag this API gave (\"7\"), or *")
+        }
+        if let seenVersion, seenVersion != tagged {
+            throw APIError.badRequest(
+                "invalid_if_match", "If-Match names version \(tagged) but seen_version is \(seenVersion); give one")
+        }
+        return tagged
     }
 
     private static func reason(_ error: any Error) -> String {

@@ -58,6 +58,56 @@ struct APIDatabaseTests {
         }
     }
 
+    @Test("a clear with the version the client showed: arrivals after it stay, with their counts at every ancestor")
+    func clearWhatWasSeen() async throws {
+        try await APIHarness.with { harness in
+            let gina = try await harness.token("gina")
+            let message = { (id: String) in
+                BadgeMutation(user: user("gina"), path: path("root.chat.c1"), operation: .addItem(ItemID(rawValue: id)!))
+            }
+            try await harness.apply([message("m1"), message("m2")])
+            let shown = try await harness.get("/v1/users/gina/badges", token: gina).tree()
+            #expect(shown.tree?.count == 2)
+
+            // Two arrivals after the render, made visible.
+            try await harness.apply([
+                message("m3"), BadgeMutation(user: user("gina"), path: path("root.chat.c2"), operation: .increment(by: 1)),
+            ])
+            let stale = try await harness.call(
+                .post, "/v1/users/gina/badges/clear", token: gina,
+                body: #"{"path": "root.chat", "force": true, "seen_version": \#(shown.version)}"#)
+            #expect(stale.status == .preconditionFailed, "\(stale.text)")
+            #expect(stale.text.contains("version_changed"))
+            let now = try await harness.get("/v1/users/gina/badges", token: gina).tree()
+            #expect(stale.headers[.eTag] == "\"\(now.version)\"")
+            // Nothing was cleared: the arrivals and what was shown are all there, summed upwards.
+            #expect(now.tree?.count == 4)
+            let chat = try #require(now.tree?.children.first)
+            #expect(chat.count == 4)
+            #expect(chat.children.map(\.count) == [3, 1])
+
+            // An arrival that is stored but not yet visible (waiting for the rollup) also refuses.
+            try await harness.store.apply([message("m4")], recomputeNow: false)
+            let waiting = try await harness.call(
+                .post, "/v1/users/gina/badges/clear", token: gina,
+                headers: [.ifMatch: "\"\(now.version)\""], body: #"{"path": "root.chat", "force": true}"#)
+            #expect(waiting.status == .preconditionFailed, "\(waiting.text)")
+            while try await harness.store.recomputeDirtyUsers(limit: 10) > 0 {}
+            let latest = try await harness.get("/v1/users/gina/badges", token: gina).tree()
+            #expect(latest.tree?.count == 5)
+
+            // With the version now shown, the clear goes through.
+            let cleared = try await harness.call(
+                .post, "/v1/users/gina/badges/clear", token: gina,
+                headers: [.ifMatch: "\"\(latest.version)\""], body: #"{"path": "root.chat", "force": true}"#)
+            #expect(cleared.status == .ok, "\(cleared.text)")
+            #expect(try cleared.tree().tree == nil)
+            #expect(try cleared.tree().version > latest.version)
+            // Nothing is left waiting: the clear released the user's mark.
+            #expect(try await harness.scalar("SELECT count(*)::int FROM dirty_user", as: Int.self) == 0)
+        }
+    }
+
     @Test("readyz reports a schema behind this build")
     func schemaBehind() async throws {
         try await APIHarness.with { harness in

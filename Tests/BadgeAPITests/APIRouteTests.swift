@@ -181,6 +181,46 @@ struct APIRouteTests {
         }
     }
 
+    @Test("clear with seen_version or If-Match: 412 with the current ETag when the tree moved on; 400 for bad values")
+    func clearsAtVersion() async throws {
+        try await MemoryHarness.with { harness in
+            let erin = user("erin")
+            try await harness.apply([BadgeMutation(user: erin, path: path("root.chat.c1"), operation: .increment(by: 2))])
+            let token = try await harness.token("erin")
+            let shown = try await harness.get("/v1/users/erin/badges", token: token).tree()
+            try await harness.apply([BadgeMutation(user: erin, path: path("root.chat.c2"), operation: .increment(by: 1))])
+            let clear = { (headers: HTTPFields, body: String) in
+                try await harness.call(.post, "/v1/users/erin/badges/clear", token: token, headers: headers, body: body)
+            }
+            let stale = try await clear([:], #"{"path": "root.chat", "force": true, "seen_version": \#(shown.version)}"#)
+            #expect(stale.status == .preconditionFailed && stale.errorCode == "version_changed", "\(stale.text)")
+            #expect(stale.headers[.eTag] == "\"\(shown.version + 1)\"")
+            #expect(try await harness.get("/v1/users/erin/badges", token: token).tree().tree?.count == 3)
+            let staleTag = try await clear([.ifMatch: "\"\(shown.version)\""], #"{"path": "root.chat", "force": true}"#)
+            #expect(staleTag.status == .preconditionFailed)
+
+            let invalid: [(headers: HTTPFields, body: String, code: String)] = [
+                ([:], #"{"path": "root.chat", "seen_version": -1}"#, "invalid_body"),
+                ([:], #"{"path": "root.chat", "seen_version": 1.5}"#, "invalid_body"),
+                ([:], #"{"path": "root.chat", "seen_version": 1e999}"#, "invalid_body"),
+                ([:], #"{"path": "root.chat", "seen_version": "7"}"#, "invalid_body"),
+                ([.ifMatch: "\"abc\""], #"{"path": "root.chat"}"#, "invalid_if_match"),
+                ([.ifMatch: "\"\(shown.version + 1)\""], #"{"path": "root.chat", "seen_version": \#(shown.version)}"#, "invalid_if_match"),
+            ]
+            for (headers, body, code) in invalid {
+                let response = try await clear(headers, body)
+                #expect(response.status == .badRequest && response.errorCode == code, "\(body): \(response.text)")
+            }
+            // If-Match: * and the current version both clear.
+            let any = try await clear([.ifMatch: "*"], #"{"path": "root.chat.c2"}"#)
+            #expect(any.status == .ok)
+            let current = try await harness.get("/v1/users/erin/badges", token: token).tree()
+            let cleared = try await clear([.ifMatch: "W/\"\(current.version)\""], #"{"path": "root.chat", "force": true, "seen_version": \#(current.version)}"#)
+            #expect(cleared.status == .ok, "\(cleared.text)")
+            #expect(try cleared.tree().tree == nil)
+        }
+    }
+
     @Test("operations routes: healthz, readyz, metrics, and an OpenAPI document naming every route")
     func operations() async throws {
         try await MemoryHarness.with { harness in

@@ -155,7 +155,19 @@ extension BadgeAPI {
         let (_, user) = try await authorize(request, context)
         let body = try await collectBody(request, limit: configuration.maximumBodySize)
         let clear = try ClearRequest(Array(buffer: body))
-        _ = try await storage { deadline in try await store.clear(clear.path, force: clear.force, for: user, deadline: deadline) }
+        let seenVersion = try clear.version(ifMatch: request.headers[.ifMatch])
+        let outcome = try await storage { deadline in
+            try await store.clear(clear.path, force: clear.force, for: user, seenVersion: seenVersion, deadline: deadline)
+        }
+        if case .changedSince(let current) = outcome, let seenVersion {
+            var headers = HTTPFields()
+            headers[.eTag] = Self.etag(current)
+            throw APIError(
+                .preconditionFailed, code: "version_changed",
+                message: "the tree is no longer the one at version \(seenVersion) (it is at \(current), or changes are on "
+                    + "their way): nothing was cleared; show the new tree and clear with its version",
+                headers: headers)
+        }
         // The notification follows; the next read on this server must not wait for it.
         hub.treeCache.invalidate(user)
         let answer = try await read(user: user, query: TreeQuery(target: .tree(clear.path, nil)))

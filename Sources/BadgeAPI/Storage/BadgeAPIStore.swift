@@ -1,4 +1,5 @@
 public import BadgeCore
+public import BadgeStore
 
 /// What the query service needs from storage: one user's version and aggregates, whether a user
 /// exists, clears, and whether the storage is ready.
@@ -18,10 +19,11 @@ public protocol BadgeAPIStore: Sendable {
     func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
 
     /// Clears `user`'s node at `path` (with `force`, the whole subtree) and makes the change
-    /// visible at once.
-    ///
-    /// - Returns: the user's new version, or nil when nothing visible changed.
-    func clear(_ path: BadgePath, force: Bool, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Int64?
+    /// visible at once; with `seenVersion`, only if the user's tree is still the one at that
+    /// version (nothing the client did not show is cleared).
+    func clear(
+        _ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+    ) async throws -> ClearOutcome
 
     /// Why the storage cannot serve (unreachable, a schema this build does not expect), as
     /// sentences for `/readyz`; empty when ready.

@@ -25,9 +25,11 @@ extension BadgeStore: BadgeAPIStore {
     /// retries), so it races `deadline` as a whole.
     ///
     /// - Throws: ``APIError`` 503 when `deadline` passes first.
-    public func clear(_ path: BadgePath, force: Bool, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Int64? {
+    public func clear(
+        _ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+    ) async throws -> ClearOutcome {
         try await Self.racing(deadline) {
-            try await apply([BadgeMutation(user: user, path: path, operation: .clear(force: force))], recomputeNow: true)[user]
+            try await clear(path, force: force, for: user, seenVersion: seenVersion)
         }
     }
 

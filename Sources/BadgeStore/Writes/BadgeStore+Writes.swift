@@ -158,6 +158,49 @@ extension BadgeStore {
     }
 }
 
+/// What a clear over the API did.
+public enum ClearOutcome: Sendable, Hashable {
+    /// Applied: the user's new visible version, or nil when nothing visible changed.
+    case cleared(Int64?)
+    /// Nothing was cleared: the user's tree is no longer the one at the version the client
+    /// showed (it changed since, or changes wait for the rollup). `current`: the visible version
+    /// now (it may not move yet while changes wait).
+    case changedSince(current: Int64)
+}
+
+extension BadgeStore {
+    /// Clears `user`'s node at `path` (with `force`, its subtree) and recomputes the user at
+    /// once; with `seenVersion`, only if the user's visible tree is still the one at that
+    /// version and nothing waits for the rollup, so that nothing the client has not shown is
+    /// cleared (DESIGN §2).
+    ///
+    /// The check and the clear are one transaction that holds the user's dirty mark first: an
+    /// ingest transaction for this user that commits later waits for it, and its items and
+    /// counts stay.
+    public func clear(_ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?) async throws -> ClearOutcome {
+        var batch = BadgeBatch()
+        batch.append(BadgeMutation(user: user, path: path, operation: .clear(force: force)))
+        let finalBatch = batch
+        return try await PGRetryPolicy().run(logger: pool.logger) {
+            try await pool.withTransaction { connection throws(PGError) -> ClearOutcome in
+                if let seenVersion {
+                    let fresh = try connection.query(BadgeSQL.holdUserMark, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
+                    let current = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self) ?? 0
+                    guard fresh, current == seenVersion else {
+                        if fresh { try connection.query(BadgeSQL.releaseUserMark, [user.rawValue]) }
+                        return .changedSince(current: current)
+                    }
+                }
+                let outcome = try Self.apply(finalBatch, on: connection)
+                let versions = try Self.recomputeAggregates(for: [user], bumping: outcome.dismissedBroadcasts, on: connection)
+                guard let own = versions[user] else { return .cleared(nil) }
+                let visible = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self)
+                return .cleared(visible ?? own)
+            }
+        }
+    }
+}
+
 /// What `BadgeStore.apply` did.
 public struct BadgeApplyOutcome: Sendable, Hashable {
     /// Own-state rows written or deleted.

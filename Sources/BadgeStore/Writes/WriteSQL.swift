@@ -148,3 +148,28 @@ extension BadgeSQL {
         SELECT version, pg_notify($1, json_build_object('broadcast_version', version)::text) FROM bumped
         """)
 }
+
+/// The statements of a clear of what the client saw.
+extension BadgeSQL {
+    /// Marks the user dirty, holding the mark until the transaction ends (ingest's own mark of
+    /// this user waits for it); returns whether the mark is new (false: changes were already
+    /// waiting for the rollup).
+    static let holdUserMark = PGStatement(
+        "badges.hold_user_mark",
+        """
+        INSERT INTO dirty_user AS d (user_id) VALUES ($1)
+        ON CONFLICT (user_id) DO UPDATE SET bump = d.bump
+        RETURNING xmax = 0
+        """)
+
+    /// A user's visible version: their own plus the broadcasts'.
+    static let visibleVersion = PGStatement(
+        "badges.visible_version",
+        """
+        SELECT coalesce((SELECT version FROM user_version WHERE user_id = $1), 0)
+             + coalesce((SELECT version FROM broadcast_version), 0)
+        """)
+
+    static let releaseUserMark = PGStatement(
+        "badges.release_user_mark", "DELETE FROM dirty_user WHERE user_id = $1")
+}
