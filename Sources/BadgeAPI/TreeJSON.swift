@@ -25,7 +25,7 @@ enum TreeJSON {
         return 1 + node.children.reduce(0) { $0 + nodeCount($1) }
     }
 
-    /// `{"children": […], "count": …, "icon": …, "path": …, "shown": …, "text": …}`.
+    /// `{"children": […], "count": …, "icon": …, "path": …, "shown": …, "text": …, "unseen": …}`.
     static func write(_ node: BadgeNode, into buffer: inout ByteBuffer) {
         buffer.writeStaticString("{\"children\":[")
         for (index, child) in node.children.enumerated() {
@@ -41,6 +41,8 @@ enum TreeJSON {
         writePlain(node.path.rawValue, into: &buffer)
         buffer.writeStaticString(node.shown ? ",\"shown\":true,\"text\":" : ",\"shown\":false,\"text\":")
         if let text = node.text { writeString(text, into: &buffer) } else { buffer.writeStaticString("null") }
+        buffer.writeStaticString(",\"unseen\":")
+        buffer.writeString(String(node.unseen))
         buffer.writeStaticString("}")
     }
 

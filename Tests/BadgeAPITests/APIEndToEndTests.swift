@@ -104,7 +104,7 @@ struct BroadcastModel {
 }
 
 /// What a user must see: their own tree's aggregates plus the broadcasts they did not dismiss,
-/// each added to its node and every ancestor.
+/// each added (to the count and the unseen part) to its node and every ancestor.
 func expectedTree(own: BadgeTree, broadcasts: [BroadcastModel], dismissed: Set<Int>, now: Date) -> BadgeNode? {
     var aggregates = own.aggregates(now: now)
     for (index, broadcast) in broadcasts.enumerated() where !dismissed.contains(index) {
@@ -112,6 +112,7 @@ func expectedTree(own: BadgeTree, broadcasts: [BroadcastModel], dismissed: Set<I
         while let current = node {
             var aggregate = aggregates[current] ?? BadgeAggregate(count: 0)
             aggregate.count += broadcast.count
+            aggregate.unseen += broadcast.count  // a broadcast is unseen until the user clears it
             if current == broadcast.path, own.states[current]?.icon == nil, let icon = broadcast.icon { aggregate.icon = icon }
             aggregates[current] = aggregate
             node = current.parent

@@ -17,11 +17,14 @@ struct AggregationPropertyTests {
         var result: [BadgePath: BadgeAggregate] = [:]
         for node in candidates {
             var total: Int64 = 0
+            var unseen: Int64 = 0
             for (path, state) in live where path.isWithin(node) {
                 let (sum, overflow) = total.addingReportingOverflow(state.count)
                 total = overflow ? .max : sum
+                let (unseenSum, unseenOverflow) = unseen.addingReportingOverflow(state.unseen)
+                unseen = unseenOverflow ? .max : unseenSum
             }
-            result[node] = BadgeAggregate(count: total, icon: live[node]?.icon)
+            result[node] = BadgeAggregate(count: total, icon: live[node]?.icon, unseen: unseen)
         }
         return result
     }
@@ -50,8 +53,8 @@ struct AggregationPropertyTests {
             }
         case .clear(true):
             states = states.filter { $0.key != key && !$0.key.hasPrefix(key + ".") }
-        case .addItem, .removeItem:
-            break  // items have their own property tests (ItemPropertyTests)
+        case .addItem, .removeItem, .seen:
+            break  // items and seen have their own property tests (ItemModelTests), and are not generated here
         }
     }
 
@@ -71,7 +74,7 @@ struct AggregationPropertyTests {
         var checked = 0
         for seed in UInt64(1)...2_000 {
             var generator = RandomBadgeOperations(users: single, seed: seed)
-            generator.weights = RandomBadgeOperations.Weights(forcedClear: seed % 2 == 0 ? 1 : 0, addItem: 0, removeItem: 0)
+            generator.weights = RandomBadgeOperations.Weights(forcedClear: seed % 2 == 0 ? 1 : 0, addItem: 0, removeItem: 0, seen: 0)
             generator.expiries = [now.addingTimeInterval(5), now.addingTimeInterval(20)]
             var tree = BadgeTree()
             var model: [String: (count: Int64, icon: String?, expiresAt: Date?)] = [:]

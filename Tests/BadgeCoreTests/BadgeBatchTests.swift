@@ -35,8 +35,9 @@ struct BadgeBatchTests {
             ("u1", "root.b", .increment(by: 1)),
             ("u1", "root.b", .increment(by: 4)),
         ])
+        // The set keeps what was seen only up to its own count (2): the 3 added after it are unseen.
         #expect(batch.writes.map(\.write) == [
-            .set(count: 5, icon: try icon("new"), expiresAt: nil),
+            .set(count: 5, icon: try icon("new"), expiresAt: nil, seenCap: 2),
             .increment(by: 5, expiresAt: nil),
         ])
         #expect(!batch.isEmpty)
@@ -55,7 +56,7 @@ struct BadgeBatchTests {
         #expect(batch.writes.map(\.write) == [
             .set(count: 1, icon: nil, expiresAt: nil),
             .clear,
-            .set(count: 2, icon: nil, expiresAt: nil),
+            .set(count: 2, icon: nil, expiresAt: nil, seenCap: 0),
         ])
     }
 
@@ -70,7 +71,7 @@ struct BadgeBatchTests {
         ])
         #expect(batch.forcedClears.map { "\($0.user) \($0.path)" } == ["u1 root.p"])
         #expect(writes(batch) == [
-            "u1 root.p.y \(BadgeWrite.set(count: 2, icon: nil, expiresAt: nil))",
+            "u1 root.p.y \(BadgeWrite.set(count: 2, icon: nil, expiresAt: nil, seenCap: 0))",
             "u1 root.q \(BadgeWrite.increment(by: 1, expiresAt: nil))",
             "u2 root.p.x \(BadgeWrite.increment(by: 9, expiresAt: nil))",
         ])
@@ -110,9 +111,9 @@ struct BadgeBatchTests {
         let a = path("root.a")
         batch.append(BadgeMutation(user: user, path: a, operation: .set(count: 1, icon: nil), expiresAt: soon))
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1)))
-        #expect(batch.writes.first?.write == .set(count: 2, icon: nil, expiresAt: soon))
+        #expect(batch.writes.first?.write == .set(count: 2, icon: nil, expiresAt: soon, seenCap: 1))
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1), expiresAt: later))
-        #expect(batch.writes.first?.write == .set(count: 3, icon: nil, expiresAt: later))
+        #expect(batch.writes.first?.write == .set(count: 3, icon: nil, expiresAt: later, seenCap: 1))
     }
 
     @Test("property: applying the coalesced batches equals applying the mutations one by one")

@@ -208,8 +208,8 @@ struct BadgeTreeTests {
                 levels == 0
                 ? [] : aggregates.keys.filter { $0.parent == nodePath }.sorted().compactMap { reference(aggregates, $0, levels: levels.map { $0 - 1 }) }
             return BadgeNode(
-                path: nodePath, shown: true, count: aggregate.count, text: BadgeDisplay().text(for: aggregate.count),
-                icon: aggregate.icon, children: children)
+                path: nodePath, shown: true, count: aggregate.count, unseen: aggregate.unseen,
+                text: BadgeDisplay().text(for: aggregate.count), icon: aggregate.icon, children: children)
         }
         var random = SeededRandom(seed: 7)
         let labels = ["a", "b", "a0", "a_", "B", "ab"]
@@ -219,7 +219,7 @@ struct BadgeTreeTests {
                 let depth = Int.random(in: 0...4, using: &random)
                 let nodeLabels = ["root"] + (0..<depth).map { _ in labels.randomElement(using: &random)! }
                 aggregates[path(nodeLabels.joined(separator: "."))] = BadgeAggregate(
-                    count: Int64.random(in: 0...120, using: &random), icon: nil)
+                    count: Int64.random(in: 0...120, using: &random), icon: nil, unseen: Int64.random(in: 0...5, using: &random))
             }
             let at = aggregates.keys.randomElement(using: &random) ?? .root
             let depth: Int? = Bool.random(using: &random) ? nil : Int.random(in: -1...3, using: &random)
@@ -242,9 +242,9 @@ struct BadgeTreeTests {
         encoder.outputFormatting = [.sortedKeys]
         let json = String(decoding: try encoder.encode(root), as: UTF8.self)
         #expect(
-            json == #"{"children":[{"children":[],"count":3,"icon":null,"path":"root.chat","shown":true,"text":"3"},"#
-                + #"{"children":[],"count":0,"icon":"new","path":"root.settings","shown":true,"text":null}],"#
-                + #""count":3,"icon":null,"path":"root","shown":true,"text":"3"}"#)
+            json == #"{"children":[{"children":[],"count":3,"icon":null,"path":"root.chat","shown":true,"text":"3","unseen":3},"#
+                + #"{"children":[],"count":0,"icon":"new","path":"root.settings","shown":true,"text":null,"unseen":0}],"#
+                + #""count":3,"icon":null,"path":"root","shown":true,"text":"3","unseen":3}"#)
         #expect(try JSONDecoder().decode(BadgeNode.self, from: Data(json.utf8)) == root)
     }
 

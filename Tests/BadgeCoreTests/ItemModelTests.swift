@@ -87,6 +87,35 @@ struct ItemModelTests {
         #expect(tree.states[path("root.b")] == nil)
     }
 
+    @Test("seen: what arrived after the last seen of the node or an ancestor is unseen, summed up the tree")
+    func seen() throws {
+        var tree = BadgeTree()
+        try tree.apply(.increment(by: 3), "root.chat.c1")
+        tree.apply(.addItem(item("m1")), at: path("root.chat.c2"), occurredAt: at(1), now: now)
+        #expect(tree.aggregates(now: now)[.root]?.unseen == 4)
+        tree.apply(.seen, at: path("root.chat"), occurredAt: at(2), now: now)
+        #expect(tree.aggregates(now: now)[.root]?.unseen == 0)
+        #expect(tree.aggregates(now: now)[.root]?.count == 4)
+        // New arrivals are unseen; an item that occurred before the seen arrives late: seen.
+        try tree.apply(.increment(by: 2), "root.chat.c1")
+        tree.apply(.addItem(item("m2")), at: path("root.chat.c2"), occurredAt: at(3), now: now)
+        tree.apply(.addItem(item("m0")), at: path("root.chat.c2"), occurredAt: at(1.5), now: now)
+        let aggregates = tree.aggregates(now: now)
+        #expect(aggregates[path("root.chat.c1")]?.unseen == 2)
+        #expect(aggregates[path("root.chat.c2")]?.unseen == 1)
+        #expect(aggregates[path("root.chat")]?.unseen == 3)
+        #expect(aggregates[path("root.chat")]?.count == 8)
+        // A decrement takes from the seen part only what the count no longer holds (5 with 3
+        // seen, minus 4: the one left counts as seen); a set keeps the seen part up to its count.
+        try tree.apply(.decrement(by: 4), "root.chat.c1")
+        #expect(tree.states[path("root.chat.c1")]?.unseen == 0)
+        try tree.apply(.set(count: 10, icon: nil), "root.chat.c1")
+        #expect(tree.states[path("root.chat.c1")]?.unseen == 9)
+        tree.apply(.seen, at: path("root"), occurredAt: at(4), now: now)
+        try tree.apply(.set(count: 4, icon: nil), "root.chat.c1")
+        #expect(tree.states[path("root.chat.c1")]?.unseen == 0)
+    }
+
     @Test("a batch with an increment then a decrement of an unknown node takes two rounds")
     func rounds() throws {
         var batch = BadgeBatch(now: now)

@@ -210,13 +210,17 @@ extension IngestHarness {
     func ownTree(for user: UserID) async throws -> BadgeNode? {
         let rows = try await pool.withConnection { connection in
             try connection.query(
-                PGStatement("test.own_aggregates", "SELECT path::text, count, icon FROM badge_aggregate WHERE user_id = $1", prepared: false),
+                PGStatement(
+                    "test.own_aggregates", "SELECT path::text, count, icon, unseen FROM badge_aggregate WHERE user_id = $1", prepared: false),
                 [user.rawValue]
-            ).rows.map { (try $0.decode(0, as: String.self), try $0.decode(1, as: Int64.self), try $0.decode(2, as: String?.self)) }
+            ).rows.map {
+                (try $0.decode(0, as: String.self), try $0.decode(1, as: Int64.self), try $0.decode(2, as: String?.self), try $0.decode(3, as: Int64.self))
+            }
         }
         var aggregates: [BadgePath: BadgeAggregate] = [:]
-        for (path, count, icon) in rows {
-            aggregates[try BadgePath(validating: path)] = BadgeAggregate(count: count, icon: try icon.map { try BadgeIcon(validating: $0) })
+        for (path, count, icon, unseen) in rows {
+            aggregates[try BadgePath(validating: path)] = BadgeAggregate(
+                count: count, icon: try icon.map { try BadgeIcon(validating: $0) }, unseen: unseen)
         }
         return BadgeNode.build(aggregates: aggregates, at: .root, depth: nil, display: BadgeDisplay())
     }

@@ -135,7 +135,9 @@ struct IngestServiceTests {
         let now = Date()
         for index in 0..<100 {
             let user = try UserID(validating: "u\(index)")
-            #expect(try await harness.ownTree(for: user) == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
+            let stored = try await harness.ownTree(for: user)
+            let expected = (script.models[user] ?? BadgeTree()).node(at: .root, now: now)
+            #expect(stored == expected, "user \(user): stored \(String(describing: stored)), model \(String(describing: expected))")
         }
     }
 
@@ -161,7 +163,9 @@ struct IngestServiceTests {
         let now = Date()
         for index in 0..<300 {
             let user = try UserID(validating: "u\(index)")
-            #expect(try await harness.ownTree(for: user) == (script.models[user] ?? BadgeTree()).node(at: .root, now: now), "user \(user)")
+            let stored = try await harness.ownTree(for: user)
+            let expected = (script.models[user] ?? BadgeTree()).node(at: .root, now: now)
+            #expect(stored == expected, "user \(user): stored \(String(describing: stored)), model \(String(describing: expected))")
         }
     }
 

@@ -63,12 +63,13 @@ struct MigrateVerifyOutputTests {
         let list = AggregateMismatchList()
         let mismatch = AggregateMismatch(
             user: try UserID(validating: "u1"), path: try BadgePath(validating: "root"), storedCount: 1, storedIcon: nil, expectedCount: 2,
-            expectedIcon: nil)
+            expectedIcon: nil, storedUnseen: 1, expectedUnseen: 2)
         list.append(mismatch)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let json = String(decoding: try encoder.encode(VerifyOutput(report: report, mismatches: list.all)), as: UTF8.self)
-        #expect(json.hasPrefix("{\"mismatches\":[{\"expected_count\":2,\"expected_icon\":null,\"path\":\"root\""))
+        #expect(json.hasPrefix("{\"mismatches\":[{\"expected_count\":2,\"expected_icon\":null,\"expected_unseen\":2,\"path\":\"root\""))
+        #expect(mismatch.line == "user 'u1' root: stored count 1, unseen 1; recounted count 2, unseen 2")
         #expect(json.hasSuffix("\"users_checked\":10,\"users_repaired\":2,\"users_with_mismatches\":2}"))
     }
 }

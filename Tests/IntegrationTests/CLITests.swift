@@ -151,7 +151,9 @@ struct CLITests {
             }
             #expect(result.exitCode == 75, "\(result)")
             #expect(result.stderr.contains("reddot: another migrator has held the migration lock for more than 0.3 s"), "\(result)")
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // It gives up instead of waiting for the lock (a spawn on a loaded 2-core machine took
+            // 11.7 s once; the lock is held for as long as the test runs).
+            #expect(ContinuousClock.now - started < .seconds(30))
             // Nothing was applied: every file is still pending.
             let status = try await reddot(["migrate", "status", "--database-url", url, "--migrations", Self.fixtures.appendingPathComponent("migrations").path])
             #expect(status.exitCode == 0, "\(status)")

@@ -5,7 +5,7 @@ public import Foundation
 /// (labels `a`–`d` at depths 0–4 by default), so that paths, parents and subtrees collide often.
 ///
 /// It mixes sets (dots and counts, with and without icons), increments, decrements, plain clears,
-/// forced clears, item adds and item removes with configurable weights. Mutations carry no expiry
+/// forced clears, item adds, item removes and seens with configurable weights. Mutations carry no expiry
 /// unless ``expiries`` is set. Each carries an `occurredAt`, the previous one's plus a millisecond
 /// from ``firstTime`` (a fixed time in the past): the generated order is the order they occurred
 /// in, so a model that applies them in order agrees with a batch of them.
@@ -28,11 +28,13 @@ public struct RandomBadgeOperations: Sendable {
         public var addItem: Int
         /// An item remove.
         public var removeItem: Int
+        /// A seen (of the node's subtree).
+        public var seen: Int
 
         /// Weights with the given values; the defaults favour sets and increments.
         public init(
             setDot: Int = 3, setCount: Int = 3, increment: Int = 5, clear: Int = 3, forcedClear: Int = 1,
-            decrement: Int = 2, addItem: Int = 4, removeItem: Int = 2
+            decrement: Int = 2, addItem: Int = 4, removeItem: Int = 2, seen: Int = 2
         ) {
             self.setDot = setDot
             self.setCount = setCount
@@ -42,11 +44,12 @@ public struct RandomBadgeOperations: Sendable {
             self.decrement = decrement
             self.addItem = addItem
             self.removeItem = removeItem
+            self.seen = seen
         }
 
-        /// Only what follows the order-free rules: item adds and removes, and clears.
+        /// Only what follows the order-free rules: item adds and removes, clears and seens.
         public static let itemsAndClears = Weights(
-            setDot: 0, setCount: 0, increment: 0, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2)
+            setDot: 0, setCount: 0, increment: 0, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2, seen: 2)
     }
 
     /// The users mutations are for (never empty).
@@ -114,6 +117,7 @@ public struct RandomBadgeOperations: Sendable {
             (weights.decrement, .decrement(by: count)),
             (weights.addItem, .addItem(item)),
             (weights.removeItem, .removeItem(item)),
+            (weights.seen, .seen),
         ]
         var pick = Int.random(in: 0..<max(kinds.map { max($0.0, 0) }.reduce(0, +), 1), using: &random)
         var operation = kinds[0].1

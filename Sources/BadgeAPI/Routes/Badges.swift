@@ -188,6 +188,7 @@ struct FlatNode: Encodable, Hashable {
     var path: BadgePath
     var shown: Bool
     var count: Int64
+    var unseen: Int64
     var text: String?
     var icon: BadgeIcon?
 
@@ -195,6 +196,7 @@ struct FlatNode: Encodable, Hashable {
         self.path = path
         self.shown = aggregate != nil
         self.count = aggregate?.count ?? 0
+        self.unseen = aggregate?.unseen ?? 0
         self.text = aggregate.flatMap { display.text(for: $0.count) }
         self.icon = aggregate?.icon
     }
@@ -203,17 +205,19 @@ struct FlatNode: Encodable, Hashable {
         self.path = node.path
         self.shown = node.shown
         self.count = node.count
+        self.unseen = node.unseen
         self.text = node.text
         self.icon = node.icon
     }
 
-    enum CodingKeys: String, CodingKey { case path, shown, count, text, icon }
+    enum CodingKeys: String, CodingKey { case path, shown, count, unseen, text, icon }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(path, forKey: .path)
         try container.encode(shown, forKey: .shown)
         try container.encode(count, forKey: .count)
+        try container.encode(unseen, forKey: .unseen)
         try container.encode(text, forKey: .text)
         try container.encode(icon, forKey: .icon)
     }

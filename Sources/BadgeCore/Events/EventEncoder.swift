@@ -25,6 +25,8 @@ public struct EventEncoder: Sendable {
                 if force { fields.append(("force", "true")) }
             case .addItem(let item), .removeItem(let item):
                 fields.append(("item", Self.string(item.rawValue)))
+            case .seen:
+                break
             }
             fields.append(("path", Self.string(path.rawValue)))
         case .content(let type, let attributes):

@@ -8,12 +8,12 @@ public enum Audience: Hashable, Sendable {
 
 extension Audience {
     /// Why a broadcast cannot carry `operation`, or nil: a broadcast sets, increments or clears;
-    /// decrements and items are per user.
+    /// decrements, items and seen are per user.
     public static func broadcastProblem(_ operation: BadgeOperation) -> String? {
         switch operation {
         case .set, .increment, .clear:
             return nil
-        case .decrement, .addItem, .removeItem:
+        case .decrement, .addItem, .removeItem, .seen:
             let op = OperationGrammar.Op(operation).rawValue
             return "op '\(op)' is per user; a broadcast ('audience': 'all') takes 'set', 'incr' or 'clear'"
         }

@@ -4,10 +4,13 @@ public struct BadgeAggregate: Hashable, Sendable {
     public var count: Int64
     /// The node's own icon (icons are not inherited).
     public var icon: BadgeIcon?
+    /// What arrived after the user last saw the node or an ancestor, summed like ``count``.
+    public var unseen: Int64
 
-    /// An aggregate with the given count and icon.
-    public init(count: Int64, icon: BadgeIcon? = nil) {
+    /// An aggregate with the given count, icon and unseen part.
+    public init(count: Int64, icon: BadgeIcon? = nil, unseen: Int64 = 0) {
         self.count = count
         self.icon = icon
+        self.unseen = unseen
     }
 }

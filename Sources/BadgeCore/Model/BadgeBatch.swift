@@ -2,8 +2,9 @@ public import Foundation
 
 /// Coalesces a sequence of mutations into the net writes the store applies set-based in SQL.
 ///
-/// Contract: for any prior state, applying each of ``rounds`` in order (its forced clears, then
-/// its writes), then recording ``clearMarks``, then ``itemRemovals``, then ``itemAdditions``,
+/// Contract: for any prior state, applying each of ``rounds`` in order (its forced clears, its
+/// seens, then its writes), then recording ``clearMarks``, ``seenMarks``, then ``itemRemovals``,
+/// then ``itemAdditions``,
 /// gives the same tree as applying the appended mutations one by one, in order, at the same
 /// instant (``BadgeTree/apply(_:for:now:)`` does exactly that).
 ///
@@ -14,7 +15,10 @@ public import Foundation
 /// increment(k) is a set of k with no icon; clear then decrement stays a clear. A forced clear
 /// drops the pending writes of the user within its subtree; a write on a node known to be empty
 /// (cleared earlier in the round) is absolute. An increment and a decrement of a node whose
-/// stored state the batch does not know do not compose: the later one starts a new round.
+/// stored state the batch does not know do not compose: the later one starts a new round; so do
+/// a set after such a decrement, and a seen and a write within its subtree, whichever comes
+/// second. A set carries the seen part the operations before it in the batch left (its
+/// `seenCap`: 0 after a clear).
 ///
 /// Items need no order: a node's items follow rules that give the same tree whatever order the
 /// operations come in (see ``BadgeTree``), so the batch keeps, per item, whether it was removed
@@ -34,6 +38,9 @@ public struct BadgeBatch: Sendable {
         var writes: [BadgePath: BadgeWrite] = [:]
         /// Forced-clear roots, none within another.
         var forcedClears: [BadgePath] = []
+        /// Roots of `seen`s (each covers its subtree), none within another; no write of the
+        /// round lies within one (such a write, or such a seen, starts a new round).
+        var seenRoots: [BadgePath] = []
 
         /// Whether the node is known empty because a forced clear of this round covers it.
         func isCleared(_ path: BadgePath) -> Bool {
@@ -41,10 +48,11 @@ public struct BadgeBatch: Sendable {
         }
     }
 
-    /// One round of net counter writes: its forced clears first, then its writes. A batch has
-    /// more than one round only when a decrement follows an increment of a node whose stored
-    /// state the batch does not know (or the other way round): the two do not compose into one
-    /// write, so the later one starts a new round.
+    /// One round of net counter writes: its forced clears first, then its seens, then its
+    /// writes. A batch has more than one round only when a decrement follows an increment of a
+    /// node whose stored state the batch does not know (or the other way round), or when a seen
+    /// and a write of a node within it follow each other: those do not compose, so the later one
+    /// starts a new round.
     public struct Round: Sendable {
         var pending: [UserID: Pending] = [:]
 
@@ -53,6 +61,13 @@ public struct BadgeBatch: Sendable {
         public var forcedClears: [(user: UserID, path: BadgePath)] {
             pending.keys.sorted().flatMap { user in
                 (pending[user]?.forcedClears ?? []).sorted().map { (user: user, path: $0) }
+            }
+        }
+
+        /// The roots of the round's seens (each covers its subtree), sorted by user then path.
+        public var seens: [(user: UserID, path: BadgePath)] {
+            pending.keys.sorted().flatMap { user in
+                (pending[user]?.seenRoots ?? []).sorted().map { (user: user, path: $0) }
             }
         }
 
@@ -86,6 +101,8 @@ public struct BadgeBatch: Sendable {
     var removed: Set<ItemKey> = []
     /// Clear marks: the latest time each clear of the batch applies up to.
     var marks: [MarkKey: Date] = [:]
+    /// Seen marks: the latest time each `seen` of the batch applies up to.
+    var seenMarkTimes: [MarkKey: Date] = [:]
     /// Users that any mutation touched (even a no-op).
     var touched: Set<UserID> = []
     /// Mutations appended so far (each one without `occurredAt` takes `now` plus its position in
@@ -143,6 +160,9 @@ public struct BadgeBatch: Sendable {
             dismissals.append((mutation.user, path, force))
             let key = MarkKey(user: mutation.user, path: path, subtree: force)
             marks[key] = max(marks[key] ?? time, time)
+        case .seen:
+            let key = MarkKey(user: mutation.user, path: path, subtree: true)
+            seenMarkTimes[key] = max(seenMarkTimes[key] ?? time, time)
         case .set, .increment, .decrement:
             break
         }
@@ -155,9 +175,13 @@ public struct BadgeBatch: Sendable {
     /// Whether `mutation` cannot compose with the pending write of its node: a decrement after a
     /// relative increment, or an increment after a relative decrement.
     func startsRound(_ mutation: BadgeMutation) -> Bool {
-        let pending = rounds[rounds.count - 1].pending[mutation.user]?.writes[mutation.path]
-        switch (mutation.operation, pending) {
-        case (.decrement, .increment?), (.increment, .decrement?): return true
+        guard let entry = rounds[rounds.count - 1].pending[mutation.user] else { return false }
+        if case .seen = mutation.operation {
+            return entry.writes.keys.contains { $0.isWithin(mutation.path) }
+        }
+        if entry.seenRoots.contains(where: { mutation.path.isWithin($0) }) { return true }
+        switch (mutation.operation, entry.writes[mutation.path]) {
+        case (.decrement, .increment?), (.increment, .decrement?), (.set, .decrement?): return true
         default: return false
         }
     }
@@ -179,23 +203,37 @@ public struct BadgeBatch: Sendable {
                 entry.writes[path] = .clear
             }
         case .set(let count, let icon):
-            entry.writes[path] = .set(count: max(count, 0), icon: icon, expiresAt: mutation.expiresAt)
+            let count = max(count, 0)
+            var seenCap: Int64?
+            switch entry.writes[path] {
+            case .set(let previousCount, _, _, let previousCap):
+                seenCap = min(previousCap ?? previousCount, count)
+            case .clear:
+                seenCap = 0
+            case nil where entry.isCleared(path):
+                seenCap = 0
+            case .increment, .decrement, nil:
+                // After a pending decrement a new round began (see startsRound).
+                break
+            }
+            entry.writes[path] = .set(count: count, icon: icon, expiresAt: mutation.expiresAt, seenCap: seenCap == count ? nil : seenCap)
         case .increment(let by):
             let by = max(by, 0)
             let expiresAt = mutation.expiresAt
             switch entry.writes[path] {
-            case .set(let count, let icon, let previousExpiresAt):
+            case .set(let count, let icon, let previousExpiresAt, let seenCap):
                 entry.writes[path] = .set(
-                    count: count.addingSaturating(by), icon: icon, expiresAt: expiresAt ?? previousExpiresAt)
+                    count: count.addingSaturating(by), icon: icon, expiresAt: expiresAt ?? previousExpiresAt,
+                    seenCap: by == 0 ? seenCap : (seenCap ?? count))
             case .increment(let previousBy, let previousExpiresAt):
                 entry.writes[path] = .increment(
                     by: previousBy.addingSaturating(by), expiresAt: expiresAt ?? previousExpiresAt)
             case .clear:
-                entry.writes[path] = .set(count: by, icon: nil, expiresAt: expiresAt)
+                entry.writes[path] = .set(count: by, icon: nil, expiresAt: expiresAt, seenCap: 0)
             case .decrement, nil:
                 // A pending decrement started a new round before this (see startsRound).
                 if entry.isCleared(path) {
-                    entry.writes[path] = .set(count: by, icon: nil, expiresAt: expiresAt)
+                    entry.writes[path] = .set(count: by, icon: nil, expiresAt: expiresAt, seenCap: 0)
                 } else {
                     entry.writes[path] = .increment(by: by, expiresAt: expiresAt)
                 }
@@ -203,9 +241,10 @@ public struct BadgeBatch: Sendable {
         case .decrement(let by):
             let by = max(by, 0)
             switch entry.writes[path] {
-            case .set(let count, let icon, let expiresAt):
+            case .set(let count, let icon, let expiresAt, let seenCap):
                 let left = count - min(by, count)
-                entry.writes[path] = left > 0 ? .set(count: left, icon: icon, expiresAt: expiresAt) : .clear
+                let cap = min(seenCap ?? count, left)
+                entry.writes[path] = left > 0 ? .set(count: left, icon: icon, expiresAt: expiresAt, seenCap: cap == left ? nil : cap) : .clear
             case .decrement(let previousBy):
                 entry.writes[path] = .decrement(by: previousBy.addingSaturating(by))
             case .clear:
@@ -213,6 +252,11 @@ public struct BadgeBatch: Sendable {
             case .increment, nil:
                 // A pending increment started a new round before this (see startsRound).
                 if !entry.isCleared(path) { entry.writes[path] = .decrement(by: by) }
+            }
+        case .seen:
+            if !entry.seenRoots.contains(where: { path.isWithin($0) }) {
+                entry.seenRoots.removeAll { $0.isWithin(path) }
+                entry.seenRoots.append(path)
             }
         case .addItem, .removeItem:
             break
@@ -239,6 +283,13 @@ public struct BadgeBatch: Sendable {
     public var clearMarks: [(user: UserID, path: BadgePath, subtree: Bool, through: Date)] {
         marks.sorted { ($0.key.user, $0.key.path, $0.key.subtree ? 1 : 0) < ($1.key.user, $1.key.path, $1.key.subtree ? 1 : 0) }
             .map { (user: $0.key.user, path: $0.key.path, subtree: $0.key.subtree, through: $0.value) }
+    }
+
+    /// The seen marks to record, one per (user, path), with the latest time it applies up to;
+    /// sorted by user then path.
+    public var seenMarks: [(user: UserID, path: BadgePath, through: Date)] {
+        seenMarkTimes.sorted { ($0.key.user, $0.key.path) < ($1.key.user, $1.key.path) }
+            .map { (user: $0.key.user, path: $0.key.path, through: $0.value) }
     }
 
     /// The items removed, sorted by user, path, then item.
@@ -270,12 +321,18 @@ extension BadgeTree {
             for path in entry.forcedClears {
                 removeSubtree(at: path)
             }
+            for path in entry.seenRoots {
+                markCountersSeen(path, now: now)
+            }
             for (path, write) in entry.writes {
                 apply(write, at: path, now: now)
             }
         }
         for mark in batch.clearMarks where mark.user == user {
             markCleared(mark.path, subtree: mark.subtree, through: mark.through)
+        }
+        for mark in batch.seenMarks where mark.user == user {
+            markItemsSeen(mark.path, through: mark.through)
         }
         for removal in batch.itemRemovals where removal.user == user {
             removeItem(removal.item, at: removal.path)

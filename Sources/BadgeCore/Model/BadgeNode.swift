@@ -1,6 +1,6 @@
 /// A node of a user's badge tree as answers show it.
 ///
-/// JSON: `{"path": "root.chat", "shown": true, "count": 3, "text": "3", "icon": null,
+/// JSON: `{"path": "root.chat", "shown": true, "count": 3, "unseen": 1, "text": "3", "icon": null,
 /// "children": […]}`; `text` and `icon` are always present, `null` when absent.
 public struct BadgeNode: Hashable, Sendable {
     /// The node's path.
@@ -9,6 +9,8 @@ public struct BadgeNode: Hashable, Sendable {
     public var shown: Bool
     /// The aggregate count (own count plus the children's).
     public var count: Int64
+    /// What arrived after the user last saw this node or an ancestor, summed like ``count``.
+    public var unseen: Int64
     /// The display text of ``count``: `"7"`, `"99+"`, or nil for a dot or an icon.
     public var text: String?
     /// The node's own icon, shown when ``count`` is 0.
@@ -18,11 +20,13 @@ public struct BadgeNode: Hashable, Sendable {
 
     /// A node with the given fields.
     public init(
-        path: BadgePath, shown: Bool, count: Int64, text: String?, icon: BadgeIcon?, children: [BadgeNode] = []
+        path: BadgePath, shown: Bool, count: Int64, unseen: Int64 = 0, text: String?, icon: BadgeIcon?,
+        children: [BadgeNode] = []
     ) {
         self.path = path
         self.shown = shown
         self.count = count
+        self.unseen = unseen
         self.text = text
         self.icon = icon
         self.children = children
@@ -60,7 +64,11 @@ public struct BadgeNode: Hashable, Sendable {
             below.append((candidate, candidateAggregate))
         }
         below.sort { $0.path < $1.path }
-        var open = [BadgeNode(path: path, shown: true, count: aggregate.count, text: display.text(for: aggregate.count), icon: aggregate.icon)]
+        var open = [
+            BadgeNode(
+                path: path, shown: true, count: aggregate.count, unseen: aggregate.unseen, text: display.text(for: aggregate.count),
+                icon: aggregate.icon)
+        ]
         func closeInnermost() {
             let closed = open.removeLast()
             open[open.count - 1].children.append(closed)
@@ -71,7 +79,7 @@ public struct BadgeNode: Hashable, Sendable {
             guard candidate.depth == open[open.count - 1].path.depth + 1 else { continue }
             open.append(
                 BadgeNode(
-                    path: candidate, shown: true, count: candidateAggregate.count,
+                    path: candidate, shown: true, count: candidateAggregate.count, unseen: candidateAggregate.unseen,
                     text: display.text(for: candidateAggregate.count), icon: candidateAggregate.icon))
         }
         while open.count > 1 { closeInnermost() }
@@ -81,10 +89,10 @@ public struct BadgeNode: Hashable, Sendable {
 
 extension BadgeNode: Codable {
     enum CodingKeys: String, CodingKey {
-        case path, shown, count, text, icon, children
+        case path, shown, count, unseen, text, icon, children
     }
 
-    /// Decodes a node; `text` and `icon` may be null or absent.
+    /// Decodes a node; `text` and `icon` may be null or absent, `unseen` absent (0).
     ///
     /// - Throws: `DecodingError` when a field is missing or invalid.
     public init(from decoder: any Decoder) throws {
@@ -92,6 +100,7 @@ extension BadgeNode: Codable {
         self.path = try container.decode(BadgePath.self, forKey: .path)
         self.shown = try container.decode(Bool.self, forKey: .shown)
         self.count = try container.decode(Int64.self, forKey: .count)
+        self.unseen = try container.decodeIfPresent(Int64.self, forKey: .unseen) ?? 0
         self.text = try container.decodeIfPresent(String.self, forKey: .text)
         self.icon = try container.decodeIfPresent(BadgeIcon.self, forKey: .icon)
         self.children = try container.decodeIfPresent([BadgeNode].self, forKey: .children) ?? []
@@ -103,6 +112,7 @@ extension BadgeNode: Codable {
         try container.encode(path, forKey: .path)
         try container.encode(shown, forKey: .shown)
         try container.encode(count, forKey: .count)
+        try container.encode(unseen, forKey: .unseen)
         try container.encode(text, forKey: .text)
         try container.encode(icon, forKey: .icon)
         try container.encode(children, forKey: .children)

@@ -27,6 +27,9 @@ public enum BadgeOperation: Hashable, Sendable {
     /// Removes an item from the node for good: an add of the same item arriving later does not
     /// bring it back. Removing an item that is not there changes nothing visible.
     case removeItem(ItemID)
+    /// Marks the node and its whole subtree seen: their counters' counts and their items that
+    /// occurred up to then stop counting as `unseen`; nothing is cleared.
+    case seen
 
     /// The largest `count` of a set and `by` of an increment accepted from events and rules.
     public static let maximumCount: Int64 = 1_000_000_000
@@ -37,7 +40,7 @@ public enum BadgeOperation: Hashable, Sendable {
         switch self {
         case .set(let count, _): return OperationGrammar.countRange.contains(count)
         case .increment(let by), .decrement(let by): return OperationGrammar.byRange.contains(by)
-        case .clear, .addItem, .removeItem: return true
+        case .clear, .addItem, .removeItem, .seen: return true
         }
     }
 
@@ -45,7 +48,7 @@ public enum BadgeOperation: Hashable, Sendable {
     public var isItemOperation: Bool {
         switch self {
         case .addItem, .removeItem: return true
-        case .set, .increment, .decrement, .clear: return false
+        case .set, .increment, .decrement, .clear, .seen: return false
         }
     }
 
@@ -59,7 +62,7 @@ public enum BadgeOperation: Hashable, Sendable {
     public func applied(to state: BadgeState?, expiresAt: Date?, now: Date) -> BadgeState? {
         switch self {
         case .set(let count, let icon):
-            return BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt)
+            return BadgeWrite.set(count: count, icon: icon, expiresAt: expiresAt).applied(to: state, now: now)
         case .increment(let by):
             return BadgeWrite.increment(by: by, expiresAt: expiresAt).applied(to: state, now: now)
         case .decrement(let by):
@@ -68,6 +71,11 @@ public enum BadgeOperation: Hashable, Sendable {
             return nil
         case .addItem, .removeItem:
             return state
+        case .seen:
+            guard let state, !state.isExpired(at: now) else { return state }
+            var seen = state
+            seen.seenCount = state.count
+            return seen
         }
     }
 }

@@ -17,6 +17,12 @@ public import Foundation
 ///
 /// The model keeps what those rules need: removed and cleared items (``goneItems``, the store's
 /// tombstones) and each clear's latest time (``clearMarks``).
+///
+/// Seen: a `seen` of a node covers its whole subtree. Each counter keeps how much of its count
+/// was seen (``BadgeState/seenCount``, set to the count by a `seen`, in arrival order like the
+/// counter); an item is unseen while it occurred after every `seen` that covers its node
+/// (``seenMarks``: order-free, like clears). A node's `unseen` is its counter's unseen part plus
+/// its unseen items, summed up the tree like counts.
 public struct BadgeTree: Sendable, Equatable {
     /// A node and an item of it.
     public struct ItemKey: Hashable, Sendable {
@@ -43,6 +49,8 @@ public struct BadgeTree: Sendable, Equatable {
     public private(set) var goneItems: Set<ItemKey> = []
     /// The latest time of the clears of each reach.
     public private(set) var clearMarks: [MarkKey: Date] = [:]
+    /// The latest time of the `seen`s of each node (each covers the node's subtree).
+    public private(set) var seenMarks: [BadgePath: Date] = [:]
 
     /// An empty tree.
     public init() {
@@ -76,9 +84,42 @@ public struct BadgeTree: Sendable, Equatable {
             } else {
                 states[path] = nil
             }
+        case .seen:
+            markSeen(path, through: time, now: now)
         case .set, .increment, .decrement:
             states[path] = operation.applied(to: states[path], expiresAt: expiresAt, now: now)
         }
+    }
+
+    /// Marks `path` and its subtree seen up to `through`: each unexpired counter within it has
+    /// seen its whole count, and items that occurred up to then are seen.
+    public mutating func markSeen(_ path: BadgePath, through: Date, now: Date) {
+        markItemsSeen(path, through: through)
+        markCountersSeen(path, now: now)
+    }
+
+    /// The items' part of a `seen` of `path` up to `through` (a batch's seen marks).
+    public mutating func markItemsSeen(_ path: BadgePath, through: Date) {
+        seenMarks[path] = max(seenMarks[path] ?? through, through)
+    }
+
+    /// The counters' part of a `seen` of `path`: each unexpired counter within it has seen its
+    /// whole count (a batch round's seens).
+    public mutating func markCountersSeen(_ path: BadgePath, now: Date) {
+        for (node, state) in states where node.isWithin(path) && !state.isExpired(at: now) {
+            states[node]?.seenCount = state.count
+        }
+    }
+
+    /// The latest `seen` that covers `path` (of it or of an ancestor).
+    public func seenThrough(_ path: BadgePath) -> Date? {
+        var latest: Date?
+        var node: BadgePath? = path
+        while let current = node {
+            if let mark = seenMarks[current] { latest = max(latest ?? mark, mark) }
+            node = current.parent
+        }
+        return latest
     }
 
     /// Applies one mutation (its operation, path, expiry and time).
@@ -142,15 +183,18 @@ public struct BadgeTree: Sendable, Equatable {
         if items[path]?.isEmpty == true { items[path] = nil }
     }
 
-    /// The own count and icon of every node that shows something: its unexpired counter state
-    /// and its live items.
+    /// The own count, icon and unseen part of every node that shows something: its unexpired
+    /// counter state and its live items.
     public func ownCounts(now: Date) -> [BadgePath: BadgeAggregate] {
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, state) in states where !state.isExpired(at: now) {
-            result[path] = BadgeAggregate(count: max(state.count, 0), icon: state.icon)
+            result[path] = BadgeAggregate(count: max(state.count, 0), icon: state.icon, unseen: state.unseen)
         }
         for (path, live) in items where !live.isEmpty {
+            let seen = seenThrough(path)
+            let unseen = live.values.filter { occurredAt in seen.map { occurredAt > $0 } ?? true }.count
             result[path, default: BadgeAggregate(count: 0)].count.addSaturating(Int64(live.count))
+            result[path]?.unseen.addSaturating(Int64(unseen))
         }
         return result
     }
@@ -163,12 +207,13 @@ public struct BadgeTree: Sendable, Equatable {
     public func aggregates(now: Date) -> [BadgePath: BadgeAggregate] {
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, own) in ownCounts(now: now) {
-            let count = own.count
-            result[path, default: BadgeAggregate(count: 0)].count.addSaturating(count)
+            result[path, default: BadgeAggregate(count: 0)].count.addSaturating(own.count)
+            result[path]?.unseen.addSaturating(own.unseen)
             result[path]?.icon = own.icon
             var ancestor = path.parent
             while let current = ancestor {
-                result[current, default: BadgeAggregate(count: 0)].count.addSaturating(count)
+                result[current, default: BadgeAggregate(count: 0)].count.addSaturating(own.count)
+                result[current]?.unseen.addSaturating(own.unseen)
                 ancestor = current.parent
             }
         }

@@ -41,6 +41,8 @@ extension BadgeAggregate {
                 if let maximumDepth, node.depth > maximumDepth { continue }
                 var aggregate = aggregates[node] ?? BadgeAggregate(count: 0)
                 aggregate.count = aggregate.count.addingSaturating(broadcast.count)
+                // A broadcast counts as unseen until the user clears it.
+                aggregate.unseen = aggregate.unseen.addingSaturating(broadcast.count)
                 if node == broadcast.path, (ownIcons[node] ?? nil) == nil, let icon = broadcast.icon {
                     aggregate.icon = icon
                 }

@@ -3,8 +3,8 @@
 ///
 /// `set` takes `count` (0…``BadgeOperation/maximumCount``, default 0) and `icon`; `incr` and
 /// `decr` take `by` (1…``BadgeOperation/maximumCount``, default 1); `clear` takes `force`
-/// (default false); `add` and `remove` take `item` (required, an ``ItemID``). A field of another
-/// op is refused.
+/// (default false); `add` and `remove` take `item` (required, an ``ItemID``); `seen` takes no
+/// field. A field of another op is refused.
 enum OperationGrammar {
     /// The ops, by the name events and rules give them.
     enum Op: String, CaseIterable {
@@ -14,6 +14,7 @@ enum OperationGrammar {
         case clear
         case add
         case remove
+        case seen
 
         /// The op of an operation.
         init(_ operation: BadgeOperation) {
@@ -24,6 +25,7 @@ enum OperationGrammar {
             case .clear: self = .clear
             case .addItem: self = .add
             case .removeItem: self = .remove
+            case .seen: self = .seen
             }
         }
 
@@ -34,11 +36,12 @@ enum OperationGrammar {
             case .incr, .decr: return ["by"]
             case .clear: return ["force"]
             case .add, .remove: return ["item"]
+            case .seen: return []
             }
         }
     }
 
-    /// The ops in words, for messages: `'set', 'incr', 'decr', 'clear', 'add' or 'remove'`.
+    /// The ops in words, for messages: `'set', 'incr', 'decr', 'clear', 'add', 'remove' or 'seen'`.
     static let opList: String = {
         let names = Op.allCases.map { "'\($0.rawValue)'" }
         return names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
@@ -91,6 +94,8 @@ enum OperationGrammar {
                 throw fields.problem(field: "item", ": \(error.description)")
             }
             return kind == .add ? .addItem(item) : .removeItem(item)
+        case .seen:
+            return .seen
         }
     }
 }

@@ -182,7 +182,7 @@ extension RuleSet {
         let template: ItemID
         switch operation {
         case .addItem(let item), .removeItem(let item): template = item
-        case .set, .increment, .decrement, .clear: return operation
+        case .set, .increment, .decrement, .clear, .seen: return operation
         }
         var text = ""
         var rest = Substring(template.rawValue)

@@ -38,7 +38,7 @@ struct BroadcastWrites {
                 }
             }
             clears.append((operation.path, force))
-        case .decrement, .addItem, .removeItem:
+        case .decrement, .addItem, .removeItem, .seen:
             // The decoder and the rules refuse these for broadcasts (they are per user).
             break
         }

@@ -30,7 +30,7 @@ extension BadgeStore {
             let count = try row.decode(3, as: Int64.self)
             let icon = try row.decode(4, as: String?.self).flatMap { try? BadgeIcon(validating: $0) }
             if kind == 1 {
-                aggregates[nodePath] = BadgeAggregate(count: count, icon: icon)
+                aggregates[nodePath] = BadgeAggregate(count: count, icon: icon, unseen: try row.decode(5, as: Int64.self))
             } else {
                 broadcasts.append(BroadcastBadge(id: try row.decode(1, as: Int64.self), path: nodePath, count: count, icon: icon))
             }

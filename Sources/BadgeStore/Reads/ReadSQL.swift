@@ -12,13 +12,13 @@ extension BadgeSQL {
         SELECT 0 AS kind,
                coalesce((SELECT version FROM user_version WHERE user_id = $1), 0)
                  + coalesce((SELECT version FROM broadcast_version), 0),
-               NULL::text, NULL::bigint, NULL::text
+               NULL::text, NULL::bigint, NULL::text, NULL::bigint
         UNION ALL
-        SELECT 1, 0, a.path::text, a.count, a.icon
+        SELECT 1, 0, a.path::text, a.count, a.icon, a.unseen
         FROM badge_aggregate a
         WHERE a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
         UNION ALL
-        SELECT 2, b.id, b.path::text, b.count, b.icon
+        SELECT 2, b.id, b.path::text, b.count, b.icon, b.count
         FROM broadcast b
         WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree
           AND NOT EXISTS (SELECT 1 FROM broadcast_clear c WHERE c.user_id = $1 AND c.broadcast_id = b.id)

@@ -49,16 +49,21 @@ extension BadgeSQL {
     static let removeDirty = PGStatement(
         "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
 
-    /// The own count and icon of each node of the users in the CTE `users`: the unexpired
-    /// counter state plus the live items (a node with only items has no icon).
+    /// The own count, icon and unseen part of each node of the users in the CTE `users`: the
+    /// unexpired counter state plus the live items (a node with only items has no icon); an
+    /// item is unseen while no seen mark of its node or of an ancestor reaches its time.
     static let ownRows = """
-        SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon
+        SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon,
+                       least(sum(unseen), \(maxCount))::bigint AS unseen
                 FROM (
-                    SELECT s.user_id, s.path, s.count, s.icon
+                    SELECT s.user_id, s.path, s.count, s.icon, greatest(s.count - s.seen_count, 0) AS unseen
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     WHERE s.expires_at IS NULL OR s.expires_at > now()
                     UNION ALL
-                    SELECT i.user_id, i.path, count(*), NULL
+                    SELECT i.user_id, i.path, count(*), NULL,
+                           count(*) FILTER (WHERE NOT EXISTS (
+                               SELECT 1 FROM badge_seen_mark m
+                               WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at))
                     FROM badge_item i JOIN users u ON i.user_id = u.user_id
                     WHERE i.removed_at IS NULL
                     GROUP BY i.user_id, i.path
@@ -76,9 +81,10 @@ extension BadgeSQL {
         ), own AS (
             \(ownRows)
         ), fresh AS (
-            SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon
+            SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
+                   least(sum(e.unseen), \(maxCount))::bigint AS unseen
             FROM (
-                SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count
+                SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count, o.unseen
                 FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS level
             ) e
             LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
@@ -90,11 +96,11 @@ extension BadgeSQL {
               AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.user_id = a.user_id AND f.path = a.path)
             RETURNING a.user_id
         ), written AS (
-            INSERT INTO badge_aggregate AS a (user_id, path, count, icon)
-            SELECT user_id, path, count, icon FROM fresh
+            INSERT INTO badge_aggregate AS a (user_id, path, count, icon, unseen)
+            SELECT user_id, path, count, icon, unseen FROM fresh
             ON CONFLICT (user_id, path) DO UPDATE
-            SET count = excluded.count, icon = excluded.icon
-            WHERE (a.count, a.icon) IS DISTINCT FROM (excluded.count, excluded.icon)
+            SET count = excluded.count, icon = excluded.icon, unseen = excluded.unseen
+            WHERE (a.count, a.icon, a.unseen) IS DISTINCT FROM (excluded.count, excluded.icon, excluded.unseen)
             RETURNING a.user_id
         ), bumped AS (
             INSERT INTO user_version AS v (user_id, version)

@@ -44,7 +44,8 @@ public struct BadgeVerifier: Sendable {
                     return AggregateMismatch(
                         user: user, path: path,
                         storedCount: try row.decode(2, as: Int64?.self), storedIcon: try row.decode(3, as: String?.self),
-                        expectedCount: try row.decode(4, as: Int64?.self), expectedIcon: try row.decode(5, as: String?.self))
+                        expectedCount: try row.decode(4, as: Int64?.self), expectedIcon: try row.decode(5, as: String?.self),
+                        storedUnseen: try row.decode(6, as: Int64?.self), expectedUnseen: try row.decode(7, as: Int64?.self))
                 }
             }
             for mismatch in mismatches { onMismatch(mismatch) }
@@ -76,21 +77,31 @@ public struct AggregateMismatch: Sendable, Hashable, Codable {
     public var expectedCount: Int64?
     /// The recounted icon.
     public var expectedIcon: String?
+    /// The stored unseen part (nil: no stored row).
+    public var storedUnseen: Int64?
+    /// The recounted unseen part (nil: there should be no row).
+    public var expectedUnseen: Int64?
 
     enum CodingKeys: String, CodingKey {
         case user, path
         case storedCount = "stored_count", storedIcon = "stored_icon"
         case expectedCount = "expected_count", expectedIcon = "expected_icon"
+        case storedUnseen = "stored_unseen", expectedUnseen = "expected_unseen"
     }
 
     /// A mismatch with the given fields.
-    public init(user: UserID, path: BadgePath, storedCount: Int64?, storedIcon: String?, expectedCount: Int64?, expectedIcon: String?) {
+    public init(
+        user: UserID, path: BadgePath, storedCount: Int64?, storedIcon: String?, expectedCount: Int64?, expectedIcon: String?,
+        storedUnseen: Int64? = nil, expectedUnseen: Int64? = nil
+    ) {
         self.user = user
         self.path = path
         self.storedCount = storedCount
         self.storedIcon = storedIcon
         self.expectedCount = expectedCount
         self.expectedIcon = expectedIcon
+        self.storedUnseen = storedUnseen
+        self.expectedUnseen = expectedUnseen
     }
 
     /// Encodes every key, with explicit nulls.
@@ -102,6 +113,8 @@ public struct AggregateMismatch: Sendable, Hashable, Codable {
         try container.encode(storedIcon, forKey: .storedIcon)
         try container.encode(expectedCount, forKey: .expectedCount)
         try container.encode(expectedIcon, forKey: .expectedIcon)
+        try container.encode(storedUnseen, forKey: .storedUnseen)
+        try container.encode(expectedUnseen, forKey: .expectedUnseen)
     }
 }
 
@@ -136,9 +149,9 @@ enum VerifySQL {
         LIMIT $2
         """)
 
-    /// Recounts the listed users' aggregates (each shown node: the sum of the own counts within
-    /// it, counters and live items; its icon: its own counter's) and returns every row that
-    /// differs from the stored one.
+    /// Recounts the listed users' aggregates (each shown node: the sum of the own counts and
+    /// unseen parts within it, counters and live items; its icon: its own counter's) and returns
+    /// every row that differs from the stored one.
     static let compare = PGStatement(
         "verify.compare",
         """
@@ -153,15 +166,17 @@ enum VerifySQL {
             FROM own o, generate_series(1, nlevel(o.path)) AS n
         ), expected AS (
             SELECT n.user_id, n.path, least(sum(o.count), \(BadgeSQL.maxCount))::bigint AS count,
-                   (SELECT x.icon FROM own x WHERE x.user_id = n.user_id AND x.path = n.path) AS icon
+                   (SELECT x.icon FROM own x WHERE x.user_id = n.user_id AND x.path = n.path) AS icon,
+                   least(sum(o.unseen), \(BadgeSQL.maxCount))::bigint AS unseen
             FROM nodes n JOIN own o ON o.user_id = n.user_id AND o.path <@ n.path
             GROUP BY n.user_id, n.path
         ), stored AS (
-            SELECT a.user_id, a.path, a.count, a.icon FROM badge_aggregate a JOIN users USING (user_id)
+            SELECT a.user_id, a.path, a.count, a.icon, a.unseen FROM badge_aggregate a JOIN users USING (user_id)
         )
-        SELECT coalesce(e.user_id, s.user_id), coalesce(e.path, s.path)::text, s.count, s.icon, e.count, e.icon
+        SELECT coalesce(e.user_id, s.user_id), coalesce(e.path, s.path)::text, s.count, s.icon, e.count, e.icon,
+               s.unseen, e.unseen
         FROM expected e FULL JOIN stored s ON s.user_id = e.user_id AND s.path = e.path
-        WHERE e.count IS DISTINCT FROM s.count OR e.icon IS DISTINCT FROM s.icon
+        WHERE e.count IS DISTINCT FROM s.count OR e.icon IS DISTINCT FROM s.icon OR e.unseen IS DISTINCT FROM s.unseen
         ORDER BY 1, 2
         """)
 }

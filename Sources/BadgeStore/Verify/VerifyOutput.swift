@@ -37,13 +37,16 @@ extension VerifyReport {
 
 extension AggregateMismatch {
     /// The line `reddot verify` prints for this mismatch: the user, the path, then the stored
-    /// and recounted count and icon ("no row" where there is none).
+    /// and recounted count and icon, and the unseen parts when they differ ("no row" where there
+    /// is none).
     public var line: String {
-        func describe(_ count: Int64?, _ icon: String?) -> String {
+        let unseenDiffers = storedUnseen != expectedUnseen
+        func describe(_ count: Int64?, _ icon: String?, _ unseen: Int64?) -> String {
             guard let count else { return "no row" }
-            return "count \(count)" + (icon.map { ", icon \($0)" } ?? "")
+            return "count \(count)" + (icon.map { ", icon \($0)" } ?? "") + (unseenDiffers ? ", unseen \(unseen ?? 0)" : "")
         }
-        return "user '\(user.rawValue)' \(path.rawValue): stored \(describe(storedCount, storedIcon)); recounted \(describe(expectedCount, expectedIcon))"
+        return "user '\(user.rawValue)' \(path.rawValue): stored \(describe(storedCount, storedIcon, storedUnseen)); "
+            + "recounted \(describe(expectedCount, expectedIcon, expectedUnseen))"
     }
 }
 

@@ -40,6 +40,13 @@ extension BadgeStore {
                 [marks.map(\.user.rawValue), marks.map(\.path.rawValue), marks.map(\.subtree), marks.map(\.through)]
             ).affectedRows
         }
+        let seenMarks = batch.seenMarks
+        if !seenMarks.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.markSeen,
+                [seenMarks.map(\.user.rawValue), seenMarks.map(\.path.rawValue), seenMarks.map(\.through)]
+            ).affectedRows
+        }
         let removals = batch.itemRemovals
         if !removals.isEmpty {
             touched += try connection.query(
@@ -60,7 +67,8 @@ extension BadgeStore {
         return touched
     }
 
-    /// One round's counter writes: forced clears, then each kind of write as one statement.
+    /// One round's counter writes: forced clears, seens, then each kind of write as one
+    /// statement.
     private static func applyRound(_ round: BadgeBatch.Round, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
         let forced = round.forcedClears
@@ -69,8 +77,15 @@ extension BadgeStore {
                 BadgeSQL.forceClear, [forced.map(\.user.rawValue), forced.map(\.path.rawValue)]
             ).affectedRows
         }
+        let seens = round.seens
+        if !seens.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.markCountersSeen, [seens.map(\.user.rawValue), seens.map(\.path.rawValue)]
+            ).affectedRows
+        }
         var clearUsers: [String] = [], clearPaths: [String] = []
         var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
+        var setSeenCaps: [Int64] = []
         var incrementUsers: [String] = [], incrementPaths: [String] = [], increments: [Int64] = [], incrementExpiries: [Date?] = []
         var decrementUsers: [String] = [], decrementPaths: [String] = [], decrements: [Int64] = []
         for (user, path, write) in round.writes {
@@ -78,12 +93,13 @@ extension BadgeStore {
             case .clear:
                 clearUsers.append(user.rawValue)
                 clearPaths.append(path.rawValue)
-            case .set(let count, let icon, let expiresAt):
+            case .set(let count, let icon, let expiresAt, let seenCap):
                 setUsers.append(user.rawValue)
                 setPaths.append(path.rawValue)
                 setCounts.append(count)
                 setIcons.append(icon?.rawValue)
                 setExpiries.append(expiresAt)
+                setSeenCaps.append(min(max(seenCap ?? count, 0), count))
             case .increment(let amount, let expiresAt):
                 incrementUsers.append(user.rawValue)
                 incrementPaths.append(path.rawValue)
@@ -99,7 +115,16 @@ extension BadgeStore {
             touched += try connection.query(BadgeSQL.clear, [clearUsers, clearPaths]).affectedRows
         }
         if !setUsers.isEmpty {
-            touched += try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries]).affectedRows
+            let result = try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setSeenCaps])
+            touched += result.affectedRows
+            var freshUsers: [String] = [], freshPaths: [String] = []
+            for row in result.rows where try row.decode(2, as: Bool.self) {
+                freshUsers.append(try row.decode(0, as: String.self))
+                freshPaths.append(try row.decode(1, as: String.self))
+            }
+            if !freshUsers.isEmpty {
+                try connection.query(BadgeSQL.unseeNewSets, [freshUsers, freshPaths])
+            }
         }
         if !incrementUsers.isEmpty {
             touched += try connection.query(

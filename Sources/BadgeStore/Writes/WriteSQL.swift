@@ -18,13 +18,27 @@ extension BadgeSQL {
         WHERE s.user_id = c.user_id AND s.path = c.path
         """)
 
+    /// Sets: the seen part becomes the smaller of the stored one and the write's cap (`$6`; 0
+    /// on an expired row). A new row is inserted with the cap in `seen_count` and returned, for
+    /// `unseeNewSets` to put its seen part to 0 (nothing was stored, so nothing was seen).
     static let set = PGStatement(
         "badges.set",
         """
-        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at)
-        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[])
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count)
+        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
         ON CONFLICT (user_id, path) DO UPDATE
-        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now()
+        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
+            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE least(s.seen_count, excluded.seen_count) END
+        RETURNING user_id, path::text, xmax = 0 AND seen_count > 0
+        """)
+
+    /// Puts the seen part of rows a set just inserted to 0.
+    static let unseeNewSets = PGStatement(
+        "badges.unsee_new_sets",
+        """
+        UPDATE badge_state s SET seen_count = 0
+        FROM unnest($1::text[], $2::ltree[]) AS n(user_id, path)
+        WHERE s.user_id = n.user_id AND s.path = n.path
         """)
 
     /// An expired row counts as absent: the increment starts from zero and drops its icon.
@@ -39,6 +53,7 @@ extension BadgeSQL {
                 WHEN s.count > \(maxCount) - excluded.count THEN \(maxCount)
                 ELSE s.count + excluded.count END,
             icon = CASE WHEN s.expires_at <= now() THEN NULL ELSE s.icon END,
+            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE s.seen_count END,
             expires_at = CASE WHEN s.expires_at <= now() THEN excluded.expires_at
                 ELSE coalesce(excluded.expires_at, s.expires_at) END,
             updated_at = now()
@@ -55,7 +70,7 @@ extension BadgeSQL {
             WHERE s.user_id = d.user_id AND s.path = d.path AND (s.count <= d.by OR s.expires_at <= now())
             RETURNING s.user_id
         ), lowered AS (
-            UPDATE badge_state s SET count = s.count - d.by, updated_at = now()
+            UPDATE badge_state s SET count = s.count - d.by, seen_count = least(s.seen_count, s.count - d.by), updated_at = now()
             FROM d
             WHERE s.user_id = d.user_id AND s.path = d.path
               AND s.count > d.by AND (s.expires_at IS NULL OR s.expires_at > now())
@@ -81,6 +96,28 @@ extension BadgeSQL {
         FROM c
         WHERE i.user_id = c.user_id AND i.removed_at IS NULL AND i.occurred_at <= c.through
           AND (i.path = c.path OR (c.subtree AND i.path <@ c.path))
+        """)
+
+    /// The counters' part of `seen`s: every unexpired counter within each root has seen its
+    /// whole count.
+    static let markCountersSeen = PGStatement(
+        "badges.mark_counters_seen",
+        """
+        UPDATE badge_state s SET seen_count = s.count
+        FROM unnest($1::text[], $2::ltree[]) AS c(user_id, path)
+        WHERE s.user_id = c.user_id AND s.path <@ c.path AND s.seen_count <> s.count
+          AND (s.expires_at IS NULL OR s.expires_at > now())
+        """)
+
+    /// The items' part of `seen`s: the latest time each applies up to.
+    static let markSeen = PGStatement(
+        "badges.mark_seen",
+        """
+        INSERT INTO badge_seen_mark AS m (user_id, path, seen_through)
+        SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[])
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET seen_through = greatest(m.seen_through, excluded.seen_through), marked_at = now()
+        WHERE m.seen_through < excluded.seen_through
         """)
 
     /// Removes items for good: a tombstone row, whether or not the item was there.

@@ -1,7 +1,9 @@
--- RedDot schema, part 3: items (counts that follow content) and clear marks.
+-- RedDot schema, part 3: items (counts that follow content), clear marks, and seen vs unseen.
 --
 -- A node's own count is its counter (badge_state) plus its live items (badge_item rows without
--- removed_at). Existing tables and rows are not changed: every counter keeps its value.
+-- removed_at). Existing rows keep their values: every counter keeps its count, and what exists
+-- today counts as unseen (seen_count 0) until the user sees it; adding a column with a constant
+-- default rewrites no row.
 --
 -- The item rules give the same tree whatever order the operations arrive in (DESIGN §2): an
 -- item is live when it was added, never removed, and the earliest time it was added is later
@@ -33,3 +35,21 @@ CREATE TABLE badge_clear_mark (
 );
 -- The prune of old marks.
 CREATE INDEX badge_clear_mark_age ON badge_clear_mark (marked_at);
+
+-- Seen vs unseen. A counter's seen part: set to its count by a seen, lowered with it, never
+-- above it.
+ALTER TABLE badge_state ADD COLUMN seen_count bigint NOT NULL DEFAULT 0 CHECK (seen_count >= 0);
+-- Each aggregate's unseen part, summed like the count (written by the rollup step).
+ALTER TABLE badge_aggregate ADD COLUMN unseen bigint NOT NULL DEFAULT 0 CHECK (unseen >= 0);
+
+-- The latest time each seen of a node (covering its subtree) applies up to: an item that
+-- occurred after every seen covering its node is unseen. One row per node ever seen; never
+-- pruned (without it, the live items it covers would count as unseen again).
+CREATE TABLE badge_seen_mark (
+    user_id       text        NOT NULL,
+    path          ltree       NOT NULL,
+    seen_through  timestamptz NOT NULL,
+    marked_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, path)
+);
+CREATE INDEX badge_seen_mark_age ON badge_seen_mark (marked_at);
