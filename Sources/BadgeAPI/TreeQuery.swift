@@ -68,8 +68,13 @@ extension APIError {
     }
 }
 
-/// The body of `POST …/badges/clear`: `{"path": "root.chat", "force": false, "seen_version": 7}`.
-struct ClearRequest: Sendable {
+/// The body of `POST …/badges/clear` (`{"path": "root.chat", "force": false, "seen_version": 7}`)
+/// and of `POST …/badges/seen` (`{"path": "root.chat", "seen_version": 7}`).
+struct ActionRequest: Sendable {
+    /// Which action.
+    enum Kind: Sendable { case clear, seen }
+
+    var kind: Kind
     var path: BadgePath
     var force: Bool
     /// The version the client showed: clear only if the tree is still that one.
@@ -86,8 +91,15 @@ struct ClearRequest: Sendable {
         }
     }
 
-    /// - Throws: ``APIError`` 400 for a body that is not such an object, or an invalid path.
-    init(_ bytes: [UInt8]) throws(APIError) {
+    /// The badge operation of the action.
+    var operation: BadgeOperation {
+        kind == .clear ? .clear(force: force) : .seen
+    }
+
+    /// - Throws: ``APIError`` 400 for a body that is not such an object, an invalid path, a
+    ///   negative `seen_version`, or `force` on a seen (a seen always covers the subtree).
+    init(_ kind: Kind, _ bytes: [UInt8]) throws(APIError) {
+        self.kind = kind
         let body: Body
         do {
             body = try JSONDecoder().decode(Body.self, from: Data(bytes))
@@ -97,6 +109,9 @@ struct ClearRequest: Sendable {
         }
         path = try TreeQuery.path(body.path)
         force = body.force ?? false
+        if kind == .seen, body.force != nil {
+            throw APIError.badRequest("invalid_body", "force does not apply to seen: a seen always covers the whole subtree")
+        }
         if let seen = body.seenVersion, seen < 0 {
             throw APIError.badRequest("invalid_body", "seen_version must be a version (an integer ≥ 0), not \(seen)")
         }

@@ -17,6 +17,8 @@ public struct FlagEvent: Sendable {
         case add
         /// `--op remove` (an item).
         case remove
+        /// `--op seen` (the node's subtree).
+        case seen
     }
 
     /// `--id`; nil: a random UUID.

@@ -46,11 +46,11 @@ struct BadgesCommand: AsyncParsableCommand {
             discussion: """
                 set: shown with --count N (default 0, a dot) and optional --icon; incr, decr: count +/-= \
                 --by K (default 1; decr removes the number at 0); clear: the node's own state and items \
-                (--force: and its whole subtree); add, remove: an --item of the node. Goes through the \
-                same store functions as ingest.
+                (--force: and its whole subtree); add, remove: an --item of the node; seen: the node \
+                and its subtree stop counting as unseen. Goes through the same store functions as ingest.
                 """)
         @OptionGroup var common: Common
-        @Option(help: "set, incr, decr, clear, add or remove.")
+        @Option(help: "set, incr, decr, clear, add, remove or seen.")
         var op: String
         @Option(help: "The node, e.g. root.chat.c7.")
         var path: String

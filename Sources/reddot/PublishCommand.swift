@@ -76,7 +76,7 @@ struct PublishCommand: ParsableCommand {
     @Flag(name: .customLong("all"), help: "The event is for every user (a broadcast, keyed \"*\").")
     var everyone = false
 
-    @Option(help: ArgumentHelp("A direct operation: set, incr, decr, clear, add or remove (with --path).", valueName: "op"))
+    @Option(help: ArgumentHelp("A direct operation: set, incr, decr, clear, add, remove or seen (with --path).", valueName: "op"))
     var op: FlagEvent.Operation?
 
     @Option(help: ArgumentHelp("The badge path of --op, e.g. root.chat.c7.", valueName: "path"))

@@ -108,6 +108,44 @@ struct APIDatabaseTests {
         }
     }
 
+    @Test("seen over HTTP: unseen drops to 0 with the counts kept; arrivals after it are unseen; a stale version is 412")
+    func seenOverHTTP() async throws {
+        try await APIHarness.with { harness in
+            let hana = try await harness.token("hana")
+            let message = { (id: String) in
+                BadgeMutation(user: user("hana"), path: path("root.chat.c1"), operation: .addItem(ItemID(rawValue: id)!))
+            }
+            try await harness.apply([message("m1"), BadgeMutation(user: user("hana"), path: path("root.feed"), operation: .increment(by: 2))])
+            let shown = try await harness.get("/v1/users/hana/badges", token: hana).tree()
+            #expect(shown.tree?.unseen == 3 && shown.tree?.count == 3)
+            let seen = try await harness.call(
+                .post, "/v1/users/hana/badges/seen", token: hana, body: #"{"path": "root", "seen_version": \#(shown.version)}"#)
+            #expect(seen.status == .ok, "\(seen.text)")
+            let afterSeen = try seen.tree()
+            #expect(afterSeen.tree?.count == 3 && afterSeen.tree?.unseen == 0, "\(seen.text)")
+
+            // Arrivals after the seen are unseen, at every ancestor.
+            try await harness.apply([message("m2"), BadgeMutation(user: user("hana"), path: path("root.feed"), operation: .increment(by: 1))])
+            let later = try await harness.get("/v1/users/hana/badges", token: hana).tree()
+            #expect(later.tree?.count == 5 && later.tree?.unseen == 2)
+            #expect(later.tree?.children.map(\.unseen) == [1, 1])
+            // A seen at the version shown before those arrivals marks nothing.
+            let stale = try await harness.call(
+                .post, "/v1/users/hana/badges/seen", token: hana, body: #"{"path": "root", "seen_version": \#(afterSeen.version)}"#)
+            #expect(stale.status == .preconditionFailed && stale.text.contains("version_changed"), "\(stale.text)")
+            #expect(try await harness.get("/v1/users/hana/badges", token: hana).tree().tree?.unseen == 2)
+            // A seen of one branch leaves the other unseen.
+            let chat = try await harness.call(
+                .post, "/v1/users/hana/badges/seen", token: hana, headers: [.ifMatch: "\"\(later.version)\""], body: #"{"path": "root.chat"}"#)
+            #expect(chat.status == .ok, "\(chat.text)")
+            let final = try await harness.get("/v1/users/hana/badges", token: hana).tree()
+            #expect(final.tree?.unseen == 1 && final.tree?.count == 5)
+            // verify agrees with what the rollup wrote.
+            let report = try await BadgeVerifier(store: harness.store).run(repair: false)
+            #expect(report.mismatches == 0)
+        }
+    }
+
     @Test("readyz reports a schema behind this build")
     func schemaBehind() async throws {
         try await APIHarness.with { harness in

@@ -17,7 +17,8 @@ extension BadgeAPI {
                     try await self.getBadges(request, user: user)
                 }
             },
-            APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.clear(request, context) },
+            APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.act(.clear, request, context) },
+            APIRoute(.post, "/v1/users/:user/badges/seen") { request, context in try await self.act(.seen, request, context) },
         ]
     }
 
@@ -151,13 +152,15 @@ extension BadgeAPI {
         return Response(status: .notModified, headers: headers)
     }
 
-    private func clear(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    /// `POST …/badges/clear` and `POST …/badges/seen`: the action at the body's path, at the
+    /// version the client showed when it gives one (`seen_version`, `If-Match`).
+    private func act(_ kind: ActionRequest.Kind, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (_, user) = try await authorize(request, context)
         let body = try await collectBody(request, limit: configuration.maximumBodySize)
-        let clear = try ClearRequest(Array(buffer: body))
-        let seenVersion = try clear.version(ifMatch: request.headers[.ifMatch])
+        let action = try ActionRequest(kind, Array(buffer: body))
+        let seenVersion = try action.version(ifMatch: request.headers[.ifMatch])
         let outcome = try await storage { deadline in
-            try await store.clear(clear.path, force: clear.force, for: user, seenVersion: seenVersion, deadline: deadline)
+            try await store.act(action.operation, at: action.path, for: user, seenVersion: seenVersion, deadline: deadline)
         }
         if case .changedSince(let current) = outcome, let seenVersion {
             var headers = HTTPFields()
@@ -165,12 +168,12 @@ extension BadgeAPI {
             throw APIError(
                 .preconditionFailed, code: "version_changed",
                 message: "the tree is no longer the one at version \(seenVersion) (it is at \(current), or changes are on "
-                    + "their way): nothing was cleared; show the new tree and clear with its version",
+                    + "their way): nothing was \(kind == .clear ? "cleared" : "marked seen"); show the new tree and retry with its version",
                 headers: headers)
         }
         // The notification follows; the next read on this server must not wait for it.
         hub.treeCache.invalidate(user)
-        let answer = try await read(user: user, query: TreeQuery(target: .tree(clear.path, nil)))
+        let answer = try await read(user: user, query: TreeQuery(target: .tree(action.path, nil)))
         return try respond(answer, ifNoneMatch: nil)
     }
 }

@@ -18,12 +18,12 @@ public protocol BadgeAPIStore: Sendable {
     /// Whether anything was ever stored for `user` (the API answers other users as missing).
     func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
 
-    /// Clears `user`'s node at `path` (with `force`, the whole subtree) and makes the change
-    /// visible at once; with `seenVersion`, only if the user's tree is still the one at that
-    /// version (nothing the client did not show is cleared).
-    func clear(
-        _ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
-    ) async throws -> ClearOutcome
+    /// Applies a user's action at `path` (a clear, with `force` of the whole subtree, or a seen)
+    /// and makes the change visible at once; with `seenVersion`, only if the user's tree is still
+    /// the one at that version (nothing the client did not show is cleared or marked seen).
+    func act(
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+    ) async throws -> ActionOutcome
 
     /// Why the storage cannot serve (unreachable, a schema this build does not expect), as
     /// sentences for `/readyz`; empty when ready.

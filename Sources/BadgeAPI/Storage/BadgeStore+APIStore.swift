@@ -25,11 +25,11 @@ extension BadgeStore: BadgeAPIStore {
     /// retries), so it races `deadline` as a whole.
     ///
     /// - Throws: ``APIError`` 503 when `deadline` passes first.
-    public func clear(
-        _ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
-    ) async throws -> ClearOutcome {
+    public func act(
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+    ) async throws -> ActionOutcome {
         try await Self.racing(deadline) {
-            try await clear(path, force: force, for: user, seenVersion: seenVersion)
+            try await act(operation, at: path, for: user, seenVersion: seenVersion)
         }
     }
 

@@ -84,17 +84,17 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         users.withLock { $0[user] != nil }
     }
 
-    /// Applies the clear (see ``apply(_:recomputeNow:)``); with `seenVersion`, only when the
-    /// user's version is still that one (for route tests: the check and the clear are two steps
-    /// here, one transaction in the store).
-    public func clear(
-        _ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
-    ) async throws -> ClearOutcome {
+    /// Applies the clear or the seen (see ``apply(_:recomputeNow:)``); with `seenVersion`, only
+    /// when the user's version is still that one (for route tests: the check and the action are
+    /// two steps here, one transaction in the store).
+    public func act(
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+    ) async throws -> ActionOutcome {
         if let seenVersion {
             let current = users.withLock { $0[user]?.version ?? 0 }
             guard current == seenVersion else { return .changedSince(current: current) }
         }
-        return .cleared(apply([BadgeMutation(user: user, path: path, operation: .clear(force: force))])[user])
+        return .applied(apply([BadgeMutation(user: user, path: path, operation: operation)])[user])
     }
 
     /// Always ready.

@@ -5,7 +5,7 @@ import Yams
 /// ```yaml
 /// rules:
 ///   - type: chat.message
-///     op: incr                 # set | incr | decr | clear | add | remove
+///     op: incr                 # set | incr | decr | clear | add | remove | seen
 ///     path: root.chat.{conversation}
 ///     by: 1                    # incr only, optional, default 1
 ///   - type: feature.launched

@@ -183,10 +183,10 @@ extension BadgeStore {
     }
 }
 
-/// What a clear over the API did.
-public enum ClearOutcome: Sendable, Hashable {
+/// What a clear or a seen over the API did.
+public enum ActionOutcome: Sendable, Hashable {
     /// Applied: the user's new visible version, or nil when nothing visible changed.
-    case cleared(Int64?)
+    case applied(Int64?)
     /// Nothing was cleared: the user's tree is no longer the one at the version the client
     /// showed (it changed since, or changes wait for the rollup). `current`: the visible version
     /// now (it may not move yet while changes wait).
@@ -194,20 +194,20 @@ public enum ClearOutcome: Sendable, Hashable {
 }
 
 extension BadgeStore {
-    /// Clears `user`'s node at `path` (with `force`, its subtree) and recomputes the user at
-    /// once; with `seenVersion`, only if the user's visible tree is still the one at that
-    /// version and nothing waits for the rollup, so that nothing the client has not shown is
-    /// cleared (DESIGN §2).
+    /// Applies a user's action (a clear, or a seen) to their node at `path` and recomputes the
+    /// user at once; with `seenVersion`, only if the user's visible tree is still the one at
+    /// that version and nothing waits for the rollup, so that nothing the client has not shown
+    /// is cleared or marked seen (DESIGN §2).
     ///
-    /// The check and the clear are one transaction that holds the user's dirty mark first: an
+    /// The check and the action are one transaction that holds the user's dirty mark first: an
     /// ingest transaction for this user that commits later waits for it, and its items and
     /// counts stay.
-    public func clear(_ path: BadgePath, force: Bool, for user: UserID, seenVersion: Int64?) async throws -> ClearOutcome {
+    public func act(_ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?) async throws -> ActionOutcome {
         var batch = BadgeBatch()
-        batch.append(BadgeMutation(user: user, path: path, operation: .clear(force: force)))
+        batch.append(BadgeMutation(user: user, path: path, operation: operation))
         let finalBatch = batch
         return try await PGRetryPolicy().run(logger: pool.logger) {
-            try await pool.withTransaction { connection throws(PGError) -> ClearOutcome in
+            try await pool.withTransaction { connection throws(PGError) -> ActionOutcome in
                 if let seenVersion {
                     let fresh = try connection.query(BadgeSQL.holdUserMark, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
                     let current = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self) ?? 0
@@ -218,9 +218,9 @@ extension BadgeStore {
                 }
                 let outcome = try Self.apply(finalBatch, on: connection)
                 let versions = try Self.recomputeAggregates(for: [user], bumping: outcome.dismissedBroadcasts, on: connection)
-                guard let own = versions[user] else { return .cleared(nil) }
+                guard let own = versions[user] else { return .applied(nil) }
                 let visible = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self)
-                return .cleared(visible ?? own)
+                return .applied(visible ?? own)
             }
         }
     }
