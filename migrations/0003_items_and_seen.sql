@@ -2,8 +2,8 @@
 --
 -- A node's own count is its counter (badge_state) plus its live items (badge_item rows without
 -- removed_at). Existing rows keep their values: every counter keeps its count, and what exists
--- today counts as unseen (seen_count 0) until the user sees it; adding a column with a constant
--- default rewrites no row.
+-- before this migration counts as seen (seen_count NULL: all of the count), so every stored
+-- aggregate's unseen part (0) stays true. No statement here rewrites a row.
 --
 -- The item rules give the same tree whatever order the operations arrive in (DESIGN §2): an
 -- item is live when it was added, never removed, and the earliest time it was added is later
@@ -37,8 +37,10 @@ CREATE TABLE badge_clear_mark (
 CREATE INDEX badge_clear_mark_age ON badge_clear_mark (marked_at);
 
 -- Seen vs unseen. A counter's seen part: set to its count by a seen, lowered with it, never
--- above it.
-ALTER TABLE badge_state ADD COLUMN seen_count bigint NOT NULL DEFAULT 0 CHECK (seen_count >= 0);
+-- above it; NULL (the rows stored before this migration) means all of the count. New rows start
+-- with nothing seen.
+ALTER TABLE badge_state ADD COLUMN seen_count bigint CHECK (seen_count >= 0);
+ALTER TABLE badge_state ALTER COLUMN seen_count SET DEFAULT 0;
 -- Each aggregate's unseen part, summed like the count (written by the rollup step).
 ALTER TABLE badge_aggregate ADD COLUMN unseen bigint NOT NULL DEFAULT 0 CHECK (unseen >= 0);
 

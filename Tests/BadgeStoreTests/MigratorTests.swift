@@ -1,3 +1,4 @@
+import BadgeCore
 import BadgeStore
 import Dispatch
 import Foundation
@@ -62,6 +63,40 @@ struct MigratorTests {
             #expect(status.problemCount == 0)
             _ = try await database.verify(migrator, failIfPending: true)
             #expect(try await database.up(migrator).isEmpty)
+        }
+    }
+
+    @Test("migration 3 keeps what schema 2 stored: the same trees, counted as seen, and verify finds nothing")
+    func itemsMigrationKeepsCounters() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        try await withDatabase { database in
+            _ = try await database.up(Migrator(files: files.filter { $0.version <= 2 }, logger: TestServer.logger))
+            // What a schema-2 ingest and rollup left: own state, aggregates, a version.
+            try await database.pool.withConnection { connection in
+                for sql in [
+                    "INSERT INTO badge_state (user_id, path, count, icon) VALUES ('old', 'root.chat.c1', 3, NULL), ('old', 'root.news', 0, 'new')",
+                    "INSERT INTO badge_aggregate (user_id, path, count, icon) VALUES ('old', 'root', 3, NULL), ('old', 'root.chat', 3, NULL), "
+                        + "('old', 'root.chat.c1', 3, NULL), ('old', 'root.news', 0, 'new')",
+                    "INSERT INTO user_version (user_id, version) VALUES ('old', 4)",
+                ] {
+                    try connection.query(PGStatement("test.seed", sql, prepared: false))
+                }
+            }
+            let plan = try await database.plan(Migrator(files: files, logger: TestServer.logger))
+            #expect(plan.contains("0003_items_and_seen.sql") && plan.contains("CREATE TABLE badge_item"), "\(plan.prefix(400))")
+            _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
+
+            let store = BadgeStore(pool: database.pool)
+            let tree = try await store.tree(for: UserID(validating: "old"))
+            #expect(tree.version == 4)
+            #expect(tree.tree?.count == 3 && tree.tree?.unseen == 0)
+            #expect(tree.tree?.children.map(\.path.rawValue) == ["root.chat", "root.news"])
+            #expect(try await BadgeVerifier(store: store).run(repair: false).mismatches == 0)
+            // What arrives after the migration counts as unseen; the old count stays seen.
+            try await store.apply([BadgeMutation(user: try UserID(validating: "old"), path: try BadgePath(validating: "root.chat.c1"), operation: .increment(by: 2))], recomputeNow: true)
+            let after = try await store.tree(for: UserID(validating: "old"))
+            #expect(after.tree?.count == 5 && after.tree?.unseen == 2)
+            #expect(try await BadgeVerifier(store: store).run(repair: false).mismatches == 0)
         }
     }
 

@@ -208,7 +208,7 @@ struct CLITests {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(raw.stdout.utf8)) as? [String: Any])
             #expect(Set(object.keys) == ["tree", "user", "version"])
             let rootObject = try #require(object["tree"] as? [String: Any])
-            #expect(Set(rootObject.keys) == ["children", "count", "icon", "path", "shown", "text"])
+            #expect(Set(rootObject.keys) == ["children", "count", "icon", "path", "shown", "text", "unseen"])
             #expect(rootObject["icon"] is NSNull)
             #expect(raw.stdout.contains(#""text" : null"#), "\(raw.stdout)")
 

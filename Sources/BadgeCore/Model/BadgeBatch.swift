@@ -273,10 +273,10 @@ public struct BadgeBatch: Sendable {
 
     /// The first round's forced clears (see ``Round/forcedClears``); the store applies
     /// ``rounds``.
-    public var forcedClears: [(user: UserID, path: BadgePath)] { rounds[0].forcedClears }
+    public var forcedClears: [(user: UserID, path: BadgePath)] { rounds.first?.forcedClears ?? [] }
 
     /// The first round's writes (see ``Round/writes``); the store applies ``rounds``.
-    public var writes: [(user: UserID, path: BadgePath, write: BadgeWrite)] { rounds[0].writes }
+    public var writes: [(user: UserID, path: BadgePath, write: BadgeWrite)] { rounds.first?.writes ?? [] }
 
     /// The clear marks to record, one per (user, path, reach), with the latest time it applies
     /// up to; sorted by user, path, then reach.

@@ -56,7 +56,7 @@ extension BadgeSQL {
         SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon,
                        least(sum(unseen), \(maxCount))::bigint AS unseen
                 FROM (
-                    SELECT s.user_id, s.path, s.count, s.icon, greatest(s.count - s.seen_count, 0) AS unseen
+                    SELECT s.user_id, s.path, s.count, s.icon, greatest(s.count - coalesce(s.seen_count, s.count), 0) AS unseen
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     WHERE s.expires_at IS NULL OR s.expires_at > now()
                     UNION ALL

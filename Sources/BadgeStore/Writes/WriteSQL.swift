@@ -20,7 +20,8 @@ extension BadgeSQL {
 
     /// Sets: the seen part becomes the smaller of the stored one and the write's cap (`$6`; 0
     /// on an expired row). A new row is inserted with the cap in `seen_count` and returned, for
-    /// `unseeNewSets` to put its seen part to 0 (nothing was stored, so nothing was seen).
+    /// `unseeNewSets` to put its seen part to 0 (nothing was stored, so nothing was seen). A
+    /// NULL `seen_count` (a row stored before migration 3) is all of its count.
     static let set = PGStatement(
         "badges.set",
         """
@@ -28,7 +29,7 @@ extension BadgeSQL {
         SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
         ON CONFLICT (user_id, path) DO UPDATE
         SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
-            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE least(s.seen_count, excluded.seen_count) END
+            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE least(coalesce(s.seen_count, s.count), excluded.seen_count) END
         RETURNING user_id, path::text, xmax = 0 AND seen_count > 0
         """)
 
@@ -53,7 +54,7 @@ extension BadgeSQL {
                 WHEN s.count > \(maxCount) - excluded.count THEN \(maxCount)
                 ELSE s.count + excluded.count END,
             icon = CASE WHEN s.expires_at <= now() THEN NULL ELSE s.icon END,
-            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE s.seen_count END,
+            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE coalesce(s.seen_count, s.count) END,
             expires_at = CASE WHEN s.expires_at <= now() THEN excluded.expires_at
                 ELSE coalesce(excluded.expires_at, s.expires_at) END,
             updated_at = now()
@@ -70,7 +71,8 @@ extension BadgeSQL {
             WHERE s.user_id = d.user_id AND s.path = d.path AND (s.count <= d.by OR s.expires_at <= now())
             RETURNING s.user_id
         ), lowered AS (
-            UPDATE badge_state s SET count = s.count - d.by, seen_count = least(s.seen_count, s.count - d.by), updated_at = now()
+            UPDATE badge_state s
+            SET count = s.count - d.by, seen_count = least(coalesce(s.seen_count, s.count), s.count - d.by), updated_at = now()
             FROM d
             WHERE s.user_id = d.user_id AND s.path = d.path
               AND s.count > d.by AND (s.expires_at IS NULL OR s.expires_at > now())
@@ -105,7 +107,7 @@ extension BadgeSQL {
         """
         UPDATE badge_state s SET seen_count = s.count
         FROM unnest($1::text[], $2::ltree[]) AS c(user_id, path)
-        WHERE s.user_id = c.user_id AND s.path <@ c.path AND s.seen_count <> s.count
+        WHERE s.user_id = c.user_id AND s.path <@ c.path AND s.seen_count IS DISTINCT FROM s.count
           AND (s.expires_at IS NULL OR s.expires_at > now())
         """)
 
