@@ -85,7 +85,7 @@ extension BadgeStore {
         }
         var clearUsers: [String] = [], clearPaths: [String] = []
         var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
-        var setSeenCaps: [Int64] = []
+        var setAboveCaps: [Int64] = []
         var incrementUsers: [String] = [], incrementPaths: [String] = [], increments: [Int64] = [], incrementExpiries: [Date?] = []
         var decrementUsers: [String] = [], decrementPaths: [String] = [], decrements: [Int64] = []
         for (user, path, write) in round.writes {
@@ -99,7 +99,7 @@ extension BadgeStore {
                 setCounts.append(count)
                 setIcons.append(icon?.rawValue)
                 setExpiries.append(expiresAt)
-                setSeenCaps.append(min(max(seenCap ?? count, 0), count))
+                setAboveCaps.append(count - min(max(seenCap ?? count, 0), count))
             case .increment(let amount, let expiresAt):
                 incrementUsers.append(user.rawValue)
                 incrementPaths.append(path.rawValue)
@@ -115,10 +115,11 @@ extension BadgeStore {
             touched += try connection.query(BadgeSQL.clear, [clearUsers, clearPaths]).affectedRows
         }
         if !setUsers.isEmpty {
-            let result = try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setSeenCaps])
-            touched += result.affectedRows
+            let result = try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setAboveCaps])
+            // Every row was written; only the new ones whose seen part needs a fix-up come back.
+            touched += setUsers.count
             var freshUsers: [String] = [], freshPaths: [String] = []
-            for row in result.rows where try row.decode(2, as: Bool.self) {
+            for row in result.rows {
                 freshUsers.append(try row.decode(0, as: String.self))
                 freshPaths.append(try row.decode(1, as: String.self))
             }

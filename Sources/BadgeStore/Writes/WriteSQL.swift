@@ -18,19 +18,25 @@ extension BadgeSQL {
         WHERE s.user_id = c.user_id AND s.path = c.path
         """)
 
-    /// Sets: the seen part becomes the smaller of the stored one and the write's cap (`$6`; 0
-    /// on an expired row). A new row is inserted with the cap in `seen_count` and returned, for
-    /// `unseeNewSets` to put its seen part to 0 (nothing was stored, so nothing was seen). A
+    /// Sets: the seen part becomes the smaller of the stored one and the write's cap (0 on an
+    /// expired row). `$6` carries how much of the new count lies above the cap (0 for a plain
+    /// set, whose cap is its count): it rides in the proposed row's `seen_count`, which is right
+    /// for a new row only when it is 0; the new rows where it is not are returned, for
+    /// `unseeNewSets` to put their seen part to 0 (nothing was stored, so nothing was seen). A
     /// NULL `seen_count` (a row stored before migration 3) is all of its count.
     static let set = PGStatement(
         "badges.set",
         """
-        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count)
-        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
-        ON CONFLICT (user_id, path) DO UPDATE
-        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
-            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE least(coalesce(s.seen_count, s.count), excluded.seen_count) END
-        RETURNING user_id, path::text, xmax = 0 AND seen_count > 0
+        WITH upserted AS (
+            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count)
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
+            ON CONFLICT (user_id, path) DO UPDATE
+            SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
+                seen_count = CASE WHEN s.expires_at <= now() THEN 0
+                    ELSE least(coalesce(s.seen_count, s.count), excluded.count - excluded.seen_count) END
+            RETURNING user_id, path, xmax = 0 AND seen_count > 0 AS unseen_fresh
+        )
+        SELECT user_id, path::text FROM upserted WHERE unseen_fresh
         """)
 
     /// Puts the seen part of rows a set just inserted to 0.
