@@ -172,8 +172,9 @@ public struct BadgeBatch: Sendable {
         rounds[rounds.count - 1].pending[mutation.user] = entry
     }
 
-    /// Whether `mutation` cannot compose with the pending write of its node: a decrement after a
-    /// relative increment, or an increment after a relative decrement.
+    /// Whether `mutation` cannot compose with what its user's current round holds: a decrement
+    /// after a relative increment of its node, an increment or a set after a relative decrement,
+    /// a seen over a pending write, or a write under a pending seen.
     func startsRound(_ mutation: BadgeMutation) -> Bool {
         guard let entry = rounds[rounds.count - 1].pending[mutation.user] else { return false }
         if case .seen = mutation.operation {
