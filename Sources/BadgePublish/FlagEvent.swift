@@ -1,25 +1,11 @@
+public import BadgeCore
 public import Foundation
 
 /// One event described by command-line flags (`reddot publish --user … --op …`): the fields as
 /// given, the rules for which go together, and the JSON object the decoder then checks.
 public struct FlagEvent: Sendable {
-    /// The direct operations, as flags spell them.
-    public enum Operation: String, Sendable, CaseIterable {
-        /// `--op set`.
-        case set
-        /// `--op incr`.
-        case incr
-        /// `--op decr`.
-        case decr
-        /// `--op clear`.
-        case clear
-        /// `--op add` (an item).
-        case add
-        /// `--op remove` (an item).
-        case remove
-        /// `--op seen` (the node's subtree).
-        case seen
-    }
+    /// The direct operations, as flags spell them (`--op`): the names events and rules use.
+    public typealias Operation = OperationName
 
     /// `--id`; nil: a random UUID.
     public var id: String?

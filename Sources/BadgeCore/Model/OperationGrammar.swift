@@ -7,39 +7,7 @@
 /// field. A field of another op is refused.
 enum OperationGrammar {
     /// The ops, by the name events and rules give them.
-    enum Op: String, CaseIterable {
-        case set
-        case incr
-        case decr
-        case clear
-        case add
-        case remove
-        case seen
-
-        /// The op of an operation.
-        init(_ operation: BadgeOperation) {
-            switch operation {
-            case .set: self = .set
-            case .increment: self = .incr
-            case .decrement: self = .decr
-            case .clear: self = .clear
-            case .addItem: self = .add
-            case .removeItem: self = .remove
-            case .seen: self = .seen
-            }
-        }
-
-        /// The fields this op takes.
-        var fields: Set<String> {
-            switch self {
-            case .set: return ["count", "icon"]
-            case .incr, .decr: return ["by"]
-            case .clear: return ["force"]
-            case .add, .remove: return ["item"]
-            case .seen: return []
-            }
-        }
-    }
+    typealias Op = OperationName
 
     /// The ops in words, for messages: `'set', 'incr', 'decr', 'clear', 'add', 'remove' or 'seen'`.
     static let opList: String = {
@@ -120,4 +88,46 @@ protocol OperationFieldSource {
     ///
     /// Its message lists ``OperationGrammar/opList``.
     func unknownOp(_ op: String) -> Failure
+}
+
+/// The name of a direct operation, as events, rules and command-line flags spell it (`"op"`).
+public enum OperationName: String, CaseIterable, Sendable {
+    /// `set`: shown, with an absolute count and an optional icon.
+    case set
+    /// `incr`: count += `by`.
+    case incr
+    /// `decr`: count −= `by`.
+    case decr
+    /// `clear`: the node's own state (with `force`, the subtree's).
+    case clear
+    /// `add`: an item.
+    case add
+    /// `remove`: an item, for good.
+    case remove
+    /// `seen`: the node's subtree seen.
+    case seen
+
+    /// The name of an operation.
+    public init(_ operation: BadgeOperation) {
+        switch operation {
+        case .set: self = .set
+        case .increment: self = .incr
+        case .decrement: self = .decr
+        case .clear: self = .clear
+        case .addItem: self = .add
+        case .removeItem: self = .remove
+        case .seen: self = .seen
+        }
+    }
+
+    /// The fields this op takes.
+    var fields: Set<String> {
+        switch self {
+        case .set: return ["count", "icon"]
+        case .incr, .decr: return ["by"]
+        case .clear: return ["force"]
+        case .add, .remove: return ["item"]
+        case .seen: return []
+        }
+    }
 }
