@@ -68,6 +68,18 @@ struct ItemEventTests {
         #expect(refused.reason == .invalidField)
     }
 
+    @Test("a malformed item template is refused when the rules load, naming the rule")
+    func malformedTemplates() {
+        for (template, problem) in [("{message", "has a '{' without '}'"), ("m}", "has a '}' without '{'"), ("{}", "has an empty placeholder '{}'"), ("{a-b}", "in a placeholder")] {
+            do {
+                _ = try RuleSet(yaml: "rules:\n  - type: t\n    op: add\n    item: \"\(template)\"\n    path: root.a\n")
+                Issue.record("\(template) loaded")
+            } catch {
+                #expect(error.message.hasPrefix("rule 1 (type 't'): item template") && error.message.contains(problem), "\(error.message)")
+            }
+        }
+    }
+
     @Test("command-line fields go through the same grammar, with flag names in messages")
     func flags() throws {
         #expect(try BadgeOperation.named("decr", OperationFields(by: 3)) == .decrement(by: 3))

@@ -27,6 +27,8 @@ public struct RuleSet: Sendable {
         package var type: String
         package var template: PathTemplate
         package var operation: BadgeOperation
+        /// An `add` or `remove` rule's item, filled per event.
+        package var item: ItemTemplate?
     }
 
     /// The rules in file order.
@@ -130,7 +132,18 @@ public struct RuleSet: Sendable {
         } catch {
             throw fields.problem(error.message)
         }
-        return Rule(type: type, template: template, operation: operation)
+        var item: ItemTemplate?
+        switch operation {
+        case .addItem(let text), .removeItem(let text):
+            do {
+                item = try ItemTemplate(parsing: text.rawValue)
+            } catch {
+                throw fields.problem(error.message)
+            }
+        case .set, .increment, .decrement, .clear, .seen:
+            break
+        }
+        return Rule(type: type, template: template, operation: operation, item: item)
     }
 
     /// Maps a decoded event to its badge operation.
@@ -158,7 +171,10 @@ public struct RuleSet: Sendable {
             }
             do throws(EventRejection) {
                 let path = try rule.template.render(attributes: attributes, type: type)
-                let operation = try Self.renderItem(of: rule.operation, attributes: attributes, type: type)
+                var operation = rule.operation
+                if let item = try rule.item?.render(attributes: attributes, type: type) {
+                    if case .removeItem = operation { operation = .removeItem(item) } else { operation = .addItem(item) }
+                }
                 return .success(
                     MappedOperation(
                         eventID: event.id, audience: event.audience, path: path, operation: operation,
@@ -166,44 +182,6 @@ public struct RuleSet: Sendable {
             } catch {
                 return .failure(error)
             }
-        }
-    }
-}
-
-extension RuleSet {
-    /// A rule's `add` or `remove` with its item's `{name}` placeholders filled from the event's
-    /// attributes (`item: "{message}"`); other operations as they are.
-    ///
-    /// - Throws: `missing_attribute` when an attribute is absent, `invalid_field` when the
-    ///   result is not an item id.
-    static func renderItem(
-        of operation: BadgeOperation, attributes: [String: String], type: String
-    ) throws(EventRejection) -> BadgeOperation {
-        let template: ItemID
-        switch operation {
-        case .addItem(let item), .removeItem(let item): template = item
-        case .set, .increment, .decrement, .clear, .seen: return operation
-        }
-        var text = ""
-        var rest = Substring(template.rawValue)
-        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
-            text += rest[..<open]
-            let name = String(rest[rest.index(after: open)..<close])
-            guard let value = attributes[name] else {
-                throw EventRejection(
-                    reason: .missingAttribute,
-                    message: "type \(Quoting.quoted(type)): the rule's item \(Quoting.quoted(template.rawValue)) needs the attribute \(Quoting.quoted(name)), which 'attrs' does not have")
-            }
-            text += value
-            rest = rest[rest.index(after: close)...]
-        }
-        text += rest
-        do {
-            let item = try ItemID(validating: text)
-            if case .addItem = operation { return .addItem(item) }
-            return .removeItem(item)
-        } catch {
-            throw EventRejection(reason: .invalidField, message: "type \(Quoting.quoted(type)): the rule's item: \(error.description)")
         }
     }
 }
