@@ -172,15 +172,23 @@ extension BadgeStore {
         let finalBatch = batch
         return try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection in
+                if recomputeNow { return try Self.applyAndRecompute(finalBatch, on: connection) }
                 let outcome = try Self.apply(finalBatch, on: connection)
-                if recomputeNow {
-                    return try Self.recomputeAggregates(
-                        for: finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
-                }
                 try Self.markDirty(finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
                 return [:]
             }
         }
+    }
+}
+
+extension BadgeStore {
+    /// Applies `batch` and recomputes its users in the same transaction (users who dismissed a
+    /// broadcast get a new version even if no aggregate moves).
+    ///
+    /// - Returns: the new version of every user that changed.
+    static func applyAndRecompute(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> [UserID: Int64] {
+        let outcome = try apply(batch, on: connection)
+        return try recomputeAggregates(for: batch.users, bumping: outcome.dismissedBroadcasts, on: connection)
     }
 }
 
@@ -217,9 +225,7 @@ extension BadgeStore {
                         return .changedSince(current: current)
                     }
                 }
-                let outcome = try Self.apply(finalBatch, on: connection)
-                let versions = try Self.recomputeAggregates(for: [user], bumping: outcome.dismissedBroadcasts, on: connection)
-                guard let own = versions[user] else { return .applied(nil) }
+                guard let own = try Self.applyAndRecompute(finalBatch, on: connection)[user] else { return .applied(nil) }
                 let visible = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self)
                 return .applied(visible ?? own)
             }
