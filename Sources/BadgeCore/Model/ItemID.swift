@@ -1,7 +1,7 @@
 /// An item's id (a message, a promotion item): 1–128 visible ASCII characters (`0x21`–`0x7E`).
 ///
 /// Items are counted per node: a node's own count is its counter plus its live items (DESIGN §2).
-public struct ItemID: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible {
+public struct ItemID: ValidatedText, Comparable {
     /// The most characters in an item id.
     public static let maximumLength = 128
 
@@ -15,19 +15,5 @@ public struct ItemID: RawRepresentable, Hashable, Sendable, Comparable, CustomSt
         try BadgeValidationError.check(
             text, kind: .itemID, maximum: Self.maximumLength, allowed: BadgeValidationError.isVisibleASCII)
         self.rawValue = text
-    }
-
-    /// Validates `rawValue`; `nil` if it is not a valid item id.
-    public init?(rawValue: String) {
-        guard let value = try? ItemID(validating: rawValue) else { return nil }
-        self = value
-    }
-
-    /// The id as text.
-    public var description: String { rawValue }
-
-    /// Byte order of the texts.
-    public static func < (lhs: ItemID, rhs: ItemID) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
     }
 }
