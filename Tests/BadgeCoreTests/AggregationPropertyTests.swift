@@ -91,16 +91,16 @@ struct AggregationPropertyTests {
                                      expiresAt: value.expiresAt))
                 })
             #expect(
-                Dictionary(uniqueKeysWithValues: tree.states.map { ($0.key.rawValue, $0.value) }) == modelStates,
+                Dictionary(uniqueKeysWithValues: tree.counters.map { ($0.key.rawValue, $0.value) }) == modelStates,
                 "seed \(seed)")
             for instant in [clock, now.addingTimeInterval(10), now.addingTimeInterval(30)] {
                 let aggregates = tree.aggregates(now: instant)
-                #expect(aggregates == naiveAggregates(tree.states, now: instant), "seed \(seed)")
+                #expect(aggregates == naiveAggregates(tree.counters, now: instant), "seed \(seed)")
                 let root = try #require(tree.node(at: .root, now: instant))
                 if aggregates.isEmpty {
                     #expect(!root.shown && root.count == 0 && root.children.isEmpty)
                 } else {
-                    #expect(checkNode(root, states: tree.states, now: instant), "seed \(seed)")
+                    #expect(checkNode(root, states: tree.counters, now: instant), "seed \(seed)")
                     var visited = 0
                     func count(_ node: BadgeNode) { visited += 1; node.children.forEach(count) }
                     count(root)

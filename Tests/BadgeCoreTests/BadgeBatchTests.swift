@@ -27,7 +27,11 @@ struct BadgeBatchTests {
         #expect(batch.users.isEmpty)
     }
 
-    @Test("set then increment is a set of the sum; increments add up")
+    func increments(_ batch: BadgeBatch) -> [String] {
+        batch.rounds.flatMap(\.increments).map { "\($0.user) \($0.path) +\($0.by)" }
+    }
+
+    @Test("a set is a write; increments stay apart, each with its time, applied after the writes")
     func compose() throws {
         let batch = try batch([
             ("u1", "root.a", .set(count: 2, icon: try icon("new"))),
@@ -35,32 +39,48 @@ struct BadgeBatchTests {
             ("u1", "root.b", .increment(by: 1)),
             ("u1", "root.b", .increment(by: 4)),
         ])
-        // The set keeps what was seen only up to its own count (2): the 3 added after it are unseen.
-        #expect(batch.writes.map(\.write) == [
-            .set(count: 5, icon: try icon("new"), expiresAt: nil, seenCap: 2),
-            .increment(by: 5, expiresAt: nil),
-        ])
+        #expect(batch.writes.map(\.write) == [.set(count: 2, icon: try icon("new"), expiresAt: nil)])
+        #expect(increments(batch) == ["u1 root.a +3", "u1 root.b +1", "u1 root.b +4"])
+        #expect(batch.rounds.count == 1)
         #expect(!batch.isEmpty)
     }
 
-    @Test("anything then set is the set; anything then clear is a clear; clear then increment is absolute")
+    @Test("anything then set is the set; set then clear clears everything; a clear drops the increments it reaches")
     func laterWins() throws {
         let batch = try batch([
             ("u1", "root.a", .increment(by: 3)),
             ("u1", "root.a", .set(count: 1, icon: nil)),
             ("u1", "root.b", .set(count: 7, icon: nil)),
             ("u1", "root.b", .clear(force: false)),
+            ("u1", "root.c", .increment(by: 5)),
             ("u1", "root.c", .clear(force: false)),
             ("u1", "root.c", .increment(by: 2)),
         ])
+        let clearTime = batch.now.addingTimeInterval(5 / 1_000_000).toMicroseconds
         #expect(batch.writes.map(\.write) == [
             .set(count: 1, icon: nil, expiresAt: nil),
-            .clear,
-            .set(count: 2, icon: nil, expiresAt: nil, seenCap: 0),
+            .clear(through: nil),
+            .clear(through: clearTime),
         ])
+        #expect(increments(batch) == ["u1 root.c +2"])
     }
 
-    @Test("a forced clear drops pending writes within it, and later writes within it are absolute")
+    @Test("a decrement after an increment of its node, and a clear that leaves a later increment, start a new round")
+    func rounds() throws {
+        var batch = BadgeBatch()
+        let user = user("u1")
+        let a = path("root.a")
+        let later = batch.now.addingTimeInterval(-1)
+        batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 3), occurredAt: later))
+        batch.append(BadgeMutation(user: user, path: a, operation: .decrement(by: 1)))
+        #expect(batch.rounds.count == 2)
+        batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 2), occurredAt: later))
+        batch.append(BadgeMutation(user: user, path: a, operation: .clear(force: false), occurredAt: later.addingTimeInterval(-1)))
+        #expect(batch.rounds.count == 3)
+        #expect(batch.rounds.map { $0.writes.map(\.write) } == [[], [.decrement(by: 1)], [.clear(through: later.addingTimeInterval(-1).toMicroseconds)]])
+    }
+
+    @Test("a forced clear drops the pending increments it reaches; later increments within it stay")
     func forcedClear() throws {
         let batch = try batch([
             ("u1", "root.p.x", .increment(by: 3)),
@@ -70,11 +90,8 @@ struct BadgeBatchTests {
             ("u2", "root.p.x", .increment(by: 9)),
         ])
         #expect(batch.forcedClears.map { "\($0.user) \($0.path)" } == ["u1 root.p"])
-        #expect(writes(batch) == [
-            "u1 root.p.y \(BadgeWrite.set(count: 2, icon: nil, expiresAt: nil, seenCap: 0))",
-            "u1 root.q \(BadgeWrite.increment(by: 1, expiresAt: nil))",
-            "u2 root.p.x \(BadgeWrite.increment(by: 9, expiresAt: nil))",
-        ])
+        #expect(batch.writes.isEmpty)
+        #expect(increments(batch) == ["u1 root.p.y +2", "u1 root.q +1", "u2 root.p.x +9"])
         #expect(batch.users.map(\.rawValue) == ["u1", "u2"])
     }
 
@@ -87,7 +104,9 @@ struct BadgeBatchTests {
             ("u1", "root.a.b.c", .clear(force: true)),
             ("u1", "root.d", .clear(force: true)),
         ])
-        #expect(batch.forcedClears.map(\.path.rawValue) == ["root.a", "root.d"])
+        // root.a.b.c's clear is later than root.a's: it reaches more increments, so it waits for
+        // the next round.
+        #expect(batch.rounds.map { $0.forcedClears.map(\.path.rawValue) } == [["root.a"], ["root.a.b.c", "root.d"]])
         #expect(batch.writes.isEmpty)
     }
 
@@ -111,9 +130,10 @@ struct BadgeBatchTests {
         let a = path("root.a")
         batch.append(BadgeMutation(user: user, path: a, operation: .set(count: 1, icon: nil), expiresAt: soon))
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1)))
-        #expect(batch.writes.first?.write == .set(count: 2, icon: nil, expiresAt: soon, seenCap: 1))
+        #expect(batch.writes.first?.write == .set(count: 1, icon: nil, expiresAt: soon))
+        #expect(batch.rounds[0].increments.map(\.expiresAt) == [nil])
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1), expiresAt: later))
-        #expect(batch.writes.first?.write == .set(count: 3, icon: nil, expiresAt: later, seenCap: 1))
+        #expect(batch.rounds[0].increments.map(\.expiresAt) == [later, later])
     }
 
     @Test("property: applying the coalesced batches equals applying the mutations one by one")

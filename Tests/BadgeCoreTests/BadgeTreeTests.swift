@@ -36,7 +36,7 @@ struct BadgeTreeTests {
         #expect(try tree.shownCount("root.chat.c7") == 3)
         try tree.apply(.set(count: 0, icon: try icon("new")), "root.chat.c8")
         try tree.apply(.increment(by: 4), "root.chat.c8")
-        #expect(tree.states[path("root.chat.c8")] == BadgeState(count: 4, icon: try icon("new")))
+        #expect(tree.counters[path("root.chat.c8")] == BadgeState(count: 4, icon: try icon("new")))
         #expect(try tree.shownCount("root.chat") == 7)
     }
 
@@ -269,10 +269,10 @@ struct BadgeTreeTests {
         let later = now.addingTimeInterval(100)
         try tree.apply(.set(count: 5, icon: try icon("hot")), "root.a", expiresAt: now.addingTimeInterval(-1))
         try tree.apply(.increment(by: 2), "root.a")
-        #expect(tree.states[path("root.a")] == BadgeState(count: 2, icon: nil, expiresAt: nil))
+        #expect(tree.counters[path("root.a")] == BadgeState(count: 2, icon: nil, expiresAt: nil))
         try tree.apply(.set(count: 1, icon: nil), "root.b", expiresAt: soon)
         try tree.apply(.increment(by: 1), "root.b")
-        #expect(tree.states[path("root.b")] == BadgeState(count: 2, icon: nil, expiresAt: soon))
+        #expect(tree.counters[path("root.b")] == BadgeState(count: 2, icon: nil, expiresAt: soon))
         try tree.apply(.increment(by: 1), "root.b", expiresAt: later)
         #expect(tree.states[path("root.b")]?.expiresAt == later)
     }

@@ -75,15 +75,15 @@ struct BadgeStorePropertyTests {
     }
 }
 
-@Suite("Items and clears in PostgreSQL: any arrival order gives the in-order tree")
+@Suite("Increments, items, clears and seens in PostgreSQL: any arrival order gives the in-order tree")
 struct ItemOrderPropertyTests {
-    @Test("timed adds, removes and clears, shuffled into random batches, end in the in-order model's tree", arguments: [UInt64(1), 2, 3])
+    @Test("timed increments, adds, removes, clears and seens, shuffled into random batches, end in the in-order model's tree", arguments: [UInt64(1), 2, 3])
     func shuffledArrivals(seed: UInt64) async throws {
         let fixture = try await StoreFixture.make()
         defer { Task { await fixture.tearDown() } }
         let users = (0..<60).map { user("o\(seed)_u\($0)") }
         var generator = RandomBadgeOperations(users: users, seed: seed &+ 500)
-        generator.weights = .itemsAndClears
+        generator.weights = .orderFree
         generator.maximumDepth = 3
         let mutations = generator.sequence(count: 3_000)
         let now = Date()

@@ -47,9 +47,10 @@ public struct RandomBadgeOperations: Sendable {
             self.seen = seen
         }
 
-        /// Only what follows the order-free rules: item adds and removes, clears and seens.
-        public static let itemsAndClears = Weights(
-            setDot: 0, setCount: 0, increment: 0, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2, seen: 2)
+        /// Only what follows the order-free rules: increments, item adds and removes, clears and
+        /// seens.
+        public static let orderFree = Weights(
+            setDot: 0, setCount: 0, increment: 4, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2, seen: 2)
     }
 
     /// The users mutations are for (never empty).

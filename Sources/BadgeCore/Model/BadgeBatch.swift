@@ -3,64 +3,80 @@ public import Foundation
 /// Coalesces a sequence of mutations into the net writes the store applies set-based in SQL.
 ///
 /// Contract: for any prior state, applying each of ``rounds`` in order (its forced clears, its
-/// seens, then its writes), then recording ``clearMarks``, ``seenMarks``, then ``itemRemovals``,
-/// then ``itemAdditions``,
-/// gives the same tree as applying the appended mutations one by one, in order, at the same
-/// instant (``BadgeTree/apply(_:for:now:)`` does exactly that).
+/// seens with their marks, its writes, then its increments), then recording ``clearMarks``, then
+/// ``itemRemovals``, then ``itemAdditions``, gives the same tree as applying the appended
+/// mutations one by one, in order, at the same instant (``BadgeTree/apply(_:for:now:)`` does
+/// exactly that).
 ///
-/// Composition of consecutive counter operations on one node: set then increment is a set with
-/// the sum (the later expiry when given); increment then increment is one increment of the sum;
-/// decrement then decrement likewise; set then decrement is the set of the difference, or a clear
-/// when nothing is left; anything then set is the set; anything then clear is a clear; clear then
-/// increment(k) is a set of k with no icon; clear then decrement stays a clear. A forced clear
-/// drops the pending writes of the user within its subtree; a write on a node known to be empty
-/// (cleared earlier in the round) is absolute. An increment and a decrement of a node whose
-/// stored state the batch does not know do not compose: the later one starts a new round; so do
-/// a set after such a decrement, and a seen and a write within its subtree, whichever comes
-/// second. A set carries the seen part the operations before it in the batch left (its
-/// `seenCap`: 0 after a clear).
+/// Composition of consecutive counter operations on one node within a round: anything then set
+/// is the set (the round's earlier increments of the node are dropped); set then decrement is the
+/// set of the difference, or a clear of everything when nothing is left; decrement then
+/// decrement is one decrement of the sum; set or clear then clear is a clear; a clear drops the
+/// round's increments of its reach that occurred up to it. Increments are not composed into
+/// writes: each is kept with its time (amounts at one microsecond add up) and applied after the
+/// round's writes, with the latest expiry given. These do not compose, so the later one starts a
+/// new round: a decrement after an increment or a clear of its node; a clear or a set after a
+/// decrement; a clear that leaves a pending increment of its reach (one that occurred after it);
+/// a forced clear over a pending write within its subtree, or overlapping a forced clear of the
+/// round that applies up to a later time; a seen and a write within its subtree,
+/// whichever comes second. A set carries the seen part the operations before it in the batch
+/// left (its `seenCap`: 0 after a clear).
 ///
-/// Items need no order: a node's items follow rules that give the same tree whatever order the
-/// operations come in (see ``BadgeTree``), so the batch keeps, per item, whether it was removed
-/// and the earliest time it was added, and per clear the latest time it applies up to. A
-/// mutation without `occurredAt` takes the batch's ``now`` plus its position in microseconds
-/// (so arrival order is kept); a later `occurredAt` is taken as that time.
+/// Increments and items need no order among themselves and with clears and seens (see
+/// ``BadgeTree``): an increment that a clear appended earlier reaches by time is dropped here,
+/// the batch keeps per item whether it was removed and the earliest time it was added, and per
+/// clear the latest time it applies up to. A mutation without `occurredAt` takes the batch's
+/// ``now`` plus its position in microseconds (so arrival order is kept); a later `occurredAt` is
+/// taken as that time.
 ///
-/// An increment on a node whose state the batch does not know stays relative
-/// (``BadgeWrite/increment(by:expiresAt:)``), because whether the stored state has expired is
-/// decided when the store applies the write, at its own `now`. Expiries set within the batch are
-/// taken as not yet passed when a later increment of the same batch composes with them: a
-/// batch is applied as one instant, and an event that sets an already expired badge and then
-/// increments it in the same batch gets the sum with the old expiry.
+/// Whether a stored state has expired is decided when the store applies a write, at its own
+/// `now`: an increment of an expired state starts from nothing, also when a set of the same
+/// batch gave it an expiry that has passed.
 public struct BadgeBatch: Sendable {
-    /// The pending writes and forced clears of one user in one round.
+    /// The pending writes, forced clears, seens and increments of one user in one round.
     struct Pending: Sendable {
         var writes: [BadgePath: BadgeWrite] = [:]
-        /// Forced-clear roots, none within another.
-        var forcedClears: [BadgePath] = []
+        /// Forced-clear roots, none within another, each with the time it applies up to.
+        var forcedClears: [BadgePath: Date] = [:]
         /// Roots of `seen`s (each covers its subtree), none within another; no write of the
         /// round lies within one (such a write, or such a seen, starts a new round).
         var seenRoots: [BadgePath] = []
+        /// The latest time of the round's seens of each node (each covers its subtree).
+        var seenMarks: [BadgePath: Date] = [:]
+        /// The increments of each node, by time (to the microsecond).
+        var increments: [BadgePath: [Date: Int64]] = [:]
+        /// The latest expiry the increments of each node gave.
+        var incrementExpiries: [BadgePath: Date] = [:]
 
         /// Whether the node is known empty because a forced clear of this round covers it.
         func isCleared(_ path: BadgePath) -> Bool {
-            forcedClears.contains { path.isWithin($0) }
+            forcedClears.keys.contains { path.isWithin($0) }
+        }
+
+        /// Drops the pending increments that a clear of `path` (with `subtree`, of its subtree)
+        /// up to `through` reaches.
+        mutating func dropIncrements(of path: BadgePath, subtree: Bool, through: Date) {
+            for node in increments.keys where subtree ? node.isWithin(path) : node == path {
+                increments[node] = increments[node]?.filter { $0.key > through }
+                if increments[node]?.isEmpty == true {
+                    increments[node] = nil
+                    incrementExpiries[node] = nil
+                }
+            }
         }
     }
 
     /// One round of net counter writes: its forced clears first, then its seens, then its
-    /// writes. A batch has more than one round only when a decrement follows an increment of a
-    /// node whose stored state the batch does not know (or the other way round), or when a seen
-    /// and a write of a node within it follow each other: those do not compose, so the later one
-    /// starts a new round.
+    /// writes, then its increments. A batch has more than one round only when operations that
+    /// do not compose follow each other (see ``BadgeBatch``): the later one starts a new round.
     public struct Round: Sendable {
         var pending: [UserID: Pending] = [:]
 
-        /// The subtrees to remove before the writes, sorted by user then path; within one user
-        /// no entry lies within another.
-        public var forcedClears: [(user: UserID, path: BadgePath)] {
+        /// The subtrees to clear before the writes, each with the time it applies up to, sorted
+        /// by user then path; within one user no entry lies within another.
+        public var forcedClears: [(user: UserID, path: BadgePath, through: Date)] {
             pending.keys.sorted().flatMap { user in
-                (pending[user]?.forcedClears ?? []).sorted().map { (user: user, path: $0) }
+                (pending[user]?.forcedClears ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, through: $0.value) }
             }
         }
 
@@ -71,10 +87,31 @@ public struct BadgeBatch: Sendable {
             }
         }
 
+        /// The seen marks to record with the round's seens, one per (user, path), with the
+        /// latest time it applies up to; sorted by user then path.
+        public var seenMarks: [(user: UserID, path: BadgePath, through: Date)] {
+            pending.keys.sorted().flatMap { user in
+                (pending[user]?.seenMarks ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, through: $0.value) }
+            }
+        }
+
         /// The net write of each node, at most one per (user, path), sorted by user then path.
         public var writes: [(user: UserID, path: BadgePath, write: BadgeWrite)] {
             pending.keys.sorted().flatMap { user in
                 (pending[user]?.writes ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, write: $0.value) }
+            }
+        }
+
+        /// The increments to add after the writes, one per (user, path, time), with the
+        /// latest expiry the increments of the node gave; sorted by user, path, then time.
+        public var increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)] {
+            pending.keys.sorted().flatMap { user -> [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)] in
+                guard let entry = pending[user] else { return [] }
+                return entry.increments.sorted { $0.key < $1.key }.flatMap { path, amounts in
+                    amounts.sorted { $0.key < $1.key }.map {
+                        (user: user, path: path, occurredAt: $0.key, by: $0.value, expiresAt: entry.incrementExpiries[path])
+                    }
+                }
             }
         }
     }
@@ -101,8 +138,6 @@ public struct BadgeBatch: Sendable {
     var removed: Set<ItemKey> = []
     /// Clear marks: the latest time each clear of the batch applies up to.
     var marks: [MarkKey: Date] = [:]
-    /// Seen marks: the latest time each `seen` of the batch applies up to.
-    var seenMarkTimes: [MarkKey: Date] = [:]
     /// Users that any mutation touched (even a no-op).
     var touched: Set<UserID> = []
     /// Mutations appended so far (each one without `occurredAt` takes `now` plus its position in
@@ -124,11 +159,13 @@ public struct BadgeBatch: Sendable {
 
     /// The time a mutation takes effect at when it is the `position`th (from 0) of a batch read
     /// at `now`: its `occurredAt`, but never later than when it was read; without one, when it
-    /// was read (`now` plus `position` microseconds, so that arrival order is kept).
+    /// was read (`now` plus `position` microseconds, so that arrival order is kept). To the
+    /// microsecond, as the store keeps times.
     static func effectiveTime(of mutation: BadgeMutation, position: Int, now: Date) -> Date {
-        let read = now.addingTimeInterval(Double(position) / 1_000_000)
+        // Whole microseconds first, so that positions never meet when rounded.
+        let read = Date(timeIntervalSince1970: ((now.timeIntervalSince1970 * 1_000_000).rounded() + Double(position)) / 1_000_000)
         guard let occurredAt = mutation.occurredAt else { return read }
-        return min(occurredAt, read)
+        return min(occurredAt, read).toMicroseconds
     }
 
     /// `mutations` as a batch read at `now` times them: each with its effective time as
@@ -161,50 +198,92 @@ public struct BadgeBatch: Sendable {
             let key = MarkKey(user: mutation.user, path: path, subtree: force)
             marks[key] = max(marks[key] ?? time, time)
         case .seen:
-            let key = MarkKey(user: mutation.user, path: path, subtree: true)
-            seenMarkTimes[key] = max(seenMarkTimes[key] ?? time, time)
-        case .set, .increment, .decrement:
+            break
+        case .increment(let by):
+            guard by > 0, !isCovered(mutation.user, path, at: time) else { return }
+        case .set, .decrement:
             break
         }
-        if startsRound(mutation) { rounds.append(Round()) }
+        if startsRound(mutation, at: time) { rounds.append(Round()) }
         var entry = rounds[rounds.count - 1].pending[mutation.user] ?? Pending()
-        Self.coalesce(mutation, into: &entry)
+        Self.coalesce(mutation, at: time, into: &entry)
         rounds[rounds.count - 1].pending[mutation.user] = entry
     }
 
-    /// Whether `mutation` cannot compose with what its user's current round holds: a decrement
-    /// after a relative increment of its node, an increment or a set after a relative decrement,
-    /// a seen over a pending write, or a write under a pending seen.
-    func startsRound(_ mutation: BadgeMutation) -> Bool {
-        guard let entry = rounds[rounds.count - 1].pending[mutation.user] else { return false }
-        if case .seen = mutation.operation {
-            return entry.writes.keys.contains { $0.isWithin(mutation.path) }
+    /// Whether a clear appended earlier reaches `path` of `user` at or after `time`.
+    func isCovered(_ user: UserID, _ path: BadgePath, at time: Date) -> Bool {
+        let time = time.toMicroseconds
+        if let own = marks[MarkKey(user: user, path: path, subtree: false)], own.toMicroseconds >= time { return true }
+        var node: BadgePath? = path
+        while let current = node {
+            if let mark = marks[MarkKey(user: user, path: current, subtree: true)], mark.toMicroseconds >= time { return true }
+            node = current.parent
         }
-        if entry.seenRoots.contains(where: { mutation.path.isWithin($0) }) { return true }
-        switch (mutation.operation, entry.writes[mutation.path]) {
-        case (.decrement, .increment?), (.increment, .decrement?), (.set, .decrement?): return true
+        return false
+    }
+
+    /// Whether `mutation` (taking effect at `time`) cannot compose with what its user's current
+    /// round holds (see ``BadgeBatch``).
+    func startsRound(_ mutation: BadgeMutation, at time: Date) -> Bool {
+        guard let entry = rounds[rounds.count - 1].pending[mutation.user] else { return false }
+        let path = mutation.path
+        if case .clear(let force) = mutation.operation {
+            // Increments it leaves were applied, with their expiry, before it.
+            let time = time.toMicroseconds
+            let keeps = entry.increments.contains { node, amounts in
+                (force ? node.isWithin(path) : node == path) && amounts.keys.contains { $0 > time }
+            }
+            if keeps { return true }
+        }
+        switch mutation.operation {
+        case .seen:
+            return entry.writes.keys.contains { $0.isWithin(path) }
+        case .increment:
+            return false
+        case .clear(force: true):
+            if entry.writes.keys.contains(where: { $0.isWithin(path) }) { return true }
+            let time = time.toMicroseconds
+            return entry.forcedClears.contains { root, through in
+                (root.isWithin(path) && through > time) || (path.isWithin(root) && through < time)
+            }
+        default:
+            break
+        }
+        if entry.seenRoots.contains(where: { path.isWithin($0) }) { return true }
+        switch (mutation.operation, entry.writes[path]) {
+        case (.decrement, .clear?), (.set, .decrement?), (.clear, .decrement?): return true
+        case (.decrement, _): return entry.increments[path] != nil
         default: return false
         }
     }
 
-    /// Composes a counter mutation with the pending writes of its user in the current round.
-    static func coalesce(_ mutation: BadgeMutation, into entry: inout Pending) {
+    /// Composes a counter mutation taking effect at `time` with the pending writes of its user
+    /// in the current round.
+    static func coalesce(_ mutation: BadgeMutation, at time: Date, into entry: inout Pending) {
         let path = mutation.path
+        let time = time.toMicroseconds
         switch mutation.operation {
         case .clear(force: true):
-            entry.writes = entry.writes.filter { !$0.key.isWithin(path) }
-            if !entry.isCleared(path) {
-                entry.forcedClears.removeAll { $0.isWithin(path) }
-                entry.forcedClears.append(path)
+            entry.dropIncrements(of: path, subtree: true, through: time)
+            if !entry.forcedClears.contains(where: { path.isWithin($0.key) }) {
+                entry.forcedClears = entry.forcedClears.filter { !$0.key.isWithin(path) }
+                entry.forcedClears[path] = time
             }
         case .clear(force: false):
-            if entry.isCleared(path) {
-                entry.writes[path] = nil
-            } else {
-                entry.writes[path] = .clear
+            entry.dropIncrements(of: path, subtree: false, through: time)
+            switch entry.writes[path] {
+            case .set?:
+                entry.writes[path] = .clear(through: nil)
+            case .clear(let through)?:
+                entry.writes[path] = .clear(through: through.map { max($0, time) })
+            case .decrement?, nil:
+                // After a pending decrement a new round began (see startsRound).
+                entry.writes[path] = .clear(through: time)
             }
         case .set(let count, let icon):
             let count = max(count, 0)
+            entry.increments[path] = nil
+            entry.incrementExpiries[path] = nil
             var seenCap: Int64?
             switch entry.writes[path] {
             case .set(let previousCount, _, _, let previousCap):
@@ -213,48 +292,29 @@ public struct BadgeBatch: Sendable {
                 seenCap = 0
             case nil where entry.isCleared(path):
                 seenCap = 0
-            case .increment, .decrement, nil:
+            case .decrement, nil:
                 // After a pending decrement a new round began (see startsRound).
                 break
             }
             entry.writes[path] = .set(count: count, icon: icon, expiresAt: mutation.expiresAt, seenCap: seenCap == count ? nil : seenCap)
         case .increment(let by):
-            let by = max(by, 0)
-            let expiresAt = mutation.expiresAt
-            switch entry.writes[path] {
-            case .set(let count, let icon, let previousExpiresAt, let seenCap):
-                entry.writes[path] = .set(
-                    count: count.addingSaturating(by), icon: icon, expiresAt: expiresAt ?? previousExpiresAt,
-                    seenCap: by == 0 ? seenCap : (seenCap ?? count))
-            case .increment(let previousBy, let previousExpiresAt):
-                entry.writes[path] = .increment(
-                    by: previousBy.addingSaturating(by), expiresAt: expiresAt ?? previousExpiresAt)
-            case .clear:
-                entry.writes[path] = .set(count: by, icon: nil, expiresAt: expiresAt, seenCap: 0)
-            case .decrement, nil:
-                // A pending decrement started a new round before this (see startsRound).
-                if entry.isCleared(path) {
-                    entry.writes[path] = .set(count: by, icon: nil, expiresAt: expiresAt, seenCap: 0)
-                } else {
-                    entry.writes[path] = .increment(by: by, expiresAt: expiresAt)
-                }
-            }
+            entry.increments[path, default: [:]][time, default: 0].addSaturating(by)
+            if let expiresAt = mutation.expiresAt { entry.incrementExpiries[path] = expiresAt }
         case .decrement(let by):
             let by = max(by, 0)
             switch entry.writes[path] {
             case .set(let count, let icon, let expiresAt, let seenCap):
                 let left = count - min(by, count)
                 let cap = min(seenCap ?? count, left)
-                entry.writes[path] = left > 0 ? .set(count: left, icon: icon, expiresAt: expiresAt, seenCap: cap == left ? nil : cap) : .clear
+                entry.writes[path] = left > 0 ? .set(count: left, icon: icon, expiresAt: expiresAt, seenCap: cap == left ? nil : cap) : .clear(through: nil)
             case .decrement(let previousBy):
                 entry.writes[path] = .decrement(by: previousBy.addingSaturating(by))
-            case .clear:
-                break
-            case .increment, nil:
-                // A pending increment started a new round before this (see startsRound).
-                if !entry.isCleared(path) { entry.writes[path] = .decrement(by: by) }
+            case .clear, nil:
+                // After a pending clear or increment a new round began (see startsRound).
+                entry.writes[path] = .decrement(by: by)
             }
         case .seen:
+            entry.seenMarks[path] = max(entry.seenMarks[path] ?? time, time)
             if !entry.seenRoots.contains(where: { path.isWithin($0) }) {
                 entry.seenRoots.removeAll { $0.isWithin(path) }
                 entry.seenRoots.append(path)
@@ -274,7 +334,7 @@ public struct BadgeBatch: Sendable {
 
     /// The first round's forced clears (see ``Round/forcedClears``); the store applies
     /// ``rounds``.
-    public var forcedClears: [(user: UserID, path: BadgePath)] { rounds.first?.forcedClears ?? [] }
+    public var forcedClears: [(user: UserID, path: BadgePath, through: Date)] { rounds.first?.forcedClears ?? [] }
 
     /// The first round's writes (see ``Round/writes``); the store applies ``rounds``.
     public var writes: [(user: UserID, path: BadgePath, write: BadgeWrite)] { rounds.first?.writes ?? [] }
@@ -284,13 +344,6 @@ public struct BadgeBatch: Sendable {
     public var clearMarks: [(user: UserID, path: BadgePath, subtree: Bool, through: Date)] {
         marks.sorted { ($0.key.user, $0.key.path, $0.key.subtree ? 1 : 0) < ($1.key.user, $1.key.path, $1.key.subtree ? 1 : 0) }
             .map { (user: $0.key.user, path: $0.key.path, subtree: $0.key.subtree, through: $0.value) }
-    }
-
-    /// The seen marks to record, one per (user, path), with the latest time it applies up to;
-    /// sorted by user then path.
-    public var seenMarks: [(user: UserID, path: BadgePath, through: Date)] {
-        seenMarkTimes.sorted { ($0.key.user, $0.key.path) < ($1.key.user, $1.key.path) }
-            .map { (user: $0.key.user, path: $0.key.path, through: $0.value) }
     }
 
     /// The items removed, sorted by user, path, then item.
@@ -313,14 +366,17 @@ public struct BadgeBatch: Sendable {
 
 extension BadgeTree {
     /// Applies the net form of `batch` for `user`, in the store's order: each round's forced
-    /// clears then writes; then the clear marks (at their times), the item removals and the
+    /// clears, seens, writes then increments; then the clear marks (at their times), the item removals and the
     /// item additions (see ``BadgeBatch`` for the contract; the item rules do not depend on the
     /// order, see ``BadgeTree``).
     public mutating func apply(_ batch: BadgeBatch, for user: UserID, now: Date) {
         for round in batch.rounds {
             guard let entry = round.pending[user] else { continue }
-            for path in entry.forcedClears {
-                removeSubtree(at: path)
+            for (path, through) in entry.forcedClears {
+                clearSubtree(at: path, through: through, now: now)
+            }
+            for (path, through) in entry.seenMarks {
+                markItemsSeen(path, through: through)
             }
             for path in entry.seenRoots {
                 markCountersSeen(path, now: now)
@@ -328,12 +384,14 @@ extension BadgeTree {
             for (path, write) in entry.writes {
                 apply(write, at: path, now: now)
             }
+            for (path, amounts) in entry.increments {
+                for (time, by) in amounts {
+                    increment(path, by: by, occurredAt: time, expiresAt: entry.incrementExpiries[path], now: now)
+                }
+            }
         }
         for mark in batch.clearMarks where mark.user == user {
             markCleared(mark.path, subtree: mark.subtree, through: mark.through)
-        }
-        for mark in batch.seenMarks where mark.user == user {
-            markItemsSeen(mark.path, through: mark.through)
         }
         for removal in batch.itemRemovals where removal.user == user {
             removeItem(removal.item, at: removal.path)

@@ -7,18 +7,22 @@ public import Foundation
 /// ``BadgeBatch``, a negative count is taken as 0 and a negative `by` as 0, so that the
 /// arithmetic stays monotone and saturating.
 public enum BadgeOperation: Hashable, Sendable {
-    /// Shows the node with an absolute count (0 is a dot) and replaces its own state: the icon
-    /// becomes `icon` (nil when not given) and the expiry the mutation's.
+    /// Shows the node with an absolute count (0 is a dot) and replaces its counter: the
+    /// increments counted so far go, the icon becomes `icon` (nil when not given) and the expiry
+    /// the mutation's. Sets and decrements apply in the order they arrive.
     case set(count: Int64, icon: BadgeIcon?)
-    /// Shows the node and adds `by` to its count, saturating at `Int64.max`; the icon is kept.
-    /// On a node without (unexpired) state the count becomes `by` with no icon.
+    /// Adds `by` to the node's count, as an increment that occurred at the mutation's time
+    /// (saturating at `Int64.max`); the icon is kept. On a node without (unexpired) state the
+    /// count becomes `by` with no icon. An increment that occurred at or before a clear of the
+    /// node counts for nothing, whichever arrives first (see ``BadgeTree``).
     case increment(by: Int64)
-    /// Lowers the count by `by`; when that leaves 0 or less, the counter state is removed (the
-    /// node's number and dot go, unless items hold it). On a node without (unexpired) counter
-    /// state it changes nothing: a decrement never makes a dot.
+    /// Lowers the count by `by`, taking from the latest increments first; when that leaves 0 or
+    /// less, the counter is removed (the node's number and dot go, unless items hold it). On a
+    /// node without (unexpired) counter state it changes nothing: a decrement never makes a dot.
     case decrement(by: Int64)
-    /// Removes the node's own state and its items that occurred up to the clear; with `force`,
-    /// the same for the node and its whole subtree. Clearing what is not set is a no-op.
+    /// Removes the node's counter (what sets left, and the increments and items that occurred
+    /// up to the clear); with `force`, the same for the node and its whole subtree. Clearing
+    /// what is not set is a no-op.
     case clear(force: Bool)
     /// Adds a live item to the node: it counts once however often it is added, never after a
     /// remove of the same item (whatever the order they arrive in), and not when it occurred at
@@ -49,33 +53,6 @@ public enum BadgeOperation: Hashable, Sendable {
         switch self {
         case .addItem, .removeItem: return true
         case .set, .increment, .decrement, .clear, .seen: return false
-        }
-    }
-
-    /// The new own counter state after this operation (a forced clear gives `nil` for the node
-    /// itself; its descendants are the caller's business; item operations leave it as it is).
-    ///
-    /// - Parameters:
-    ///   - state: the node's own state before; an expired one counts as absent.
-    ///   - expiresAt: the mutation's expiry.
-    ///   - now: the instant the operation takes effect.
-    public func applied(to state: BadgeState?, expiresAt: Date?, now: Date) -> BadgeState? {
-        switch self {
-        case .set(let count, let icon):
-            return BadgeWrite.set(count: count, icon: icon, expiresAt: expiresAt).applied(to: state, now: now)
-        case .increment(let by):
-            return BadgeWrite.increment(by: by, expiresAt: expiresAt).applied(to: state, now: now)
-        case .decrement(let by):
-            return BadgeWrite.decrement(by: by).applied(to: state, now: now)
-        case .clear:
-            return nil
-        case .addItem, .removeItem:
-            return state
-        case .seen:
-            guard let state, !state.isExpired(at: now) else { return state }
-            var seen = state
-            seen.seenCount = state.count
-            return seen
         }
     }
 }

@@ -1,9 +1,13 @@
 public import Foundation
 
-/// A node's own state. A node without state is absent: not shown, and contributing nothing to
-/// its ancestors. An expired state counts as absent.
+/// A node's own counter state. A node without state is absent: not shown, and contributing
+/// nothing to its ancestors. An expired state counts as absent.
+///
+/// The state holds what sets and decrements leave (``count``), the icon and the expiry; the
+/// increments of the node are kept apart, each with its time (``BadgeTree/increments``), so that
+/// clears and seens apply to them by time, whatever order they arrive in.
 public struct BadgeState: Hashable, Sendable {
-    /// The own count, ≥ 0; 0 is a dot.
+    /// The count sets and decrements left, ≥ 0; the node's increments add to it.
     public var count: Int64
     /// The own icon, if any; icons are not inherited by ancestors.
     public var icon: BadgeIcon?
@@ -11,13 +15,24 @@ public struct BadgeState: Hashable, Sendable {
     public var expiresAt: Date?
     /// How much of ``count`` the user has seen (0…count): the rest is `unseen`.
     public var seenCount: Int64
+    /// Whether the node shows a dot even when its count (increments included) is 0: true for a
+    /// set; false for a state that only carries increments (made by an increment, or left by a
+    /// clear that kept later increments), which shows only while they add up to more than 0.
+    public var keepsDot: Bool
 
     /// A state with the given count, icon, expiry and seen part.
-    public init(count: Int64, icon: BadgeIcon? = nil, expiresAt: Date? = nil, seenCount: Int64 = 0) {
+    public init(count: Int64, icon: BadgeIcon? = nil, expiresAt: Date? = nil, seenCount: Int64 = 0, keepsDot: Bool = true) {
         self.count = count
         self.icon = icon
         self.expiresAt = expiresAt
         self.seenCount = seenCount
+        self.keepsDot = keepsDot
+    }
+
+    /// The state an increment makes on an absent node, and a clear leaves when later increments
+    /// stay: count 0, no icon, nothing seen, shown only through its increments.
+    public static func carrier(expiresAt: Date?) -> BadgeState {
+        BadgeState(count: 0, expiresAt: expiresAt, keepsDot: false)
     }
 
     /// What the user has not seen of the count.

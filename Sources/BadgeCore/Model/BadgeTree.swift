@@ -6,23 +6,28 @@ public import Foundation
 /// It is the reference model of the rules: the store computes the same aggregates in SQL, and
 /// the property tests compare the two.
 ///
-/// A node's own count is its counter (``states``, changed by set, increment, decrement and
-/// clear in the order they come) plus its live items (``items``). Items follow rules that give
-/// the same tree whatever order the operations arrive in:
+/// A node's own count is its counter plus its live items (``items``). The counter is the state
+/// that sets and decrements leave (``states``, in the order they arrive) plus the node's
+/// increments (``increments``), each kept with the time it occurred. Increments and items
+/// follow rules that give the same tree whatever order the operations arrive in:
 ///
 /// - an item is live when it was added, never removed, and the earliest time it was added is
 ///   later than every clear of its node (and every forced clear of an ancestor or of the node);
+/// - an increment counts when it occurred later than every such clear;
 /// - so adding twice counts once, a remove that arrives before its add wins, and a clear applies
-///   to the items that occurred up to its time, whichever arrives first.
+///   to the items and increments that occurred up to its time, whichever arrives first.
+///
+/// A set replaces the whole counter (its increments go), and a decrement takes from the latest
+/// increments first: those two apply in the order they arrive. Icons and expiries too.
 ///
 /// The model keeps what those rules need: removed and cleared items (``goneItems``, the store's
 /// tombstones) and each clear's latest time (``clearMarks``).
 ///
-/// Seen: a `seen` of a node covers its whole subtree. Each counter keeps how much of its count
-/// was seen (``BadgeState/seenCount``, set to the count by a `seen`, in arrival order like the
-/// counter); an item is unseen while it occurred after every `seen` that covers its node
-/// (``seenMarks``: order-free, like clears). A node's `unseen` is its counter's unseen part plus
-/// its unseen items, summed up the tree like counts.
+/// Seen: a `seen` of a node covers its whole subtree. Each counter state keeps how much of its
+/// count was seen (``BadgeState/seenCount``, set to the count by a `seen`, in arrival order like
+/// the state); an increment or an item is unseen while it occurred after every `seen` that covers
+/// its node (``seenMarks``: order-free, like clears). A node's `unseen` is the unseen part of its
+/// state, increments and items, summed up the tree like counts.
 public struct BadgeTree: Sendable, Equatable {
     /// A node and an item of it.
     public struct ItemKey: Hashable, Sendable {
@@ -43,6 +48,9 @@ public struct BadgeTree: Sendable, Equatable {
     /// The own counter state of each node that has one (expired states stay until overwritten or
     /// cleared, but count as absent).
     public private(set) var states: [BadgePath: BadgeState]
+    /// The increments of each node that has a state, by the time they occurred (to the
+    /// microsecond; amounts at one time add up).
+    public private(set) var increments: [BadgePath: [Date: Int64]] = [:]
     /// The live items of each node, with the earliest time each was added.
     public private(set) var items: [BadgePath: [ItemID: Date]] = [:]
     /// Items removed or cleared: they never come back.
@@ -66,12 +74,13 @@ public struct BadgeTree: Sendable, Equatable {
     ///
     /// - Parameters:
     ///   - expiresAt: the expiry of what a set or increment shows (see ``BadgeMutation``).
-    ///   - occurredAt: when it happened; nil, or later than `now`, counts as `now`.
+    ///   - occurredAt: when it happened; nil, or later than `now`, counts as `now`. Times are
+    ///     kept to the microsecond, as the store keeps them.
     ///   - now: the instant the operation takes effect; a state expired at `now` counts as absent.
     public mutating func apply(
         _ operation: BadgeOperation, at path: BadgePath, expiresAt: Date? = nil, occurredAt: Date? = nil, now: Date
     ) {
-        let time = occurredAt.map { min($0, now) } ?? now
+        let time = (occurredAt.map { min($0, now) } ?? now).toMicroseconds
         switch operation {
         case .addItem(let item):
             addItem(item, at: path, occurredAt: time)
@@ -80,15 +89,35 @@ public struct BadgeTree: Sendable, Equatable {
         case .clear(let force):
             markCleared(path, subtree: force, through: time)
             if force {
-                removeSubtree(at: path)
+                clearSubtree(at: path, through: time, now: now)
             } else {
-                states[path] = nil
+                apply(.clear(through: time), at: path, now: now)
             }
         case .seen:
             markSeen(path, through: time, now: now)
-        case .set, .increment, .decrement:
-            states[path] = operation.applied(to: states[path], expiresAt: expiresAt, now: now)
+        case .set(let count, let icon):
+            apply(.set(count: count, icon: icon, expiresAt: expiresAt), at: path, now: now)
+        case .increment(let by):
+            increment(path, by: by, occurredAt: time, expiresAt: expiresAt, now: now)
+        case .decrement(let by):
+            apply(.decrement(by: by), at: path, now: now)
         }
+    }
+
+    /// Adds an increment of `by` that occurred at `occurredAt` to the node at `path`, unless a
+    /// clear that reaches the node is at or after that time. The node's state is made or kept:
+    /// an absent or expired one becomes a ``BadgeState/carrier(expiresAt:)`` (an expired one's
+    /// increments go); an unexpired one takes `expiresAt` when given.
+    public mutating func increment(_ path: BadgePath, by: Int64, occurredAt: Date, expiresAt: Date?, now: Date) {
+        let time = occurredAt.toMicroseconds
+        guard by > 0, clearedThrough(path).map({ time > $0 }) ?? true else { return }
+        if let state = states[path], !state.isExpired(at: now) {
+            if let expiresAt { states[path]?.expiresAt = expiresAt }
+        } else {
+            states[path] = .carrier(expiresAt: expiresAt)
+            increments[path] = nil
+        }
+        increments[path, default: [:]][time, default: 0].addSaturating(by)
     }
 
     /// Marks `path` and its subtree seen up to `through`: each unexpired counter within it has
@@ -127,15 +156,72 @@ public struct BadgeTree: Sendable, Equatable {
         apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, occurredAt: mutation.occurredAt, now: now)
     }
 
-    /// Applies one write of a coalesced batch to the node at `path`.
+    /// Applies one write of a coalesced batch to the node at `path` (see ``BadgeWrite``).
     public mutating func apply(_ write: BadgeWrite, at path: BadgePath, now: Date) {
-        states[path] = write.applied(to: states[path], now: now)
+        guard let state = states[path], !state.isExpired(at: now) else {
+            if case .set(let count, let icon, let expiresAt, _) = write {
+                states[path] = BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt)
+            } else {
+                states[path] = nil
+            }
+            increments[path] = nil
+            return
+        }
+        switch write {
+        case .set(let count, let icon, let expiresAt, let seenCap):
+            let count = max(count, 0)
+            let cap = min(max(seenCap ?? count, 0), count)
+            let seen = seenIncrements(of: path).addingSaturating(max(state.seenCount, 0))
+            states[path] = BadgeState(count: count, icon: icon, expiresAt: expiresAt, seenCount: min(seen, cap))
+            increments[path] = nil
+        case .decrement(let by):
+            decrement(path, state: state, by: max(by, 0))
+        case .clear(let through):
+            let later = (increments[path] ?? [:]).filter { time, _ in through.map { time > $0 } ?? false }
+            if later.isEmpty {
+                states[path] = nil
+                increments[path] = nil
+            } else {
+                states[path] = .carrier(expiresAt: state.expiresAt)
+                increments[path] = later
+            }
+        }
     }
 
-    /// Removes the own counter state of `path` and of every descendant (a forced clear's counter
-    /// part; its items go with ``markCleared(_:subtree:through:)``).
-    public mutating func removeSubtree(at path: BadgePath) {
-        states = states.filter { !$0.key.isWithin(path) }
+    /// The sum of the increments of `path` that a seen covers.
+    func seenIncrements(of path: BadgePath) -> Int64 {
+        guard let seen = seenThrough(path) else { return 0 }
+        return (increments[path] ?? [:]).reduce(0) { sum, entry in entry.key <= seen ? sum.addingSaturating(entry.value) : sum }
+    }
+
+    /// Lowers the unexpired counter of `path` by `by`: the latest increments first, then the
+    /// state's count; the state goes when that leaves 0 or less.
+    private mutating func decrement(_ path: BadgePath, state: BadgeState, by: Int64) {
+        let counted = increments[path] ?? [:]
+        let total = counted.values.reduce(state.count) { $0.addingSaturating($1) }
+        guard total > by else {
+            states[path] = nil
+            increments[path] = nil
+            return
+        }
+        var left = by
+        var kept = counted
+        for time in counted.keys.sorted(by: >) where left > 0 {
+            let amount = counted[time] ?? 0
+            kept[time] = amount > left ? amount - left : nil
+            left -= min(amount, left)
+        }
+        increments[path] = kept.isEmpty ? nil : kept
+        states[path]?.count = state.count - left
+        states[path]?.seenCount = min(state.seenCount, state.count - left)
+    }
+
+    /// A forced clear's counter part: every counter within the subtree of `path` is cleared
+    /// through `through` (its items go with ``markCleared(_:subtree:through:)``).
+    public mutating func clearSubtree(at path: BadgePath, through: Date, now: Date) {
+        for node in states.keys where node.isWithin(path) {
+            apply(.clear(through: through), at: node, now: now)
+        }
     }
 
     /// The latest clear that reaches `path`: its own clears, and the forced clears of it and of
@@ -184,17 +270,39 @@ public struct BadgeTree: Sendable, Equatable {
     }
 
     /// The own count, icon and unseen part of every node that shows something: its unexpired
-    /// counter state and its live items.
+    /// counter state with its increments, and its live items.
     public func ownCounts(now: Date) -> [BadgePath: BadgeAggregate] {
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, state) in states where !state.isExpired(at: now) {
-            result[path] = BadgeAggregate(count: max(state.count, 0), icon: state.icon, unseen: state.unseen)
+            let seen = seenThrough(path)
+            var own = BadgeAggregate(count: max(state.count, 0), icon: state.icon, unseen: state.unseen)
+            for (time, amount) in increments[path] ?? [:] {
+                own.count.addSaturating(amount)
+                if seen.map({ time > $0 }) ?? true { own.unseen.addSaturating(amount) }
+            }
+            if state.keepsDot || own.count > 0 { result[path] = own }
         }
         for (path, live) in items where !live.isEmpty {
             let seen = seenThrough(path)
             let unseen = live.values.filter { occurredAt in seen.map { occurredAt > $0 } ?? true }.count
             result[path, default: BadgeAggregate(count: 0)].count.addSaturating(Int64(live.count))
             result[path]?.unseen.addSaturating(Int64(unseen))
+        }
+        return result
+    }
+
+    /// Each node's counter as one state, its increments folded in: the count with them, and
+    /// the seen part with those a seen covers. A state that only carried increments, none left,
+    /// is left out; the others show a dot. Expired states are kept, as in ``states``.
+    public var counters: [BadgePath: BadgeState] {
+        var result: [BadgePath: BadgeState] = [:]
+        for (path, state) in states {
+            var counter = state
+            counter.count = (increments[path] ?? [:]).values.reduce(state.count) { $0.addingSaturating($1) }
+            counter.seenCount.addSaturating(seenIncrements(of: path))
+            guard counter.keepsDot || counter.count > 0 else { continue }
+            counter.keepsDot = true
+            result[path] = counter
         }
         return result
     }

@@ -21,8 +21,8 @@ extension BadgeSQL {
     /// The number of users waiting for a rollup.
     static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(*) FROM dirty_user")
 
-    /// Deletes up to `$1` expired own-state rows (rows another transaction holds are left for
-    /// next time) and returns their users, to be marked dirty in the same transaction.
+    /// Deletes up to `$1` expired own-state rows with their increments (rows another
+    /// transaction holds are left for next time) and returns their users, to be marked dirty in the same transaction.
     static let expireBadges = PGStatement(
         "badges.expire_badges",
         """
@@ -36,7 +36,9 @@ extension BadgeSQL {
                 FOR UPDATE SKIP LOCKED
             ) AS e
             WHERE s.user_id = e.user_id AND s.path = e.path
-            RETURNING s.user_id
+            RETURNING s.user_id, s.path
+        ), wiped AS (
+            DELETE FROM badge_increment i USING expired x WHERE i.user_id = x.user_id AND i.path = x.path
         )
         SELECT DISTINCT user_id FROM expired
         """)
@@ -50,15 +52,24 @@ extension BadgeSQL {
         "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
 
     /// The own count, icon and unseen part of each node of the users in the CTE `users`: the
-    /// unexpired counter state plus the live items (a node with only items has no icon); an
-    /// item is unseen while no seen mark of its node or of an ancestor reaches its time.
+    /// unexpired counter state with its increments (shown when it keeps a dot or adds up to more
+    /// than 0) plus the live items (a node with only items has no icon); an increment or an item
+    /// is unseen while no seen mark of its node or of an ancestor reaches its time.
     static let ownRows = """
         SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon,
                        least(sum(unseen), \(maxCount))::bigint AS unseen
                 FROM (
-                    SELECT s.user_id, s.path, s.count, s.icon, greatest(s.count - coalesce(s.seen_count, s.count), 0) AS unseen
+                    SELECT s.user_id, s.path, s.count + coalesce(c.total, 0) AS count, s.icon,
+                           greatest(s.count - coalesce(s.seen_count, s.count), 0) + coalesce(c.unseen, 0) AS unseen
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
-                    WHERE s.expires_at IS NULL OR s.expires_at > now()
+                    LEFT JOIN LATERAL (
+                        SELECT sum(i.amount) AS total,
+                               sum(i.amount) FILTER (WHERE NOT EXISTS (
+                                   SELECT 1 FROM badge_seen_mark m
+                                   WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at)) AS unseen
+                        FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path
+                    ) c ON true
+                    WHERE (s.expires_at IS NULL OR s.expires_at > now()) AND (s.keeps_dot OR s.count > 0 OR c.total > 0)
                     UNION ALL
                     SELECT i.user_id, i.path, count(*), NULL,
                            count(*) FILTER (WHERE NOT EXISTS (

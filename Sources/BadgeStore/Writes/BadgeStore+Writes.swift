@@ -40,13 +40,6 @@ extension BadgeStore {
                 [marks.map(\.user.rawValue), marks.map(\.path.rawValue), marks.map(\.subtree), marks.map(\.through)]
             ).affectedRows
         }
-        let seenMarks = batch.seenMarks
-        if !seenMarks.isEmpty {
-            touched += try connection.query(
-                BadgeSQL.markSeen,
-                [seenMarks.map(\.user.rawValue), seenMarks.map(\.path.rawValue), seenMarks.map(\.through)]
-            ).affectedRows
-        }
         let removals = batch.itemRemovals
         if !removals.isEmpty {
             touched += try connection.query(
@@ -67,14 +60,20 @@ extension BadgeStore {
         return touched
     }
 
-    /// One round's counter writes: forced clears, seens, then each kind of write as one
-    /// statement.
+    /// One round's counter writes: forced clears, seens (their marks, then the counters),
+    /// each kind of write as one statement, then the increments.
     private static func applyRound(_ round: BadgeBatch.Round, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
         let forced = round.forcedClears
         if !forced.isEmpty {
+            touched += try clearCounters(
+                forced.map { (user: $0.user, path: $0.path, through: Optional($0.through)) }, subtree: true, on: connection)
+        }
+        let seenMarks = round.seenMarks
+        if !seenMarks.isEmpty {
             touched += try connection.query(
-                BadgeSQL.forceClear, [forced.map(\.user.rawValue), forced.map(\.path.rawValue)]
+                BadgeSQL.markSeen,
+                [seenMarks.map(\.user.rawValue), seenMarks.map(\.path.rawValue), seenMarks.map(\.through)]
             ).affectedRows
         }
         let seens = round.seens
@@ -83,16 +82,14 @@ extension BadgeStore {
                 BadgeSQL.markCountersSeen, [seens.map(\.user.rawValue), seens.map(\.path.rawValue)]
             ).affectedRows
         }
-        var clearUsers: [String] = [], clearPaths: [String] = []
+        var clears: [(user: UserID, path: BadgePath, through: Date?)] = []
         var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
         var setAboveCaps: [Int64] = []
-        var incrementUsers: [String] = [], incrementPaths: [String] = [], increments: [Int64] = [], incrementExpiries: [Date?] = []
         var decrementUsers: [String] = [], decrementPaths: [String] = [], decrements: [Int64] = []
         for (user, path, write) in round.writes {
             switch write {
-            case .clear:
-                clearUsers.append(user.rawValue)
-                clearPaths.append(path.rawValue)
+            case .clear(let through):
+                clears.append((user: user, path: path, through: through))
             case .set(let count, let icon, let expiresAt, let seenCap):
                 setUsers.append(user.rawValue)
                 setPaths.append(path.rawValue)
@@ -100,19 +97,14 @@ extension BadgeStore {
                 setIcons.append(icon?.rawValue)
                 setExpiries.append(expiresAt)
                 setAboveCaps.append(count - min(max(seenCap ?? count, 0), count))
-            case .increment(let amount, let expiresAt):
-                incrementUsers.append(user.rawValue)
-                incrementPaths.append(path.rawValue)
-                increments.append(amount)
-                incrementExpiries.append(expiresAt)
             case .decrement(let amount):
                 decrementUsers.append(user.rawValue)
                 decrementPaths.append(path.rawValue)
                 decrements.append(amount)
             }
         }
-        if !clearUsers.isEmpty {
-            touched += try connection.query(BadgeSQL.clear, [clearUsers, clearPaths]).affectedRows
+        if !clears.isEmpty {
+            touched += try clearCounters(clears, subtree: false, on: connection)
         }
         if !setUsers.isEmpty {
             let result = try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setAboveCaps])
@@ -127,16 +119,31 @@ extension BadgeStore {
                 try connection.query(BadgeSQL.unseeNewSets, [freshUsers, freshPaths])
             }
         }
-        if !incrementUsers.isEmpty {
-            touched += try connection.query(
-                BadgeSQL.increment, [incrementUsers, incrementPaths, increments, incrementExpiries]
-            ).affectedRows
-        }
         if !decrementUsers.isEmpty {
             let result = try connection.query(BadgeSQL.decrement, [decrementUsers, decrementPaths, decrements])
             touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
         }
+        let increments = round.increments
+        if !increments.isEmpty {
+            let users = increments.map(\.user.rawValue), paths = increments.map(\.path.rawValue)
+            try connection.query(BadgeSQL.dropExpiredStates, [users, paths])
+            touched += try connection.query(
+                BadgeSQL.addIncrements,
+                [users, paths, increments.map(\.occurredAt), increments.map(\.by), increments.map(\.expiresAt)]
+            ).affectedRows
+        }
         return touched
+    }
+
+    /// Clears the counters of the given nodes (with `subtree`, of their subtrees) through each
+    /// time (see `BadgeSQL.clearCounters`); returns the states hit.
+    private static func clearCounters(
+        _ clears: [(user: UserID, path: BadgePath, through: Date?)], subtree: Bool, on connection: PGConnection
+    ) throws(PGError) -> Int {
+        let result = try connection.query(
+            BadgeSQL.clearCounters,
+            [clears.map(\.user.rawValue), clears.map(\.path.rawValue), clears.map(\.through), clears.map { _ in subtree }])
+        return Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
     }
 
     /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time. Users

@@ -2,23 +2,39 @@ import LibPQ
 
 /// The writes of users' own state, dirty marks and broadcast dismissals.
 extension BadgeSQL {
-    static let forceClear = PGStatement(
-        "badges.force_clear",
+    /// Clears counters: of each node (with `$4`, of each node of its subtree), the increments
+    /// that occurred up to `$3` (all of them when NULL) go, and the state goes too unless later
+    /// increments stay: then it carries them (count 0, no icon, nothing seen, no dot of its own;
+    /// the expiry kept). An expired state goes with all its increments. Returns the states hit.
+    static let clearCounters = PGStatement(
+        "badges.clear_counters",
         """
-        DELETE FROM badge_state s
-        USING unnest($1::text[], $2::ltree[]) AS c(user_id, path)
-        WHERE s.user_id = c.user_id AND s.path <@ c.path
+        WITH c AS (
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bool[]) AS c(user_id, path, through, subtree)
+        ), hit AS (
+            SELECT s.user_id, s.path, c.through, coalesce(s.expires_at <= now(), false) AS expired,
+                   EXISTS (
+                       SELECT 1 FROM badge_increment i
+                       WHERE i.user_id = s.user_id AND i.path = s.path AND i.occurred_at > c.through
+                   ) AS keeps
+            FROM badge_state s JOIN c ON s.user_id = c.user_id AND (s.path = c.path OR (c.subtree AND s.path <@ c.path))
+        ), wiped AS (
+            DELETE FROM badge_increment i USING hit h
+            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR NOT h.keeps OR i.occurred_at <= h.through)
+        ), carried AS (
+            UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now()
+            FROM hit h
+            WHERE s.user_id = h.user_id AND s.path = h.path AND h.keeps AND NOT h.expired
+        ), gone AS (
+            DELETE FROM badge_state s USING hit h
+            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR NOT h.keeps)
+        )
+        SELECT count(*) FROM hit
         """)
 
-    static let clear = PGStatement(
-        "badges.clear",
-        """
-        DELETE FROM badge_state s
-        USING unnest($1::text[], $2::ltree[]) AS c(user_id, path)
-        WHERE s.user_id = c.user_id AND s.path = c.path
-        """)
-
-    /// Sets: the seen part becomes the smaller of the stored one and the write's cap (0 on an
+    /// Sets: the node's increments go, and the state is replaced (a dot even at count 0). The
+    /// seen part becomes the smaller of the stored one (with the increments a seen covers) and
+    /// the write's cap (0 on an
     /// expired row). `$6` carries how much of the new count lies above the cap (0 for a plain
     /// set, whose cap is its count): it rides in the proposed row's `seen_count`, which is right
     /// for a new row only when it is 0; the new rows where it is not are returned, for
@@ -27,13 +43,22 @@ extension BadgeSQL {
     static let set = PGStatement(
         "badges.set",
         """
-        WITH upserted AS (
-            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count)
-            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
+        WITH wiped AS (
+            DELETE FROM badge_increment i USING unnest($1::text[], $2::ltree[]) AS w(user_id, path)
+            WHERE i.user_id = w.user_id AND i.path = w.path
+        ), upserted AS (
+            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot)
+            SELECT *, true FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
+                keeps_dot = true,
                 seen_count = CASE WHEN s.expires_at <= now() THEN 0
-                    ELSE least(coalesce(s.seen_count, s.count), excluded.count - excluded.seen_count) END
+                    ELSE least(coalesce(s.seen_count, s.count) + (
+                        SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
+                        WHERE i.user_id = s.user_id AND i.path = s.path AND EXISTS (
+                            SELECT 1 FROM badge_seen_mark m
+                            WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at)
+                    ), excluded.count - excluded.seen_count)::bigint END
             RETURNING user_id, path, xmax = 0 AND seen_count > 0 AS unseen_fresh
         )
         SELECT user_id, path::text FROM upserted WHERE unseen_fresh
@@ -48,43 +73,88 @@ extension BadgeSQL {
         WHERE s.user_id = n.user_id AND s.path = n.path
         """)
 
-    /// An expired row counts as absent: the increment starts from zero and drops its icon.
-    static let increment = PGStatement(
-        "badges.increment",
+    /// Before a round's increments: the expired states of their nodes go, with their increments
+    /// (an increment of an expired state starts from nothing).
+    static let dropExpiredStates = PGStatement(
+        "badges.drop_expired_states",
         """
-        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at)
-        SELECT u, p, c, NULL, e FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::timestamptz[]) AS i(u, p, c, e)
-        ON CONFLICT (user_id, path) DO UPDATE
-        SET count = CASE
-                WHEN s.expires_at <= now() THEN excluded.count
-                WHEN s.count > \(maxCount) - excluded.count THEN \(maxCount)
-                ELSE s.count + excluded.count END,
-            icon = CASE WHEN s.expires_at <= now() THEN NULL ELSE s.icon END,
-            seen_count = CASE WHEN s.expires_at <= now() THEN 0 ELSE coalesce(s.seen_count, s.count) END,
-            expires_at = CASE WHEN s.expires_at <= now() THEN excluded.expires_at
-                ELSE coalesce(excluded.expires_at, s.expires_at) END,
-            updated_at = now()
+        WITH expired AS (
+            SELECT s.user_id, s.path FROM badge_state s
+            JOIN unnest($1::text[], $2::ltree[]) AS n(user_id, path) ON s.user_id = n.user_id AND s.path = n.path
+            WHERE s.expires_at <= now()
+        ), wiped AS (
+            DELETE FROM badge_increment i USING expired e WHERE i.user_id = e.user_id AND i.path = e.path
+        )
+        DELETE FROM badge_state s USING expired e WHERE s.user_id = e.user_id AND s.path = e.path
         """)
 
-    /// Decrements; a row left at 0 or less, or expired, is deleted (a decrement never makes a dot).
+    /// Adds increments, each at the time it occurred (amounts at one time add up, saturating),
+    /// unless a clear mark that reaches its node is at or after that time. Each node with an
+    /// increment kept gets a state if it has none (count 0, no icon, no dot of its own) and the
+    /// increments' expiry when given.
+    static let addIncrements = PGStatement(
+        "badges.add_increments",
+        """
+        WITH a AS (
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+                AS a(user_id, path, occurred_at, amount, expires_at)
+        ), kept AS (
+            SELECT * FROM a WHERE NOT EXISTS (
+                SELECT 1 FROM badge_clear_mark m
+                WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
+                  AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
+            )
+        ), carried AS (
+            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot)
+            SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false FROM kept ORDER BY user_id, path
+            ON CONFLICT (user_id, path) DO UPDATE SET expires_at = excluded.expires_at, updated_at = now()
+            WHERE excluded.expires_at IS NOT NULL
+        )
+        INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount)
+        SELECT user_id, path, occurred_at, amount FROM kept
+        ON CONFLICT (user_id, path, occurred_at) DO UPDATE
+        SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END
+        """)
+
+    /// Decrements: the count with the increments goes down by `by`, the latest increments
+    /// first, then the state's count; a state left at 0 or less, or expired, goes with its
+    /// increments (a decrement never makes a dot). Returns the states hit.
     static let decrement = PGStatement(
         "badges.decrement",
         """
         WITH d AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[]) AS d(user_id, path, by)
+        ), live AS (
+            SELECT s.user_id, s.path, d.by, s.count, coalesce(s.expires_at <= now(), false) AS expired,
+                   coalesce((SELECT sum(i.amount) FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path), 0) AS counted
+            FROM badge_state s JOIN d ON s.user_id = d.user_id AND s.path = d.path
+        ), ranked AS (
+            SELECT i.user_id, i.path, i.occurred_at, i.amount, l.by,
+                   sum(i.amount) OVER (PARTITION BY i.user_id, i.path ORDER BY i.occurred_at DESC) AS running
+            FROM badge_increment i JOIN live l ON i.user_id = l.user_id AND i.path = l.path
+            WHERE NOT l.expired AND l.count + l.counted > l.by
+        ), wiped AS (
+            DELETE FROM badge_increment i USING live l
+            WHERE i.user_id = l.user_id AND i.path = l.path AND (l.expired OR l.count + l.counted <= l.by)
+        ), taken AS (
+            DELETE FROM badge_increment i USING ranked r
+            WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at = r.occurred_at AND r.running <= r.by
+        ), lowered_increment AS (
+            UPDATE badge_increment i SET amount = (r.running - r.by)::bigint
+            FROM ranked r
+            WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at = r.occurred_at
+              AND r.running > r.by AND r.running - r.amount < r.by
         ), gone AS (
-            DELETE FROM badge_state s USING d
-            WHERE s.user_id = d.user_id AND s.path = d.path AND (s.count <= d.by OR s.expires_at <= now())
-            RETURNING s.user_id
+            DELETE FROM badge_state s USING live l
+            WHERE s.user_id = l.user_id AND s.path = l.path AND (l.expired OR l.count + l.counted <= l.by)
         ), lowered AS (
             UPDATE badge_state s
-            SET count = s.count - d.by, seen_count = least(coalesce(s.seen_count, s.count), s.count - d.by), updated_at = now()
-            FROM d
-            WHERE s.user_id = d.user_id AND s.path = d.path
-              AND s.count > d.by AND (s.expires_at IS NULL OR s.expires_at > now())
-            RETURNING s.user_id
+            SET count = (s.count - (l.by - l.counted))::bigint,
+                seen_count = least(coalesce(s.seen_count, s.count), s.count - (l.by - l.counted))::bigint, updated_at = now()
+            FROM live l
+            WHERE s.user_id = l.user_id AND s.path = l.path AND NOT l.expired AND l.count + l.counted > l.by AND l.by > l.counted
         )
-        SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM lowered)
+        SELECT count(*) FROM live
         """)
 
     /// Records clear marks (keeping the latest time of each) and removes for good the live items

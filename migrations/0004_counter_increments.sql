@@ -1,0 +1,23 @@
+-- RedDot schema, part 4: increments kept with the time they occurred, so that a clear or a seen
+-- applies to the increments that occurred up to its time, whatever order they arrive in
+-- (DESIGN §2), as it already does to items.
+--
+-- A node's counter is its badge_state row (what sets and decrements left, its icon and expiry)
+-- plus its badge_increment rows. Existing rows keep their values: every counter's count stays in
+-- badge_state, and keeps_dot (true for every existing row) keeps a stored plain dot shown. No
+-- statement here rewrites a row.
+
+-- The increments of a node, by the time they occurred (amounts at one time add up). A row
+-- lives until a clear that reaches it by time, a set of its node, a decrement that takes it, or
+-- the expiry of its node's state.
+CREATE TABLE badge_increment (
+    user_id      text        NOT NULL,
+    path         ltree       NOT NULL,
+    occurred_at  timestamptz NOT NULL,
+    amount       bigint      NOT NULL CHECK (amount > 0),
+    PRIMARY KEY (user_id, path, occurred_at)
+);
+
+-- Whether the state shows a dot at count 0: true for a set; false for a state that only
+-- carries increments (made by an increment, or left by a clear that kept later increments).
+ALTER TABLE badge_state ADD COLUMN keeps_dot boolean NOT NULL DEFAULT true;
