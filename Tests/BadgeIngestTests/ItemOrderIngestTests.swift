@@ -30,7 +30,7 @@ struct ItemOrderIngestTests {
         (key: key, value: Array(json.utf8))
     }
 
-    @Test("remove or clear first, or content first: the same tree, nothing stuck")
+    @Test("remove or clear first, or content or increment first: the same tree, nothing stuck, nothing lost")
     func bothOrders() async throws {
         let harness = try await IngestHarness(partitions: 2)
         defer { Task { await harness.tearDown() } }
@@ -74,6 +74,12 @@ struct ItemOrderIngestTests {
         let clear = { (conversation: String, at: String) in
             self.record(reader, #"{"id":"clear-\#(conversation)","type":"chat.read","user":"\#(reader)","attrs":{"conversation":"\#(conversation)"},"occurred_at":"\#(at)"}"#)
         }
+        let increment = { (feed: String, at: String) in
+            self.record(sender, #"{"id":"incr-\#(feed)","op":"incr","users":["\#(sender)","\#(reader)"],"path":"root.feed.\#(feed)","occurred_at":"\#(at)"}"#)
+        }
+        let clearFeed = { (feed: String, at: String) in
+            self.record(reader, #"{"id":"clear-\#(feed)","op":"clear","user":"\#(reader)","path":"root.feed.\#(feed)","occurred_at":"\#(at)"}"#)
+        }
         // c1: content, then the reader's remove. c2: the remove arrives first.
         // c3: content, then a clear that occurred after it. c4: the clear arrives first.
         // c5: a clear arrives first, then a message that occurred after the clear: it stays.
@@ -83,6 +89,12 @@ struct ItemOrderIngestTests {
             content("c3", "m3", "2026-11-23T10:00:00Z"), clear("c3", "2026-11-23T10:05:00Z"),
             clear("c4", "2026-11-23T10:05:00Z"), content("c4", "m4", "2026-11-23T10:00:00Z"),
             clear("c5", "2026-11-23T10:05:00Z"), content("c5", "m5", "2026-11-23T10:06:00Z"),
+            // The same four orders with counters: f3 and f4 end cleared; f5 and f6 keep the
+            // increment that occurred after the clear, whichever arrived first.
+            increment("f3", "2026-11-23T10:00:00Z"), clearFeed("f3", "2026-11-23T10:05:00Z"),
+            clearFeed("f4", "2026-11-23T10:05:00Z"), increment("f4", "2026-11-23T10:00:00Z"),
+            clearFeed("f5", "2026-11-23T10:05:00Z"), increment("f5", "2026-11-23T10:06:00Z"),
+            increment("f6", "2026-11-23T10:06:00Z"), clearFeed("f6", "2026-11-23T10:05:00Z"),
         ])
         #expect(Set(partitions).count == 2, "the two kinds of record went to different partitions: \(partitions)")
         try await harness.rollUp()
@@ -91,9 +103,14 @@ struct ItemOrderIngestTests {
         let readerTree = try await store.tree(for: try UserID(validating: reader), at: try BadgePath(validating: "root.chat"))
         #expect(readerTree.tree?.children.map(\.path.rawValue) == ["root.chat.c5"], "\(String(describing: readerTree.tree))")
         #expect(readerTree.tree?.count == 1)
+        let readerFeed = try await store.tree(for: try UserID(validating: reader), at: try BadgePath(validating: "root.feed"))
+        #expect(readerFeed.tree?.children.map(\.path.rawValue) == ["root.feed.f5", "root.feed.f6"], "\(String(describing: readerFeed.tree))")
+        #expect(readerFeed.tree?.count == 2)
         // The sender's own copies are untouched by the reader's removes and clears.
         let senderTree = try await store.tree(for: try UserID(validating: sender), at: try BadgePath(validating: "root.chat"))
         #expect(senderTree.tree?.count == 5)
+        let senderFeed = try await store.tree(for: try UserID(validating: sender), at: try BadgePath(validating: "root.feed"))
+        #expect(senderFeed.tree?.count == 4)
         #expect(try await harness.count("SELECT count(*)::int FROM rejected_record") == 0)
     }
 }
