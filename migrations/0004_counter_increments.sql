@@ -1,6 +1,8 @@
 -- RedDot schema, part 4: increments kept with the time they occurred, so that a clear or a seen
 -- applies to the increments that occurred up to its time, whatever order they arrive in
--- (DESIGN §2), as it already does to items.
+-- (DESIGN §2), as it already does to items; and, on states, increments and items, the first
+-- version of the user's tree each can show in, so that a clear at the version a client rendered
+-- takes only what it showed.
 --
 -- A node's counter is its badge_state row (what sets and decrements left, its icon and expiry)
 -- plus its badge_increment rows. Existing rows keep their values: every counter's count stays in
@@ -15,9 +17,16 @@ CREATE TABLE badge_increment (
     path         ltree       NOT NULL,
     occurred_at  timestamptz NOT NULL,
     amount       bigint      NOT NULL CHECK (amount > 0),
+    shown_in     bigint      NOT NULL,
     PRIMARY KEY (user_id, path, occurred_at)
 );
 
 -- Whether the state shows a dot at count 0: true for a set; false for a state that only
 -- carries increments (made by an increment, or left by a clear that kept later increments).
 ALTER TABLE badge_state ADD COLUMN keeps_dot boolean NOT NULL DEFAULT true;
+
+-- The first version of the user's tree a row can show in: the user's version plus one when the
+-- row is written (ingest holds the user's dirty mark first, so no rollup of the user runs in
+-- between). Rows from before this migration count as shown in every version (0).
+ALTER TABLE badge_state ADD COLUMN shown_in bigint NOT NULL DEFAULT 0;
+ALTER TABLE badge_item ADD COLUMN shown_in bigint NOT NULL DEFAULT 0;

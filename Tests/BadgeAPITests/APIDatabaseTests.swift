@@ -65,45 +65,49 @@ struct APIDatabaseTests {
             let message = { (id: String) in
                 BadgeMutation(user: user("gina"), path: path("root.chat.c1"), operation: .addItem(ItemID(rawValue: id)!))
             }
-            try await harness.apply([message("m1"), message("m2")])
+            let increment = BadgeMutation(user: user("gina"), path: path("root.chat.c2"), operation: .increment(by: 1))
+            try await harness.apply([message("m1"), message("m2"), increment])
             let shown = try await harness.get("/v1/users/gina/badges", token: gina).tree()
-            #expect(shown.tree?.count == 2)
+            #expect(shown.tree?.count == 3)
 
-            // Two arrivals after the render, made visible.
-            try await harness.apply([
-                message("m3"), BadgeMutation(user: user("gina"), path: path("root.chat.c2"), operation: .increment(by: 1)),
-            ])
-            let stale = try await harness.call(
+            // Two arrivals after the render, made visible: a message and an increment.
+            try await harness.apply([message("m3"), increment])
+            let cleared = try await harness.call(
                 .post, "/v1/users/gina/badges/clear", token: gina,
                 body: #"{"path": "root.chat", "force": true, "seen_version": \#(shown.version)}"#)
-            #expect(stale.status == .preconditionFailed, "\(stale.text)")
-            #expect(stale.text.contains("version_changed"))
-            let now = try await harness.get("/v1/users/gina/badges", token: gina).tree()
-            #expect(stale.headers[.eTag] == "\"\(now.version)\"")
-            // Nothing was cleared: the arrivals and what was shown are all there, summed upwards.
-            #expect(now.tree?.count == 4)
-            let chat = try #require(now.tree?.children.first)
-            #expect(chat.count == 4)
-            #expect(chat.children.map(\.count) == [3, 1])
+            #expect(cleared.status == .ok, "\(cleared.text)")
+            // What was shown is gone; the two arrivals stay, with their count at every ancestor.
+            var now = try await harness.get("/v1/users/gina/badges", token: gina).tree()
+            #expect(now.version > shown.version)
+            #expect(now.tree?.count == 2)
+            var chat = try #require(now.tree?.children.first)
+            #expect(chat.count == 2 && chat.unseen == 2)
+            #expect(chat.children.map(\.path.rawValue) == ["root.chat.c1", "root.chat.c2"])
+            #expect(chat.children.map(\.count) == [1, 1])
 
-            // An arrival that is stored but not yet visible (waiting for the rollup) also refuses.
+            // An arrival stored but not yet visible (waiting for the rollup) is not cleared either.
             try await harness.store.apply([message("m4")], recomputeNow: false)
             let waiting = try await harness.call(
                 .post, "/v1/users/gina/badges/clear", token: gina,
-                headers: [.ifMatch: "\"\(now.version)\""], body: #"{"path": "root.chat", "force": true}"#)
-            #expect(waiting.status == .preconditionFailed, "\(waiting.text)")
+                headers: [.ifMatch: "\"\(now.version)\""], body: #"{"path": "root.chat.c1"}"#)
+            #expect(waiting.status == .ok, "\(waiting.text)")
             while try await harness.store.recomputeDirtyUsers(limit: 10) > 0 {}
-            let latest = try await harness.get("/v1/users/gina/badges", token: gina).tree()
-            #expect(latest.tree?.count == 5)
+            now = try await harness.get("/v1/users/gina/badges", token: gina).tree()
+            chat = try #require(now.tree?.children.first)
+            #expect(chat.children.map(\.count) == [1, 1], "m4 stays in c1, c2's increment stays")
 
-            // With the version now shown, the clear goes through.
-            let cleared = try await harness.call(
+            // A version the tree never had is refused; with the version now shown, all goes.
+            let future = try await harness.call(
+                .post, "/v1/users/gina/badges/clear", token: gina, body: #"{"path": "root", "force": true, "seen_version": \#(now.version + 5)}"#)
+            #expect(future.status == .preconditionFailed && future.text.contains("version_changed"), "\(future.text)")
+            #expect(future.headers[.eTag] == "\"\(now.version)\"")
+            let all = try await harness.call(
                 .post, "/v1/users/gina/badges/clear", token: gina,
-                headers: [.ifMatch: "\"\(latest.version)\""], body: #"{"path": "root.chat", "force": true}"#)
-            #expect(cleared.status == .ok, "\(cleared.text)")
-            #expect(try cleared.tree().tree == nil)
-            #expect(try cleared.tree().version > latest.version)
-            // Nothing is left waiting: the clear released the user's mark.
+                headers: [.ifMatch: "\"\(now.version)\""], body: #"{"path": "root.chat", "force": true}"#)
+            #expect(all.status == .ok, "\(all.text)")
+            #expect(try all.tree().tree == nil)
+            #expect(try all.tree().version > now.version)
+            // Nothing is left waiting: the clear recomputed the user and released the mark.
             #expect(try await harness.scalar("SELECT count(*)::int FROM dirty_user", as: Int.self) == 0)
         }
     }

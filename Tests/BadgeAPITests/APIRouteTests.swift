@@ -181,7 +181,7 @@ struct APIRouteTests {
         }
     }
 
-    @Test("clear with seen_version or If-Match: 412 with the current ETag when the tree moved on; 400 for bad values")
+    @Test("clear with seen_version or If-Match: 412 with the current ETag for a version the tree never had; 400 for bad values")
     func clearsAtVersion() async throws {
         try await MemoryHarness.with { harness in
             let erin = user("erin")
@@ -192,12 +192,12 @@ struct APIRouteTests {
             let clear = { (headers: HTTPFields, body: String) in
                 try await harness.call(.post, "/v1/users/erin/badges/clear", token: token, headers: headers, body: body)
             }
-            let stale = try await clear([:], #"{"path": "root.chat", "force": true, "seen_version": \#(shown.version)}"#)
-            #expect(stale.status == .preconditionFailed && stale.errorCode == "version_changed", "\(stale.text)")
-            #expect(stale.headers[.eTag] == "\"\(shown.version + 1)\"")
+            let future = try await clear([:], #"{"path": "root.chat", "force": true, "seen_version": \#(shown.version + 2)}"#)
+            #expect(future.status == .preconditionFailed && future.errorCode == "version_changed", "\(future.text)")
+            #expect(future.headers[.eTag] == "\"\(shown.version + 1)\"")
             #expect(try await harness.get("/v1/users/erin/badges", token: token).tree().tree?.count == 3)
-            let staleTag = try await clear([.ifMatch: "\"\(shown.version)\""], #"{"path": "root.chat", "force": true}"#)
-            #expect(staleTag.status == .preconditionFailed)
+            let futureTag = try await clear([.ifMatch: "\"\(shown.version + 2)\""], #"{"path": "root.chat", "force": true}"#)
+            #expect(futureTag.status == .preconditionFailed)
 
             let invalid: [(headers: HTTPFields, body: String, code: String)] = [
                 ([:], #"{"path": "root.chat", "seen_version": -1}"#, "invalid_body"),

@@ -73,7 +73,7 @@ struct ItemModelTests {
         #expect(try tree.shownCount("root") == nil)
         try tree.apply(.set(count: 5, icon: try icon("new")), "root.a")
         try tree.apply(.decrement(by: 2), "root.a")
-        #expect(tree.states[path("root.a")] == BadgeState(count: 3, icon: try icon("new")))
+        #expect(tree.counters[path("root.a")] == BadgeState(count: 3, icon: try icon("new")))
         try tree.apply(.decrement(by: 7), "root.a")
         #expect(tree.states[path("root.a")] == nil)
         // Items are not the counter: a decrement leaves them.
@@ -118,6 +118,41 @@ struct ItemModelTests {
         tree.apply(.seen, at: path("root"), occurredAt: at(4), now: now)
         try tree.apply(.set(count: 4, icon: nil), "root.chat.c1")
         #expect(tree.states[c1]?.unseen == 0)
+    }
+
+    @Test("a clear at a rendered version takes what showed in it; what arrived after, late or not, stays")
+    func clearShown() throws {
+        var tree = BadgeTree()
+        let c1 = path("root.chat.c1")
+        let c2 = path("root.chat.c2")
+        tree.apply(.addItem(item("m1")), at: c1, occurredAt: at(1), now: now)
+        tree.apply(.increment(by: 2), at: c2, occurredAt: at(1), now: now)
+        // Version 1 is rendered; then arrivals for version 2, two of them late (they occurred
+        // before what was shown).
+        tree.nextVersion = 2
+        tree.apply(.addItem(item("m2")), at: c1, occurredAt: at(3), now: now)
+        tree.apply(.addItem(item("m0")), at: c1, occurredAt: at(0.5), now: now)
+        tree.apply(.increment(by: 1), at: c2, occurredAt: at(0.5), now: now)
+        tree.clearShown(path("root.chat"), subtree: true, through: 1, settled: nil, now: now)
+        var aggregates = tree.aggregates(now: now)
+        #expect(aggregates[c1]?.count == 2)
+        #expect(aggregates[c2]?.count == 1)
+        #expect(aggregates[path("root.chat")]?.count == 3)
+        #expect(tree.items[c1]?.keys.sorted() == [item("m0"), item("m2")])
+        // Settled at version 2: what shows in no version yet (version 3) counts as shown in 2.
+        tree.nextVersion = 3
+        tree.apply(.increment(by: 4), at: c2, occurredAt: at(5), now: now)
+        tree.clearShown(c2, subtree: false, through: 2, settled: 2, now: now)
+        aggregates = tree.aggregates(now: now)
+        #expect(aggregates[c2] == nil)
+        #expect(aggregates[path("root.chat")]?.count == 2)
+        // A set shows first in its version too: a clear at an earlier one keeps it (and takes
+        // the items, which showed in version 2).
+        tree.nextVersion = 4
+        try tree.apply(.set(count: 7, icon: nil), "root.chat.c1")
+        tree.clearShown(c1, subtree: false, through: 3, settled: nil, now: now)
+        #expect(tree.aggregates(now: now)[c1]?.count == 7)
+        #expect(tree.items[c1] == nil)
     }
 
     @Test("a batch with an increment then a decrement of a node takes two rounds")

@@ -109,3 +109,84 @@ struct ItemOrderPropertyTests {
         #expect(live == models.values.reduce(0) { $0 + $1.items.values.reduce(0) { $0 + $1.count } })
     }
 }
+
+@Suite("Clears at a rendered version in PostgreSQL: what arrived after the render stays")
+struct ClearShownPropertyTests {
+    /// One user's model: the tree, its version, the aggregates that version shows, and whether
+    /// changes wait for the rollup.
+    struct UserModel {
+        var tree = BadgeTree()
+        var version: Int64 = 0
+        var shown: [BadgePath: BadgeAggregate] = [:]
+        var dirty = false
+        var renders: [Int64] = []
+
+        /// What a recompute of the user does: a new version when what shows changed.
+        mutating func rollUp(now: Date) {
+            let aggregates = tree.aggregates(now: now)
+            if aggregates != shown {
+                version += 1
+                shown = aggregates
+            }
+            dirty = false
+        }
+    }
+
+    @Test("random arrivals, rollups, renders and clears at rendered versions end in the model's tree", arguments: [UInt64(1), 2, 3])
+    func racingClears(seed: UInt64) async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let users = (0..<6).map { user("r\(seed)_u\($0)") }
+        var generator = RandomBadgeOperations(users: users, seed: seed &+ 900)
+        generator.maximumDepth = 3
+        let now = Date()
+        var models = Dictionary(uniqueKeysWithValues: users.map { ($0, UserModel()) })
+        var random = SeededRandom(seed: seed &* 7_919)
+        var clears = 0
+        for step in 0..<200 {
+            let id = users[Int(random.next() % UInt64(users.count))]
+            switch random.next() % 10 {
+            case 0..<5:
+                var batch = BadgeBatch(now: now)
+                batch.append(contentsOf: generator.sequence(count: Int(random.next() % 12) + 1))
+                try await fixture.ingest(batch)
+                for user in batch.users {
+                    guard var model = models[user] else { continue }
+                    model.tree.nextVersion = model.version + 1
+                    model.tree.apply(batch, for: user, now: now)
+                    model.dirty = true
+                    models[user] = model
+                }
+            case 5, 6:
+                try await fixture.drainDirtyUsers()
+                for user in users where models[user]?.dirty == true { models[user]?.rollUp(now: now) }
+            case 7:
+                let rendered = try await fixture.store.tree(for: id)
+                #expect(rendered.version == models[id]?.version, "user \(id), step \(step)")
+                models[id]?.renders.append(rendered.version)
+            default:
+                // Half the time the latest render (often of the current version, with arrivals
+                // waiting for the rollup), else any earlier one.
+                let latest = random.next() % 2 == 0
+                guard let model = models[id], let version = latest ? model.renders.last : model.renders.randomElement(using: &random)
+                else { continue }
+                let path = generator.nextPath()
+                let force = random.next() % 3 == 0
+                let outcome = try await fixture.store.act(.clear(force: force), at: path, for: id, seenVersion: version)
+                models[id]?.tree.clearShown(path, subtree: force, through: version, settled: model.dirty ? nil : model.version, now: now)
+                models[id]?.rollUp(now: now)
+                #expect(outcome != .changedSince(current: model.version), "user \(id), step \(step)")
+                clears += 1
+            }
+        }
+        try await fixture.drainDirtyUsers()
+        for id in users {
+            if models[id]?.dirty == true { models[id]?.rollUp(now: now) }
+            let stored = try await fixture.store.tree(for: id)
+            let model = try #require(models[id])
+            #expect(stored.tree == model.tree.node(at: .root, now: now), "user \(id) (seed \(seed))")
+            #expect(stored.version == model.version, "user \(id) (seed \(seed))")
+        }
+        #expect(clears > 10)
+    }
+}

@@ -20,14 +20,18 @@ struct StoreFixture: PooledFixture {
         await database.drop()
     }
 
-    /// Applies mutations as ingest does: one transaction, coalesced, users marked dirty.
+    /// Applies mutations as ingest does: one transaction, coalesced, users marked dirty first.
     func ingest(_ mutations: [BadgeMutation]) async throws {
         var batch = BadgeBatch()
         batch.append(contentsOf: mutations)
-        let finished = batch
+        try await ingest(batch)
+    }
+
+    /// Applies a batch as ingest does: one transaction, users marked dirty first.
+    func ingest(_ batch: BadgeBatch) async throws {
         try await pool.withTransaction { connection in
-            try BadgeStore.apply(finished, on: connection)
-            try BadgeStore.markDirty(finished.users, on: connection)
+            try BadgeStore.markDirty(batch.users, on: connection)
+            try BadgeStore.apply(batch, on: connection)
         }
     }
 

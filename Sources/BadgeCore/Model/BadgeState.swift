@@ -19,20 +19,26 @@ public struct BadgeState: Hashable, Sendable {
     /// set; false for a state that only carries increments (made by an increment, or left by a
     /// clear that kept later increments), which shows only while they add up to more than 0.
     public var keepsDot: Bool
+    /// The first version of the user's tree the state can show in (see
+    /// ``BadgeTree/nextVersion``); 0 for a state from before versions were kept.
+    public var shownIn: Int64
 
     /// A state with the given count, icon, expiry and seen part.
-    public init(count: Int64, icon: BadgeIcon? = nil, expiresAt: Date? = nil, seenCount: Int64 = 0, keepsDot: Bool = true) {
+    public init(
+        count: Int64, icon: BadgeIcon? = nil, expiresAt: Date? = nil, seenCount: Int64 = 0, keepsDot: Bool = true, shownIn: Int64 = 0
+    ) {
         self.count = count
         self.icon = icon
         self.expiresAt = expiresAt
         self.seenCount = seenCount
         self.keepsDot = keepsDot
+        self.shownIn = shownIn
     }
 
     /// The state an increment makes on an absent node, and a clear leaves when later increments
     /// stay: count 0, no icon, nothing seen, shown only through its increments.
-    public static func carrier(expiresAt: Date?) -> BadgeState {
-        BadgeState(count: 0, expiresAt: expiresAt, keepsDot: false)
+    public static func carrier(expiresAt: Date?, shownIn: Int64 = 0) -> BadgeState {
+        BadgeState(count: 0, expiresAt: expiresAt, keepsDot: false, shownIn: shownIn)
     }
 
     /// What the user has not seen of the count.

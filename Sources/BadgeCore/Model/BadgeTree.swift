@@ -51,6 +51,8 @@ public struct BadgeTree: Sendable, Equatable {
     /// The increments of each node that has a state, by the time they occurred (to the
     /// microsecond; amounts at one time add up).
     public private(set) var increments: [BadgePath: [Date: Int64]] = [:]
+    /// The first version of the tree each increment can show in (see ``nextVersion``).
+    public private(set) var incrementVersions: [BadgePath: [Date: Int64]] = [:]
     /// The live items of each node, with the earliest time each was added.
     public private(set) var items: [BadgePath: [ItemID: Date]] = [:]
     /// Items removed or cleared: they never come back.
@@ -59,6 +61,13 @@ public struct BadgeTree: Sendable, Equatable {
     public private(set) var clearMarks: [MarkKey: Date] = [:]
     /// The latest time of the `seen`s of each node (each covers the node's subtree).
     public private(set) var seenMarks: [BadgePath: Date] = [:]
+    /// The first version of the tree each live item can show in (see ``nextVersion``).
+    public private(set) var itemVersions: [ItemKey: Int64] = [:]
+    /// The first version of the user's tree that what is applied from now on can show in: the
+    /// store takes the user's version plus one when it applies a batch. A clear at a version the
+    /// client rendered (``clearShown(_:subtree:through:settled:now:)``) takes only what could
+    /// show in it.
+    public var nextVersion: Int64 = 1
 
     /// An empty tree.
     public init() {
@@ -114,10 +123,18 @@ public struct BadgeTree: Sendable, Equatable {
         if let state = states[path], !state.isExpired(at: now) {
             if let expiresAt { states[path]?.expiresAt = expiresAt }
         } else {
-            states[path] = .carrier(expiresAt: expiresAt)
-            increments[path] = nil
+            states[path] = .carrier(expiresAt: expiresAt, shownIn: nextVersion)
+            setIncrements(path, nil)
         }
         increments[path, default: [:]][time, default: 0].addSaturating(by)
+        incrementVersions[path, default: [:]][time] = nextVersion
+    }
+
+    /// Replaces the increments of `path`, keeping the versions of those that stay.
+    private mutating func setIncrements(_ path: BadgePath, _ kept: [Date: Int64]?) {
+        let kept = kept?.isEmpty == true ? nil : kept
+        increments[path] = kept
+        incrementVersions[path] = kept.map { kept in (incrementVersions[path] ?? [:]).filter { kept[$0.key] != nil } }
     }
 
     /// Marks `path` and its subtree seen up to `through`: each unexpired counter within it has
@@ -160,11 +177,11 @@ public struct BadgeTree: Sendable, Equatable {
     public mutating func apply(_ write: BadgeWrite, at path: BadgePath, now: Date) {
         guard let state = states[path], !state.isExpired(at: now) else {
             if case .set(let count, let icon, let expiresAt, _) = write {
-                states[path] = BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt)
+                states[path] = BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt, shownIn: nextVersion)
             } else {
                 states[path] = nil
             }
-            increments[path] = nil
+            setIncrements(path, nil)
             return
         }
         switch write {
@@ -172,19 +189,14 @@ public struct BadgeTree: Sendable, Equatable {
             let count = max(count, 0)
             let cap = min(max(seenCap ?? count, 0), count)
             let seen = seenIncrements(of: path).addingSaturating(max(state.seenCount, 0))
-            states[path] = BadgeState(count: count, icon: icon, expiresAt: expiresAt, seenCount: min(seen, cap))
-            increments[path] = nil
+            states[path] = BadgeState(count: count, icon: icon, expiresAt: expiresAt, seenCount: min(seen, cap), shownIn: nextVersion)
+            setIncrements(path, nil)
         case .decrement(let by):
             decrement(path, state: state, by: max(by, 0))
         case .clear(let through):
             let later = (increments[path] ?? [:]).filter { time, _ in through.map { time > $0 } ?? false }
-            if later.isEmpty {
-                states[path] = nil
-                increments[path] = nil
-            } else {
-                states[path] = .carrier(expiresAt: state.expiresAt)
-                increments[path] = later
-            }
+            states[path] = later.isEmpty ? nil : .carrier(expiresAt: state.expiresAt, shownIn: state.shownIn)
+            setIncrements(path, later)
         }
     }
 
@@ -201,7 +213,7 @@ public struct BadgeTree: Sendable, Equatable {
         let total = counted.values.reduce(state.count) { $0.addingSaturating($1) }
         guard total > by else {
             states[path] = nil
-            increments[path] = nil
+            setIncrements(path, nil)
             return
         }
         var left = by
@@ -211,7 +223,7 @@ public struct BadgeTree: Sendable, Equatable {
             kept[time] = amount > left ? amount - left : nil
             left -= min(amount, left)
         }
-        increments[path] = kept.isEmpty ? nil : kept
+        setIncrements(path, kept)
         states[path]?.count = state.count - left
         states[path]?.seenCount = min(state.seenCount, state.count - left)
     }
@@ -258,6 +270,7 @@ public struct BadgeTree: Sendable, Equatable {
             removeItem(item, at: path)
             return
         }
+        if items[path]?[item] == nil { itemVersions[key] = nextVersion }
         let earliest = min(items[path]?[item] ?? occurredAt, occurredAt)
         items[path, default: [:]][item] = earliest
     }
@@ -265,8 +278,38 @@ public struct BadgeTree: Sendable, Equatable {
     /// Removes `item` from the node at `path` for good.
     public mutating func removeItem(_ item: ItemID, at path: BadgePath) {
         goneItems.insert(ItemKey(path: path, item: item))
+        itemVersions[ItemKey(path: path, item: item)] = nil
         items[path]?[item] = nil
         if items[path]?.isEmpty == true { items[path] = nil }
+    }
+
+    /// A clear at the version the client rendered: of `path` (with `subtree`, of its whole
+    /// subtree), only what could show in version `through` goes (items for good, increments,
+    /// and the state, which carries the increments that stay); what arrived after it stays.
+    /// With `settled` (the user's version, when no change waits for the rollup), what shows in
+    /// no version yet counts as shown in that one. An expired state goes with its increments.
+    /// No clear mark is left: what occurred earlier but arrives later was not shown, and stays.
+    public mutating func clearShown(_ path: BadgePath, subtree: Bool, through version: Int64, settled: Int64?, now: Date) {
+        func shown(_ first: Int64) -> Bool { min(first, settled ?? first) <= version }
+        func reached(_ node: BadgePath) -> Bool { subtree ? node.isWithin(path) : node == path }
+        for (node, live) in items where reached(node) {
+            for item in live.keys where shown(itemVersions[ItemKey(path: node, item: item)] ?? 0) {
+                removeItem(item, at: node)
+            }
+        }
+        for (node, state) in states where reached(node) {
+            guard !state.isExpired(at: now) else {
+                states[node] = nil
+                setIncrements(node, nil)
+                continue
+            }
+            let versions = incrementVersions[node] ?? [:]
+            let later = (increments[node] ?? [:]).filter { !shown(versions[$0.key] ?? 0) }
+            setIncrements(node, later)
+            if shown(state.shownIn) {
+                states[node] = later.isEmpty ? nil : .carrier(expiresAt: state.expiresAt, shownIn: state.shownIn)
+            }
+        }
     }
 
     /// The own count, icon and unseen part of every node that shows something: its unexpired
@@ -293,7 +336,8 @@ public struct BadgeTree: Sendable, Equatable {
 
     /// Each node's counter as one state, its increments folded in: the count with them, and
     /// the seen part with those a seen covers. A state that only carried increments, none left,
-    /// is left out; the others show a dot. Expired states are kept, as in ``states``.
+    /// is left out; the others show a dot. Expired states are kept, as in ``states``; versions
+    /// (``BadgeState/shownIn``) are left out.
     public var counters: [BadgePath: BadgeState] {
         var result: [BadgePath: BadgeState] = [:]
         for (path, state) in states {
@@ -302,6 +346,7 @@ public struct BadgeTree: Sendable, Equatable {
             counter.seenCount.addSaturating(seenIncrements(of: path))
             guard counter.keepsDot || counter.count > 0 else { continue }
             counter.keepsDot = true
+            counter.shownIn = 0
             result[path] = counter
         }
         return result

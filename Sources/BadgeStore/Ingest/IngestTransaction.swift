@@ -83,9 +83,12 @@ public enum IngestTransaction {
         }
 
         if !badges.isEmpty {
-            let applied = try BadgeStore.apply(badges, on: connection)
+            // The marks first: no rollup of these users commits while their rows are written,
+            // so each row's first version (the user's version plus one) is right.
             let users = badges.users
-            try BadgeStore.markDirty(users, bumping: applied.dismissedBroadcasts, on: connection)
+            try BadgeStore.markDirty(users, on: connection)
+            let applied = try BadgeStore.apply(badges, on: connection)
+            try BadgeStore.markDirty([], bumping: applied.dismissedBroadcasts, on: connection)
             outcome.users = users.count
         }
         try broadcasts.write(on: connection)

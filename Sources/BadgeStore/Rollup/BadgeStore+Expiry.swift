@@ -5,15 +5,17 @@ extension BadgeStore {
     /// Deletes up to `limit` own-state rows whose expiry has passed and marks their users dirty,
     /// in the caller's transaction, so the next rollup removes them and their ancestors' share.
     ///
-    /// - Returns: how many users were marked.
+    /// - Returns: how many users had rows deleted (a few more may be marked).
     @discardableResult
     public static func expireBadges(limit: Int, on connection: PGConnection) throws(PGError) -> Int {
-        var users: [UserID] = []
-        for row in try connection.query(BadgeSQL.expireBadges, [limit]).rows {
-            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.append(user) }
+        var candidates: [UserID] = []
+        for row in try connection.query(BadgeSQL.expiredUsers, [limit]).rows {
+            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { candidates.append(user) }
         }
-        try markDirty(users, on: connection)
-        return users.count
+        guard !candidates.isEmpty else { return 0 }
+        // The marks first, as ingest takes them (one lock order), then the rows.
+        try markDirty(candidates, on: connection)
+        return try connection.query(BadgeSQL.expireBadges, [limit, candidates.map(\.rawValue)]).rows.count
     }
 
     /// Withdraws the broadcasts whose expiry has passed and, if any, bumps the broadcast version

@@ -21,8 +21,18 @@ extension BadgeSQL {
     /// The number of users waiting for a rollup.
     static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(*) FROM dirty_user")
 
-    /// Deletes up to `$1` expired own-state rows with their increments (rows another
-    /// transaction holds are left for next time) and returns their users, to be marked dirty in the same transaction.
+    /// The users of up to `$1` expired own-state rows, to be marked dirty (taking their marks)
+    /// before `expireBadges` deletes the rows: the same lock order as ingest's.
+    static let expiredUsers = PGStatement(
+        "badges.expired_users",
+        """
+        SELECT DISTINCT user_id FROM (
+            SELECT user_id FROM badge_state WHERE expires_at <= now() ORDER BY expires_at LIMIT $1
+        ) AS e
+        """)
+
+    /// Deletes up to `$1` expired own-state rows of the users `$2` with their increments (rows
+    /// another transaction holds are left for next time) and returns their users.
     static let expireBadges = PGStatement(
         "badges.expire_badges",
         """
@@ -30,7 +40,7 @@ extension BadgeSQL {
             DELETE FROM badge_state s
             USING (
                 SELECT user_id, path FROM badge_state
-                WHERE expires_at <= now()
+                WHERE expires_at <= now() AND user_id = ANY($2::text[])
                 ORDER BY expires_at
                 LIMIT $1
                 FOR UPDATE SKIP LOCKED

@@ -5,7 +5,9 @@ public import LibPQ
 extension BadgeStore {
     /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
     /// one statement over arrays; then the batch's clears dismiss, for their users, the active
-    /// broadcasts they hit. Does not mark users dirty (see `markDirty`).
+    /// broadcasts they hit. Does not mark users dirty: call `markDirty` for the batch's users
+    /// first, in the same transaction, so that each row's first version is right (see
+    /// `BadgeSQL.nextVersion(of:)`).
     ///
     /// - Returns: the own-state rows written or deleted, and the users who dismissed a broadcast
     ///   (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view changed
@@ -167,9 +169,9 @@ extension BadgeStore {
         return try row.decode(0, as: Int64.self)
     }
 
-    /// Applies `mutations` in one transaction (coalesced in order), marks their users dirty, and,
-    /// with `recomputeNow`, recomputes those users' aggregates in the same transaction so that a
-    /// read right after sees the change.
+    /// Applies `mutations` in one transaction (coalesced in order), marks their users dirty (first,
+    /// see `apply(_:on:)`), and, with `recomputeNow`, recomputes those users' aggregates in the same
+    /// transaction so that a read right after sees the change (the rollup finds nothing left).
     ///
     /// - Returns: the new version of every user whose visible tree changed (only with `recomputeNow`).
     @discardableResult
@@ -179,9 +181,10 @@ extension BadgeStore {
         let finalBatch = batch
         return try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection in
+                try Self.markDirty(finalBatch.users, on: connection)
                 if recomputeNow { return try Self.applyAndRecompute(finalBatch, on: connection) }
                 let outcome = try Self.apply(finalBatch, on: connection)
-                try Self.markDirty(finalBatch.users, bumping: outcome.dismissedBroadcasts, on: connection)
+                try Self.markDirty([], bumping: outcome.dismissedBroadcasts, on: connection)
                 return [:]
             }
         }
@@ -203,40 +206,65 @@ extension BadgeStore {
 public enum ActionOutcome: Sendable, Hashable {
     /// Applied: the user's new visible version, or nil when nothing visible changed.
     case applied(Int64?)
-    /// Nothing was cleared: the user's tree is no longer the one at the version the client
-    /// showed (it changed since, or changes wait for the rollup). `current`: the visible version
-    /// now (it may not move yet while changes wait).
+    /// Nothing was done: for a seen, the user's tree is no longer the one at the version the
+    /// client showed (it changed since, or changes wait for the rollup); for a clear, the version
+    /// is later than any the user's tree has had. `current`: the visible version now (it may not
+    /// move yet while changes wait).
     case changedSince(current: Int64)
 }
 
 extension BadgeStore {
     /// Applies a user's action (a clear, or a seen) to their node at `path` and recomputes the
-    /// user at once; with `seenVersion`, only if the user's visible tree is still the one at
-    /// that version and nothing waits for the rollup, so that nothing the client has not shown
-    /// is cleared or marked seen (DESIGN §2).
+    /// user at once (DESIGN §2).
     ///
-    /// The check and the action are one transaction that holds the user's dirty mark first: an
-    /// ingest transaction for this user that commits later waits for it, and its items and
-    /// counts stay.
+    /// With `seenVersion`, the version of the tree the client showed, nothing it did not show is
+    /// cleared or marked seen. A clear takes what could show in that version (the rows' first
+    /// versions, `BadgeTree.clearShown`) and leaves what arrived after it, with its count. A
+    /// seen applies only if the user's visible tree is still the one at that version and
+    /// nothing waits for the rollup; otherwise `.changedSince`.
+    ///
+    /// The transaction holds the user's dirty mark first: an ingest transaction for this user
+    /// waits for it, and what it writes shows first in a later version.
     public func act(_ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?) async throws -> ActionOutcome {
         var batch = BadgeBatch()
         batch.append(BadgeMutation(user: user, path: path, operation: operation))
         let finalBatch = batch
         return try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection throws(PGError) -> ActionOutcome in
-                if let seenVersion {
-                    let fresh = try connection.query(BadgeSQL.holdUserMark, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
-                    let current = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self) ?? 0
-                    guard fresh, current == seenVersion else {
-                        if fresh { try connection.query(BadgeSQL.releaseUserMark, [user.rawValue]) }
-                        return .changedSince(current: current)
-                    }
+                guard let seenVersion else {
+                    return try Self.visibleOutcome(Self.applyAndRecompute(finalBatch, on: connection)[user], for: user, on: connection)
                 }
-                guard let own = try Self.applyAndRecompute(finalBatch, on: connection)[user] else { return .applied(nil) }
-                let visible = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self)
-                return .applied(visible ?? own)
+                let fresh = try connection.query(BadgeSQL.holdUserMark, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
+                let versions = try connection.query(BadgeSQL.versions, [user.rawValue]).rows.first
+                let own = try versions?.decode(0, as: Int64.self) ?? 0
+                let broadcasts = try versions?.decode(1, as: Int64.self) ?? 0
+                let (sum, overflow) = own.addingReportingOverflow(broadcasts)
+                let current = overflow ? Int64.max : sum
+                if case .clear(let force) = operation, seenVersion <= current {
+                    // What the client showed of the user's own tree: at most this version (less
+                    // when broadcasts moved since, which keeps more).
+                    let through = seenVersion - broadcasts
+                    try connection.query(
+                        BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, through, fresh ? Optional(own) : nil])
+                    let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
+                    let bumping = dismissed.rows.isEmpty ? [] : [user]
+                    let changed = try Self.recomputeAggregates(for: [user], bumping: bumping, on: connection)[user]
+                    return try Self.visibleOutcome(changed, for: user, on: connection)
+                }
+                guard case .seen = operation, fresh, current == seenVersion else {
+                    if fresh { try connection.query(BadgeSQL.releaseUserMark, [user.rawValue]) }
+                    return .changedSince(current: current)
+                }
+                return try Self.visibleOutcome(Self.applyAndRecompute(finalBatch, on: connection)[user], for: user, on: connection)
             }
         }
+    }
+
+    /// `.applied` with the user's visible version when their own version moved (`changed`).
+    private static func visibleOutcome(_ changed: Int64?, for user: UserID, on connection: PGConnection) throws(PGError) -> ActionOutcome {
+        guard let changed else { return .applied(nil) }
+        let visible = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self)
+        return .applied(visible ?? changed)
     }
 }
 

@@ -2,6 +2,13 @@ import LibPQ
 
 /// The writes of users' own state, dirty marks and broadcast dismissals.
 extension BadgeSQL {
+    /// The first version of the tree of the user in `column` that a row written now can show
+    /// in: the user's version plus one. Right because writers hold the user's dirty mark first
+    /// (`markDirty`), so no rollup of the user commits in between.
+    static func nextVersion(of column: String) -> String {
+        "coalesce((SELECT v.version FROM user_version v WHERE v.user_id = \(column)), 0) + 1"
+    }
+
     /// Clears counters: of each node (with `$4`, of each node of its subtree), the increments
     /// that occurred up to `$3` (all of them when NULL) go, and the state goes too unless later
     /// increments stay: then it carries them (count 0, no icon, nothing seen, no dot of its own;
@@ -47,11 +54,12 @@ extension BadgeSQL {
             DELETE FROM badge_increment i USING unnest($1::text[], $2::ltree[]) AS w(user_id, path)
             WHERE i.user_id = w.user_id AND i.path = w.path
         ), upserted AS (
-            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot)
-            SELECT *, true FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
+            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+            SELECT w.*, true, \(nextVersion(of: "w.u"))
+            FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[]) AS w(u, p, c, i, e, sc)
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
-                keeps_dot = true,
+                keeps_dot = true, shown_in = excluded.shown_in,
                 seen_count = CASE WHEN s.expires_at <= now() THEN 0
                     ELSE least(coalesce(s.seen_count, s.count) + (
                         SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
@@ -88,8 +96,9 @@ extension BadgeSQL {
         DELETE FROM badge_state s USING expired e WHERE s.user_id = e.user_id AND s.path = e.path
         """)
 
-    /// Adds increments, each at the time it occurred (amounts at one time add up, saturating),
-    /// unless a clear mark that reaches its node is at or after that time. Each node with an
+    /// Adds increments, each at the time it occurred (amounts at one time add up, saturating,
+    /// and show first in the next version), unless a clear mark that reaches its node is at or
+    /// after that time. Each node with an
     /// increment kept gets a state if it has none (count 0, no icon, no dot of its own) and the
     /// increments' expiry when given.
     static let addIncrements = PGStatement(
@@ -105,15 +114,17 @@ extension BadgeSQL {
                   AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
             )
         ), carried AS (
-            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot)
-            SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false FROM kept ORDER BY user_id, path
+            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+            SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, \(nextVersion(of: "kept.user_id"))
+            FROM kept ORDER BY user_id, path
             ON CONFLICT (user_id, path) DO UPDATE SET expires_at = excluded.expires_at, updated_at = now()
             WHERE excluded.expires_at IS NOT NULL
         )
-        INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount)
-        SELECT user_id, path, occurred_at, amount FROM kept
+        INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
+        SELECT user_id, path, occurred_at, amount, \(nextVersion(of: "kept.user_id")) FROM kept
         ON CONFLICT (user_id, path, occurred_at) DO UPDATE
-        SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END
+        SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
+            shown_in = excluded.shown_in
         """)
 
     /// Decrements: the count with the increments goes down by `by`, the latest increments
@@ -213,13 +224,14 @@ extension BadgeSQL {
     static let addItems = PGStatement(
         "badges.add_items",
         """
-        INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at)
+        INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at, shown_in)
         SELECT a.u, a.p, a.it, a.t,
             CASE WHEN EXISTS (
                 SELECT 1 FROM badge_clear_mark m
                 WHERE m.user_id = a.u AND m.cleared_through >= a.t
                   AND (m.path = a.p OR (m.subtree AND m.path @> a.p))
-            ) THEN now() END
+            ) THEN now() END,
+            \(nextVersion(of: "a.u"))
         FROM unnest($1::text[], $2::ltree[], $3::text[], $4::timestamptz[]) AS a(u, p, it, t)
         ON CONFLICT (user_id, path, item) DO UPDATE
         SET occurred_at = least(i.occurred_at, excluded.occurred_at), removed_at = excluded.removed_at
@@ -275,6 +287,51 @@ extension BadgeSQL {
         INSERT INTO dirty_user AS d (user_id) VALUES ($1)
         ON CONFLICT (user_id) DO UPDATE SET bump = d.bump
         RETURNING xmax = 0
+        """)
+
+    /// A clear at the version the client rendered (`BadgeTree.clearShown`): of one user's node
+    /// `$2` (with `$3`, of its subtree), what could show in the user's own version `$4` goes —
+    /// items for good, increments, and states (one that keeps later increments carries them);
+    /// with `$5` (the user's version, when no change waits for the rollup), a row that shows in
+    /// no version yet counts as shown in that one. An expired state goes with its increments.
+    /// Returns the rows hit.
+    static let clearShown = PGStatement(
+        "badges.clear_shown",
+        """
+        WITH hit AS (
+            SELECT s.user_id, s.path, coalesce(s.expires_at <= now(), false) AS expired,
+                   least(s.shown_in, coalesce($5, s.shown_in)) <= $4 AS shown,
+                   EXISTS (
+                       SELECT 1 FROM badge_increment i
+                       WHERE i.user_id = s.user_id AND i.path = s.path AND least(i.shown_in, coalesce($5, i.shown_in)) > $4
+                   ) AS keeps
+            FROM badge_state s
+            WHERE s.user_id = $1 AND (s.path = $2::ltree OR ($3 AND s.path <@ $2::ltree))
+        ), wiped AS (
+            DELETE FROM badge_increment i USING hit h
+            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR least(i.shown_in, coalesce($5, i.shown_in)) <= $4)
+        ), carried AS (
+            UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now()
+            FROM hit h
+            WHERE s.user_id = h.user_id AND s.path = h.path AND h.shown AND h.keeps AND NOT h.expired
+        ), gone AS (
+            DELETE FROM badge_state s USING hit h
+            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR (h.shown AND NOT h.keeps))
+        ), items AS (
+            UPDATE badge_item i SET removed_at = now()
+            WHERE i.user_id = $1 AND i.removed_at IS NULL AND (i.path = $2::ltree OR ($3 AND i.path <@ $2::ltree))
+              AND least(i.shown_in, coalesce($5, i.shown_in)) <= $4
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM hit) + (SELECT count(*) FROM items)
+        """)
+
+    /// A user's own version and the broadcasts'.
+    static let versions = PGStatement(
+        "badges.versions",
+        """
+        SELECT coalesce((SELECT version FROM user_version WHERE user_id = $1), 0),
+               coalesce((SELECT version FROM broadcast_version), 0)
         """)
 
     /// A user's visible version: their own plus the broadcasts'.
