@@ -20,15 +20,16 @@ struct RollupFixture: PooledFixture, Sendable {
         }
     }
 
-    /// Applies mutations as ingest does: one transaction, coalesced, users marked dirty.
+    /// Applies mutations as ingest does: one transaction, coalesced, users marked dirty first.
     func ingest(_ mutations: [BadgeMutation]) async throws {
         var batch = BadgeBatch()
         batch.append(contentsOf: mutations)
         let finished = batch
         try await PGRetryPolicy().run(logger: TestServer.logger) {
             try await pool.withTransaction { connection in
+                try BadgeStore.markDirty(finished.users, on: connection)
                 let outcome = try BadgeStore.apply(finished, on: connection)
-                try BadgeStore.markDirty(finished.users, bumping: outcome.dismissedBroadcasts, on: connection)
+                try BadgeStore.markDirty([], bumping: outcome.dismissedBroadcasts, on: connection)
             }
         }
     }

@@ -85,8 +85,8 @@ extension QueryBenchmark {
                         }
                         let finished = batch
                         try await pool.withTransaction { connection in
-                            try BadgeStore.apply(finished, on: connection)
                             try BadgeStore.markDirty(finished.users, on: connection)
+                            try BadgeStore.apply(finished, on: connection)
                         }
                         chunk += writers
                     }

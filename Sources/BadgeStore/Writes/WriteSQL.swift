@@ -98,9 +98,9 @@ extension BadgeSQL {
 
     /// Adds increments, each at the time it occurred (amounts at one time add up, saturating,
     /// and show first in the next version), unless a clear mark that reaches its node is at or
-    /// after that time. Each node with an
-    /// increment kept gets a state if it has none (count 0, no icon, no dot of its own) and the
-    /// increments' expiry when given.
+    /// after that time. Each node with an increment kept gets a state if it has none (count 0,
+    /// no icon, no dot of its own) and the increments' expiry when given. An existing state is
+    /// not locked unless its expiry changes (writers of one user hold its dirty mark anyway).
     static let addIncrements = PGStatement(
         "badges.add_increments",
         """
@@ -108,20 +108,25 @@ extension BadgeSQL {
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
                 AS a(user_id, path, occurred_at, amount, expires_at)
         ), kept AS (
-            SELECT * FROM a WHERE NOT EXISTS (
+            SELECT a.*, coalesce(v.version, 0) + 1 AS next
+            FROM a LEFT JOIN user_version v ON v.user_id = a.user_id
+            WHERE NOT EXISTS (
                 SELECT 1 FROM badge_clear_mark m
                 WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
                   AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
             )
         ), carried AS (
-            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-            SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, \(nextVersion(of: "kept.user_id"))
+            INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+            SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, next
             FROM kept ORDER BY user_id, path
-            ON CONFLICT (user_id, path) DO UPDATE SET expires_at = excluded.expires_at, updated_at = now()
-            WHERE excluded.expires_at IS NOT NULL
+            ON CONFLICT (user_id, path) DO NOTHING
+        ), expiring AS (
+            UPDATE badge_state s SET expires_at = k.expires_at, updated_at = now()
+            FROM (SELECT DISTINCT user_id, path, expires_at FROM kept WHERE expires_at IS NOT NULL) AS k
+            WHERE s.user_id = k.user_id AND s.path = k.path
         )
         INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
-        SELECT user_id, path, occurred_at, amount, \(nextVersion(of: "kept.user_id")) FROM kept
+        SELECT user_id, path, occurred_at, amount, next FROM kept
         ON CONFLICT (user_id, path, occurred_at) DO UPDATE
         SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
             shown_in = excluded.shown_in
