@@ -2,7 +2,8 @@
 -- applies to the increments that occurred up to its time, whatever order they arrive in
 -- (DESIGN §2), as it already does to items; and, on states, increments and items, the first
 -- version of the user's tree each can show in, so that a clear at the version a client rendered
--- takes only what it showed.
+-- takes only what it showed; and whether a seen at a rendered version marked an increment or an
+-- item seen.
 --
 -- A node's counter is its badge_state row (what sets and decrements left, its icon and expiry)
 -- plus its badge_increment rows. Existing rows keep their values: every counter's count stays in
@@ -18,6 +19,7 @@ CREATE TABLE badge_increment (
     occurred_at  timestamptz NOT NULL,
     amount       bigint      NOT NULL CHECK (amount > 0),
     shown_in     bigint      NOT NULL,
+    seen         boolean     NOT NULL DEFAULT false,
     PRIMARY KEY (user_id, path, occurred_at)
 );
 
@@ -30,3 +32,6 @@ ALTER TABLE badge_state ADD COLUMN keeps_dot boolean NOT NULL DEFAULT true;
 -- between). Rows from before this migration count as shown in every version (0).
 ALTER TABLE badge_state ADD COLUMN shown_in bigint NOT NULL DEFAULT 0;
 ALTER TABLE badge_item ADD COLUMN shown_in bigint NOT NULL DEFAULT 0;
+
+-- Whether a seen at a rendered version marked the item seen (besides the seen marks by time).
+ALTER TABLE badge_item ADD COLUMN seen boolean NOT NULL DEFAULT false;

@@ -215,9 +215,9 @@ struct APIRouteTests {
             let forcedSeen = try await harness.call(
                 .post, "/v1/users/erin/badges/seen", token: token, body: #"{"path": "root.chat", "force": true}"#)
             #expect(forcedSeen.status == .badRequest && forcedSeen.errorCode == "invalid_body", "\(forcedSeen.text)")
-            let staleSeen = try await harness.call(
-                .post, "/v1/users/erin/badges/seen", token: token, body: #"{"path": "root.chat", "seen_version": \#(shown.version)}"#)
-            #expect(staleSeen.status == .preconditionFailed && staleSeen.errorCode == "version_changed")
+            let futureSeen = try await harness.call(
+                .post, "/v1/users/erin/badges/seen", token: token, body: #"{"path": "root.chat", "seen_version": \#(shown.version + 2)}"#)
+            #expect(futureSeen.status == .preconditionFailed && futureSeen.errorCode == "version_changed")
             // If-Match: * and the current version both clear.
             let any = try await clear([.ifMatch: "*"], #"{"path": "root.chat.c2"}"#)
             #expect(any.status == .ok)

@@ -155,6 +155,28 @@ struct ItemModelTests {
         #expect(tree.items[c1] == nil)
     }
 
+    @Test("a seen at a rendered version marks what showed in it; what arrived after, late or not, stays unseen")
+    func seenShown() throws {
+        var tree = BadgeTree()
+        let c1 = path("root.chat.c1")
+        tree.apply(.addItem(item("m1")), at: c1, occurredAt: at(1), now: now)
+        tree.apply(.increment(by: 2), at: c1, occurredAt: at(1), now: now)
+        tree.nextVersion = 2
+        tree.apply(.addItem(item("m0")), at: c1, occurredAt: at(0.5), now: now)
+        tree.apply(.increment(by: 1), at: c1, occurredAt: at(3), now: now)
+        tree.markShownSeen(.root, through: 1, settled: nil, now: now)
+        var aggregates = tree.aggregates(now: now)
+        #expect(aggregates[c1]?.count == 5)
+        #expect(aggregates[c1]?.unseen == 2)
+        #expect(aggregates[.root]?.unseen == 2)
+        // A set keeps the seen part up to its count, increments marked seen included.
+        tree.nextVersion = 3
+        try tree.apply(.set(count: 10, icon: nil), "root.chat.c1")
+        aggregates = tree.aggregates(now: now)
+        #expect(aggregates[c1]?.count == 12)
+        #expect(aggregates[c1]?.unseen == 9)
+    }
+
     @Test("a batch with an increment then a decrement of a node takes two rounds")
     func rounds() throws {
         var batch = BadgeBatch(now: now)

@@ -110,7 +110,7 @@ struct ItemOrderPropertyTests {
     }
 }
 
-@Suite("Clears at a rendered version in PostgreSQL: what arrived after the render stays")
+@Suite("Clears and seens at a rendered version in PostgreSQL: what arrived after the render stays, unseen")
 struct ClearShownPropertyTests {
     /// One user's model: the tree, its version, the aggregates that version shows, and whether
     /// changes wait for the rollup.
@@ -132,7 +132,7 @@ struct ClearShownPropertyTests {
         }
     }
 
-    @Test("random arrivals, rollups, renders and clears at rendered versions end in the model's tree", arguments: [UInt64(1), 2, 3])
+    @Test("random arrivals, rollups, renders, clears and seens at rendered versions end in the model's tree", arguments: [UInt64(1), 2, 3])
     func racingClears(seed: UInt64) async throws {
         let fixture = try await StoreFixture.make()
         defer { Task { await fixture.tearDown() } }
@@ -171,9 +171,17 @@ struct ClearShownPropertyTests {
                 guard let model = models[id], let version = latest ? model.renders.last : model.renders.randomElement(using: &random)
                 else { continue }
                 let path = generator.nextPath()
-                let force = random.next() % 3 == 0
-                let outcome = try await fixture.store.act(.clear(force: force), at: path, for: id, seenVersion: version)
-                models[id]?.tree.clearShown(path, subtree: force, through: version, settled: model.dirty ? nil : model.version, now: now)
+                let settled = model.dirty ? nil : Optional(model.version)
+                let outcome: ActionOutcome
+                switch random.next() % 4 {
+                case 0:
+                    outcome = try await fixture.store.act(.seen, at: path, for: id, seenVersion: version)
+                    models[id]?.tree.markShownSeen(path, through: version, settled: settled, now: now)
+                default:
+                    let force = random.next() % 3 == 0
+                    outcome = try await fixture.store.act(.clear(force: force), at: path, for: id, seenVersion: version)
+                    models[id]?.tree.clearShown(path, subtree: force, through: version, settled: settled, now: now)
+                }
                 models[id]?.rollUp(now: now)
                 #expect(outcome != .changedSince(current: model.version), "user \(id), step \(step)")
                 clears += 1

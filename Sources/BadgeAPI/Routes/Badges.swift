@@ -165,13 +165,11 @@ extension BadgeAPI {
         if case .changedSince(let current) = outcome, let seenVersion {
             var headers = HTTPFields()
             headers[.eTag] = Self.etag(current)
-            let message =
-                kind == .clear
-                ? "version \(seenVersion) is later than any this tree has had (it is at \(current)): nothing was cleared; "
-                    + "send the version the tree was shown at"
-                : "the tree is no longer the one at version \(seenVersion) (it is at \(current), or changes are on "
-                    + "their way): nothing was marked seen; show the new tree and retry with its version"
-            throw APIError(.preconditionFailed, code: "version_changed", message: message, headers: headers)
+            throw APIError(
+                .preconditionFailed, code: "version_changed",
+                message: "version \(seenVersion) is later than any this tree has had (it is at \(current)): nothing was "
+                    + "\(kind == .clear ? "cleared" : "marked seen"); send the version the tree was shown at",
+                headers: headers)
         }
         // The notification follows; the next read on this server must not wait for it.
         hub.treeCache.invalidate(user)

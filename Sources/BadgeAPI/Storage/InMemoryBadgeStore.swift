@@ -84,18 +84,16 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         users.withLock { $0[user] != nil }
     }
 
-    /// Applies the clear or the seen (see ``apply(_:recomputeNow:)``); with `seenVersion`, a seen
-    /// only when the user's version is still that one, and a clear only when the version is not
-    /// later than the user's (for route tests: it then clears everything, where the store
-    /// clears what showed in that version; the check and the action are two steps here, one
-    /// transaction in the store).
+    /// Applies the clear or the seen (see ``apply(_:recomputeNow:)``); with `seenVersion`, only
+    /// when it is not later than the user's version (for route tests: it then acts on
+    /// everything, where the store acts on what showed in that version; the check and the
+    /// action are two steps here, one transaction in the store).
     public func act(
         _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
     ) async throws -> ActionOutcome {
         if let seenVersion {
             let current = users.withLock { $0[user]?.version ?? 0 }
-            let fits = operation == .seen ? current == seenVersion : seenVersion <= current
-            guard fits else { return .changedSince(current: current) }
+            guard seenVersion <= current else { return .changedSince(current: current) }
         }
         return .applied(apply([BadgeMutation(user: user, path: path, operation: operation)])[user])
     }

@@ -63,6 +63,11 @@ public struct BadgeTree: Sendable, Equatable {
     public private(set) var seenMarks: [BadgePath: Date] = [:]
     /// The first version of the tree each live item can show in (see ``nextVersion``).
     public private(set) var itemVersions: [ItemKey: Int64] = [:]
+    /// The increments a seen at a rendered version marked seen, by node and time
+    /// (``markShownSeen(_:through:settled:now:)``).
+    public private(set) var seenIncrementTimes: [BadgePath: Set<Date>] = [:]
+    /// The live items a seen at a rendered version marked seen.
+    public private(set) var seenItems: Set<ItemKey> = []
     /// The first version of the user's tree that what is applied from now on can show in: the
     /// store takes the user's version plus one when it applies a batch. A clear at a version the
     /// client rendered (``clearShown(_:subtree:through:settled:now:)``) takes only what could
@@ -128,6 +133,7 @@ public struct BadgeTree: Sendable, Equatable {
         }
         increments[path, default: [:]][time, default: 0].addSaturating(by)
         incrementVersions[path, default: [:]][time] = nextVersion
+        seenIncrementTimes[path]?.remove(time)
     }
 
     /// Replaces the increments of `path`, keeping the versions of those that stay.
@@ -135,6 +141,21 @@ public struct BadgeTree: Sendable, Equatable {
         let kept = kept?.isEmpty == true ? nil : kept
         increments[path] = kept
         incrementVersions[path] = kept.map { kept in (incrementVersions[path] ?? [:]).filter { kept[$0.key] != nil } }
+        seenIncrementTimes[path] = kept.flatMap { kept in seenIncrementTimes[path]?.filter { kept[$0] != nil } }
+    }
+
+    /// Whether the increment of `path` at `time` is seen: marked so by a seen at a version, or
+    /// covered by a seen's time.
+    func isSeenIncrement(_ path: BadgePath, at time: Date) -> Bool {
+        if seenIncrementTimes[path]?.contains(time) == true { return true }
+        return seenThrough(path).map { time <= $0 } ?? false
+    }
+
+    /// Whether a row whose first version is `first` showed in `version` (with `settled`, the
+    /// user's version when nothing waited for the rollup: what shows in no version yet showed
+    /// in that one).
+    static func isShown(_ first: Int64, through version: Int64, settled: Int64?) -> Bool {
+        min(first, settled ?? first) <= version
     }
 
     /// Marks `path` and its subtree seen up to `through`: each unexpired counter within it has
@@ -202,8 +223,9 @@ public struct BadgeTree: Sendable, Equatable {
 
     /// The sum of the increments of `path` that a seen covers.
     func seenIncrements(of path: BadgePath) -> Int64 {
-        guard let seen = seenThrough(path) else { return 0 }
-        return (increments[path] ?? [:]).reduce(0) { sum, entry in entry.key <= seen ? sum.addingSaturating(entry.value) : sum }
+        (increments[path] ?? [:]).reduce(0) { sum, entry in
+            isSeenIncrement(path, at: entry.key) ? sum.addingSaturating(entry.value) : sum
+        }
     }
 
     /// Lowers the unexpired counter of `path` by `by`: the latest increments first, then the
@@ -279,6 +301,7 @@ public struct BadgeTree: Sendable, Equatable {
     public mutating func removeItem(_ item: ItemID, at path: BadgePath) {
         goneItems.insert(ItemKey(path: path, item: item))
         itemVersions[ItemKey(path: path, item: item)] = nil
+        seenItems.remove(ItemKey(path: path, item: item))
         items[path]?[item] = nil
         if items[path]?.isEmpty == true { items[path] = nil }
     }
@@ -290,7 +313,7 @@ public struct BadgeTree: Sendable, Equatable {
     /// no version yet counts as shown in that one. An expired state goes with its increments.
     /// No clear mark is left: what occurred earlier but arrives later was not shown, and stays.
     public mutating func clearShown(_ path: BadgePath, subtree: Bool, through version: Int64, settled: Int64?, now: Date) {
-        func shown(_ first: Int64) -> Bool { min(first, settled ?? first) <= version }
+        func shown(_ first: Int64) -> Bool { Self.isShown(first, through: version, settled: settled) }
         func reached(_ node: BadgePath) -> Bool { subtree ? node.isWithin(path) : node == path }
         for (node, live) in items where reached(node) {
             for item in live.keys where shown(itemVersions[ItemKey(path: node, item: item)] ?? 0) {
@@ -312,22 +335,41 @@ public struct BadgeTree: Sendable, Equatable {
         }
     }
 
+    /// A seen at the version the client rendered: within the subtree of `path`, what could show
+    /// in version `through` is seen (increments and items marked, unexpired states' counts);
+    /// what arrived after it stays unseen (`settled` as for
+    /// ``clearShown(_:subtree:through:settled:now:)``). No seen mark is left: what occurred
+    /// earlier but arrives later was not shown, and stays unseen.
+    public mutating func markShownSeen(_ path: BadgePath, through version: Int64, settled: Int64?, now: Date) {
+        func shown(_ first: Int64) -> Bool { Self.isShown(first, through: version, settled: settled) }
+        for (key, first) in itemVersions where key.path.isWithin(path) && shown(first) {
+            seenItems.insert(key)
+        }
+        for (node, versions) in incrementVersions where node.isWithin(path) {
+            for (time, first) in versions where shown(first) { seenIncrementTimes[node, default: []].insert(time) }
+        }
+        for (node, state) in states where node.isWithin(path) && !state.isExpired(at: now) && shown(state.shownIn) {
+            states[node]?.seenCount = state.count
+        }
+    }
+
     /// The own count, icon and unseen part of every node that shows something: its unexpired
     /// counter state with its increments, and its live items.
     public func ownCounts(now: Date) -> [BadgePath: BadgeAggregate] {
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, state) in states where !state.isExpired(at: now) {
-            let seen = seenThrough(path)
             var own = BadgeAggregate(count: max(state.count, 0), icon: state.icon, unseen: state.unseen)
             for (time, amount) in increments[path] ?? [:] {
                 own.count.addSaturating(amount)
-                if seen.map({ time > $0 }) ?? true { own.unseen.addSaturating(amount) }
+                if !isSeenIncrement(path, at: time) { own.unseen.addSaturating(amount) }
             }
             if state.keepsDot || own.count > 0 { result[path] = own }
         }
         for (path, live) in items where !live.isEmpty {
             let seen = seenThrough(path)
-            let unseen = live.values.filter { occurredAt in seen.map { occurredAt > $0 } ?? true }.count
+            let unseen = live.filter { item, occurredAt in
+                !seenItems.contains(ItemKey(path: path, item: item)) && (seen.map { occurredAt > $0 } ?? true)
+            }.count
             result[path, default: BadgeAggregate(count: 0)].count.addSaturating(Int64(live.count))
             result[path]?.unseen.addSaturating(Int64(unseen))
         }

@@ -64,7 +64,8 @@ extension BadgeSQL {
     /// The own count, icon and unseen part of each node of the users in the CTE `users`: the
     /// unexpired counter state with its increments (shown when it keeps a dot or adds up to more
     /// than 0) plus the live items (a node with only items has no icon); an increment or an item
-    /// is unseen while no seen mark of its node or of an ancestor reaches its time.
+    /// is unseen while no seen at a version marked it and no seen mark of its node or of an
+    /// ancestor reaches its time.
     static let ownRows = """
         SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon,
                        least(sum(unseen), \(maxCount))::bigint AS unseen
@@ -74,7 +75,7 @@ extension BadgeSQL {
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     LEFT JOIN LATERAL (
                         SELECT sum(i.amount) AS total,
-                               sum(i.amount) FILTER (WHERE NOT EXISTS (
+                               sum(i.amount) FILTER (WHERE NOT i.seen AND NOT EXISTS (
                                    SELECT 1 FROM badge_seen_mark m
                                    WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at)) AS unseen
                         FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path
@@ -82,7 +83,7 @@ extension BadgeSQL {
                     WHERE (s.expires_at IS NULL OR s.expires_at > now()) AND (s.keeps_dot OR s.count > 0 OR c.total > 0)
                     UNION ALL
                     SELECT i.user_id, i.path, count(*), NULL,
-                           count(*) FILTER (WHERE NOT EXISTS (
+                           count(*) FILTER (WHERE NOT i.seen AND NOT EXISTS (
                                SELECT 1 FROM badge_seen_mark m
                                WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at))
                     FROM badge_item i JOIN users u ON i.user_id = u.user_id

@@ -206,10 +206,8 @@ extension BadgeStore {
 public enum ActionOutcome: Sendable, Hashable {
     /// Applied: the user's new visible version, or nil when nothing visible changed.
     case applied(Int64?)
-    /// Nothing was done: for a seen, the user's tree is no longer the one at the version the
-    /// client showed (it changed since, or changes wait for the rollup); for a clear, the version
-    /// is later than any the user's tree has had. `current`: the visible version now (it may not
-    /// move yet while changes wait).
+    /// Nothing was done: the version the client sent is later than any the user's tree has had.
+    /// `current`: the visible version now.
     case changedSince(current: Int64)
 }
 
@@ -218,10 +216,10 @@ extension BadgeStore {
     /// user at once (DESIGN §2).
     ///
     /// With `seenVersion`, the version of the tree the client showed, nothing it did not show is
-    /// cleared or marked seen. A clear takes what could show in that version (the rows' first
-    /// versions, `BadgeTree.clearShown`) and leaves what arrived after it, with its count. A
-    /// seen applies only if the user's visible tree is still the one at that version and
-    /// nothing waits for the rollup; otherwise `.changedSince`.
+    /// cleared or marked seen: a clear or a seen takes what could show in that version (the
+    /// rows' first versions, `BadgeTree.clearShown` and `markShownSeen`) and leaves what arrived
+    /// after it, with its count and unseen. A version later than the user's tree ever had is
+    /// `.changedSince`.
     ///
     /// The transaction holds the user's dirty mark first: an ingest transaction for this user
     /// waits for it, and what it writes shows first in a later version.
@@ -240,22 +238,27 @@ extension BadgeStore {
                 let broadcasts = try versions?.decode(1, as: Int64.self) ?? 0
                 let (sum, overflow) = own.addingReportingOverflow(broadcasts)
                 let current = overflow ? Int64.max : sum
-                if case .clear(let force) = operation, seenVersion <= current {
-                    // What the client showed of the user's own tree: at most this version (less
-                    // when broadcasts moved since, which keeps more).
-                    let through = seenVersion - broadcasts
-                    try connection.query(
-                        BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, through, fresh ? Optional(own) : nil])
-                    let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
-                    let bumping = dismissed.rows.isEmpty ? [] : [user]
-                    let changed = try Self.recomputeAggregates(for: [user], bumping: bumping, on: connection)[user]
-                    return try Self.visibleOutcome(changed, for: user, on: connection)
-                }
-                guard case .seen = operation, fresh, current == seenVersion else {
+                guard seenVersion <= current else {
                     if fresh { try connection.query(BadgeSQL.releaseUserMark, [user.rawValue]) }
                     return .changedSince(current: current)
                 }
-                return try Self.visibleOutcome(Self.applyAndRecompute(finalBatch, on: connection)[user], for: user, on: connection)
+                // What the client showed of the user's own tree: at most this version (less when
+                // broadcasts moved since, which takes less).
+                let through = seenVersion - broadcasts
+                let settled = fresh ? Optional(own) : nil
+                var bumping: [UserID] = []
+                switch operation {
+                case .clear(let force):
+                    try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, through, settled])
+                    let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
+                    if !dismissed.rows.isEmpty { bumping = [user] }
+                case .seen:
+                    try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, through, settled])
+                case .set, .increment, .decrement, .addItem, .removeItem:
+                    try Self.apply(finalBatch, on: connection)
+                }
+                let changed = try Self.recomputeAggregates(for: [user], bumping: bumping, on: connection)[user]
+                return try Self.visibleOutcome(changed, for: user, on: connection)
             }
         }
     }

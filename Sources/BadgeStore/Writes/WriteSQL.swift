@@ -63,9 +63,9 @@ extension BadgeSQL {
                 seen_count = CASE WHEN s.expires_at <= now() THEN 0
                     ELSE least(coalesce(s.seen_count, s.count) + (
                         SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
-                        WHERE i.user_id = s.user_id AND i.path = s.path AND EXISTS (
+                        WHERE i.user_id = s.user_id AND i.path = s.path AND (i.seen OR EXISTS (
                             SELECT 1 FROM badge_seen_mark m
-                            WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at)
+                            WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at))
                     ), excluded.count - excluded.seen_count)::bigint END
             RETURNING user_id, path, xmax = 0 AND seen_count > 0 AS unseen_fresh
         )
@@ -129,7 +129,7 @@ extension BadgeSQL {
         SELECT user_id, path, occurred_at, amount, next FROM kept
         ON CONFLICT (user_id, path, occurred_at) DO UPDATE
         SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
-            shown_in = excluded.shown_in
+            shown_in = excluded.shown_in, seen = false
         """)
 
     /// Decrements: the count with the increments goes down by `by`, the latest increments
@@ -329,6 +329,31 @@ extension BadgeSQL {
             RETURNING 1
         )
         SELECT (SELECT count(*) FROM hit) + (SELECT count(*) FROM items)
+        """)
+
+    /// A seen at the version the client rendered (`BadgeTree.markShownSeen`): within one user's
+    /// subtree `$2`, what could show in the user's own version `$3` is seen — increments and
+    /// items marked, unexpired states' counts — (`$4` as for `clearShown`). Returns the rows
+    /// marked.
+    static let markShownSeen = PGStatement(
+        "badges.mark_shown_seen",
+        """
+        WITH increments AS (
+            UPDATE badge_increment i SET seen = true
+            WHERE i.user_id = $1 AND i.path <@ $2::ltree AND NOT i.seen AND least(i.shown_in, coalesce($4, i.shown_in)) <= $3
+            RETURNING 1
+        ), items AS (
+            UPDATE badge_item i SET seen = true
+            WHERE i.user_id = $1 AND i.path <@ $2::ltree AND i.removed_at IS NULL AND NOT i.seen
+              AND least(i.shown_in, coalesce($4, i.shown_in)) <= $3
+            RETURNING 1
+        ), states AS (
+            UPDATE badge_state s SET seen_count = s.count
+            WHERE s.user_id = $1 AND s.path <@ $2::ltree AND least(s.shown_in, coalesce($4, s.shown_in)) <= $3
+              AND (s.expires_at IS NULL OR s.expires_at > now()) AND s.seen_count IS DISTINCT FROM s.count
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM increments) + (SELECT count(*) FROM items) + (SELECT count(*) FROM states)
         """)
 
     /// A user's own version and the broadcasts'.
