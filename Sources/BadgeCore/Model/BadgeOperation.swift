@@ -1,5 +1,3 @@
-public import Foundation
-
 /// An operation on one node's own state (DESIGN §2).
 ///
 /// Counts are meant to stay within `0...maximumCount` (and `by` within `1...maximumCount`); the
