@@ -125,16 +125,33 @@ extension BadgeStore {
             let result = try connection.query(BadgeSQL.decrement, [decrementUsers, decrementPaths, decrements])
             touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
         }
-        let increments = round.increments
-        if !increments.isEmpty {
-            let users = increments.map(\.user.rawValue), paths = increments.map(\.path.rawValue)
-            try connection.query(BadgeSQL.dropExpiredStates, [users, paths])
-            touched += try connection.query(
-                BadgeSQL.addIncrements,
-                [users, paths, increments.map(\.occurredAt), increments.map(\.by), increments.map(\.expiresAt)]
-            ).affectedRows
-        }
+        touched += try addIncrements(round.increments, on: connection)
         return touched
+    }
+
+    /// Adds a round's increments; those of nodes whose state has expired go in a second step,
+    /// after the expired states (and their increments) are dropped.
+    private static func addIncrements(
+        _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)], on connection: PGConnection
+    ) throws(PGError) -> Int {
+        guard !increments.isEmpty else { return 0 }
+        let expired = try connection.query(
+            BadgeSQL.addIncrements,
+            [
+                increments.map(\.user.rawValue), increments.map(\.path.rawValue), increments.map(\.occurredAt),
+                increments.map(\.by), increments.map(\.expiresAt),
+            ])
+        var nodes: [String: Set<String>] = [:]
+        for row in expired.rows {
+            nodes[try row.decode(0, as: String.self), default: []].insert(try row.decode(1, as: String.self))
+        }
+        guard !nodes.isEmpty else { return increments.count }
+        let again = increments.filter { nodes[$0.user.rawValue]?.contains($0.path.rawValue) == true }
+        try connection.query(BadgeSQL.dropExpiredStates, [again.map(\.user.rawValue), again.map(\.path.rawValue)])
+        try connection.query(
+            BadgeSQL.addIncrements,
+            [again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)])
+        return increments.count
     }
 
     /// Clears the counters of the given nodes (with `subtree`, of their subtrees) through each

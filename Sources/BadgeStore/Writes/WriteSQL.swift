@@ -81,8 +81,8 @@ extension BadgeSQL {
         WHERE s.user_id = n.user_id AND s.path = n.path
         """)
 
-    /// Before a round's increments: the expired states of their nodes go, with their increments
-    /// (an increment of an expired state starts from nothing).
+    /// The expired states of the given nodes go, with their increments (an increment of an
+    /// expired state starts from nothing): for the nodes `addIncrements` left out.
     static let dropExpiredStates = PGStatement(
         "badges.drop_expired_states",
         """
@@ -101,6 +101,8 @@ extension BadgeSQL {
     /// after that time. Each node with an increment kept gets a state if it has none (count 0,
     /// no icon, no dot of its own) and the increments' expiry when given. An existing state is
     /// not locked unless its expiry changes (writers of one user hold its dirty mark anyway).
+    /// The increments of a node whose state has expired are left out: the nodes come back, for
+    /// `dropExpiredStates` and a second call.
     static let addIncrements = PGStatement(
         "badges.add_increments",
         """
@@ -108,8 +110,11 @@ extension BadgeSQL {
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
                 AS a(user_id, path, occurred_at, amount, expires_at)
         ), kept AS (
-            SELECT a.*, coalesce(v.version, 0) + 1 AS next
-            FROM a LEFT JOIN user_version v ON v.user_id = a.user_id
+            SELECT a.*, coalesce(v.version, 0) + 1 AS next, s.user_id IS NOT NULL AS stored,
+                   coalesce(s.expires_at <= now(), false) AS expired
+            FROM a
+            LEFT JOIN user_version v ON v.user_id = a.user_id
+            LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
             WHERE NOT EXISTS (
                 SELECT 1 FROM badge_clear_mark m
                 WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
@@ -118,18 +123,20 @@ extension BadgeSQL {
         ), carried AS (
             INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
             SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, next
-            FROM kept ORDER BY user_id, path
+            FROM kept WHERE NOT stored ORDER BY user_id, path
             ON CONFLICT (user_id, path) DO NOTHING
         ), expiring AS (
             UPDATE badge_state s SET expires_at = k.expires_at, updated_at = now()
-            FROM (SELECT DISTINCT user_id, path, expires_at FROM kept WHERE expires_at IS NOT NULL) AS k
+            FROM (SELECT DISTINCT user_id, path, expires_at FROM kept WHERE stored AND NOT expired AND expires_at IS NOT NULL) AS k
             WHERE s.user_id = k.user_id AND s.path = k.path
+        ), added AS (
+            INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
+            SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
+            ON CONFLICT (user_id, path, occurred_at) DO UPDATE
+            SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
+                shown_in = excluded.shown_in, seen = false
         )
-        INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
-        SELECT user_id, path, occurred_at, amount, next FROM kept
-        ON CONFLICT (user_id, path, occurred_at) DO UPDATE
-        SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
-            shown_in = excluded.shown_in, seen = false
+        SELECT DISTINCT user_id, path::text FROM kept WHERE expired
         """)
 
     /// Decrements: the count with the increments goes down by `by`, the latest increments
