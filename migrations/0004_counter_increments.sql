@@ -11,8 +11,9 @@
 -- statement here rewrites a row.
 
 -- The increments of a node, by the time they occurred (amounts at one time add up). A row
--- lives until a clear that reaches it by time, a set of its node, a decrement that takes it, or
--- the expiry of its node's state.
+-- lives until a clear that reaches it by time, a set of its node, a decrement that takes it, the
+-- expiry of its node's state, or the fold: once stored longer than the dedupe retention and
+-- shown, it becomes part of its state's count.
 CREATE TABLE badge_increment (
     user_id      text        NOT NULL,
     path         ltree       NOT NULL,
@@ -20,8 +21,12 @@ CREATE TABLE badge_increment (
     amount       bigint      NOT NULL CHECK (amount > 0),
     shown_in     bigint      NOT NULL,
     seen         boolean     NOT NULL DEFAULT false,
+    arrived_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (user_id, path, occurred_at)
 );
+-- The fold of increments stored longer than the dedupe retention into their states' counts
+-- (rows arrive in time order, so a BRIN index stays small and cheap to keep).
+CREATE INDEX badge_increment_age ON badge_increment USING brin (arrived_at);
 
 -- Whether the state shows a dot at count 0: true for a set; false for a state that only
 -- carries increments (made by an increment, or left by a clear that kept later increments).

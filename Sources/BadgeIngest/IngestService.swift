@@ -88,7 +88,9 @@ public final class IngestService: Service {
                 removed += chunk
                 if chunk < 10_000 { break }
             }
-            if removed > 0 { logger.info("pruned applied event ids, item tombstones and clear marks", metadata: ["ingest.pruned": "\(removed)"]) }
+            if removed > 0 {
+                logger.info("pruned applied event ids, item tombstones and clear marks; folded old increments", metadata: ["ingest.pruned": "\(removed)"])
+            }
         } catch {
             logger.info("pruning applied event ids failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
         }

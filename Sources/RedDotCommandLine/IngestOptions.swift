@@ -33,7 +33,7 @@ public struct IngestOptions: ParsableArguments {
     public var writers: Int = 2
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     public var startFrom: String = "earliest"
-    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones and clear marks too).")
+    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones and clear marks too; increments stored longer fold into their counts).")
     public var eventRetentionDays: Double = 7
 
     /// The flags as the library's settings.

@@ -110,7 +110,7 @@ struct ItemOrderPropertyTests {
     }
 }
 
-@Suite("Clears and seens at a rendered version in PostgreSQL: what arrived after the render stays, unseen")
+@Suite("Clears and seens at a rendered version, and the fold, in PostgreSQL: what arrived after the render stays, unseen")
 struct ClearShownPropertyTests {
     /// One user's model: the tree, its version, the aggregates that version shows, and whether
     /// changes wait for the rollup.
@@ -132,7 +132,7 @@ struct ClearShownPropertyTests {
         }
     }
 
-    @Test("random arrivals, rollups, renders, clears and seens at rendered versions end in the model's tree", arguments: [UInt64(1), 2, 3])
+    @Test("random arrivals, rollups, folds, renders, clears and seens at rendered versions end in the model's tree", arguments: [UInt64(1), 2, 3])
     func racingClears(seed: UInt64) async throws {
         let fixture = try await StoreFixture.make()
         defer { Task { await fixture.tearDown() } }
@@ -160,6 +160,20 @@ struct ClearShownPropertyTests {
             case 5, 6:
                 try await fixture.drainDirtyUsers()
                 for user in users where models[user]?.dirty == true { models[user]?.rollUp(now: now) }
+                guard random.next() % 3 == 0 else { continue }
+                // The fold: increments the trees show become part of their states' counts (and
+                // their users are marked dirty, as the store marks them).
+                _ = try await fixture.pool.withConnection { connection in
+                    try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 2, on: connection)
+                }
+                for user in users {
+                    guard var model = models[user] else { continue }
+                    if model.tree.incrementVersions.values.contains(where: { $0.values.contains { $0 <= model.version } }) {
+                        model.dirty = true
+                    }
+                    model.tree.foldIncrements(shownThrough: model.version)
+                    models[user] = model
+                }
             case 7:
                 let rendered = try await fixture.store.tree(for: id)
                 #expect(rendered.version == models[id]?.version, "user \(id), step \(step)")

@@ -353,6 +353,29 @@ public struct BadgeTree: Sendable, Equatable {
         }
     }
 
+    /// Folds the increments that show in version `version` (their first version at most that)
+    /// into their states: each state's count takes their amounts, and its seen part the seen
+    /// ones. What shows stays the same; from then on they go as what sets left does (a clear
+    /// takes them whatever its time). The store folds increments stored longer than the dedupe
+    /// retention, so that a counter that only grows keeps few rows.
+    public mutating func foldIncrements(shownThrough version: Int64) {
+        for (path, versions) in incrementVersions {
+            let old = Set(versions.filter { $0.value <= version }.keys)
+            guard !old.isEmpty, var state = states[path] else { continue }
+            var total: Int64 = 0
+            var seen: Int64 = 0
+            for time in old {
+                let amount = increments[path]?[time] ?? 0
+                total.addSaturating(amount)
+                if isSeenIncrement(path, at: time) { seen.addSaturating(amount) }
+            }
+            state.seenCount = min(max(state.seenCount, 0).addingSaturating(seen), state.count.addingSaturating(total))
+            state.count.addSaturating(total)
+            states[path] = state
+            setIncrements(path, increments[path]?.filter { !old.contains($0.key) })
+        }
+    }
+
     /// The own count, icon and unseen part of every node that shows something: its unexpired
     /// counter state with its increments, and its live items.
     public func ownCounts(now: Date) -> [BadgePath: BadgeAggregate] {

@@ -150,9 +150,11 @@ public enum IngestTransaction {
 
     /// Deletes the applied event ids recorded before `olderThan`, and the item tombstones and
     /// clear marks of the same age, `limit` rows per statement (each its own transaction unless
-    /// the caller opened one), skipping rows another transaction holds.
+    /// the caller opened one), skipping rows another transaction holds; then folds the
+    /// increments stored before `olderThan` into their states (`BadgeStore.foldIncrements`, in
+    /// transactions of its own).
     ///
-    /// - Returns: how many rows were deleted.
+    /// - Returns: how many rows were deleted or folded.
     public static func pruneAppliedEvents(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
         guard limit > 0 else { return 0 }
         var total = 0
@@ -163,6 +165,7 @@ public enum IngestTransaction {
                 if deleted < limit { break }
             }
         }
+        total += try BadgeStore.foldIncrements(storedBefore: olderThan, limit: limit, on: connection)
         return total
     }
 }

@@ -1,5 +1,5 @@
 public import BadgeCore
-import Foundation
+public import Foundation
 public import LibPQ
 
 extension BadgeStore {
@@ -285,6 +285,39 @@ extension BadgeStore {
         guard let changed else { return .applied(nil) }
         let visible = try connection.query(BadgeSQL.visibleVersion, [user.rawValue]).rows.first?.decode(0, as: Int64.self)
         return .applied(visible ?? changed)
+    }
+}
+
+extension BadgeStore {
+    /// Folds the increments stored before `storedBefore` that their users' trees already show
+    /// into their states' counts (`BadgeTree.foldIncrements`), at most `limit` users per
+    /// transaction, until none is left; each transaction takes the users' dirty marks first
+    /// (one lock order with ingest).
+    ///
+    /// - Returns: how many increments were folded.
+    public static func foldIncrements(storedBefore: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        guard limit > 0 else { return 0 }
+        var total = 0
+        while true {
+            let users = try connection.query(BadgeSQL.foldCandidates, [storedBefore, limit]).rows.compactMap { row in
+                try? UserID(validating: try row.decode(0, as: String.self))
+            }
+            guard !users.isEmpty else { return total }
+            let folded: Int64
+            do {
+                folded = try connection.withTransaction { connection in
+                    try markDirty(users, on: connection)
+                    return try connection.query(BadgeSQL.foldIncrements, [storedBefore, users.map(\.rawValue)]).rows.first?
+                        .decode(0, as: Int64.self) ?? 0
+                }
+            } catch let error as PGError {
+                throw error
+            } catch {
+                throw PGError(code: .client, message: "folding increments failed: \(error)", statement: "badges.fold_increments")
+            }
+            // Every candidate's shown increments are gone now, so the loop ends.
+            total += Int(clamping: folded)
+        }
     }
 }
 

@@ -363,6 +363,45 @@ extension BadgeSQL {
         SELECT (SELECT count(*) FROM increments) + (SELECT count(*) FROM items) + (SELECT count(*) FROM states)
         """)
 
+    /// Users with increments stored before `$1` that their tree already shows (at most `$2`).
+    static let foldCandidates = PGStatement(
+        "badges.fold_candidates",
+        """
+        SELECT DISTINCT user_id FROM (
+            SELECT i.user_id FROM badge_increment i
+            WHERE i.arrived_at < $1
+              AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
+            LIMIT $2
+        ) AS c
+        """)
+
+    /// Folds, for the users `$2`, the increments stored before `$1` that their tree already
+    /// shows into their states (`BadgeTree.foldIncrements`): the count takes their amounts, the
+    /// seen part the seen ones. Returns the increments folded.
+    static let foldIncrements = PGStatement(
+        "badges.fold_increments",
+        """
+        WITH old AS (
+            DELETE FROM badge_increment i
+            WHERE i.user_id = ANY($2::text[]) AND i.arrived_at < $1
+              AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
+            RETURNING i.user_id, i.path, i.amount,
+                i.seen OR EXISTS (
+                    SELECT 1 FROM badge_seen_mark m
+                    WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at) AS seen
+        ), sums AS (
+            SELECT user_id, path, count(*) AS rows, sum(amount) AS total, coalesce(sum(amount) FILTER (WHERE seen), 0) AS seen
+            FROM old GROUP BY user_id, path
+        ), folded AS (
+            UPDATE badge_state s
+            SET count = least(s.count + sums.total, \(maxCount))::bigint,
+                seen_count = least(coalesce(s.seen_count, s.count) + sums.seen, s.count + sums.total, \(maxCount))::bigint
+            FROM sums
+            WHERE s.user_id = sums.user_id AND s.path = sums.path
+        )
+        SELECT coalesce(sum(rows), 0)::bigint FROM sums
+        """)
+
     /// A user's own version and the broadcasts'.
     static let versions = PGStatement(
         "badges.versions",
