@@ -15,34 +15,7 @@ package struct ItemTemplate: Hashable, Sendable {
         func problem(_ message: String) -> RuleSetError {
             RuleSetError(message: "item template \(Quoting.quoted(text)) \(message)")
         }
-        var parts: [PathTemplate.Part] = []
-        var literal = ""
-        var placeholder: String?
-        for scalar in text.unicodeScalars {
-            if var name = placeholder {
-                if scalar == "}" {
-                    if name.isEmpty { throw problem("has an empty placeholder '{}'") }
-                    parts.append(.placeholder(name))
-                    placeholder = nil
-                } else if BadgePath.isLabelScalar(scalar) {
-                    name.unicodeScalars.append(scalar)
-                    placeholder = name
-                } else {
-                    throw problem("has the character \(Quoting.quoted(String(scalar))) in a placeholder; "
-                        + "placeholder names may contain only A-Z, a-z, 0-9 and _")
-                }
-            } else if scalar == "{" {
-                if !literal.isEmpty { parts.append(.literal(literal)) }
-                literal = ""
-                placeholder = ""
-            } else if scalar == "}" {
-                throw problem("has a '}' without '{'")
-            } else {
-                literal.unicodeScalars.append(scalar)
-            }
-        }
-        if placeholder != nil { throw problem("has a '{' without '}'") }
-        if !literal.isEmpty { parts.append(.literal(literal)) }
+        let parts = try PathTemplate.Part.parse(text.unicodeScalars, location: "", problem: problem)
         self.text = text
         self.parts = parts
     }

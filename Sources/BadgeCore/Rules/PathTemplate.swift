@@ -2,9 +2,54 @@
 /// then labels made of literal characters `[A-Za-z0-9_]` and `{name}` placeholders, a placeholder
 /// filling a whole label or part of one.
 package struct PathTemplate: Hashable, Sendable {
+    /// A piece of a template: literal text, or a `{name}` placeholder.
     package enum Part: Hashable, Sendable {
         case literal(String)
         case placeholder(String)
+
+        /// Splits `scalars` into literals and `{name}` placeholders (names of `[A-Za-z0-9_]`).
+        ///
+        /// - Parameters:
+        ///   - location: appended to each message (" at position 3"), or empty.
+        ///   - problem: makes the error from a message ("has a '}' without '{'…").
+        ///   - literal: the characters a literal may hold and the rule that says so; nil for any.
+        static func parse(
+            _ scalars: some Sequence<Unicode.Scalar>, location: String, problem: (String) -> RuleSetError,
+            literal rule: (allows: (Unicode.Scalar) -> Bool, rule: String)? = nil
+        ) throws(RuleSetError) -> [Part] {
+            var parts: [Part] = []
+            var literal = ""
+            var placeholder: String?
+            for scalar in scalars {
+                if var name = placeholder {
+                    if scalar == "}" {
+                        if name.isEmpty { throw problem("has an empty placeholder '{}'\(location)") }
+                        parts.append(.placeholder(name))
+                        placeholder = nil
+                    } else if BadgePath.isLabelScalar(scalar) {
+                        name.unicodeScalars.append(scalar)
+                        placeholder = name
+                    } else {
+                        throw problem(
+                            "has the character \(Quoting.quoted(String(scalar))) in a placeholder\(location); "
+                                + "placeholder names may contain only A-Z, a-z, 0-9 and _")
+                    }
+                } else if scalar == "{" {
+                    if !literal.isEmpty { parts.append(.literal(literal)) }
+                    literal = ""
+                    placeholder = ""
+                } else if scalar == "}" {
+                    throw problem("has a '}' without '{'\(location)")
+                } else if let rule, !rule.allows(scalar) {
+                    throw problem("has the character \(Quoting.quoted(String(scalar)))\(location); \(rule.rule)")
+                } else {
+                    literal.unicodeScalars.append(scalar)
+                }
+            }
+            if placeholder != nil { throw problem("has a '{' without '}'\(location)") }
+            if !literal.isEmpty { parts.append(.literal(literal)) }
+            return parts
+        }
     }
 
     /// The template as written.
@@ -40,41 +85,12 @@ package struct PathTemplate: Hashable, Sendable {
         for (index, rawLabel) in rawLabels.enumerated() {
             let position = index + 1
             if rawLabel.isEmpty { throw problem("has an empty label at position \(position)") }
-            var parts: [Part] = []
-            var literal = ""
-            var placeholder: String?
-            var literalLength = 0
-            for scalar in rawLabel {
-                if var name = placeholder {
-                    if scalar == "}" {
-                        if name.isEmpty { throw problem("has an empty placeholder '{}' at position \(position)") }
-                        parts.append(.placeholder(name))
-                        placeholder = nil
-                    } else if BadgePath.isLabelScalar(scalar) {
-                        name.unicodeScalars.append(scalar)
-                        placeholder = name
-                    } else {
-                        throw problem(
-                            "has the character \(Quoting.quoted(String(scalar))) in a placeholder at position "
-                                + "\(position); placeholder names may contain only A-Z, a-z, 0-9 and _")
-                    }
-                } else if scalar == "{" {
-                    if !literal.isEmpty { parts.append(.literal(literal)) }
-                    literal = ""
-                    placeholder = ""
-                } else if scalar == "}" {
-                    throw problem("has a '}' without '{' at position \(position)")
-                } else if BadgePath.isLabelScalar(scalar) {
-                    literal.unicodeScalars.append(scalar)
-                    literalLength += 1
-                } else {
-                    throw problem(
-                        "has the character \(Quoting.quoted(String(scalar))) at position \(position); "
-                            + "labels may contain only A-Z, a-z, 0-9 and _ and {placeholders}")
-                }
+            let parts = try Part.parse(
+                rawLabel, location: " at position \(position)", problem: problem,
+                literal: (BadgePath.isLabelScalar, "labels may contain only A-Z, a-z, 0-9 and _ and {placeholders}"))
+            let literalLength = parts.reduce(0) { length, part in
+                if case .literal(let literal) = part { length + literal.unicodeScalars.count } else { length }
             }
-            if placeholder != nil { throw problem("has a '{' without '}' at position \(position)") }
-            if !literal.isEmpty { parts.append(.literal(literal)) }
             let placeholderCount = parts.count(where: { if case .placeholder = $0 { true } else { false } })
             if literalLength + placeholderCount > BadgePath.maximumLabelLength {
                 throw problem(
