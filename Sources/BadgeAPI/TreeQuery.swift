@@ -124,7 +124,7 @@ struct ActionRequest: Sendable {
     /// - Throws: 400 when `If-Match` names no version, or names another than `seen_version`.
     func version(ifMatch header: String?) throws(APIError) -> Int64? {
         guard let tags = EntityTags(header), !tags.tags.contains("*") else { return seenVersion }
-        guard let tagged = tags.firstVersion else {
+        guard let tagged = tags.firstVersion, tagged >= 0 else {
             throw APIError.badRequest("invalid_if_match", "If-Match must be an ETag this API gave (\"7\"), or *")
         }
         if let seenVersion, seenVersion != tagged {

@@ -96,6 +96,13 @@ struct APIDatabaseTests {
             chat = try #require(now.tree?.children.first)
             #expect(chat.children.map(\.count) == [1, 1], "m4 stays in c1, c2's increment stays")
 
+            // A negative version is no ETag this API gave: 400, not a trap in the arithmetic.
+            let negative = try await harness.call(
+                .post, "/v1/users/gina/badges/clear", token: gina,
+                headers: [.ifMatch: "\"-9223372036854775808\""], body: #"{"path": "root"}"#)
+            #expect(negative.status == .badRequest && negative.text.contains("invalid_if_match"), "\(negative.text)")
+            // The store itself takes any version: one below every other clears nothing.
+            #expect(try await harness.store.act(.clear(force: true), at: .root, for: user("gina"), seenVersion: .min) == .applied(nil))
             // A version the tree never had is refused; with the version now shown, all goes.
             let future = try await harness.call(
                 .post, "/v1/users/gina/badges/clear", token: gina, body: #"{"path": "root", "force": true, "seen_version": \#(now.version + 5)}"#)

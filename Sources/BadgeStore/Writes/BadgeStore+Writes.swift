@@ -261,7 +261,8 @@ extension BadgeStore {
                 }
                 // What the client showed of the user's own tree: at most this version (less when
                 // broadcasts moved since, which takes less).
-                let through = seenVersion - broadcasts
+                let (difference, below) = seenVersion.subtractingReportingOverflow(broadcasts)
+                let through = below ? Int64.min : difference
                 let settled = fresh ? Optional(own) : nil
                 var bumping: [UserID] = []
                 switch operation {
