@@ -75,17 +75,13 @@ extension BadgeSQL {
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     LEFT JOIN LATERAL (
                         SELECT sum(i.amount) AS total,
-                               sum(i.amount) FILTER (WHERE NOT i.seen AND NOT EXISTS (
-                                   SELECT 1 FROM badge_seen_mark m
-                                   WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at)) AS unseen
+                               sum(i.amount) FILTER (WHERE NOT \(isSeen("i"))) AS unseen
                         FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path
                     ) c ON true
                     WHERE (s.expires_at IS NULL OR s.expires_at > now()) AND (s.keeps_dot OR s.count > 0 OR c.total > 0)
                     UNION ALL
                     SELECT i.user_id, i.path, count(*), NULL,
-                           count(*) FILTER (WHERE NOT i.seen AND NOT EXISTS (
-                               SELECT 1 FROM badge_seen_mark m
-                               WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at))
+                           count(*) FILTER (WHERE NOT \(isSeen("i")))
                     FROM badge_item i JOIN users u ON i.user_id = u.user_id
                     WHERE i.removed_at IS NULL
                     GROUP BY i.user_id, i.path

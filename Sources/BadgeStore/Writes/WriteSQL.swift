@@ -9,6 +9,16 @@ extension BadgeSQL {
         "coalesce((SELECT v.version FROM user_version v WHERE v.user_id = \(column)), 0) + 1"
     }
 
+    /// Whether the increment or item `row` (an alias) is seen: a seen at a version marked it, or
+    /// a seen mark of its node or of an ancestor reaches its time.
+    static func isSeen(_ row: String) -> String {
+        """
+        (\(row).seen OR EXISTS (
+            SELECT 1 FROM badge_seen_mark m
+            WHERE m.user_id = \(row).user_id AND m.path @> \(row).path AND m.seen_through >= \(row).occurred_at))
+        """
+    }
+
     /// Clears counters: of each node (with `$4`, of each node of its subtree), the increments
     /// that occurred up to `$3` (all of them when NULL) go, and the state goes too unless later
     /// increments stay: then it carries them (count 0, no icon, nothing seen, no dot of its own;
@@ -41,8 +51,7 @@ extension BadgeSQL {
 
     /// Sets: the node's increments go, and the state is replaced (a dot even at count 0). The
     /// seen part becomes the smaller of the stored one (with the increments a seen covers) and
-    /// the write's cap (0 on an
-    /// expired row). `$6` carries how much of the new count lies above the cap (0 for a plain
+    /// the write's cap (0 on an expired row). `$6` carries how much of the new count lies above the cap (0 for a plain
     /// set, whose cap is its count): it rides in the proposed row's `seen_count`, which is right
     /// for a new row only when it is 0; the new rows where it is not are returned, for
     /// `unseeNewSets` to put their seen part to 0 (nothing was stored, so nothing was seen). A
@@ -63,9 +72,7 @@ extension BadgeSQL {
                 seen_count = CASE WHEN s.expires_at <= now() THEN 0
                     ELSE least(coalesce(s.seen_count, s.count) + (
                         SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
-                        WHERE i.user_id = s.user_id AND i.path = s.path AND (i.seen OR EXISTS (
-                            SELECT 1 FROM badge_seen_mark m
-                            WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at))
+                        WHERE i.user_id = s.user_id AND i.path = s.path AND \(isSeen("i"))
                     ), excluded.count - excluded.seen_count)::bigint END
             RETURNING user_id, path, xmax = 0 AND seen_count > 0 AS unseen_fresh
         )
@@ -385,10 +392,7 @@ extension BadgeSQL {
             DELETE FROM badge_increment i
             WHERE i.user_id = ANY($2::text[]) AND i.arrived_at < $1
               AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
-            RETURNING i.user_id, i.path, i.amount,
-                i.seen OR EXISTS (
-                    SELECT 1 FROM badge_seen_mark m
-                    WHERE m.user_id = i.user_id AND m.path @> i.path AND m.seen_through >= i.occurred_at) AS seen
+            RETURNING i.user_id, i.path, i.amount, \(isSeen("i")) AS seen
         ), sums AS (
             SELECT user_id, path, count(*) AS rows, sum(amount) AS total, coalesce(sum(amount) FILTER (WHERE seen), 0) AS seen
             FROM old GROUP BY user_id, path
