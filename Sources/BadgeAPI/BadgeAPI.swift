@@ -4,6 +4,7 @@ import Foundation
 public import Hummingbird
 import HummingbirdCore
 import LibPQ
+import Metrics
 import NIOCore
 public import Logging
 public import Prometheus
@@ -38,6 +39,9 @@ public struct BadgeAPI: Sendable {
     public let logger: Logger
     /// The open streams and long-polls, against `limits`.
     let streamLimiter: StreamLimiter
+    /// Streams resumed from the change log, and delta answers served from it.
+    let replays = Counter(label: "reddot_api_replays_total", dimensions: [("kind", "stream")])
+    let deltas = Counter(label: "reddot_api_replays_total", dimensions: [("kind", "changes")])
 
     /// An API over `store`.
     public init(
@@ -60,7 +64,7 @@ public struct BadgeAPI: Sendable {
     /// The router with every route.
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
-        router.addAPIRoutes(badgeRoutes + streamRoutes + eventRoutes + operationRoutes, logger: logger)
+        router.addAPIRoutes(badgeRoutes + changeRoutes + streamRoutes + eventRoutes + operationRoutes, logger: logger)
         return router
     }
 

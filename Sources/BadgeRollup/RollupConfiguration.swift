@@ -13,11 +13,18 @@ public struct RollupConfiguration: Sendable {
     public var expiryBatchSize: Int
     /// How often the queue depth is measured.
     public var queueDepthInterval: Duration
+    /// How long the change log keeps a version (for delta polling and stream resume).
+    public var changeRetention: Duration
+    /// How often records older than `changeRetention` are pruned (in batches of
+    /// `expiryBatchSize`), and the log's size measured.
+    public var changePruneInterval: Duration
 
-    /// Defaults: 2 workers, 500 users per batch, 20 ms idle wait, expiry every second.
+    /// Defaults: 2 workers, 500 users per batch, 20 ms idle wait, expiry every second, the change
+    /// log kept 24 hours and pruned every minute.
     public init(
         workers: Int = 2, batchSize: Int = 500, idleInterval: Duration = .milliseconds(20),
-        expiryInterval: Duration = .seconds(1), expiryBatchSize: Int = 5_000, queueDepthInterval: Duration = .seconds(5)
+        expiryInterval: Duration = .seconds(1), expiryBatchSize: Int = 5_000, queueDepthInterval: Duration = .seconds(5),
+        changeRetention: Duration = .seconds(86_400), changePruneInterval: Duration = .seconds(60)
     ) {
         self.workers = max(1, workers)
         self.batchSize = max(1, batchSize)
@@ -25,17 +32,24 @@ public struct RollupConfiguration: Sendable {
         self.expiryInterval = expiryInterval
         self.expiryBatchSize = max(1, expiryBatchSize)
         self.queueDepthInterval = queueDepthInterval
+        self.changeRetention = changeRetention
+        self.changePruneInterval = changePruneInterval
     }
 }
 
 extension RollupConfiguration {
     /// The first of `reddot rollup`'s numbers outside its range, as a sentence naming the flag
     /// (the command's usage error); nil when all are in range.
-    public static func flagProblem(workers: Int, batchSize: Int, idleMilliseconds: Int, expiryIntervalMilliseconds: Int) -> String? {
+    public static func flagProblem(
+        workers: Int, batchSize: Int, idleMilliseconds: Int, expiryIntervalMilliseconds: Int, changeRetentionHours: Double = 24
+    ) -> String? {
         guard (1...64).contains(workers) else { return "--rollup-workers takes 1…64" }
         guard (1...100_000).contains(batchSize) else { return "--rollup-batch-size takes 1…100000" }
         guard (1...3_600_000).contains(idleMilliseconds) else { return "--rollup-idle-ms takes 1…3600000" }
         guard (10...3_600_000).contains(expiryIntervalMilliseconds) else { return "--expiry-interval-ms takes 10…3600000" }
+        guard changeRetentionHours >= 0.001, changeRetentionHours <= 8_760 else {
+            return "--change-retention-hours takes a number ≥ 0.001 and ≤ 8760"
+        }
         return nil
     }
 }

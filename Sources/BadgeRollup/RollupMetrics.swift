@@ -13,6 +13,10 @@ final class RollupMetrics: Sendable {
     let batchLatency = Metrics.Timer(label: "reddot_rollup_batch_seconds")
     /// Users waiting for a rollup.
     let queueDepth = Gauge(label: "reddot_rollup_queue_depth_users")
+    /// Change-log records pruned after the retention.
+    let prunedChanges = Counter(label: "reddot_rollup_change_log_pruned_total")
+    /// Records in the change log (PostgreSQL's estimate).
+    let changeLogSize = Gauge(label: "reddot_rollup_change_log_records")
     /// Expired own-state rows' users marked dirty, and broadcasts expired.
     let expiredUsers = Counter(label: "reddot_rollup_expired_users_total")
     let expiredBroadcasts = Counter(label: "reddot_rollup_expired_broadcasts_total")

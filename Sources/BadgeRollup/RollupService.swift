@@ -97,6 +97,30 @@ public struct RollupService: Service {
         return (users, broadcasts)
     }
 
+    /// Deletes change-log records older than the retention, in batches, and measures the log.
+    ///
+    /// - Returns: how many records went.
+    @discardableResult
+    public func pruneChangeLog() async throws -> Int {
+        let limit = configuration.expiryBatchSize
+        let cutoff = Date().addingTimeInterval(-Self.seconds(configuration.changeRetention))
+        var pruned = 0
+        while !Task.isCancelled {
+            let batch = try await pool.withTransaction { connection in
+                try BadgeStore.pruneChangeLog(olderThan: cutoff, limit: limit, on: connection)
+            }
+            pruned += batch
+            if batch < limit { break }
+        }
+        metrics.prunedChanges.increment(by: pruned)
+        metrics.changeLogSize.record(try await pool.withConnection { try BadgeStore.changeLogSize(on: $0) })
+        return pruned
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     private var shouldStop: Bool { Task.isCancelled || Task.isShuttingDownGracefully }
 
     private func workerLoop(_ worker: Int) async {
@@ -123,9 +147,14 @@ public struct RollupService: Service {
     private func sweeperLoop() async {
         var backoff = Self.backoff
         var lastDepth = ContinuousClock.now - configuration.queueDepthInterval
+        var lastPrune = ContinuousClock.now - configuration.changePruneInterval
         while !shouldStop {
             do {
                 try await sweepExpired()
+                if ContinuousClock.now - lastPrune >= configuration.changePruneInterval {
+                    try await pruneChangeLog()
+                    lastPrune = ContinuousClock.now
+                }
                 if ContinuousClock.now - lastDepth >= configuration.queueDepthInterval {
                     let depth = try await pool.withConnection { try BadgeStore.queueDepth(on: $0) }
                     metrics.queueDepth.record(depth)

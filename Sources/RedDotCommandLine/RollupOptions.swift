@@ -16,10 +16,15 @@ public struct RollupOptions: ParsableArguments {
     public var idleMilliseconds = 20
     @Option(name: .customLong("expiry-interval-ms"), help: "How often expired badges and broadcasts are swept, in milliseconds.")
     public var expiryIntervalMilliseconds = 1_000
+    @Option(
+        name: .customLong("change-retention-hours"),
+        help: "How long the change log keeps each version, for delta polling (GET …/badges/changes) and stream resume.")
+    public var changeRetentionHours: Double = 24
 
     public func validate() throws {
         let problem = RollupConfiguration.flagProblem(
-            workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds)
+            workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds,
+            changeRetentionHours: changeRetentionHours)
         if let problem { throw ValidationError(problem) }
     }
 
@@ -27,7 +32,7 @@ public struct RollupOptions: ParsableArguments {
     public func service(database: DatabaseOptions, logger: Logger) -> RollupService {
         let configuration = RollupConfiguration(
             workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
-            expiryInterval: .milliseconds(expiryIntervalMilliseconds))
+            expiryInterval: .milliseconds(expiryIntervalMilliseconds), changeRetention: .seconds(changeRetentionHours * 3_600))
         return RollupService(database: database.configuration(), configuration: configuration, logger: logger)
     }
 }

@@ -223,10 +223,18 @@ struct APIEndToEndTests {
             #expect(next.data.contains(#""shown":false"#))
             #expect(Int64(next.id ?? "") ?? 0 > Int64(version) ?? 0)
 
-            // Resuming from an old version: a fresh snapshot (no history is kept).
-            let stale = try EventStreamClient(
+            // Resuming from an older version: the missed versions from the change log, in order.
+            let behind = try EventStreamClient(
                 port: port, uri: "/v1/users/ivy/badges/stream", headers: ["Authorization": "Bearer \(token)", "Last-Event-ID": "0"])
-            let fresh = try #require(await stale.next())
+            let first = try #require(await behind.next())
+            #expect(first.name == "change" && first.id == version && first.data.contains(#""count":3"#))
+            let second = try #require(await behind.next())
+            #expect(second.name == "change" && second.id == next.id && second.data.contains(#""shown":false"#))
+
+            // From a version the log does not know (later than the tree's): a fresh snapshot.
+            let unknown = try EventStreamClient(
+                port: port, uri: "/v1/users/ivy/badges/stream", headers: ["Authorization": "Bearer \(token)", "Last-Event-ID": "99"])
+            let fresh = try #require(await unknown.next())
             #expect(fresh.name == "snapshot")
             #expect(fresh.id == next.id)
         }

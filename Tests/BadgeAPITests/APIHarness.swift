@@ -135,9 +135,14 @@ struct APIHarness: HTTPHarness, PooledFixture {
     /// Stores a broadcast as ingest does, bumping the broadcast version.
     func broadcast(_ id: String, at path: String, count: Int64 = 0, icon: String? = nil) async throws {
         try await pool.withTransaction { connection in
+            try BadgeStore.lockBroadcastsExclusive(on: connection)
             _ = try connection.query(
                 PGStatement(
-                    "test.broadcast", "INSERT INTO broadcast (event_id, path, count, icon) VALUES ($1, $2::ltree, $3, $4)", prepared: false),
+                    "test.broadcast",
+                    """
+                    INSERT INTO broadcast (event_id, path, count, icon, shown_in)
+                    SELECT $1, $2::ltree, $3, $4, version + 1 FROM broadcast_version
+                    """, prepared: false),
                 [id, path, count, icon])
             try BadgeStore.bumpBroadcastVersion(on: connection)
         }

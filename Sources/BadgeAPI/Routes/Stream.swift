@@ -40,7 +40,9 @@ extension BadgeAPI {
     ///
     /// - `event: snapshot`, `id: VERSION`, data `{"user", "version", "tree"}`: first, unless the
     ///   client's `Last-Event-ID` (or `?since=`) is the current version already (a resume with
-    ///   nothing missed). No history is kept: a client that missed versions gets a snapshot.
+    ///   nothing missed), or a version the change log still reaches: then the missed versions
+    ///   come first as `change` events, one per version, in order (up to
+    ///   ``maximumReplayVersions`` back; a client further behind gets a snapshot).
     /// - `event: change`, `id: VERSION`, data `{"user", "version", "changed": [nodes]}`: the
     ///   nodes whose display changed (a node that disappeared has `shown` false, count 0).
     /// - `: heartbeat` comments every heartbeat interval, so proxies keep the connection.
@@ -60,8 +62,10 @@ extension BadgeAPI {
         // Subscribe before the first read, so that no change can fall between the two.
         let subscription = hub.subscribe(user)
         let first: UserBadgeTree
+        let missed: [UserBadgeTree]
         do {
             first = try await readTree(user, at: path)
+            missed = try await missedTrees(user, at: path, since: resumeVersion, current: first.version)
         } catch {
             subscription.cancel()
             throw error
@@ -86,7 +90,16 @@ extension BadgeAPI {
                     defer { group.cancelAll() }
                     var current = first
                     var opening = "retry: 2000\n\n"
-                    if resumeVersion != first.version {
+                    if let last = missed.last {
+                        // A resume within the change log: the missed versions, one event each.
+                        for (before, after) in zip(missed, missed.dropFirst()) {
+                            let changed = Self.changedNodes(from: before.tree, to: after.tree)
+                            guard !changed.isEmpty else { continue }
+                            let change = TreeChange(user: user, version: after.version, changed: changed)
+                            opening += Self.event("change", id: after.version, data: try Self.encode(change))
+                        }
+                        current = last
+                    } else if resumeVersion != first.version {
                         opening += Self.event("snapshot", id: first.version, data: try Self.encode(first))
                     }
                     try await writer.write(ByteBuffer(string: opening))
@@ -114,6 +127,23 @@ extension BadgeAPI {
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// The most versions a stream replays on resume; a client further behind gets a snapshot.
+    static let maximumReplayVersions = 1_000
+
+    /// The trees (at `path`) at every version from `since` to now, in order, for a stream that
+    /// resumes from `since` (its `Last-Event-ID`); empty when there is nothing to replay (no
+    /// resume, nothing missed, or the change log does not reach back: then a snapshot).
+    private func missedTrees(_ user: UserID, at path: BadgePath, since: Int64?, current: Int64) async throws -> [UserBadgeTree] {
+        guard let since, since < current else { return [] }
+        let history = try await storage { deadline in
+            try await store.history(for: user, since: since, stepwise: true, limit: Self.maximumReplayVersions, deadline: deadline)
+        }
+        guard let history, history.count > 1 else { return [] }
+        replays.increment()
+        let display = configuration.display
+        return history.map { UserBadgeTree(user: user, version: $0.version, aggregates: $0.aggregates, at: path, depth: nil, display: display) }
     }
 
     static let lastEventID = HTTPField.Name("Last-Event-ID")!

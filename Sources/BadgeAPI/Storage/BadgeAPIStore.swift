@@ -15,6 +15,15 @@ public protocol BadgeAPIStore: Sendable {
         for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
     ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate])
 
+    /// `user`'s visible aggregates (the whole tree, broadcasts merged in) at visible version
+    /// `since` and at every version after it up to now, in order, each with its version (with
+    /// `stepwise` false: only at `since` and now). Nil when the change log does not reach back
+    /// to `since`, `since` is later than now, or it is more than `limit` versions back: the
+    /// client then needs the whole tree.
+    func history(
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+    ) async throws -> [(version: Int64, aggregates: [BadgePath: BadgeAggregate])]?
+
     /// Whether anything was ever stored for `user` (the API answers other users as missing).
     func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
 

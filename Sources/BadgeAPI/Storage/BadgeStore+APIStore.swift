@@ -16,6 +16,21 @@ extension BadgeStore: BadgeAPIStore {
         }
     }
 
+    /// One repeatable-read transaction on a pooled connection (``BadgeStore/readHistory(for:since:limit:on:)``).
+    public func history(
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+    ) async throws -> [(version: Int64, aggregates: [BadgePath: BadgeAggregate])]? {
+        let history = try await pool.withConnection(deadline: deadline) { connection in
+            try Self.readHistory(for: user, since: since, limit: limit, on: connection)
+        }
+        guard let history else { return nil }
+        if stepwise {
+            return history.layers(since: since, limit: limit)?.map { ($0.version, $0.visibleAggregates) }
+        }
+        guard let then = history.layers(at: since, limit: limit) else { return nil }
+        return [(then.version, then.visibleAggregates), (history.current.version, history.current.visibleAggregates)]
+    }
+
     /// See ``BadgeStore/userExists(_:on:)``.
     public func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
         try await pool.withConnection(deadline: deadline) { connection in try Self.userExists(user, on: connection) }

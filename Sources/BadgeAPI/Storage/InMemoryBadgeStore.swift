@@ -14,7 +14,12 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     private struct UserBadges {
         var tree = BadgeTree()
         var version: Int64 = 0
+        /// The aggregates at each of the latest versions (the change log of this store).
+        var history: [Int64: [BadgePath: BadgeAggregate]] = [0: [:]]
     }
+
+    /// How many versions of each user ``history(for:since:stepwise:limit:deadline:)`` reaches back.
+    public static let historyVersions: Int64 = 1_000
 
     private let users = Mutex<[UserID: UserBadges]>([:])
     /// Told of every change, as PostgreSQL's notifications tell the production hub.
@@ -46,9 +51,15 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
                 users[mutation.user]?.tree.apply(mutation, now: now)
             }
             var versions: [UserID: Int64] = [:]
-            for (user, aggregates) in before where users[user]?.tree.aggregates(now: now) != aggregates {
-                users[user]?.version += 1
-                versions[user] = users[user]?.version
+            for (user, aggregates) in before {
+                guard var badges = users[user] else { continue }
+                let after = badges.tree.aggregates(now: now)
+                guard after != aggregates else { continue }
+                badges.version += 1
+                badges.history[badges.version] = after
+                badges.history[badges.version - Self.historyVersions] = nil
+                users[user] = badges
+                versions[user] = badges.version
             }
             return versions
         }
@@ -77,6 +88,21 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
     ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
         read(user, within: path, depth: depth)
+    }
+
+    /// The aggregates recorded at each version from `since` (the latest ``historyVersions``
+    /// versions are kept).
+    public func history(
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+    ) async throws -> [(version: Int64, aggregates: [BadgePath: BadgeAggregate])]? {
+        let badges = users.withLock { $0[user] } ?? UserBadges()
+        guard since >= 0, since <= badges.version, badges.version - since <= Int64(clamping: limit) else { return nil }
+        var answer: [(version: Int64, aggregates: [BadgePath: BadgeAggregate])] = []
+        for version in since...badges.version where stepwise || version == since || version == badges.version {
+            guard let aggregates = badges.history[version] else { return nil }
+            answer.append((version, aggregates))
+        }
+        return answer
     }
 
     /// Whether anything was ever applied for `user`.

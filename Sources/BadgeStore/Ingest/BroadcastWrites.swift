@@ -47,6 +47,9 @@ struct BroadcastWrites {
     /// Writes the batch's broadcasts and, if the set of active ones changed, bumps the
     /// broadcast version (which notifies every query service).
     func write(on connection: PGConnection) throws(PGError) {
+        guard !clears.isEmpty || !created.isEmpty else { return }
+        // Before the rows: they are stamped with the broadcast version this transaction makes.
+        try BadgeStore.lockBroadcastsExclusive(on: connection)
         var changed = false
         if !clears.isEmpty {
             changed = try connection.query(

@@ -55,7 +55,7 @@ enum IngestSQL {
         "ingest.withdraw_broadcasts",
         """
         UPDATE broadcast b
-        SET withdrawn_at = now()
+        SET withdrawn_at = now(), withdrawn_in = (SELECT version FROM broadcast_version) + 1
         FROM unnest($1::ltree[], $2::bool[]) AS c(path, force)
         WHERE b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
         """)
@@ -64,10 +64,11 @@ enum IngestSQL {
     static let insertBroadcasts = PGStatement(
         "ingest.insert_broadcasts",
         """
-        INSERT INTO broadcast (event_id, path, count, icon, expires_at, withdrawn_at)
-        SELECT e, p, c, i, x, CASE WHEN w THEN now() END
+        INSERT INTO broadcast (event_id, path, count, icon, expires_at, withdrawn_at, shown_in, withdrawn_in)
+        SELECT e, p, c, i, x, CASE WHEN w THEN now() END, v.version + 1, CASE WHEN w THEN v.version + 1 END
         FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bool[])
             AS b(e, p, c, i, x, w)
+        CROSS JOIN broadcast_version v
         ON CONFLICT (event_id) DO NOTHING
         """)
 

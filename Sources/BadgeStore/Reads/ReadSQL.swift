@@ -4,7 +4,7 @@ import LibPQ
 extension BadgeSQL {
     /// A user's visible version, aggregates within a subtree and the broadcasts within it that
     /// the user has not dismissed: one statement, one snapshot, two single-user range scans plus
-    /// the active broadcasts. Rows: kind 0 (the version), 1 (an aggregate), 2 (a broadcast, its
+    /// the active broadcasts (a dismissal counts from the own version it shows in). Rows: kind 0 (the version), 1 (an aggregate), 2 (a broadcast, its
     /// id in the second column).
     static let readTree = PGStatement(
         "badges.read_tree",
@@ -21,7 +21,10 @@ extension BadgeSQL {
         SELECT 2, b.id, b.path::text, b.count, b.icon, b.count
         FROM broadcast b
         WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree
-          AND NOT EXISTS (SELECT 1 FROM broadcast_clear c WHERE c.user_id = $1 AND c.broadcast_id = b.id)
+          AND NOT EXISTS (
+              SELECT 1 FROM broadcast_clear c
+              WHERE c.user_id = $1 AND c.broadcast_id = b.id
+                AND c.shown_in <= coalesce((SELECT version FROM user_version WHERE user_id = $1), 0))
         """)
 
     /// Whether the user has anything stored: a version (any change ever), own state or items.

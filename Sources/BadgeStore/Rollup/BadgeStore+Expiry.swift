@@ -24,6 +24,7 @@ extension BadgeStore {
     /// - Returns: how many broadcasts expired.
     @discardableResult
     public static func expireBroadcasts(on connection: PGConnection) throws(PGError) -> Int {
+        try lockBroadcastsExclusive(on: connection)
         let expired = try connection.query(BadgeSQL.expireBroadcasts).affectedRows
         if expired > 0 {
             try bumpBroadcastVersion(on: connection)

@@ -4,8 +4,8 @@ public import LibPQ
 
 extension BadgeStore {
     /// Recomputes the aggregates of `users` from their own state (set-based, in SQL), bumps the
-    /// version of each user whose visible tree changed, notifies `changeChannel`, and removes
-    /// their dirty marks.
+    /// version of each user whose visible tree changed, logs each new version in the change log
+    /// (`badge_change`), notifies `changeChannel`, and removes their dirty marks.
     ///
     /// Concurrent recomputes of one user are serialized (per-user advisory locks, taken in one
     /// global order), and a dirty mark held by another worker is left to it, so no update is lost
@@ -26,6 +26,8 @@ extension BadgeStore {
             claimed.append(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
         }
+        // No broadcast change commits while this one records versions (DESIGN §6a).
+        try connection.query(BadgeSQL.lockBroadcastsShared)
         let changed = try connection.query(BadgeSQL.recompute, [names, changeChannel, bumped.sorted()])
         if !claimed.isEmpty {
             try connection.query(BadgeSQL.removeDirty, [claimed])

@@ -56,7 +56,10 @@ extension BadgeSQL {
     /// Withdraws the broadcasts whose expiry has passed, as of their expiry.
     static let expireBroadcasts = PGStatement(
         "badges.expire_broadcasts",
-        "UPDATE broadcast SET withdrawn_at = expires_at WHERE withdrawn_at IS NULL AND expires_at <= now()")
+        """
+        UPDATE broadcast SET withdrawn_at = expires_at, withdrawn_in = (SELECT version FROM broadcast_version) + 1
+        WHERE withdrawn_at IS NULL AND expires_at <= now()
+        """)
 
     static let removeDirty = PGStatement(
         "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
@@ -90,7 +93,9 @@ extension BadgeSQL {
         """
 
     /// Recomputes every aggregate of the listed users from unexpired own state, writes only the
-    /// rows that changed, bumps versions of users with any change, and notifies.
+    /// rows that changed, bumps versions of users with any change (or in `$3`), logs each new
+    /// version with the aggregates it changed (before and after) and the broadcast version it
+    /// was made under (hold `lockBroadcastsShared`), and notifies.
     static let recompute = PGStatement(
         "badges.recompute",
         """
@@ -107,30 +112,55 @@ extension BadgeSQL {
             ) e
             LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
             GROUP BY e.user_id, e.path
+        ), diff AS (
+            SELECT coalesce(f.user_id, a.user_id) AS user_id, coalesce(f.path, a.path) AS path,
+                   a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
+                   f.count, f.icon, f.unseen, f.user_id IS NOT NULL AS kept
+            FROM fresh f
+            FULL JOIN (SELECT a.* FROM badge_aggregate a JOIN users u ON a.user_id = u.user_id) a
+                ON a.user_id = f.user_id AND a.path = f.path
+            WHERE (a.count, a.icon, a.unseen) IS DISTINCT FROM (f.count, f.icon, f.unseen)
         ), removed AS (
             DELETE FROM badge_aggregate a
-            USING users u
-            WHERE a.user_id = u.user_id
-              AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.user_id = a.user_id AND f.path = a.path)
+            USING diff d
+            WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path
             RETURNING a.user_id
         ), written AS (
             INSERT INTO badge_aggregate AS a (user_id, path, count, icon, unseen)
-            SELECT user_id, path, count, icon, unseen FROM fresh
+            SELECT user_id, path, count, icon, unseen FROM diff WHERE kept
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, unseen = excluded.unseen
-            WHERE (a.count, a.icon, a.unseen) IS DISTINCT FROM (excluded.count, excluded.icon, excluded.unseen)
             RETURNING a.user_id
         ), bumped AS (
-            INSERT INTO user_version AS v (user_id, version)
-            SELECT DISTINCT user_id, 1 FROM (
+            INSERT INTO user_version AS v (user_id, version, broadcast_version)
+            SELECT DISTINCT user_id, 1, (SELECT version FROM broadcast_version) FROM (
                 SELECT user_id FROM removed
                 UNION ALL SELECT user_id FROM written
                 UNION ALL SELECT unnest($3::text[])
             ) AS c
-            ON CONFLICT (user_id) DO UPDATE SET version = v.version + 1, changed_at = now()
-            RETURNING v.user_id, v.version
+            ON CONFLICT (user_id) DO UPDATE
+            SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version
+            RETURNING v.user_id, v.version, v.broadcast_version
+        ), logged AS (
+            INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen)
+            SELECT b.user_id, b.version, b.broadcast_version,
+                   coalesce((
+                       SELECT jsonb_agg(jsonb_build_array(
+                           d.path::text,
+                           CASE WHEN d.old_count IS NOT NULL THEN \(aggregateJSON("d.old_count", "d.old_icon", "d.old_unseen")) END,
+                           CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path)
+                       FROM diff d WHERE d.user_id = b.user_id), '[]'),
+                   coalesce(r.count, 0), coalesce(r.unseen, 0)
+            FROM bumped b LEFT JOIN fresh r ON r.user_id = b.user_id AND r.path = 'root'
         )
         SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)
         FROM bumped
         """)
+}
+
+extension BadgeSQL {
+    /// An aggregate as the change log keeps it.
+    static func aggregateJSON(_ count: String, _ icon: String, _ unseen: String) -> String {
+        "jsonb_build_object('count', \(count), 'icon', \(icon), 'unseen', \(unseen))"
+    }
 }

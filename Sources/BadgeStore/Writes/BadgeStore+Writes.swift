@@ -173,12 +173,21 @@ extension BadgeStore {
         try connection.query(BadgeSQL.markDirty, [sorted, bumping.map(\.rawValue)])
     }
 
-    /// Bumps the version of the set of active broadcasts (every user's visible version moves)
-    /// and notifies `changeChannel` with `{"broadcast_version": …}`.
+    /// Takes, until the transaction ends, the lock that orders changes of the set of active
+    /// broadcasts before every recompute (DESIGN §6a). Take it before writing broadcast rows:
+    /// they are stamped with the broadcast version the transaction will make.
+    public static func lockBroadcastsExclusive(on connection: PGConnection) throws(PGError) {
+        try connection.query(BadgeSQL.lockBroadcastsExclusive)
+    }
+
+    /// Bumps the version of the set of active broadcasts (every user's visible version moves),
+    /// logs what it added and withdrew (`broadcast_change`), and notifies `changeChannel` with
+    /// `{"broadcast_version": …}`. Takes `lockBroadcastsExclusive` if the caller has not.
     ///
     /// - Returns: the new broadcast version.
     @discardableResult
     public static func bumpBroadcastVersion(on connection: PGConnection) throws(PGError) -> Int64 {
+        try lockBroadcastsExclusive(on: connection)
         let result = try connection.query(BadgeSQL.bumpBroadcastVersion, [changeChannel])
         guard let row = result.rows.first else {
             throw PGError(code: .decoding, message: "broadcast_version has no row (is migration 0002 applied?)", statement: "badges.bump_broadcast_version")

@@ -275,8 +275,8 @@ extension BadgeSQL {
     static let dismissBroadcasts = PGStatement(
         "badges.dismiss_broadcasts",
         """
-        INSERT INTO broadcast_clear (user_id, broadcast_id)
-        SELECT DISTINCT c.user_id, b.id
+        INSERT INTO broadcast_clear (user_id, broadcast_id, shown_in)
+        SELECT DISTINCT c.user_id, b.id, \(nextVersion(of: "c.user_id"))
         FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS c(user_id, path, force)
         JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
         ORDER BY 1, 2
@@ -284,15 +284,40 @@ extension BadgeSQL {
         RETURNING user_id
         """)
 
-    /// Bumps the version of the set of active broadcasts and notifies every query service.
+    /// Bumps the version of the set of active broadcasts, logs what the new version added and
+    /// withdrew (the broadcasts whose `shown_in` or `withdrawn_in` it is), and notifies every
+    /// query service. Hold `lockBroadcastsExclusive` from before those rows were written.
     static let bumpBroadcastVersion = PGStatement(
         "badges.bump_broadcast_version",
         """
         WITH bumped AS (
             UPDATE broadcast_version SET version = version + 1, changed_at = now() RETURNING version
+        ), logged AS (
+            INSERT INTO broadcast_change (version, added, withdrawn)
+            SELECT v.version,
+                   coalesce((SELECT jsonb_agg(\(broadcastJSON("b")) ORDER BY b.id) FROM broadcast b
+                             WHERE b.shown_in = v.version AND (b.withdrawn_in IS NULL OR b.withdrawn_in > v.version)), '[]'),
+                   coalesce((SELECT jsonb_agg(\(broadcastJSON("b")) ORDER BY b.id) FROM broadcast b
+                             WHERE b.withdrawn_in = v.version AND b.shown_in < v.version), '[]')
+            FROM bumped v
         )
         SELECT version, pg_notify($1, json_build_object('broadcast_version', version)::text) FROM bumped
         """)
+
+    /// A broadcast row as the change log keeps it.
+    static func broadcastJSON(_ row: String) -> String {
+        "jsonb_build_object('id', \(row).id, 'path', \(row).path::text, 'count', \(row).count, 'icon', \(row).icon)"
+    }
+
+    /// Taken by every writer of the set of active broadcasts before it writes (so the versions
+    /// it stamps are right), and shared by every recompute (`lockBroadcastsShared`): a user's own
+    /// versions and the broadcast versions are totally ordered (DESIGN §6a).
+    static let lockBroadcastsExclusive = PGStatement(
+        "badges.lock_broadcasts_exclusive", "SELECT pg_advisory_xact_lock(1919247461, 0)")
+
+    /// See `lockBroadcastsExclusive`.
+    static let lockBroadcastsShared = PGStatement(
+        "badges.lock_broadcasts_shared", "SELECT pg_advisory_xact_lock_shared(1919247461, 0)")
 }
 
 /// The statements of a clear of what the client saw.

@@ -1,0 +1,70 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// `GET /v1/users/{user}/badges/changes?since=V`: delta polling from the change log.
+extension BadgeAPI {
+    /// The most versions a delta answer reaches back; a client further behind reads the tree.
+    static let maximumDeltaVersions = 10_000
+
+    var changeRoutes: [APIRoute<BasicRequestContext>] {
+        [
+            APIRoute(.get, "/v1/users/:user/badges/changes") { request, context in
+                try await self.changes(request, user: try await self.authorize(request, context).1)
+            }
+        ]
+    }
+
+    /// The nodes (within `?path=`, down to `?depth=`) whose display differs between version
+    /// `since` and now, merged per node: `{"user", "since", "version", "changed": [nodes]}`, a
+    /// node that no longer shows with `shown` false. 304 when the tree is still at `since`; 410
+    /// when the change log no longer reaches back to it (or it is later than the tree's version):
+    /// the client then reads the tree.
+    private func changes(_ request: Request, user: UserID) async throws -> Response {
+        let parameters = request.uri.queryParameters
+        guard let sinceText = parameters["since"] else {
+            throw APIError.badRequest("invalid_query", "changes needs since=VERSION (the version the client shows)")
+        }
+        let query = try TreeQuery(parameters, maximumWait: configuration.maximumWait)
+        guard case .tree(let path, let depth) = query.target, query.wait == nil else {
+            throw APIError.badRequest("invalid_query", "changes takes since, path and depth only (for several nodes or a long-poll, use GET …/badges)")
+        }
+        let since: Int64
+        do {
+            since = try RequestValues.since(sinceText)
+        } catch {
+            throw APIError(error)
+        }
+        let history = try await storage { deadline in
+            try await store.history(for: user, since: since, stepwise: false, limit: Self.maximumDeltaVersions, deadline: deadline)
+        }
+        guard let history, let then = history.first, let now = history.last else {
+            throw APIError(
+                .gone, code: "version_gone",
+                message: "version \(since) is not in the change log (it keeps recent versions only, at most "
+                    + "\(Self.maximumDeltaVersions) back): read the tree with GET /v1/users/{user}/badges")
+        }
+        var headers = HTTPFields()
+        headers[.eTag] = Self.etag(now.version)
+        headers[.cacheControl] = "private, no-cache"
+        guard now.version != then.version else { return Response(status: .notModified, headers: headers) }
+        deltas.increment()
+        let display = configuration.display
+        let before = UserBadgeTree(user: user, version: then.version, aggregates: then.aggregates, at: path, depth: depth, display: display)
+        let after = UserBadgeTree(user: user, version: now.version, aggregates: now.aggregates, at: path, depth: depth, display: display)
+        let delta = TreeDelta(user: user, since: since, version: now.version, changed: Self.changedNodes(from: before.tree, to: after.tree))
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try Self.encode(delta)))
+    }
+}
+
+/// The answer of `GET …/badges/changes`.
+struct TreeDelta: Encodable {
+    var user: UserID
+    var since: Int64
+    var version: Int64
+    var changed: [FlatNode]
+}

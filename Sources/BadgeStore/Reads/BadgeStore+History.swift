@@ -1,0 +1,102 @@
+public import BadgeCore
+public import Foundation
+public import LibPQ
+
+extension BadgeStore {
+    /// `user`'s current layers and the logged changes back to visible version `since`, read in
+    /// one snapshot (a repeatable-read transaction of its own on `connection`); nil when `since`
+    /// is negative, later than the current version, or more than `limit` versions back (the
+    /// log is then not read). Whether the log still reaches back is ``BadgeHistory``'s answer.
+    ///
+    /// - Throws: `PGError`.
+    public static func readHistory(
+        for user: UserID, since: Int64, limit: Int, on connection: PGConnection
+    ) throws -> BadgeHistory? {
+        try connection.withTransaction(.repeatableRead) { connection throws -> BadgeHistory? in
+            guard let head = try connection.query(BadgeSQL.historyHead, [user.rawValue]).rows.first else { return nil }
+            let userVersion = try head.decode(0, as: Int64?.self) ?? 0
+            let reachedAt = try head.decode(1, as: Int64?.self)
+            let broadcastVersion = try head.decode(2, as: Int64.self)
+            let (current, overflow) = userVersion.addingReportingOverflow(broadcastVersion)
+            guard !overflow, since >= 0, since <= current, current - since <= Int64(clamping: limit) else { return nil }
+            var layers = BadgeLayers(userVersion: userVersion, broadcastVersion: broadcastVersion)
+            for row in try connection.query(BadgeSQL.historyAggregates, [user.rawValue]).rows {
+                layers.aggregates[try storedPath(row, 0)] = BadgeAggregate(
+                    count: try row.decode(1, as: Int64.self), icon: storedIcon(try row.decode(2, as: String?.self)),
+                    unseen: try row.decode(3, as: Int64?.self) ?? 0)
+            }
+            for row in try connection.query(BadgeSQL.historyBroadcasts).rows {
+                let broadcast = try storedBroadcast(row, from: 0)
+                layers.broadcasts[broadcast.id] = broadcast
+            }
+            for row in try connection.query(BadgeSQL.historyDismissals, [user.rawValue]).rows {
+                layers.dismissals[try row.decode(0, as: Int64.self)] = try row.decode(1, as: Int64.self)
+            }
+            // A step back moves one of the two versions by one, so `since` lies within these.
+            var own: [Int64: OwnLayerChange] = [:]
+            for row in try connection.query(BadgeSQL.historyOwnChanges, [user.rawValue, since - broadcastVersion]).rows {
+                let version = try row.decode(0, as: Int64.self)
+                let madeUnder = try row.decode(1, as: Int64.self)
+                var change = own[version] ?? OwnLayerChange(version: version, broadcastVersion: madeUnder, nodes: [])
+                if try row.decode(2, as: String?.self) != nil {
+                    change.nodes.append(
+                        .init(path: try storedPath(row, 2), before: try storedAggregate(row, from: 3), after: try storedAggregate(row, from: 6)))
+                }
+                own[version] = change
+            }
+            var broadcasts: [Int64: BroadcastSetChange] = [:]
+            for row in try connection.query(BadgeSQL.historyBroadcastChanges, [since - userVersion]).rows {
+                let version = try row.decode(0, as: Int64.self)
+                var change = broadcasts[version] ?? BroadcastSetChange(version: version, added: [], withdrawn: [])
+                if let added = try row.decode(1, as: Bool?.self) {
+                    let broadcast = try storedBroadcast(row, from: 2)
+                    if added { change.added.append(broadcast) } else { change.withdrawn.append(broadcast) }
+                }
+                broadcasts[version] = change
+            }
+            return BadgeHistory(
+                current: layers, reachedAt: reachedAt, ownChanges: Array(own.values), broadcastChanges: Array(broadcasts.values))
+        }
+    }
+
+    /// Deletes change-log records older than `cutoff`, up to `limit` of each kind per call (so
+    /// no call holds locks long); returns how many went.
+    @discardableResult
+    public static func pruneChangeLog(olderThan cutoff: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        let own = try connection.query(BadgeSQL.pruneOwnChanges, [cutoff, limit]).affectedRows
+        let broadcasts = try connection.query(BadgeSQL.pruneBroadcastChanges, [cutoff, limit]).affectedRows
+        return own + broadcasts
+    }
+
+    /// How many records the change log holds, as PostgreSQL estimates it.
+    public static func changeLogSize(on connection: PGConnection) throws(PGError) -> Int64 {
+        try connection.query(BadgeSQL.changeLogSize).rows.first?.decode(0, as: Int64.self) ?? 0
+    }
+
+    private static func storedPath(_ row: PGRow, _ column: Int) throws(PGError) -> BadgePath {
+        let text = try row.decode(column, as: String.self)
+        guard let path = try? BadgePath(validating: text) else {
+            throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "history")
+        }
+        return path
+    }
+
+    private static func storedIcon(_ text: String?) -> BadgeIcon? {
+        text.flatMap { try? BadgeIcon(validating: $0) }
+    }
+
+    /// The aggregate in three columns from `column` (count, icon, unseen); nil when the count is NULL.
+    private static func storedAggregate(_ row: PGRow, from column: Int) throws(PGError) -> BadgeAggregate? {
+        guard let count = try row.decode(column, as: Int64?.self) else { return nil }
+        return BadgeAggregate(
+            count: count, icon: storedIcon(try row.decode(column + 1, as: String?.self)),
+            unseen: try row.decode(column + 2, as: Int64?.self) ?? 0)
+    }
+
+    /// The broadcast in four columns from `column` (id, path, count, icon).
+    private static func storedBroadcast(_ row: PGRow, from column: Int) throws(PGError) -> BroadcastBadge {
+        BroadcastBadge(
+            id: try row.decode(column, as: Int64.self), path: try storedPath(row, column + 1),
+            count: try row.decode(column + 2, as: Int64.self), icon: storedIcon(try row.decode(column + 3, as: String?.self)))
+    }
+}

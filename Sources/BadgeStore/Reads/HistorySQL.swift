@@ -1,0 +1,81 @@
+import LibPQ
+
+/// The reads of the change log (DESIGN §6a), run together in one snapshot.
+extension BadgeSQL {
+    /// The user's own version, the broadcast version at which it was reached, and the broadcast
+    /// version (one row; the first two NULL for a user with no version yet).
+    static let historyHead = PGStatement(
+        "history.head",
+        """
+        SELECT u.version, u.broadcast_version, b.version
+        FROM broadcast_version b LEFT JOIN user_version u ON u.user_id = $1
+        """)
+
+    /// All of the user's aggregates.
+    static let historyAggregates = PGStatement(
+        "history.aggregates", "SELECT path::text, count, icon, unseen FROM badge_aggregate WHERE user_id = $1")
+
+    /// The active broadcasts.
+    static let historyBroadcasts = PGStatement(
+        "history.broadcasts", "SELECT id, path::text, count, icon FROM broadcast WHERE withdrawn_at IS NULL")
+
+    /// The user's dismissals, with the own version each shows in.
+    static let historyDismissals = PGStatement(
+        "history.dismissals", "SELECT broadcast_id, shown_in FROM broadcast_clear WHERE user_id = $1")
+
+    /// The user's logged own versions after `$2`, one row per changed node (a version that
+    /// changed no aggregate has one row with a NULL path).
+    static let historyOwnChanges = PGStatement(
+        "history.own_changes",
+        """
+        SELECT c.version, c.broadcast_version, n.node->>0,
+               (n.node->1->>'count')::bigint, n.node->1->>'icon', (n.node->1->>'unseen')::bigint,
+               (n.node->2->>'count')::bigint, n.node->2->>'icon', (n.node->2->>'unseen')::bigint
+        FROM badge_change c
+        LEFT JOIN LATERAL jsonb_array_elements(c.nodes) AS n(node) ON true
+        WHERE c.user_id = $1 AND c.version > $2
+        """)
+
+    /// The logged broadcast versions after `$1`, one row per broadcast added or withdrawn (a
+    /// version with neither has one row with a NULL id).
+    static let historyBroadcastChanges = PGStatement(
+        "history.broadcast_changes",
+        """
+        SELECT c.version, b.added, (b.item->>'id')::bigint, b.item->>'path', (b.item->>'count')::bigint, b.item->>'icon'
+        FROM broadcast_change c
+        LEFT JOIN LATERAL (
+            SELECT true AS added, a AS item FROM jsonb_array_elements(c.added) AS a
+            UNION ALL
+            SELECT false, w FROM jsonb_array_elements(c.withdrawn) AS w
+        ) b ON true
+        WHERE c.version > $1
+        """)
+
+    /// Deletes up to `$2` of the oldest own-layer records logged before `$1`.
+    static let pruneOwnChanges = PGStatement(
+        "history.prune_own_changes",
+        """
+        DELETE FROM badge_change c
+        USING (
+            SELECT user_id, version FROM badge_change WHERE changed_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED
+        ) AS old
+        WHERE c.user_id = old.user_id AND c.version = old.version
+        """)
+
+    /// Deletes up to `$2` of the oldest broadcast records logged before `$1`.
+    static let pruneBroadcastChanges = PGStatement(
+        "history.prune_broadcast_changes",
+        """
+        DELETE FROM broadcast_change c
+        USING (SELECT version FROM broadcast_change WHERE changed_at < $1 ORDER BY version LIMIT $2 FOR UPDATE SKIP LOCKED) AS old
+        WHERE c.version = old.version
+        """)
+
+    /// The number of records in the change log, as PostgreSQL estimates it (no table scan).
+    static let changeLogSize = PGStatement(
+        "history.size",
+        """
+        SELECT coalesce(sum(greatest(reltuples, 0)), 0)::bigint FROM pg_class
+        WHERE oid IN ('badge_change'::regclass, 'broadcast_change'::regclass)
+        """)
+}
