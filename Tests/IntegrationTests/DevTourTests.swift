@@ -46,6 +46,7 @@ struct DevTourTests {
         #expect(status == 0, "the tour failed:\n\(output)")
         #expect(output.contains(#""path":"root.settings.dark_mode""#), "the demo broadcast is in alice's tree:\n\(output)")
         #expect(output.contains(#""path":"root.chat.c7""#) && output.contains(#""path":"root.chat.c8""#), "\(output)")
+        #expect(output.contains(#""since":1,"user":"alice","version":"#), "the delta since version 1:\n\(output)")
         #expect(output.hasSuffix("404\n"), "\(output)")
 
         kill(first.processIdentifier, SIGINT)
