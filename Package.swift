@@ -105,11 +105,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        // The rollup worker: claims dirty users, recomputes their aggregates, sweeps expired badges.
+        // The rollup worker: claims dirty users, recomputes their aggregates, sweeps expired badges;
+        // and the change feed, which publishes the change log to Kafka.
         .target(
             name: "BadgeRollup",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ", "Backoff",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -23,13 +23,21 @@ CREATE TABLE badge_change (
     -- "icon"} or null (no aggregate: the node did not show).
     nodes              jsonb       NOT NULL,
     -- The user's own root totals after the change (broadcasts not included).
+    -- The user's visible root totals after the change (their own, plus the active broadcasts
+    -- they have not dismissed): what a push sender sets the app-icon badge to.
     root_count         bigint      NOT NULL,
     root_unseen        bigint      NOT NULL,
     changed_at         timestamptz NOT NULL DEFAULT now(),
+    -- The change feed's order (one user's versions get increasing numbers) and when the record
+    -- was acknowledged by Kafka (NULL: not yet).
+    seq                bigserial   NOT NULL,
+    published_at       timestamptz,
     PRIMARY KEY (user_id, version)
 );
 -- The retention prune deletes the oldest rows; rows arrive in time order.
 CREATE INDEX badge_change_age ON badge_change USING brin (changed_at);
+-- What the change feed has yet to publish (small while it keeps up).
+CREATE INDEX badge_change_unpublished ON badge_change (seq) WHERE published_at IS NULL;
 
 -- One row per version of the set of active broadcasts: what it added and what it withdrew,
 -- each [{"id", "path", "count", "icon"}, …].
@@ -37,8 +45,19 @@ CREATE TABLE broadcast_change (
     version     bigint      PRIMARY KEY CHECK (version >= 1),
     added       jsonb       NOT NULL,
     withdrawn   jsonb       NOT NULL,
-    changed_at  timestamptz NOT NULL DEFAULT now()
+    changed_at  timestamptz NOT NULL DEFAULT now(),
+    published_at timestamptz
 );
+CREATE INDEX broadcast_change_unpublished ON broadcast_change (version) WHERE published_at IS NULL;
+
+-- Which process publishes the change feed: one at a time, for a lease it renews while it works
+-- (another takes over once the lease has run out).
+CREATE TABLE change_feed_lease (
+    singleton   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    holder      text        NOT NULL,
+    expires_at  timestamptz NOT NULL
+);
+INSERT INTO change_feed_lease (holder, expires_at) VALUES ('', '-infinity');
 
 -- The broadcast version at which the user's current own version was reached (NULL: before the
 -- log began).

@@ -1,7 +1,10 @@
 public import ArgumentParser
 public import BadgeRollup
+import Foundation
+import LibPQ
 public import Logging
-import ServiceLifecycle
+import RdKafka
+public import ServiceLifecycle
 
 /// The rollup settings, shared by `rollup` and `run`.
 public struct RollupOptions: ParsableArguments {
@@ -21,11 +24,70 @@ public struct RollupOptions: ParsableArguments {
         help: "How long the change log keeps each version, for delta polling (GET …/badges/changes) and stream resume.")
     public var changeRetentionHours: Double = 24
 
+    @Option(
+        name: .customLong("changes-brokers"),
+        help: ArgumentHelp(
+            "Kafka brokers for the change feed (every change-log record to --changes-topic). Default: REDDOT_KAFKA_BROKERS "
+                + "(reddot run and dev: their --brokers); without either, no feed.",
+            valueName: "list"))
+    public var changesBrokers: String?
+    @Option(
+        name: .customLong("changes-topic"),
+        help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
+    public var changesTopic: String?
+    @Flag(name: .customLong("no-change-feed"), help: "Do not publish the change feed (the log is still kept, for delta polling and resume).")
+    public var noChangeFeed = false
+    @Option(name: .customLong("changes-count-cap"), help: "Counts above this show as N+ in the feed's node texts (as serve's --count-cap).")
+    public var changesCountCap: Int64 = 99
+
+    /// The change feed's topic: the flag, then `REDDOT_CHANGES_TOPIC`, then `reddot.changes`.
+    public var feedTopic: String {
+        KafkaOptions.nonEmpty(changesTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_CHANGES_TOPIC"]) ?? "reddot.changes"
+    }
+
+    /// The change feed's brokers: the flag, then `fallback` (a command's own brokers), then
+    /// `REDDOT_KAFKA_BROKERS`; nil (no feed) without any, or with `--no-change-feed`.
+    public func feedBrokers(fallback: String? = nil) -> String? {
+        guard !noChangeFeed else { return nil }
+        return KafkaOptions.nonEmpty(changesBrokers) ?? KafkaOptions.nonEmpty(fallback)
+            ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_BROKERS"])
+    }
+
     public func validate() throws {
+        if let problem = KafkaOptions.topicProblem(feedTopic) { throw ValidationError("--changes-topic: \(problem)") }
+        guard changesCountCap >= 1 else { throw ValidationError("--changes-count-cap takes a number ≥ 1") }
         let problem = RollupConfiguration.flagProblem(
             workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds,
             changeRetentionHours: changeRetentionHours)
         if let problem { throw ValidationError(problem) }
+    }
+
+    /// The rollup workers and, when it has brokers (see ``feedBrokers(fallback:)``), the change
+    /// feed, each on a pool of its own. The feed's producer takes the properties file of
+    /// `REDDOT_KAFKA_CONFIG` (as ingest's `--kafka-config`), if set.
+    ///
+    /// - Throws: `ValidationError` when the properties file cannot be read or the producer cannot
+    ///   be made.
+    public func services(database: DatabaseOptions, brokers fallback: String? = nil, logger: Logger) throws -> [any Service] {
+        var services: [any Service] = [service(database: database, logger: logger)]
+        guard let brokers = feedBrokers(fallback: fallback) else {
+            logger.info("change feed off (no --changes-brokers nor REDDOT_KAFKA_BROKERS, or --no-change-feed)")
+            return services
+        }
+        var kafka = KafkaConfiguration(bootstrapServers: brokers)
+        if let path = KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_CONFIG"]) {
+            for (key, value) in try KafkaOptions.readProperties(path: path) { kafka.set(key, value) }
+        }
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(configuration: ChangeFeed.producerConfiguration(kafka), logger: logger)
+        } catch {
+            throw ValidationError("cannot create the change feed's Kafka producer: \(error.message)")
+        }
+        let pool = PGPool(configuration: database.configuration(), maximumConnections: 2, logger: logger)
+        services.append(
+            ChangeFeed(pool: pool, producer: producer, configuration: ChangeFeedConfiguration(topic: feedTopic, countCap: changesCountCap), logger: logger))
+        return services
     }
 
     /// The rollup workers on a pool of their own (one connection each, and one for the sweeper).

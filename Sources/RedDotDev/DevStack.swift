@@ -8,6 +8,8 @@ import RdKafka
 /// set-up, the development secret, the demo rules and events, and the cheat sheet it prints.
 public enum DevStack {
     public static let topic = "reddot.events"
+    /// The change feed's topic.
+    public static let changesTopic = "reddot.changes"
 
     /// What `reddot dev` itself puts in its data folder: all `--reset` may wipe.
     public static let dataFolderEntries: Set<String> = ["env", "dev-secret", "rules.yaml", "postgres", "postgres.log"]
@@ -139,7 +141,7 @@ public enum DevStack {
               API          \(base)   (OpenAPI: \(base)/openapi.yaml)
               live view    \(base)/?user=alice&token=\(aliceToken)
               PostgreSQL   \(postgres.url)
-              Kafka        \(brokers)   (in-process mock broker, memory only; topics \(topic), \(topic).dlq)
+              Kafka        \(brokers)   (in-process mock broker, memory only; topics \(topic), \(topic).dlq, \(changesTopic))
               rules        \(rulesFile.path)
 
             Tokens (HS256, 30 days; REDDOT_JWT_HS256_SECRET=\(secret)):
@@ -154,6 +156,7 @@ public enum DevStack {
               curl -s -H "Authorization: Bearer $ADMIN" -d '{"id":"http-1","type":"chat.message","users":["alice"],"attrs":{"conversation":"c3"}}' \(base)/v1/events
               curl -s -H "Authorization: Bearer $TOKEN" -d '{"path":"root.chat","force":true}' \(base)/v1/users/alice/badges/clear
               curl -sN -H "Authorization: Bearer $TOKEN" \(base)/v1/users/alice/badges/stream
+              kcat -C -b \(brokers) -t \(changesTopic) -o beginning -f '%k %s\\n'    # the change feed
 
             """
     }

@@ -75,6 +75,7 @@ struct DevCommand: AsyncParsableCommand {
             cluster = try KafkaMockCluster(logger: logger)
             try cluster.createTopic(DevStack.topic, partitions: 3)
             try cluster.createTopic(DevStack.topic + ".dlq", partitions: 1)
+            try cluster.createTopic(DevStack.changesTopic, partitions: 3)
         } catch {
             throw fail("cannot start the in-process Kafka broker: \(error.message)", code: ExitCodes.failure)
         }
@@ -110,7 +111,7 @@ struct DevCommand: AsyncParsableCommand {
         let database = try DatabaseOptions.parse(["--database-url", postgres.url] + (logLevel.map { ["--log-level", $0] } ?? []))
         let kafka = try KafkaOptions.parse(["--brokers", brokers, "--topic", DevStack.topic])
         let ingest = try IngestOptions.parse(["--rules", rulesFile.path, "--batch-wait-ms", "20"])
-        let rollup = try RollupOptions.parse([])
+        let rollup = try RollupOptions.parse(["--changes-topic", DevStack.changesTopic])
         let serve = try ServeOptions.parse(["--host", host, "--port", "\(port)", "--pool-size", "4"])
         let registry = MetricsSetup.bootstrap()
         let ingestConfiguration = try ingest.configuration(kafka: kafka, database: database)
@@ -125,7 +126,8 @@ struct DevCommand: AsyncParsableCommand {
             database: database, registry: registry, logger: logger, kafka: (brokers, DevStack.topic), forceLiveView: true,
             onRunning: { _ in readyContinuation.yield() })
         let allServices: [any Service] =
-            [IngestService(configuration: ingestConfiguration, logger: logger), rollup.service(database: database, logger: logger)]
+            [IngestService(configuration: ingestConfiguration, logger: logger)]
+            + (try rollup.services(database: database, brokers: brokers, logger: logger))
             + [application] + services
         let loadDemo = demo
         let databaseURL = postgres.url

@@ -30,7 +30,7 @@ struct RollupCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = try database.logger(label: "reddot.rollup")
         let registry = MetricsSetup.bootstrap()
-        var services: [any Service] = [rollup.service(database: database, logger: logger)]
+        var services = try rollup.services(database: database, logger: logger)
         if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }
         try await runServices(services, logger: logger)
     }

@@ -28,7 +28,7 @@ struct RunCommand: AsyncParsableCommand {
         let (application, services) = try await serve.makeServices(
             database: database, registry: registry, logger: logger, kafka: (kafka.brokers, kafka.topic))
         try await runServices(
-            [IngestService(configuration: configuration, logger: logger), rollup.service(database: database, logger: logger)]
+            [IngestService(configuration: configuration, logger: logger)] + (try rollup.services(database: database, brokers: kafka.brokers, logger: logger))
                 + [application] + services,
             logger: logger)
     }

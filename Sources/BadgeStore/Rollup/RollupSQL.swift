@@ -94,8 +94,9 @@ extension BadgeSQL {
 
     /// Recomputes every aggregate of the listed users from unexpired own state, writes only the
     /// rows that changed, bumps versions of users with any change (or in `$3`), logs each new
-    /// version with the aggregates it changed (before and after) and the broadcast version it
-    /// was made under (hold `lockBroadcastsShared`), and notifies.
+    /// version with the aggregates it changed (before and after), the broadcast version it was
+    /// made under and the visible root totals (broadcasts the user has not dismissed included;
+    /// hold `lockBroadcastsShared`, so that set is the one of that version), and notifies.
     static let recompute = PGStatement(
         "badges.recompute",
         """
@@ -150,8 +151,16 @@ extension BadgeSQL {
                            CASE WHEN d.old_count IS NOT NULL THEN \(aggregateJSON("d.old_count", "d.old_icon", "d.old_unseen")) END,
                            CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path)
                        FROM diff d WHERE d.user_id = b.user_id), '[]'),
-                   coalesce(r.count, 0), coalesce(r.unseen, 0)
-            FROM bumped b LEFT JOIN fresh r ON r.user_id = b.user_id AND r.path = 'root'
+                   least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
+                   least(coalesce(r.unseen, 0) + coalesce(shared.total, 0), \(maxCount))::bigint
+            FROM bumped b
+            LEFT JOIN fresh r ON r.user_id = b.user_id AND r.path = 'root'
+            LEFT JOIN LATERAL (
+                SELECT sum(x.count) AS total FROM broadcast x
+                WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
+                    SELECT 1 FROM broadcast_clear c
+                    WHERE c.user_id = b.user_id AND c.broadcast_id = x.id AND c.shown_in <= b.version)
+            ) shared ON true
         )
         SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)
         FROM bumped

@@ -1,0 +1,172 @@
+import Backoff
+import BadgeStore
+import Foundation
+public import LibPQ
+public import Logging
+import Metrics
+public import RdKafka
+public import ServiceLifecycle
+
+/// How the change feed publishes.
+public struct ChangeFeedConfiguration: Sendable {
+    /// The topic the records go to.
+    public var topic: String
+    /// Records of each kind read, sent and marked per round.
+    public var batchSize: Int
+    /// How long an idle publisher waits before looking again.
+    public var pollInterval: Duration
+    /// How long a lease lasts; the holder renews it every round, and another process takes over
+    /// once it has run out (a stopped holder gives it up at once).
+    public var leaseSeconds: Double
+    /// Node texts above this count show as `N+` (as `reddot serve --count-cap`).
+    public var countCap: Int64
+
+    /// Defaults: `reddot.changes`, 5,000 records a round, 20 ms idle wait, 15 s leases, cap 99.
+    public init(
+        topic: String = "reddot.changes", batchSize: Int = 5_000, pollInterval: Duration = .milliseconds(20), leaseSeconds: Double = 15,
+        countCap: Int64 = 99
+    ) {
+        self.topic = topic
+        self.batchSize = max(1, batchSize)
+        self.pollInterval = pollInterval
+        self.leaseSeconds = max(1, leaseSeconds)
+        self.countCap = max(1, countCap)
+    }
+}
+
+/// The change feed (DESIGN §6a): publishes every change-log record to Kafka, in order, at least
+/// once, and marks it published once Kafka acknowledged it.
+///
+/// One process publishes at a time (a lease in `change_feed_lease`), so one user's versions go
+/// out in order (keyed by the user, one partition); broadcast versions go out in order under the
+/// key `*`. A record is marked only after its delivery report, and only when every earlier record
+/// of its key in the round was delivered too: a process that dies between send and mark, or a
+/// failed send, leads to the same records (same versions) being sent again, in order, never to
+/// one being lost. Consumers drop a record whose version they have already seen.
+public struct ChangeFeed: Service {
+    /// The database.
+    public let pool: PGPool
+    /// The producer (idempotent, so retries never reorder nor duplicate within a session).
+    public let producer: KafkaProducer
+    /// The settings.
+    public let configuration: ChangeFeedConfiguration
+    /// Who holds the lease: host, process and a random part.
+    public let holder: String
+    /// Where it logs.
+    public let logger: Logger
+    private let metrics = ChangeFeedMetrics()
+
+    /// A feed over `pool` through `producer` (give the pool at least one connection of its own).
+    public init(pool: PGPool, producer: KafkaProducer, configuration: ChangeFeedConfiguration = ChangeFeedConfiguration(), logger: Logger) {
+        self.pool = pool
+        self.producer = producer
+        self.configuration = configuration
+        self.holder = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8))"
+        self.logger = logger
+    }
+
+    /// The producer settings the feed adds to `kafka` (unless set there): client id
+    /// `reddot-changes`, a short linger, and a 30 s delivery timeout.
+    public static func producerConfiguration(_ kafka: KafkaConfiguration) -> KafkaConfiguration {
+        var configuration = kafka
+        for (key, value) in [("client.id", "reddot-changes"), ("linger.ms", "5"), ("message.timeout.ms", "30000")]
+        where configuration[key] == nil {
+            configuration.set(key, value)
+        }
+        return configuration
+    }
+
+    /// Publishes until graceful shutdown or cancellation, then gives up the lease.
+    public func run() async throws {
+        logger.info("change feed started", metadata: ["kafka.topic": "\(configuration.topic)", "feed.holder": "\(holder)"])
+        var backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
+        var leading = false
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            do {
+                let published = try await step()
+                if (published != nil) != leading {
+                    leading = published != nil
+                    logger.info(leading ? "change feed: publishing (this process holds the lease)" : "change feed: standing by (another process holds the lease)")
+                }
+                backoff.reset()
+                if published ?? 0 == 0 {
+                    let pause = leading ? configuration.pollInterval : .seconds(1)
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+                }
+            } catch {
+                metrics.errors.increment()
+                logger.info("change feed round failed; retrying", metadata: ["error": "\(error)"])
+                let pause = backoff.next()
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+            }
+        }
+        try? await pool.withConnection { try BadgeStore.releaseFeedLease(holder: holder, on: $0) }
+        producer.close()
+        logger.info("change feed stopped")
+    }
+
+    /// One round: renews the lease, reads the records not yet published, sends them and marks
+    /// those delivered in order.
+    ///
+    /// - Returns: the records published; nil when another process holds the lease.
+    public func step() async throws -> Int? {
+        let seconds = configuration.leaseSeconds
+        let holder = self.holder
+        guard try await pool.withConnection({ try BadgeStore.takeFeedLease(holder: holder, seconds: seconds, on: $0) }) else { return nil }
+        let (limit, cap) = (configuration.batchSize, configuration.countCap)
+        let records = try await pool.withConnection { try BadgeStore.pendingFeedRecords(limit: limit, countCap: cap, on: $0) }
+        guard !records.isEmpty else { return 0 }
+        let sentAt = ContinuousClock.now
+        let outgoing = records.map { KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: Array($0.payload.utf8)) }
+        let results = await producer.sendAll(outgoing)
+        let sendSeconds = Self.seconds(ContinuousClock.now - sentAt)
+        // A record counts only when every earlier one of its key was delivered: the rest go
+        // again next round, in order.
+        var blocked: Set<String> = []
+        var delivered: [FeedRecord] = []
+        var firstError: KafkaError?
+        for (record, result) in zip(records, results) {
+            switch result {
+            case .success where !blocked.contains(record.key):
+                delivered.append(record)
+            case .success:
+                break
+            case .failure(let error):
+                blocked.insert(record.key)
+                firstError = firstError ?? error
+            }
+        }
+        if !delivered.isEmpty {
+            let marked = delivered
+            try await pool.withConnection { try BadgeStore.markPublished(marked, on: $0) }
+        }
+        for record in delivered {
+            metrics.lag.recordNanoseconds(Int64(min(max(0, record.age + sendSeconds), 1e9) * 1e9))
+        }
+        metrics.published(delivered)
+        if let firstError {
+            throw firstError
+        }
+        return delivered.count
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// The change feed's metrics, created once.
+final class ChangeFeedMetrics: Sendable {
+    /// Seconds from the change's transaction to Kafka's acknowledgement of its record.
+    let lag = Metrics.Timer(label: "reddot_feed_lag_seconds")
+    let publishedUsers = Counter(label: "reddot_feed_published_total", dimensions: [("kind", "user")])
+    let publishedBroadcasts = Counter(label: "reddot_feed_published_total", dimensions: [("kind", "broadcasts")])
+    /// Failed rounds (retried with backoff).
+    let errors = Counter(label: "reddot_feed_errors_total")
+
+    func published(_ records: [FeedRecord]) {
+        let users = records.count { $0.kind == .user }
+        publishedUsers.increment(by: users)
+        publishedBroadcasts.increment(by: records.count - users)
+    }
+}

@@ -1,0 +1,84 @@
+import LibPQ
+
+/// The change feed's statements: the publisher's lease, the records it has yet to publish (their
+/// Kafka payloads built here), and marking them published.
+extension BadgeSQL {
+    /// Takes or renews the lease for holder `$1` for `$2` seconds; a row comes back only when
+    /// `$1` holds it.
+    static let takeFeedLease = PGStatement(
+        "feed.take_lease",
+        """
+        UPDATE change_feed_lease SET holder = $1, expires_at = now() + make_interval(secs => $2)
+        WHERE holder = $1 OR expires_at < now()
+        RETURNING true
+        """)
+
+    /// Gives the lease up (at shutdown), so another publisher takes over at once.
+    static let releaseFeedLease = PGStatement(
+        "feed.release_lease", "UPDATE change_feed_lease SET expires_at = '-infinity' WHERE holder = $1")
+
+    /// Up to `$1` unpublished records of users' versions, in feed order: seq, key (the user),
+    /// seconds since the change, and the record (JSON; node texts capped at `$2`).
+    static let pendingUserChanges = PGStatement(
+        "feed.pending_user_changes",
+        """
+        SELECT c.seq, c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
+               jsonb_build_object(
+                   'type', 'user', 'user', c.user_id,
+                   'version', c.version + c.broadcast_version,
+                   'previous_version', c.version + c.broadcast_version - 1,
+                   'own_version', c.version, 'broadcast_version', c.broadcast_version,
+                   'changed', coalesce((
+                       SELECT jsonb_agg(jsonb_build_object(
+                           'path', n.node->>0,
+                           'shown', n.node->2 <> 'null'::jsonb,
+                           'count', coalesce((n.node->2->>'count')::bigint, 0),
+                           'unseen', coalesce((n.node->2->>'unseen')::bigint, 0),
+                           'text', CASE WHEN (n.node->2->>'count')::bigint > 0 THEN
+                                       CASE WHEN (n.node->2->>'count')::bigint > $2::bigint THEN $2::bigint::text || '+'
+                                            ELSE n.node->2->>'count' END
+                                   END,
+                           'icon', n.node->2->'icon') ORDER BY n.node->>0)
+                       FROM jsonb_array_elements(c.nodes) AS n(node)), '[]'),
+                   'dismissed', coalesce((
+                       SELECT jsonb_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM broadcast_clear d
+                       WHERE d.user_id = c.user_id AND d.shown_in = c.version), '[]'),
+                   'root', jsonb_build_object('count', c.root_count, 'unseen', c.root_unseen),
+                   'at', c.changed_at)::text
+        FROM badge_change c
+        WHERE c.published_at IS NULL
+        ORDER BY c.seq
+        LIMIT $1
+        """)
+
+    /// Up to `$1` unpublished records of broadcast versions, in order: version, seconds since
+    /// the change, and the record (JSON).
+    static let pendingBroadcastChanges = PGStatement(
+        "feed.pending_broadcast_changes",
+        """
+        SELECT c.version, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
+               jsonb_build_object(
+                   'type', 'broadcasts', 'version', c.version, 'previous_version', c.version - 1,
+                   'added', c.added, 'withdrawn', c.withdrawn, 'at', c.changed_at)::text
+        FROM broadcast_change c
+        WHERE c.published_at IS NULL
+        ORDER BY c.version
+        LIMIT $1
+        """)
+
+    static let markUserChangesPublished = PGStatement(
+        "feed.mark_user_changes",
+        "UPDATE badge_change SET published_at = now() WHERE seq = ANY($1::bigint[]) AND published_at IS NULL")
+
+    static let markBroadcastChangesPublished = PGStatement(
+        "feed.mark_broadcast_changes",
+        "UPDATE broadcast_change SET published_at = now() WHERE version = ANY($1::bigint[]) AND published_at IS NULL")
+
+    /// How many records wait to be published (cheap while the feed keeps up: a partial index).
+    static let unpublishedCount = PGStatement(
+        "feed.unpublished",
+        """
+        SELECT (SELECT count(*) FROM badge_change WHERE published_at IS NULL)
+             + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
+        """)
+}
