@@ -263,7 +263,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "reddot", "LibPQ", "TestSupport", "BadgeCore", "RdKafka",
+                "reddot", "LibPQ", "TestSupport", "BadgeCore", "BadgeStore", "RdKafka",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"],

@@ -42,6 +42,9 @@ public struct BadgeAPI: Sendable {
     /// Streams resumed from the change log, and delta answers served from it.
     let replays = Counter(label: "reddot_api_replays_total", dimensions: [("kind", "stream")])
     let deltas = Counter(label: "reddot_api_replays_total", dimensions: [("kind", "changes")])
+    /// Reads of users' trees from the store (a cache hit, or a view rebased on a broadcast
+    /// change, costs none).
+    let storeReads = Counter(label: "reddot_api_store_reads_total")
 
     /// An API over `store`.
     public init(
@@ -59,6 +62,7 @@ public struct BadgeAPI: Sendable {
         self.limits = limits
         self.logger = logger
         self.streamLimiter = StreamLimiter(limits: limits)
+        hub.attach(store: store, display: configuration.display)
     }
 
     /// The router with every route.

@@ -10,10 +10,12 @@ import Synchronization
 /// One `LISTEN` connection per process, fanned out to the requests waiting for a user's tree to
 /// change (long-polls and streams).
 ///
-/// A notification for a user wakes that user's subscribers; a broadcast change, or a
-/// reconnection of the listener (notifications may have been missed), wakes every subscriber.
-/// A wake-up only says "read again": subscribers re-read the tree and compare versions, so a
-/// spurious or coalesced wake-up is harmless.
+/// A notification for a user wakes that user's subscribers ("read again": they re-read the tree
+/// and compare versions, so a spurious or coalesced wake-up is harmless). A broadcast change is
+/// read once per process from the change log (DESIGN §6a) into the hub's ``broadcastSet``, and
+/// every subscriber wakes to rebase the view it holds on it, without a database read of its own;
+/// when the log cannot be followed, or the listener reconnects (notifications may have been
+/// missed), every subscriber wakes to read again.
 ///
 /// The same notifications keep the process's ``TreeCache`` current.
 ///
@@ -28,6 +30,10 @@ public final class ChangeHub: Service, Sendable {
     private let state = Mutex(State())
     private let subscriberGauge = Gauge(label: "reddot_api_subscribers")
     private let notifications = Counter(label: "reddot_api_notifications_total")
+    private let broadcastReads = Counter(label: "reddot_api_broadcast_reads_total")
+    /// Where broadcast changes are read (set by ``attach(store:display:)``), and the set of
+    /// active broadcasts as of the last change read (nil: not known, subscribers read again).
+    private let broadcasts = Mutex<(store: (any BadgeAPIStore)?, set: BroadcastSet?)>((nil, nil))
 
     private struct State {
         var nextID: UInt64 = 0
@@ -61,11 +67,22 @@ public final class ChangeHub: Service, Sendable {
         state.withLock { $0.listening = true }
     }
 
+    /// Reads broadcast changes from `store` (the API's), and renders cached trees with `display`.
+    /// Until then (and for a hub fed directly) a broadcast change wakes every subscriber to read again.
+    public func attach(store: any BadgeAPIStore, display: BadgeDisplay) {
+        broadcasts.withLock { $0.store = store }
+        treeCache.setDisplay(display)
+    }
+
+    /// The set of active broadcasts as of the last broadcast change this hub read; nil when not
+    /// known (then read the tree again).
+    public var broadcastSet: BroadcastSet? { broadcasts.withLock { $0.set } }
+
     /// `user`'s tree may have changed: what a notification on the change channel says.
     public func userChanged(_ user: UserID) { deliver(.user(user)) }
 
     /// Every user's tree may have changed (a broadcast).
-    public func everyoneChanged() { deliver(.broadcasts) }
+    public func everyoneChanged() { deliver(.broadcasts(nil)) }
 
     /// How often whole-tree reads were answered from the cache, since the start.
     public var treeCacheStatistics: TreeCacheStatistics { treeCache.statistics }
@@ -97,7 +114,7 @@ public final class ChangeHub: Service, Sendable {
             group.addTask {
                 await withGracefulShutdownHandler {
                     for await event in listener.events {
-                        self.dispatch(event)
+                        await self.dispatch(event)
                     }
                 } onGracefulShutdown: {
                     listener.stop()
@@ -107,20 +124,19 @@ public final class ChangeHub: Service, Sendable {
         }
     }
 
-    private func dispatch(_ event: PGListener.Event) {
+    private func dispatch(_ event: PGListener.Event) async {
         switch event {
         case .disconnected:
             // Until it is back, nothing tells the cache what changed.
             treeCache.invalidateAll(listening: false)
+            broadcasts.withLock { $0.set = nil }
             state.withLock { $0.listening = false }
         case .connected:
             // Notifications sent while it was away are lost.
             treeCache.invalidateAll(listening: true)
-            let all = state.withLock { state in
-                state.listening = true
-                return state.byUser.values.flatMap(\.values)
-            }
-            for continuation in all { continuation.yield(.change) }
+            state.withLock { $0.listening = true }
+            await followBroadcasts(to: nil)
+            wakeEveryone(.change)
         case .notification(let notification):
             notifications.increment()
             guard let change = Self.parse(notification.payload) else {
@@ -128,11 +144,63 @@ public final class ChangeHub: Service, Sendable {
                 treeCache.invalidateAll(listening: true)
                 return
             }
-            deliver(change)
+            switch change {
+            case .user: deliver(change)
+            case .broadcasts(let version): await followBroadcasts(to: version)
+            }
         }
     }
 
-    /// Empties the cache of what `change` concerns and wakes its subscribers.
+    /// Reads what changed in the set of active broadcasts up to `version` (nil: read the whole
+    /// set), once for the process, and wakes every subscriber to rebase on it; when that cannot
+    /// be done, empties the cache and wakes every subscriber to read again.
+    private func followBroadcasts(to version: Int64?) async {
+        let (store, current) = broadcasts.withLock { ($0.store, $0.set) }
+        guard let store else {
+            deliver(.broadcasts(version))
+            return
+        }
+        if let version, let current, version <= current.version { return }
+        let deadline = ContinuousClock.now + .seconds(5)
+        do {
+            var next: BroadcastSet?
+            if let version, let current {
+                next = current
+                for change in try await store.broadcastChanges(after: current.version, through: version, deadline: deadline) {
+                    next = next?.applying(change)
+                }
+                if next?.version != version { next = nil }
+            }
+            broadcastReads.increment()
+            let set: BroadcastSet
+            if let next {
+                set = next
+            } else {
+                set = try await store.broadcastSet(deadline: deadline)
+                broadcastReads.increment()
+            }
+            let moved = broadcasts.withLock { state -> Bool in
+                if let known = state.set, known.version >= set.version { return false }
+                state.set = set
+                return true
+            }
+            guard moved else { return }
+            treeCache.setBroadcasts(set)
+            wakeEveryone(.broadcasts)
+        } catch {
+            logger.info("reading the broadcast change failed; every tree is read again", metadata: ["error": "\(error)"])
+            broadcasts.withLock { $0.set = nil }
+            treeCache.setBroadcasts(nil)
+            deliver(.broadcasts(version))
+        }
+    }
+
+    private func wakeEveryone(_ wake: Wake) {
+        let all = state.withLock { state in state.byUser.values.flatMap(\.values) }
+        for continuation in all { continuation.yield(wake) }
+    }
+
+    /// Empties the cache of what `change` concerns and wakes its subscribers to read again.
     private func deliver(_ change: Change) {
         switch change {
         case .user(let user): treeCache.invalidate(user)
@@ -147,22 +215,32 @@ public final class ChangeHub: Service, Sendable {
         for continuation in targets { continuation.yield(.change) }
     }
 
-    /// Why a subscriber wakes: a possible change, or its own timer.
+    /// Why a subscriber wakes: a possible change (read again), a new ``broadcastSet`` (rebase
+    /// the view held on it), or its own timer.
     enum Wake: Sendable, Equatable {
         case change
+        case broadcasts
         case tick
     }
 
     enum Change: Equatable {
         case user(UserID)
-        case broadcasts
+        /// The broadcast version moved (to this one, when the payload says).
+        case broadcasts(Int64?)
     }
 
     /// `{"user": "u1", "version": 3}` or `{"broadcast_version": 7}`.
     static func parse(_ payload: String) -> Change? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any] else { return nil }
         if let name = object["user"] as? String, let user = try? UserID(validating: name) { return .user(user) }
-        if object["broadcast_version"] != nil { return .broadcasts }
+        if let version = object["broadcast_version"] {
+            switch version {
+            case let number as Int: return .broadcasts(Int64(number))
+            case let number as Int64: return .broadcasts(number)
+            case let number as NSNumber: return .broadcasts(number.int64Value)
+            default: return .broadcasts(nil)
+            }
+        }
         return nil
     }
 

@@ -1,4 +1,5 @@
 import BadgeCore
+import BadgeStore
 import Metrics
 import NIOCore
 import Synchronization
@@ -9,23 +10,31 @@ import Synchronization
 ///
 /// Coherence: the rollup bumps a user's version and sends `NOTIFY` in one transaction, so an
 /// answer can only go stale by a notification that has not arrived yet (as with a read replica,
-/// a few milliseconds). Every notification for a user removes that user's entry; a broadcast
-/// change, a reconnection of the listener, or the listener being down empties the cache and
-/// stops it serving until the listener is back. A read that misses takes a ``Ticket`` first and
+/// a few milliseconds). Every notification for a user removes that user's entry. A broadcast
+/// change the hub has read (``setBroadcasts(_:)``) leaves the entries in place: each keeps the
+/// user's view in its parts, and a lookup rebases an entry read at an older broadcast version on
+/// the new set and renders it again, with no database read. A broadcast change the hub could not
+/// read, a reconnection of the listener, or the listener being down empties the cache and stops it
+/// serving until the listener is back. A read that misses takes a ``Ticket`` first and
 /// stores its answer only if no notification for that user (or for everyone) arrived meanwhile,
 /// so an answer read before a change is never stored after that change's notification. Entries
 /// are also never served past `maximumAge`, a bound for writers that do not notify (hand-made
 /// SQL).
 final class TreeCache: Sendable {
     struct Entry: Sendable {
-        var version: Int64
-        /// The JSON, in an array of its exact size (a `ByteBuffer` rounds its storage up to a
-        /// power of two: 4 KiB for a 2.4 KB tree), so that the budget counts what is held.
+        /// The user's whole tree in its parts (own aggregates, broadcasts, dismissals).
+        var view: UserView
+        /// The JSON of `view`, in an array of its exact size (a `ByteBuffer` rounds its storage
+        /// up to a power of two: 4 KiB for a 2.4 KB tree), so that the budget counts what is held.
         var bytes: [UInt8]
         var storedAt: ContinuousClock.Instant
 
+        /// The answer's version.
+        var version: Int64 { view.version }
         /// The answer's body.
         var json: ByteBuffer { ByteBuffer(bytes: bytes) }
+        /// What the budget counts: the JSON twice (the view holds about as much), and the rest.
+        var cost: Int { 2 * bytes.count + TreeCache.entryOverhead }
     }
 
     /// Taken before a database read; `store` only keeps the answer if it is still current.
@@ -43,11 +52,15 @@ final class TreeCache: Sendable {
         var generation: UInt64 = 0
         /// Whether notifications are flowing (the hub's listener is connected).
         var serving = false
+        /// The set of active broadcasts the hub last read (nil: not following).
+        var broadcasts: BroadcastSet?
+        /// How answers are displayed.
+        var display = BadgeDisplay()
     }
 
     private static let stripeCount = 1024
     /// Bytes counted per entry beyond its JSON (the key, the entry, the bookkeeping).
-    private static let entryOverhead = 200
+    fileprivate static let entryOverhead = 200
 
     private let state: Mutex<State>
     /// The most an entry may be served after it was read.
@@ -59,6 +72,7 @@ final class TreeCache: Sendable {
     private let hitCount = Atomic<Int>(0)
     private let missCount = Atomic<Int>(0)
     private let flushes = Counter(label: "reddot_api_tree_cache_flushes_total")
+    private let rebases = Counter(label: "reddot_api_tree_cache_rebases_total")
     private let sizeGauge = Gauge(label: "reddot_api_tree_cache_bytes")
 
     /// A cache of up to `budgetBytes` of answers, each served for at most `maximumAge`.
@@ -70,18 +84,33 @@ final class TreeCache: Sendable {
 
     /// The user's cached whole tree, if current and at `minimumVersion` or later (a client that
     /// has seen a later version, from a clear on another server, must not be sent back in time).
+    /// An entry read at an older broadcast version is rebased on the hub's set and rendered again.
     func lookup(_ user: UserID, minimumVersion: Int64? = nil) -> Entry? {
         guard isEnabled else { return nil }
         let now = ContinuousClock.now
-        let entry = state.withLock { state -> Entry? in
+        let found = state.withLock { state -> (entry: Entry, broadcasts: BroadcastSet?, display: BadgeDisplay)? in
             guard state.serving, let entry = state.entries[user] else { return nil }
-            if let minimumVersion, entry.version < minimumVersion { return nil }
             if now - entry.storedAt > maximumAge {
                 state.entries.remove(user)
                 return nil
             }
-            return entry
+            return (entry, state.broadcasts, state.display)
         }
+        var entry = found?.entry
+        if let found, let set = found.broadcasts, set.version > found.entry.view.broadcastVersion,
+            let rebased = found.entry.view.rebased(on: set)
+        {
+            let tree = UserBadgeTree(user: user, version: rebased.version, aggregates: rebased.visibleAggregates, at: .root, depth: nil, display: found.display)
+            let fresh = Entry(view: rebased, bytes: Array(TreeJSON.encode(tree).readableBytesView), storedAt: found.entry.storedAt)
+            rebases.increment()
+            entry = fresh
+            state.withLock { state in
+                // Unless a notification replaced or removed it meanwhile.
+                guard let current = state.entries[user], current.view == found.entry.view else { return }
+                state.entries.insert(fresh, for: user, cost: fresh.cost)
+            }
+        }
+        if let minimumVersion, let current = entry, current.version < minimumVersion { entry = nil }
         if entry != nil {
             hits.increment()
             hitCount.add(1, ordering: .relaxed)
@@ -90,6 +119,17 @@ final class TreeCache: Sendable {
             missCount.add(1, ordering: .relaxed)
         }
         return entry
+    }
+
+    /// The set of active broadcasts the hub follows (nil: it cannot; entries are then dropped by
+    /// ``invalidateAll(listening:)``).
+    func setBroadcasts(_ set: BroadcastSet?) {
+        state.withLock { $0.broadcasts = set }
+    }
+
+    /// How the answers are displayed (the API's setting).
+    func setDisplay(_ display: BadgeDisplay) {
+        state.withLock { $0.display = display }
     }
 
     /// Lookups answered from the cache and not, since the start.
@@ -107,16 +147,16 @@ final class TreeCache: Sendable {
         }
     }
 
-    /// Keeps `user`'s tree at `version`, read after `ticket` was taken, unless a notification for
-    /// that user (or for everyone) has arrived since.
-    func store(_ user: UserID, version: Int64, json: ByteBuffer, ticket: Ticket) {
-        let entry = Entry(version: version, bytes: Array(json.readableBytesView), storedAt: .now)
+    /// Keeps `user`'s whole tree (`view`, rendered as `json`), read after `ticket` was taken,
+    /// unless a notification for that user (or for everyone) has arrived since.
+    func store(_ user: UserID, view: UserView, json: ByteBuffer, ticket: Ticket) {
+        let entry = Entry(view: view, bytes: Array(json.readableBytesView), storedAt: .now)
         let bytes = state.withLock { state -> Int? in
             guard state.serving, state.generation == ticket.generation,
                 state.stripeGenerations[ticket.stripe] == ticket.stripeGeneration
             else { return nil }
-            if let current = state.entries[user], current.version >= version { return nil }
-            state.entries.insert(entry, for: user, cost: entry.bytes.count + Self.entryOverhead)
+            if let current = state.entries[user], current.version >= entry.version { return nil }
+            state.entries.insert(entry, for: user, cost: entry.cost)
             return state.entries.cost
         }
         if let bytes { sizeGauge.record(bytes) }
@@ -132,8 +172,8 @@ final class TreeCache: Sendable {
         }
     }
 
-    /// A change for everyone (a broadcast), or missed notifications: empties the cache; it
-    /// serves again only while `listening` is true.
+    /// A change for everyone that the hub could not read (a broadcast), or missed
+    /// notifications: empties the cache; it serves again only while `listening` is true.
     func invalidateAll(listening: Bool) {
         guard isEnabled else { return }
         state.withLock { state in

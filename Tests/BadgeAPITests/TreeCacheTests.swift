@@ -80,7 +80,7 @@ struct TreeCacheUnitTests {
         #expect(cache.ticket(for: alice) == nil)
         cache.invalidateAll(listening: true)
         let ticket = try #require(cache.ticket(for: alice))
-        cache.store(alice, version: 3, json: json, ticket: ticket)
+        cache.store(alice, view: .test(3), json: json, ticket: ticket)
         #expect(cache.lookup(alice)?.version == 3)
         cache.invalidateAll(listening: false)
         #expect(cache.lookup(alice) == nil)
@@ -94,15 +94,15 @@ struct TreeCacheUnitTests {
         let before = try #require(cache.ticket(for: alice))
         let bobBefore = try #require(cache.ticket(for: bob))
         cache.invalidate(alice)
-        cache.store(alice, version: 1, json: json, ticket: before)
+        cache.store(alice, view: .test(1), json: json, ticket: before)
         #expect(cache.lookup(alice) == nil)
         // A broadcast or a reconnection stales every ticket.
         cache.invalidateAll(listening: true)
-        cache.store(bob, version: 1, json: json, ticket: bobBefore)
+        cache.store(bob, view: .test(1), json: json, ticket: bobBefore)
         #expect(cache.lookup(bob) == nil)
         // A fresh ticket stores; an older version never replaces a newer one.
-        cache.store(alice, version: 5, json: json, ticket: try #require(cache.ticket(for: alice)))
-        cache.store(alice, version: 4, json: json, ticket: try #require(cache.ticket(for: alice)))
+        cache.store(alice, view: .test(5), json: json, ticket: try #require(cache.ticket(for: alice)))
+        cache.store(alice, view: .test(4), json: json, ticket: try #require(cache.ticket(for: alice)))
         #expect(cache.lookup(alice)?.version == 5)
         cache.invalidate(alice)
         #expect(cache.lookup(alice) == nil)
@@ -111,7 +111,7 @@ struct TreeCacheUnitTests {
     @Test("a client that has seen a later version, or an entry past its age, is not answered from the cache")
     func minimumVersionAndAge() async throws {
         let cache = serving(TreeCache(budgetBytes: 1 << 20, maximumAge: .milliseconds(200)))
-        cache.store(alice, version: 7, json: json, ticket: try #require(cache.ticket(for: alice)))
+        cache.store(alice, view: .test(7), json: json, ticket: try #require(cache.ticket(for: alice)))
         #expect(cache.lookup(alice, minimumVersion: 7)?.version == 7)
         #expect(cache.lookup(alice, minimumVersion: 8) == nil)
         try await Task.sleep(for: .milliseconds(300))
@@ -121,10 +121,11 @@ struct TreeCacheUnitTests {
     @Test("the byte budget bounds the cache; the oldest answers go first")
     func budget() throws {
         let cache = serving(TreeCache(budgetBytes: 10_000, maximumAge: .seconds(60)))
-        let body = ByteBuffer(string: String(repeating: "x", count: 800))  // 1,000 bytes with the overhead
+        // 1,000 bytes each: the JSON counts twice (the entry keeps the view too), plus the overhead.
+        let body = ByteBuffer(string: String(repeating: "x", count: 400))
         for index in 0..<25 {
             let name = user("u\(index)")
-            cache.store(name, version: 1, json: body, ticket: try #require(cache.ticket(for: name)))
+            cache.store(name, view: .test(1), json: body, ticket: try #require(cache.ticket(for: name)))
         }
         #expect((0..<15).allSatisfy { cache.lookup(user("u\($0)")) == nil })
         #expect((15..<25).allSatisfy { cache.lookup(user("u\($0)")) != nil })
@@ -285,5 +286,61 @@ struct TreeCacheAPITests {
                 #expect(try await harness.get("/v1/users/hal/badges", token: token).tree().version == stored.version)
             }
         }
+    }
+
+    @Test("a broadcast change rebases cached trees and open streams without reading them; dismissals stay dismissed")
+    func broadcastsRebase() async throws {
+        try await APIHarness.with(treeCacheBytes: Self.cacheBytes) { harness in
+            let fay = user("fay")
+            let token = try await harness.token("fay")
+            try await harness.apply([BadgeMutation(user: fay, path: path("root.chat.c1"), operation: .increment(by: 2))])
+            try await harness.broadcast("b1", at: "root.news", count: 1)
+            _ = try await poll(harness, "/v1/users/fay/badges", token: token) { $0.tree?.count == 3 }
+            // Fay dismisses b1.
+            let cleared = try await harness.call(.post, "/v1/users/fay/badges/clear", token: token, body: #"{"path": "root.news"}"#)
+            #expect(cleared.status == .ok)
+            let dismissed = try await cachedRead(harness, "/v1/users/fay/badges", token: token).tree()
+            #expect(dismissed.tree?.count == 2)
+            let port = try #require(harness.client.port)
+            let stream = try EventStreamClient(port: port, uri: "/v1/users/fay/badges/stream", headers: ["Authorization": "Bearer \(token)"])
+            #expect(await stream.next()?.name == "snapshot")
+
+            // A new broadcast: the stream gets it and the cached tree shows it, with no tree read.
+            let reads = harness.api.hub.treeCacheStatistics
+            try await harness.broadcast("b2", at: "root.promo", count: 2)
+            let change = try #require(await stream.next())
+            #expect(change.name == "change" && change.data.contains(#""path":"root.promo""#) && !change.data.contains("root.news"))
+            let rebased = try await poll(harness, "/v1/users/fay/badges", token: token) { $0.version > dismissed.version }
+            #expect(rebased.version == dismissed.version + 1)
+            #expect(rebased.tree?.count == 4)
+            #expect(rebased.tree?.children.map(\.path.rawValue) == ["root.chat", "root.promo"])
+            #expect(harness.api.hub.treeCacheStatistics.misses == reads.misses, "served from the rebased cache entry")
+            // What PostgreSQL says, read directly.
+            let stored = try await harness.pool.withConnection { try BadgeStore.readAggregates(for: fay, on: $0) }
+            #expect(stored.version == rebased.version && stored.aggregates[.root]?.count == 4)
+
+            // b1 withdrawn for everyone: fay's version moves, her tree does not.
+            try await harness.pool.withTransaction { connection in
+                try BadgeStore.lockBroadcastsExclusive(on: connection)
+                _ = try connection.query(
+                    PGStatement(
+                        "test.withdraw",
+                        """
+                        UPDATE broadcast SET withdrawn_at = now(), withdrawn_in = (SELECT version FROM broadcast_version) + 1
+                        WHERE event_id = 'b1'
+                        """, prepared: false))
+                try BadgeStore.bumpBroadcastVersion(on: connection)
+            }
+            let after = try await poll(harness, "/v1/users/fay/badges", token: token) { $0.version > rebased.version }
+            #expect(after.tree == rebased.tree)
+            #expect(await stream.next(timeout: .milliseconds(700)) == nil, "nothing fay sees changed")
+        }
+    }
+}
+
+extension UserView {
+    /// A whole-tree view at own version `version` (no broadcasts), for the cache's own tests.
+    static func test(_ version: Int64) -> UserView {
+        UserView(path: .root, depth: nil, userVersion: version, broadcastVersion: 0, aggregates: [:], broadcasts: [:], dismissed: [])
     }
 }

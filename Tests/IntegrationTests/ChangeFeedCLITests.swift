@@ -22,6 +22,8 @@ struct ChangeFeedCLITests {
         func integer(_ name: String) -> Int64? { ChangeFeedCLITests.integer(object[name]) }
     }
 
+    static let schemaFile = Repository.root.appendingPathComponent("deploy/schema/change.schema.json")
+
     /// A JSON number as JSONSerialization gives it (Int, Int64, Double or NSNumber by platform).
     static func integer(_ value: Any?) -> Int64? {
         switch value {
@@ -121,6 +123,18 @@ struct ChangeFeedCLITests {
         }
         let all = byPartition.values.flatMap { $0 }
         try await Self.check(all, partitions: byPartition, harness: harness)
+
+        // Every record matches the published JSON Schema.
+        let distinct = Array(Set(all.map(\.text)))
+        let validation = try await PublishTests.run(
+            PublishTests.environmentTool, ["python3", "-c", PublishTests.schemaScript, Self.schemaFile.path],
+            input: Data(distinct.joined(separator: "\n").utf8))
+        try #require(validation.exitCode == 0, "python3 with the jsonschema package is needed: \(validation)")
+        let verdicts = validation.stdout.split(separator: "\n").map(String.init)
+        #expect(verdicts.count == distinct.count)
+        for (record, verdict) in zip(distinct, verdicts) where verdict != "valid" {
+            Issue.record("\(verdict) for \(record.prefix(300))")
+        }
     }
 
     /// Every version once or more (the same record each time), in order per key, no gap; the

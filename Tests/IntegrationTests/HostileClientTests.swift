@@ -1,5 +1,8 @@
+import BadgeStore
 import Dispatch
 import Foundation
+import LibPQ
+import Logging
 import RdKafka
 import TestSupport
 import Testing
@@ -327,6 +330,54 @@ struct HostileClientTests {
             #expect(again.status == 200, "after the streams closed: \(again)")
             try await server.expectHealthy(after: "2,000 streams")
         }
+    }
+
+    @Test("2,000 open streams and one broadcast: every stream gets it, and the server reads it once, not once per stream")
+    func broadcastToManyStreams() async throws {
+        try await withServer(["--max-streams", "2000", "--max-streams-per-user", "2000", "--heartbeat-seconds", "5"]) { server in
+            let request = "GET /v1/users/\(Self.user)/badges/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(server.userToken)\r\n\r\n"
+            let streams = try await RawHTTP.openStreams(port: server.port, request: Array(request.utf8), count: 2_000)
+            defer { streams.close() }
+            #expect(streams.statuses.filter { $0 == 200 }.count == 2_000, "\(Self.histogram(streams.statuses))")
+            let before = try await Self.metrics(server)
+
+            // A broadcast, stored as ingest stores one (lock, row stamped with its version, bump).
+            let url = try #require(server.arguments.firstIndex(of: "--database-url").map { server.arguments[$0 + 1] })
+            let pool = PGPool(configuration: PGConfiguration(connectionString: url), maximumConnections: 1, logger: Logger(label: "test"))
+            defer { pool.close() }
+            try await pool.withTransaction { connection in
+                try BadgeStore.lockBroadcastsExclusive(on: connection)
+                _ = try connection.query(
+                    PGStatement(
+                        "test.broadcast",
+                        "INSERT INTO broadcast (event_id, path, count, shown_in) SELECT 'news', 'root.news', 1, version + 1 FROM broadcast_version",
+                        prepared: false))
+                try BadgeStore.bumpBroadcastVersion(on: connection)
+            }
+            let reached = await streams.countReceiving(#""path":"root.news""#, timeout: .seconds(60))
+            #expect(reached == 2_000, "streams that got the broadcast")
+
+            let after = try await Self.metrics(server)
+            let treeReads = (after["reddot_api_store_reads_total"] ?? 0) - (before["reddot_api_store_reads_total"] ?? 0)
+            let broadcastReads = (after["reddot_api_broadcast_reads_total"] ?? 0) - (before["reddot_api_broadcast_reads_total"] ?? 0)
+            #expect(treeReads == 0, "tree reads for one broadcast with 2,000 streams")
+            #expect((1...2).contains(broadcastReads), "reads of the broadcast log: \(broadcastReads)")
+            try await server.expectHealthy(after: "a broadcast to 2,000 streams")
+        }
+    }
+
+    /// The server's `/metrics`, as sums by metric name (labels summed over).
+    static func metrics(_ server: Server) async throws -> [String: Double] {
+        let page = await server.send(RawHTTP.get("/metrics", token: nil))
+        try #require(page.status == 200, "\(page)")
+        var sums: [String: Double] = [:]
+        for line in page.text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            guard parts.count >= 2, let value = Double(parts[parts.count - 1]) else { continue }
+            let name = String(parts[0].prefix { $0 != "{" })
+            sums[name, default: 0] += value
+        }
+        return sums
     }
 
     // MARK: - unfinished requests

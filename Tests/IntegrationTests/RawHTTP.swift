@@ -245,6 +245,40 @@ enum RawHTTP {
             }
         }
 
+        /// Reads what the server sends on every connection until each has sent `marker` or
+        /// `timeout` passes; returns how many sent it.
+        func countReceiving(_ marker: String, timeout: Duration) async -> Int {
+            let sockets = lock.withLock { self.sockets }
+            let needle = Array(marker.utf8)
+            return await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    let deadline = ContinuousClock.now + timeout
+                    var waiting = Set(sockets)
+                    var received: [Int32: [UInt8]] = [:]
+                    var buffer = [UInt8](repeating: 0, count: 16_384)
+                    while !waiting.isEmpty, ContinuousClock.now < deadline {
+                        var descriptors = waiting.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+                        guard poll(&descriptors, nfds_t(descriptors.count), 200) > 0 else { continue }
+                        for descriptor in descriptors where descriptor.revents != 0 {
+                            let count = buffer.withUnsafeMutableBytes { recv(descriptor.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                            guard count > 0 else {
+                                if count == 0 || (errno != EAGAIN && errno != EINTR) { waiting.remove(descriptor.fd) }
+                                continue
+                            }
+                            received[descriptor.fd, default: []] += buffer[0..<count]
+                            if let bytes = received[descriptor.fd], Self.contains(bytes, needle) { waiting.remove(descriptor.fd) }
+                        }
+                    }
+                    continuation.resume(returning: received.values.filter { Self.contains($0, needle) }.count)
+                }
+            }
+        }
+
+        private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+            guard !needle.isEmpty, haystack.count >= needle.count else { return needle.isEmpty }
+            return (0...(haystack.count - needle.count)).contains { start in haystack[start..<(start + needle.count)].elementsEqual(needle) }
+        }
+
         deinit { close() }
     }
 

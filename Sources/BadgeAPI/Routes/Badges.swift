@@ -75,6 +75,9 @@ extension BadgeAPI {
     private struct Answer {
         var version: Int64
         var encode: @Sendable () throws -> ByteBuffer
+        /// The view it shows (a tree or subtree answer), for a long-poll to rebase on a
+        /// broadcast change without reading again.
+        var view: UserView? = nil
     }
 
     /// `atLeast`: a version the client has seen; a cached answer older than that is not used.
@@ -85,16 +88,18 @@ extension BadgeAPI {
             let cache = hub.treeCache
             let whole = path == .root && depth == nil
             if whole, let entry = cache.lookup(user, minimumVersion: atLeast) {
-                return Answer(version: entry.version, encode: { entry.json })
+                return Answer(version: entry.version, encode: { entry.json }, view: entry.view)
             }
             let ticket = whole ? cache.ticket(for: user) : nil
-            let tree = try await readTree(user, at: path, depth: depth)
-            guard let ticket else { return Answer(version: tree.version, encode: { TreeJSON.encode(tree) }) }
+            let view = try await readView(user, at: path, depth: depth)
+            let tree = self.tree(user, view)
+            guard let ticket else { return Answer(version: tree.version, encode: { TreeJSON.encode(tree) }, view: view) }
             let json = TreeJSON.encode(tree)
-            cache.store(user, version: tree.version, json: json, ticket: ticket)
-            return Answer(version: tree.version, encode: { json })
+            cache.store(user, view: view, json: json, ticket: ticket)
+            return Answer(version: tree.version, encode: { json }, view: view)
         case .nodes(let paths):
             let display = configuration.display
+            storeReads.increment()
             let (version, aggregates) = try await storage { deadline in
                 try await store.readAggregates(for: user, within: .root, depth: nil, deadline: deadline)
             }
@@ -104,12 +109,16 @@ extension BadgeAPI {
         }
     }
 
-    /// `user`'s tree, or the subtree at `path` down to `depth` levels (nil: all).
-    func readTree(_ user: UserID, at path: BadgePath, depth: Int? = nil) async throws -> UserBadgeTree {
-        let (version, aggregates) = try await storage { deadline in
-            try await store.readAggregates(for: user, within: path, depth: depth, deadline: deadline)
-        }
-        return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: configuration.display)
+    /// `user`'s view of the tree, or of the subtree at `path` down to `depth` levels (nil: all).
+    func readView(_ user: UserID, at path: BadgePath, depth: Int? = nil) async throws -> UserView {
+        storeReads.increment()
+        return try await storage { deadline in try await store.readView(for: user, within: path, depth: depth, deadline: deadline) }
+    }
+
+    /// The answer shape of `view`.
+    func tree(_ user: UserID, _ view: UserView) -> UserBadgeTree {
+        UserBadgeTree(
+            user: user, version: view.version, aggregates: view.visibleAggregates, at: view.path, depth: view.depth, display: configuration.display)
     }
 
     private func respond(_ answer: Answer, ifNoneMatch: EntityTags?) throws -> Response {
@@ -138,7 +147,14 @@ extension BadgeAPI {
             if answer.version != since { return answer }
             for await wake in subscription.stream {
                 if wake == .tick { break }
-                answer = try await read(user: user, query: query, atLeast: since)
+                if wake == .broadcasts, let view = answer.view, let set = hub.broadcastSet {
+                    // A broadcast change: the view rebased on the hub's set, no read.
+                    guard let rebased = view.rebased(on: set) else { continue }
+                    let tree = self.tree(user, rebased)
+                    answer = Answer(version: rebased.version, encode: { TreeJSON.encode(tree) }, view: rebased)
+                } else {
+                    answer = try await read(user: user, query: query, atLeast: since)
+                }
                 if answer.version != since { break }
             }
             return answer

@@ -61,10 +61,12 @@ extension BadgeAPI {
         }
         // Subscribe before the first read, so that no change can fall between the two.
         let subscription = hub.subscribe(user)
+        let firstView: UserView
         let first: UserBadgeTree
         let missed: [UserBadgeTree]
         do {
-            first = try await readTree(user, at: path)
+            firstView = try await readView(user, at: path)
+            first = tree(user, firstView)
             missed = try await missedTrees(user, at: path, since: resumeVersion, current: first.version)
         } catch {
             subscription.cancel()
@@ -89,6 +91,8 @@ extension BadgeAPI {
                     }
                     defer { group.cancelAll() }
                     var current = first
+                    // The parts of what the client shows, when known (to rebase on a broadcast change).
+                    var view: UserView? = firstView
                     var opening = "retry: 2000\n\n"
                     if let last = missed.last {
                         // A resume within the change log: the missed versions, one event each.
@@ -99,6 +103,7 @@ extension BadgeAPI {
                             opening += Self.event("change", id: after.version, data: try Self.encode(change))
                         }
                         current = last
+                        view = nil  // its parts are not known: the next wake-up reads again
                     } else if resumeVersion != first.version {
                         opening += Self.event("snapshot", id: first.version, data: try Self.encode(first))
                     }
@@ -108,13 +113,21 @@ extension BadgeAPI {
                             try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
                             continue
                         }
-                        let next: UserBadgeTree
-                        do {
-                            next = try await self.readTree(user, at: path)
-                        } catch {
-                            logger.info("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
-                            continue
+                        let held: UserView
+                        if wake == .broadcasts, let known = view, let set = self.hub.broadcastSet {
+                            // A broadcast change: the view rebased on the hub's set, no read.
+                            guard let rebased = known.rebased(on: set) else { continue }
+                            held = rebased
+                        } else {
+                            do {
+                                held = try await self.readView(user, at: path)
+                            } catch {
+                                logger.info("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
+                                continue
+                            }
                         }
+                        view = held
+                        let next = self.tree(user, held)
                         guard next.version != current.version else { continue }
                         let changed = Self.changedNodes(from: current.tree, to: next.tree)
                         current = next

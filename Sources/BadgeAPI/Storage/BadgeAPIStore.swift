@@ -9,11 +9,17 @@ public import BadgeStore
 /// instant by which it must answer; an implementation that cannot answer by then throws (the API
 /// answers 503 for `PGError` timeouts and connection failures, and for ``APIError``s it throws).
 public protocol BadgeAPIStore: Sendable {
-    /// `user`'s visible version and the aggregates of the shown nodes within `path`, down to
-    /// `depth` levels below it (`nil`: all), broadcasts the user has not dismissed merged in.
-    func readAggregates(
-        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
-    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate])
+    /// `user`'s view of the subtree at `path`, down to `depth` levels below it (`nil`: all):
+    /// their own aggregates, the active broadcasts within it and the ones they dismissed, at
+    /// their own version and the broadcast version (one snapshot).
+    func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView
+
+    /// The broadcast version and the active broadcasts (one snapshot).
+    func broadcastSet(deadline: ContinuousClock.Instant) async throws -> BroadcastSet
+
+    /// The logged changes of the set of active broadcasts after version `after` up to
+    /// `through`, in order; versions the log no longer has are missing.
+    func broadcastChanges(after: Int64, through: Int64, deadline: ContinuousClock.Instant) async throws -> [BroadcastSetChange]
 
     /// `user`'s visible aggregates (the whole tree, broadcasts merged in) at visible version
     /// `since` and at every version after it up to now, in order, each with its version (with
@@ -37,4 +43,15 @@ public protocol BadgeAPIStore: Sendable {
     /// Why the storage cannot serve (unreachable, a schema this build does not expect), as
     /// sentences for `/readyz`; empty when ready.
     func readinessProblems(deadline: ContinuousClock.Instant) async -> [String]
+}
+
+extension BadgeAPIStore {
+    /// `user`'s visible version and the aggregates of the shown nodes within `path`, down to
+    /// `depth` levels below it (`nil`: all), broadcasts the user has not dismissed merged in.
+    public func readAggregates(
+        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
+    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+        let view = try await readView(for: user, within: path, depth: depth, deadline: deadline)
+        return (view.version, view.visibleAggregates)
+    }
 }

@@ -8,11 +8,21 @@ import LibPQ
 extension BadgeStore: BadgeAPIStore {
     /// One statement on a pooled connection; the pool gives up at `deadline` with `.timedOut`
     /// (which costs no task and no timer per request).
-    public func readAggregates(
-        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
-    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+    public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
         try await pool.withConnection(deadline: deadline) { connection in
-            try Self.readAggregates(for: user, within: path, depth: depth, on: connection)
+            try Self.readView(for: user, within: path, depth: depth, on: connection)
+        }
+    }
+
+    /// See ``BadgeStore/readBroadcastSet(on:)``.
+    public func broadcastSet(deadline: ContinuousClock.Instant) async throws -> BroadcastSet {
+        try await pool.withConnection(deadline: deadline) { connection in try Self.readBroadcastSet(on: connection) }
+    }
+
+    /// See ``BadgeStore/broadcastChanges(after:through:on:)``.
+    public func broadcastChanges(after: Int64, through: Int64, deadline: ContinuousClock.Instant) async throws -> [BroadcastSetChange] {
+        try await pool.withConnection(deadline: deadline) { connection in
+            try Self.broadcastChanges(after: after, through: through, on: connection)
         }
     }
 

@@ -83,11 +83,21 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         return (badges.version, aggregates)
     }
 
-    /// Answers at once; `deadline` is never reached.
-    public func readAggregates(
-        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
-    ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
-        read(user, within: path, depth: depth)
+    /// Answers at once; `deadline` is never reached. No broadcasts.
+    public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
+        let (version, aggregates) = read(user, within: path, depth: depth)
+        return UserView(
+            path: path, depth: depth, userVersion: version, broadcastVersion: 0, aggregates: aggregates, broadcasts: [:], dismissed: [])
+    }
+
+    /// No broadcasts: version 0, none active.
+    public func broadcastSet(deadline: ContinuousClock.Instant) async throws -> BroadcastSet {
+        BroadcastSet(version: 0, active: [:])
+    }
+
+    /// No broadcasts: no changes.
+    public func broadcastChanges(after: Int64, through: Int64, deadline: ContinuousClock.Instant) async throws -> [BroadcastSetChange] {
+        []
     }
 
     /// The aggregates recorded at each version from `since` (the latest ``historyVersions``

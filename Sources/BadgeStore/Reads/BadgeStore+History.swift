@@ -44,19 +44,39 @@ extension BadgeStore {
                 }
                 own[version] = change
             }
-            var broadcasts: [Int64: BroadcastSetChange] = [:]
-            for row in try connection.query(BadgeSQL.historyBroadcastChanges, [since - userVersion]).rows {
-                let version = try row.decode(0, as: Int64.self)
-                var change = broadcasts[version] ?? BroadcastSetChange(version: version, added: [], withdrawn: [])
-                if let added = try row.decode(1, as: Bool?.self) {
-                    let broadcast = try storedBroadcast(row, from: 2)
-                    if added { change.added.append(broadcast) } else { change.withdrawn.append(broadcast) }
-                }
-                broadcasts[version] = change
-            }
-            return BadgeHistory(
-                current: layers, reachedAt: reachedAt, ownChanges: Array(own.values), broadcastChanges: Array(broadcasts.values))
+            let broadcasts = try broadcastChanges(after: since - userVersion, through: broadcastVersion, on: connection)
+            return BadgeHistory(current: layers, reachedAt: reachedAt, ownChanges: Array(own.values), broadcastChanges: broadcasts)
         }
+    }
+
+    /// The logged changes of the set of active broadcasts after version `after` up to
+    /// `through`, in order (versions the log no longer has are missing).
+    public static func broadcastChanges(after: Int64, through: Int64, on connection: PGConnection) throws(PGError) -> [BroadcastSetChange] {
+        var changes: [Int64: BroadcastSetChange] = [:]
+        for row in try connection.query(BadgeSQL.readBroadcastChanges, [after, through]).rows {
+            let version = try row.decode(0, as: Int64.self)
+            var change = changes[version] ?? BroadcastSetChange(version: version, added: [], withdrawn: [])
+            if let added = try row.decode(1, as: Bool?.self) {
+                let broadcast = try storedBroadcast(row, from: 2)
+                if added { change.added.append(broadcast) } else { change.withdrawn.append(broadcast) }
+            }
+            changes[version] = change
+        }
+        return changes.values.sorted { $0.version < $1.version }
+    }
+
+    /// The broadcast version and the active broadcasts, in one snapshot.
+    public static func readBroadcastSet(on connection: PGConnection) throws(PGError) -> BroadcastSet {
+        var set = BroadcastSet(version: 0, active: [:])
+        for row in try connection.query(BadgeSQL.readBroadcastSet).rows {
+            if try row.decode(0, as: Int32.self) == 0 {
+                set.version = try row.decode(1, as: Int64.self)
+            } else {
+                let broadcast = try storedBroadcast(row, from: 1)
+                set.active[broadcast.id] = broadcast
+            }
+        }
+        return set
     }
 
     /// Deletes change-log records older than `cutoff`, up to `limit` of each kind per call (so
@@ -73,7 +93,7 @@ extension BadgeStore {
         try connection.query(BadgeSQL.changeLogSize).rows.first?.decode(0, as: Int64.self) ?? 0
     }
 
-    private static func storedPath(_ row: PGRow, _ column: Int) throws(PGError) -> BadgePath {
+    static func storedPath(_ row: PGRow, _ column: Int) throws(PGError) -> BadgePath {
         let text = try row.decode(column, as: String.self)
         guard let path = try? BadgePath(validating: text) else {
             throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "history")
@@ -81,7 +101,7 @@ extension BadgeStore {
         return path
     }
 
-    private static func storedIcon(_ text: String?) -> BadgeIcon? {
+    static func storedIcon(_ text: String?) -> BadgeIcon? {
         text.flatMap { try? BadgeIcon(validating: $0) }
     }
 

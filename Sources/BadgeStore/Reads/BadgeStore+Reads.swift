@@ -2,41 +2,48 @@ public import BadgeCore
 public import LibPQ
 
 extension BadgeStore {
+    /// One user's view of the subtree at `path`, down to `depth` levels below it (`nil`: all):
+    /// their own aggregates, the active broadcasts within it and the ones they dismissed, with
+    /// both versions. One statement, one snapshot.
+    public static func readView(
+        for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
+    ) throws(PGError) -> UserView {
+        let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let maximumLevel = path.depth + 1 + levelsBelow
+        let result = try connection.query(BadgeSQL.readTree, [user.rawValue, path.rawValue, maximumLevel])
+        var view = UserView(path: path, depth: depth, userVersion: 0, broadcastVersion: 0, aggregates: [:], broadcasts: [:], dismissed: [])
+        for row in result.rows {
+            let kind = try row.decode(0, as: Int32.self)
+            if kind == 0 {
+                view.userVersion = try row.decode(1, as: Int64.self)
+                view.broadcastVersion = try row.decode(2, as: Int64.self)
+                continue
+            }
+            let nodePath = try storedPath(row, 3)
+            let count = try row.decode(4, as: Int64.self)
+            let icon = storedIcon(try row.decode(5, as: String?.self))
+            if kind == 1 {
+                view.aggregates[nodePath] = BadgeAggregate(count: count, icon: icon, unseen: try row.decode(6, as: Int64.self))
+            } else {
+                let id = try row.decode(1, as: Int64.self)
+                view.broadcasts[id] = BroadcastBadge(id: id, path: nodePath, count: count, icon: icon)
+                if try row.decode(2, as: Int64.self) != 0 { view.dismissed.insert(id) }
+            }
+        }
+        return view
+    }
+
     /// One user's visible version and the aggregates of the shown nodes within `path`, down to
     /// `depth` levels below it (`nil`: all), with the broadcasts the user has not dismissed
-    /// merged in. One statement, one snapshot.
+    /// merged in (``readView(for:within:depth:on:)``, merged).
     ///
     /// The version is the user's own version plus the broadcast version: both only grow, so it
     /// grows with every change the user can see.
     public static func readAggregates(
         for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
     ) throws(PGError) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
-        let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
-        let maximumLevel = path.depth + 1 + levelsBelow
-        let result = try connection.query(BadgeSQL.readTree, [user.rawValue, path.rawValue, maximumLevel])
-        var version: Int64 = 0
-        var aggregates: [BadgePath: BadgeAggregate] = [:]
-        var broadcasts: [BroadcastBadge] = []
-        for row in result.rows {
-            let kind = try row.decode(0, as: Int32.self)
-            if kind == 0 {
-                version = try row.decode(1, as: Int64.self)
-                continue
-            }
-            let text = try row.decode(2, as: String.self)
-            guard let nodePath = try? BadgePath(validating: text) else {
-                throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "badges.read_tree")
-            }
-            let count = try row.decode(3, as: Int64.self)
-            let icon = try row.decode(4, as: String?.self).flatMap { try? BadgeIcon(validating: $0) }
-            if kind == 1 {
-                aggregates[nodePath] = BadgeAggregate(count: count, icon: icon, unseen: try row.decode(5, as: Int64.self))
-            } else {
-                broadcasts.append(BroadcastBadge(id: try row.decode(1, as: Int64.self), path: nodePath, count: count, icon: icon))
-            }
-        }
-        BadgeAggregate.merge(broadcasts, into: &aggregates, within: path, maximumDepth: path.depth + levelsBelow)
-        return (version, aggregates)
+        let view = try readView(for: user, within: path, depth: depth, on: connection)
+        return (view.version, view.visibleAggregates)
     }
 
     /// The SQL of the tree read (`$1` user, `$2` subtree path, `$3` deepest `nlevel`), for

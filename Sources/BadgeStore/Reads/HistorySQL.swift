@@ -36,21 +36,6 @@ extension BadgeSQL {
         WHERE c.user_id = $1 AND c.version > $2
         """)
 
-    /// The logged broadcast versions after `$1`, one row per broadcast added or withdrawn (a
-    /// version with neither has one row with a NULL id).
-    static let historyBroadcastChanges = PGStatement(
-        "history.broadcast_changes",
-        """
-        SELECT c.version, b.added, (b.item->>'id')::bigint, b.item->>'path', (b.item->>'count')::bigint, b.item->>'icon'
-        FROM broadcast_change c
-        LEFT JOIN LATERAL (
-            SELECT true AS added, a AS item FROM jsonb_array_elements(c.added) AS a
-            UNION ALL
-            SELECT false, w FROM jsonb_array_elements(c.withdrawn) AS w
-        ) b ON true
-        WHERE c.version > $1
-        """)
-
     /// Deletes up to `$2` of the oldest own-layer records logged before `$1`.
     static let pruneOwnChanges = PGStatement(
         "history.prune_own_changes",

@@ -2,29 +2,54 @@ import LibPQ
 
 /// The reads of one user's tree.
 extension BadgeSQL {
-    /// A user's visible version, aggregates within a subtree and the broadcasts within it that
-    /// the user has not dismissed: one statement, one snapshot, two single-user range scans plus
-    /// the active broadcasts (a dismissal counts from the own version it shows in). Rows: kind 0 (the version), 1 (an aggregate), 2 (a broadcast, its
-    /// id in the second column).
+    /// A user's own version and the broadcast version, aggregates within a subtree and the
+    /// active broadcasts within it, each with whether the user dismissed it (a dismissal counts
+    /// from the own version it shows in): one statement, one snapshot, two single-user range
+    /// scans plus the active broadcasts. Rows: kind 0 (the two versions), 1 (an aggregate), 2
+    /// (a broadcast: its id, then 1 when dismissed).
     static let readTree = PGStatement(
         "badges.read_tree",
         """
-        SELECT 0 AS kind,
-               coalesce((SELECT version FROM user_version WHERE user_id = $1), 0)
-                 + coalesce((SELECT version FROM broadcast_version), 0),
+        WITH v AS (SELECT coalesce((SELECT version FROM user_version WHERE user_id = $1), 0) AS own)
+        SELECT 0 AS kind, v.own, coalesce((SELECT version FROM broadcast_version), 0),
                NULL::text, NULL::bigint, NULL::text, NULL::bigint
+        FROM v
         UNION ALL
-        SELECT 1, 0, a.path::text, a.count, a.icon, a.unseen
+        SELECT 1, 0, 0, a.path::text, a.count, a.icon, a.unseen
         FROM badge_aggregate a
         WHERE a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
         UNION ALL
-        SELECT 2, b.id, b.path::text, b.count, b.icon, b.count
-        FROM broadcast b
+        SELECT 2, b.id,
+               (EXISTS (
+                   SELECT 1 FROM broadcast_clear c
+                   WHERE c.user_id = $1 AND c.broadcast_id = b.id AND c.shown_in <= v.own))::int,
+               b.path::text, b.count, b.icon, b.count
+        FROM broadcast b CROSS JOIN v
         WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree
-          AND NOT EXISTS (
-              SELECT 1 FROM broadcast_clear c
-              WHERE c.user_id = $1 AND c.broadcast_id = b.id
-                AND c.shown_in <= coalesce((SELECT version FROM user_version WHERE user_id = $1), 0))
+        """)
+
+    /// The broadcast version and the active broadcasts (kind 0: the version; 1: a broadcast).
+    static let readBroadcastSet = PGStatement(
+        "badges.read_broadcast_set",
+        """
+        SELECT 0 AS kind, version, NULL::text, NULL::bigint, NULL::text FROM broadcast_version
+        UNION ALL
+        SELECT 1, id, path::text, count, icon FROM broadcast WHERE withdrawn_at IS NULL
+        """)
+
+    /// The logged broadcast versions in `($1, $2]`, one row per broadcast added or withdrawn (a
+    /// version with neither has one row with a NULL id).
+    static let readBroadcastChanges = PGStatement(
+        "badges.read_broadcast_changes",
+        """
+        SELECT c.version, b.added, (b.item->>'id')::bigint, b.item->>'path', (b.item->>'count')::bigint, b.item->>'icon'
+        FROM broadcast_change c
+        LEFT JOIN LATERAL (
+            SELECT true AS added, a AS item FROM jsonb_array_elements(c.added) AS a
+            UNION ALL
+            SELECT false, w FROM jsonb_array_elements(c.withdrawn) AS w
+        ) b ON true
+        WHERE c.version > $1 AND c.version <= $2
         """)
 
     /// Whether the user has anything stored: a version (any change ever), own state or items.

@@ -1,0 +1,83 @@
+/// The set of active broadcasts at one broadcast version.
+public struct BroadcastSet: Hashable, Sendable {
+    /// The broadcast version.
+    public var version: Int64
+    /// The active broadcasts, by id.
+    public var active: [Int64: BroadcastBadge]
+
+    /// A set at `version`.
+    public init(version: Int64, active: [Int64: BroadcastBadge]) {
+        self.version = version
+        self.active = active
+    }
+
+    /// The set after `change`, which must be the next version; nil otherwise (a version was
+    /// missed: read the set again).
+    public func applying(_ change: BroadcastSetChange) -> BroadcastSet? {
+        guard change.version == version + 1 else { return nil }
+        var next = self
+        next.version = change.version
+        for broadcast in change.added { next.active[broadcast.id] = broadcast }
+        for broadcast in change.withdrawn { next.active[broadcast.id] = nil }
+        return next
+    }
+}
+
+/// What one user sees of one subtree, in its parts: their own aggregates within it (down to a
+/// depth), the active broadcasts within it and the ones they dismissed, at an own version and a
+/// broadcast version. A broadcast change moves only the broadcast part, so a view read once can
+/// follow broadcast versions without reading again (``rebased(on:)``): a dismissal, the only
+/// per-user part of broadcasts, always comes with a new own version.
+public struct UserView: Hashable, Sendable {
+    /// The subtree's root.
+    public var path: BadgePath
+    /// Levels below `path` (nil: all).
+    public var depth: Int?
+    /// The user's own version.
+    public var userVersion: Int64
+    /// The broadcast version of `broadcasts`.
+    public var broadcastVersion: Int64
+    /// The user's own aggregates within the subtree, down to the depth.
+    public var aggregates: [BadgePath: BadgeAggregate]
+    /// The active broadcasts within the subtree, by id.
+    public var broadcasts: [Int64: BroadcastBadge]
+    /// The broadcasts the user dismissed (as of `userVersion`).
+    public var dismissed: Set<Int64>
+
+    /// A view with the given parts.
+    public init(
+        path: BadgePath, depth: Int?, userVersion: Int64, broadcastVersion: Int64, aggregates: [BadgePath: BadgeAggregate],
+        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>
+    ) {
+        self.path = path
+        self.depth = depth
+        self.userVersion = userVersion
+        self.broadcastVersion = broadcastVersion
+        self.aggregates = aggregates
+        self.broadcasts = broadcasts
+        self.dismissed = dismissed
+    }
+
+    /// The visible version: the own version plus the broadcast version (saturating).
+    public var version: Int64 { userVersion.addingSaturating(broadcastVersion) }
+
+    /// The aggregates the user sees: their own with the broadcasts they have not dismissed
+    /// merged in, within the subtree and depth.
+    public var visibleAggregates: [BadgePath: BadgeAggregate] {
+        var merged = aggregates
+        let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        let shown = broadcasts.values.filter { !dismissed.contains($0.id) }
+        BadgeAggregate.merge(Array(shown), into: &merged, within: path, maximumDepth: path.depth + levelsBelow)
+        return merged
+    }
+
+    /// The same view at the broadcast version of `set` (its active broadcasts within the
+    /// subtree); nil when `set` is older than this view's (keep this view).
+    public func rebased(on set: BroadcastSet) -> UserView? {
+        guard set.version >= broadcastVersion else { return nil }
+        var view = self
+        view.broadcastVersion = set.version
+        view.broadcasts = set.active.filter { $0.value.path.isWithin(path) }
+        return view
+    }
+}
