@@ -109,22 +109,29 @@ public final class ChangeHub: Service, Sendable {
     }
 
     private func listen(_ listener: PGListener) async {
+        // Broadcast changes are read by a task of their own, in order, so that a read of the
+        // log never delays users' notifications.
+        let (targets, follow) = AsyncStream.makeStream(of: Int64?.self)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await listener.run() }
             group.addTask {
+                for await version in targets { await self.followBroadcasts(to: version) }
+            }
+            group.addTask {
                 await withGracefulShutdownHandler {
                     for await event in listener.events {
-                        await self.dispatch(event)
+                        self.dispatch(event, follow: follow)
                     }
                 } onGracefulShutdown: {
                     listener.stop()
                 }
+                follow.finish()
             }
             await group.waitForAll()
         }
     }
 
-    private func dispatch(_ event: PGListener.Event) async {
+    private func dispatch(_ event: PGListener.Event, follow: AsyncStream<Int64?>.Continuation) {
         switch event {
         case .disconnected:
             // Until it is back, nothing tells the cache what changed.
@@ -135,8 +142,8 @@ public final class ChangeHub: Service, Sendable {
             // Notifications sent while it was away are lost.
             treeCache.invalidateAll(listening: true)
             state.withLock { $0.listening = true }
-            await followBroadcasts(to: nil)
             wakeEveryone(.change)
+            follow.yield(nil)
         case .notification(let notification):
             notifications.increment()
             guard let change = Self.parse(notification.payload) else {
@@ -146,7 +153,7 @@ public final class ChangeHub: Service, Sendable {
             }
             switch change {
             case .user: deliver(change)
-            case .broadcasts(let version): await followBroadcasts(to: version)
+            case .broadcasts(let version): follow.yield(version)
             }
         }
     }
