@@ -107,7 +107,13 @@ extension BenchCommand {
             ])
             let measurement = try await PipelineBenchmark(settings: settings, logger: logger).run(
                 ingest: ingestConfiguration,
-                rollup: { rollup.service(database: scratchOptions, logger: logger) },
+                rollup: {
+                    // The change feed to the run's own topic, on the same brokers.
+                    var options = rollup
+                    options.changesTopic = kafka.topic + ".changes"
+                    return try options.services(
+                        database: scratchOptions, brokers: kafka.configuration["bootstrap.servers"] ?? self.kafka.brokers, logger: logger)
+                },
                 serve: { onRunning in
                     try await serve.makeServices(database: scratchOptions, registry: registry, logger: logger, onRunning: onRunning)
                 },

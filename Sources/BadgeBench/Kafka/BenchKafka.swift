@@ -24,6 +24,7 @@ public struct BenchKafka: Sendable {
             if let cluster {
                 try cluster.createTopic(topic, partitions: partitions)
                 try cluster.createTopic(topic + ".dlq", partitions: 1)
+                try cluster.createTopic(topic + ".changes", partitions: partitions)
                 configuration.set("bootstrap.servers", cluster.bootstrapServers)
             }
         } catch {

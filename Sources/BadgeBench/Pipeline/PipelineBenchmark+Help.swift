@@ -2,9 +2,11 @@ extension PipelineBenchmark {
     /// What `reddot bench pipeline --help` says after ``BenchScratch/discussion``: what is measured,
     /// how, and the exit codes.
     public static let discussion = """
-        What runs: ingest, the rollup workers and the query service in this process, as \
-        reddot run runs them (one service group; the ingest and rollup options below are \
-        reddot run's, with its defaults), against the scratch database. The query service \
+        What runs: ingest, the rollup workers, the change feed and the query service in this \
+        process, as reddot run runs them (one service group; the ingest and rollup options \
+        below are reddot run's, with its defaults), against the scratch database. The change \
+        feed publishes to the events topic's name plus .changes on the same brokers \
+        (--no-change-feed turns it off). The query service \
         listens on 127.0.0.1 (a free port) with HS256 auth. Kafka: by default an in-process \
         librdkafka mock cluster with a fresh topic of --partitions partitions; with --brokers, \
         real brokers and the topic of --topic (use a new or empty topic).
@@ -32,7 +34,10 @@ extension PipelineBenchmark {
         commit → visible; the rollup lag p50/p99/max: every sample of the rollup's own \
         metric reddot_rollup_lag_seconds recorded in the window (a user's dirty mark, \
         written in the ingest transaction, to the commit of the rollup transaction that \
-        recomputed that user; DESIGN's target is p99 under 100 ms); the offered and the \
+        recomputed that user; DESIGN's target is p99 under 100 ms); visible → \
+        reddot.changes p50/p99/max: every sample of the change feed's own metric \
+        reddot_feed_lag_seconds in the window (from the start of the rollup transaction that \
+        made a version visible to Kafka's acknowledgement of its record); the offered and the \
         achieved publish rate; stream events and errors; and the CPU the machine spent \
         (Linux /proc: this process, the load generator's two threads within it, the \
         PostgreSQL backends of the scratch database, everything else). The report names \

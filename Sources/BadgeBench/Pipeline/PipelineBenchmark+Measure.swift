@@ -76,6 +76,9 @@ extension PipelineBenchmark {
         measurement.rollupLag = LatencySummary(sortedNanoseconds: lag.map { UInt64(max(0, $0)) })
         measurement.rollupLagSamples = lag.count
         measurement.rollupLagUnder100Percent = lag.isEmpty ? 0 : 100 * Double(lag.count(where: { $0 < 100_000_000 })) / Double(lag.count)
+        let feedLag = lagCapture.samples(RollupLagCapture.feedLabel, from: measureStart, to: measureEnd).sorted()
+        measurement.feedLag = LatencySummary(sortedNanoseconds: feedLag.map { UInt64(max(0, $0)) })
+        measurement.feedLagSamples = feedLag.count
         measurement.maxBehindScheduleMilliseconds = Double(maxBehind) / 1e6
         measurement.trackedEvents = tracked
         measurement.drainSeconds = drainSeconds

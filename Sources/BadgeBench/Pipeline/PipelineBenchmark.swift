@@ -1,6 +1,6 @@
 import BadgeAPI
 public import BadgeIngest
-public import BadgeRollup
+import BadgeRollup
 import BadgeStore
 import Foundation
 public import LibPQ
@@ -122,6 +122,9 @@ public struct PipelineBenchmark: Sendable {
         var rollupLag = LatencySummary(sortedNanoseconds: [])
         var rollupLagSamples = 0
         var rollupLagUnder100Percent = 0.0
+        /// The change feed's lag (the change's transaction → Kafka acknowledged), when it ran.
+        var feedLag = LatencySummary(sortedNanoseconds: [])
+        var feedLagSamples = 0
         var totalEvents = 0
         /// Events of users with a stream, and how many of them became visible.
         var trackedEvents = 0
@@ -144,7 +147,7 @@ public struct PipelineBenchmark: Sendable {
     ///
     /// - Throws: `BenchFailure` when the run cannot measure; `PGError`, `KafkaError`.
     public func run(
-        ingest: IngestConfiguration, rollup: () -> RollupService,
+        ingest: IngestConfiguration, rollup: () throws -> [any Service],
         serve: (@escaping @Sendable (Int) -> Void) async throws -> (application: any Service, services: [any Service]),
         secret: String, lagCapture: RollupLagCapture
     ) async throws -> Measurement {
@@ -155,7 +158,7 @@ public struct PipelineBenchmark: Sendable {
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let (application, apiServices) = try await serve { port in portContinuation.yield(port) }
         // reddot run's order: ingest, rollup, the application, then the change hub.
-        let services: [any Service] = [IngestService(configuration: ingestConfiguration, logger: logger), rollup(), application] + apiServices
+        let services: [any Service] = [IngestService(configuration: ingestConfiguration, logger: logger)] + (try rollup()) + [application] + apiServices
         var measurement = try await withServiceGroup(
             services, logger: logger, report: { recorder.ingestEnded(error: $0) }, onExit: { portContinuation.finish() }
         ) {

@@ -51,6 +51,10 @@ public struct PipelineReport: Encodable, Sendable {
     var rollupLagP99Ms: Double
     var rollupLagMaxMs: Double
     var rollupLagUnder100MsPercent: Double
+    var feedLagSamples: Int
+    var feedLagP50Ms: Double
+    var feedLagP99Ms: Double
+    var feedLagMaxMs: Double
     var streamSnapshots: Int
     var streamChanges: Int
     var streamBytes: Int
@@ -126,6 +130,10 @@ public struct PipelineReport: Encodable, Sendable {
         rollupLagP99Ms = measurement.rollupLag.p99Milliseconds
         rollupLagMaxMs = measurement.rollupLag.maxMilliseconds
         rollupLagUnder100MsPercent = measurement.rollupLagUnder100Percent
+        feedLagSamples = measurement.feedLagSamples
+        feedLagP50Ms = measurement.feedLag.p50Milliseconds
+        feedLagP99Ms = measurement.feedLag.p99Milliseconds
+        feedLagMaxMs = measurement.feedLag.maxMilliseconds
         streamSnapshots = measurement.streams.snapshots
         streamChanges = measurement.streams.changes
         streamBytes = measurement.streams.bytes
@@ -197,6 +205,7 @@ public struct PipelineReport: Encodable, Sendable {
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
             parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs))
             rollup lag: dirty mark → aggregates committed (reddot_rollup_lag_seconds, \(number(Double(rollupLagSamples))) samples in the window) p50 \(ms(rollupLagP50Ms)), p99 \(ms(rollupLagP99Ms)), max \(ms(rollupLagMaxMs)); \(String(format: "%.1f", rollupLagUnder100MsPercent))% under 100 ms
+            feed:       \(feedLagSamples == 0 ? "no records published in the window (change feed off?)" : "visible → reddot.changes: the version's transaction → Kafka acknowledged (reddot_feed_lag_seconds, \(number(Double(feedLagSamples))) records in the window) p50 \(ms(feedLagP50Ms)), p99 \(ms(feedLagP99Ms)), max \(ms(feedLagMaxMs))")
             streams:    \(number(Double(streamChanges))) change and \(number(Double(streamSnapshots))) snapshot events, \(number(Double(streamBytes))) bytes; \(streamErrors) errors\(firstStreamError.map { " (first: \($0))" } ?? ""); drain after the last publish \(BenchReport.seconds(drainSeconds))
             CPU:        machine \(percent(machineBusyPercent)) busy in the window: this process \(percent(pipelineProcessPercent + loadGeneratorPercent)) (of it the bench's producer \(percent(producerPercent)) and SSE client \(percent(streamClientPercent))), PostgreSQL backends \(percent(postgresqlPercent)), other \(percent(otherPercent)) (percent of all cores)
             target:     rollup lag p99 < 100 ms: \(rollupLagSamples == 0 ? "not measured" : rollupLagP99Ms < 100 ? "yes" : "NO")
