@@ -81,8 +81,13 @@ public struct ChangeFeed: Service {
         logger.info("change feed started", metadata: ["kafka.topic": "\(configuration.topic)", "feed.holder": "\(holder)"])
         var backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
         var leading = false
+        var lastMeasured = ContinuousClock.now - .seconds(5)
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
             do {
+                if ContinuousClock.now - lastMeasured >= .seconds(5) {
+                    metrics.pending.record(try await pool.withConnection { try BadgeStore.unpublishedChanges(on: $0) })
+                    lastMeasured = ContinuousClock.now
+                }
                 let published = try await step()
                 if (published != nil) != leading {
                     leading = published != nil
@@ -163,6 +168,8 @@ final class ChangeFeedMetrics: Sendable {
     let publishedBroadcasts = Counter(label: "reddot_feed_published_total", dimensions: [("kind", "broadcasts")])
     /// Failed rounds (retried with backoff).
     let errors = Counter(label: "reddot_feed_errors_total")
+    /// Records waiting to be published (measured every 5 s).
+    let pending = Gauge(label: "reddot_feed_pending_records")
 
     func published(_ records: [FeedRecord]) {
         let users = records.count { $0.kind == .user }
