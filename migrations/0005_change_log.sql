@@ -27,6 +27,7 @@ CREATE TABLE badge_change (
     -- they have not dismissed): what a push sender sets the app-icon badge to.
     root_count         bigint      NOT NULL,
     root_unseen        bigint      NOT NULL,
+    -- When the version was made (the end of the statement that made it; it shows at its commit).
     changed_at         timestamptz NOT NULL DEFAULT now(),
     -- The change feed's order (one user's versions get increasing numbers) and when the record
     -- was acknowledged by Kafka (NULL: not yet).

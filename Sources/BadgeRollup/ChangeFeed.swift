@@ -5,6 +5,7 @@ public import LibPQ
 public import Logging
 import Metrics
 public import RdKafka
+import Synchronization
 public import ServiceLifecycle
 
 /// How the change feed publishes.
@@ -55,6 +56,8 @@ public struct ChangeFeed: Service {
     /// Where it logs.
     public let logger: Logger
     private let metrics = ChangeFeedMetrics()
+    /// When this process last took or renewed the lease (nil: it does not hold it).
+    private let lease = LeaseClock()
 
     /// A feed over `pool` through `producer` (give the pool at least one connection of its own).
     public init(pool: PGPool, producer: KafkaProducer, configuration: ChangeFeedConfiguration = ChangeFeedConfiguration(), logger: Logger) {
@@ -110,14 +113,19 @@ public struct ChangeFeed: Service {
         logger.info("change feed stopped")
     }
 
-    /// One round: renews the lease, reads the records not yet published, sends them and marks
-    /// those delivered in order.
+    /// One round: renews the lease (when a third of it has passed), reads the records not yet
+    /// published, sends them and marks those delivered in order.
     ///
     /// - Returns: the records published; nil when another process holds the lease.
     public func step() async throws -> Int? {
         let seconds = configuration.leaseSeconds
         let holder = self.holder
-        guard try await pool.withConnection({ try BadgeStore.takeFeedLease(holder: holder, seconds: seconds, on: $0) }) else { return nil }
+        if lease.renewedAt.withLock({ $0.map { ContinuousClock.now - $0 >= .seconds(seconds / 3) } ?? true }) {
+            let renewedAt = ContinuousClock.now
+            let held = try await pool.withConnection { try BadgeStore.takeFeedLease(holder: holder, seconds: seconds, on: $0) }
+            lease.renewedAt.withLock { $0 = held ? renewedAt : nil }
+            guard held else { return nil }
+        }
         let (limit, cap) = (configuration.batchSize, configuration.countCap)
         let records = try await pool.withConnection { try BadgeStore.pendingFeedRecords(limit: limit, countCap: cap, on: $0) }
         guard !records.isEmpty else { return 0 }
@@ -158,6 +166,11 @@ public struct ChangeFeed: Service {
     private static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
+}
+
+/// When the lease was last taken or renewed (nil: not held).
+final class LeaseClock: Sendable {
+    let renewedAt = Mutex<ContinuousClock.Instant?>(nil)
 }
 
 /// The change feed's metrics, created once.

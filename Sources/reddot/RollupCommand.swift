@@ -13,10 +13,15 @@ struct RollupCommand: AsyncParsableCommand {
             Workers claim dirty users in batches (FOR UPDATE SKIP LOCKED: run as many workers and \
             processes as you like), recompute every parent's aggregate in one SQL statement, bump \
             the version of each user whose visible tree changed, and NOTIFY the query services. \
-            A sweeper deletes expired badges and withdraws expired broadcasts every second.
+            A sweeper deletes expired badges and withdraws expired broadcasts every second. Each \
+            new version is logged in the change log (kept --change-retention-hours, for delta \
+            polling and stream resume), and the change feed publishes the log to \
+            --changes-topic (reddot.changes) when it has brokers: in order per user, at least \
+            once, one process at a time.
 
             Metrics (with --metrics-port): reddot_rollup_lag_seconds (dirty mark → aggregates \
-            committed), reddot_rollup_users_total, reddot_rollup_queue_depth_users, …
+            committed), reddot_rollup_users_total, reddot_rollup_queue_depth_users, \
+            reddot_feed_lag_seconds (version → Kafka acknowledged), reddot_feed_pending_records, …
 
             SIGTERM or SIGINT: workers finish their transaction and the process exits 0. \
             Database outages are waited out (retries with backoff). Exit codes: 0 stopped by a \

@@ -143,7 +143,7 @@ extension BadgeSQL {
             SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version
             RETURNING v.user_id, v.version, v.broadcast_version
         ), logged AS (
-            INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen)
+            INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at)
             SELECT b.user_id, b.version, b.broadcast_version,
                    coalesce((
                        SELECT jsonb_agg(jsonb_build_array(
@@ -152,7 +152,8 @@ extension BadgeSQL {
                            CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path)
                        FROM diff d WHERE d.user_id = b.user_id), '[]'),
                    least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
-                   least(coalesce(r.unseen, 0) + coalesce(shared.total, 0), \(maxCount))::bigint
+                   least(coalesce(r.unseen, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
+                   clock_timestamp()
             FROM bumped b
             LEFT JOIN fresh r ON r.user_id = b.user_id AND r.path = 'root'
             LEFT JOIN LATERAL (

@@ -293,12 +293,13 @@ extension BadgeSQL {
         WITH bumped AS (
             UPDATE broadcast_version SET version = version + 1, changed_at = now() RETURNING version
         ), logged AS (
-            INSERT INTO broadcast_change (version, added, withdrawn)
+            INSERT INTO broadcast_change (version, added, withdrawn, changed_at)
             SELECT v.version,
                    coalesce((SELECT jsonb_agg(\(broadcastJSON("b")) ORDER BY b.id) FROM broadcast b
                              WHERE b.shown_in = v.version AND (b.withdrawn_in IS NULL OR b.withdrawn_in > v.version)), '[]'),
                    coalesce((SELECT jsonb_agg(\(broadcastJSON("b")) ORDER BY b.id) FROM broadcast b
-                             WHERE b.withdrawn_in = v.version AND b.shown_in < v.version), '[]')
+                             WHERE b.withdrawn_in = v.version AND b.shown_in < v.version), '[]'),
+                   clock_timestamp()
             FROM bumped v
         )
         SELECT version, pg_notify($1, json_build_object('broadcast_version', version)::text) FROM bumped
