@@ -74,11 +74,12 @@ extension BadgeSQL {
         "feed.mark_broadcast_changes",
         "UPDATE broadcast_change SET published_at = now() WHERE version = ANY($1::bigint[]) AND published_at IS NULL")
 
-    /// How many records wait to be published (cheap while the feed keeps up: a partial index).
+    /// How many records wait to be published, counted up to a million of each kind (cheap while
+    /// the feed keeps up: a partial index).
     static let unpublishedCount = PGStatement(
         "feed.unpublished",
         """
-        SELECT (SELECT count(*) FROM badge_change WHERE published_at IS NULL)
-             + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM badge_change WHERE published_at IS NULL LIMIT 1000000) AS u)
+             + (SELECT count(*) FROM (SELECT 1 FROM broadcast_change WHERE published_at IS NULL LIMIT 1000000) AS b)
         """)
 }

@@ -36,7 +36,9 @@ extension BadgeSQL {
         WHERE c.user_id = $1 AND c.version > $2
         """)
 
-    /// Deletes up to `$2` of the oldest own-layer records logged before `$1`.
+    /// Deletes up to `$2` of the oldest own-layer records logged before `$1`. Planned for each
+    /// cutoff (not prepared): a generic plan may scan the whole table when nothing is old, where
+    /// the BRIN index on `changed_at` reads a block range or two.
     static let pruneOwnChanges = PGStatement(
         "history.prune_own_changes",
         """
@@ -45,7 +47,7 @@ extension BadgeSQL {
             SELECT user_id, version FROM badge_change WHERE changed_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED
         ) AS old
         WHERE c.user_id = old.user_id AND c.version = old.version
-        """)
+        """, prepared: false)
 
     /// Deletes up to `$2` of the oldest broadcast records logged before `$1`.
     static let pruneBroadcastChanges = PGStatement(
