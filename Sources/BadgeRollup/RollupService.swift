@@ -104,15 +104,17 @@ public struct RollupService: Service {
     public func pruneChangeLog() async throws -> Int {
         let limit = configuration.expiryBatchSize
         let cutoff = Date().addingTimeInterval(-Self.seconds(configuration.changeRetention))
-        var pruned = 0
+        var pruned = 0, unpublished = 0
         while !Task.isCancelled {
             let batch = try await pool.withTransaction { connection in
                 try BadgeStore.pruneChangeLog(olderThan: cutoff, limit: limit, on: connection)
             }
-            pruned += batch
-            if batch < limit { break }
+            pruned += batch.pruned
+            unpublished += batch.unpublished
+            if batch.pruned < limit { break }
         }
         metrics.prunedChanges.increment(by: pruned)
+        metrics.prunedUnpublished.increment(by: unpublished)
         metrics.changeLogSize.record(try await pool.withConnection { try BadgeStore.changeLogSize(on: $0) })
         return pruned
     }

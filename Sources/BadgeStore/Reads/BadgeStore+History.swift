@@ -80,12 +80,20 @@ extension BadgeStore {
     }
 
     /// Deletes change-log records older than `cutoff`, up to `limit` of each kind per call (so
-    /// no call holds locks long); returns how many went.
+    /// no call holds locks long); returns how many went, and how many of them the change feed
+    /// had not published.
     @discardableResult
-    public static func pruneChangeLog(olderThan cutoff: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
-        let own = try connection.query(BadgeSQL.pruneOwnChanges, [cutoff, limit]).affectedRows
-        let broadcasts = try connection.query(BadgeSQL.pruneBroadcastChanges, [cutoff, limit]).affectedRows
-        return own + broadcasts
+    public static func pruneChangeLog(
+        olderThan cutoff: Date, limit: Int, on connection: PGConnection
+    ) throws(PGError) -> (pruned: Int, unpublished: Int) {
+        var pruned = 0, unpublished = 0
+        for statement in [BadgeSQL.pruneOwnChanges, BadgeSQL.pruneBroadcastChanges] {
+            for row in try connection.query(statement, [cutoff, limit]).rows {
+                pruned += 1
+                if try row.decode(0, as: Bool.self) { unpublished += 1 }
+            }
+        }
+        return (pruned, unpublished)
     }
 
     /// How many records the change log holds, as PostgreSQL estimates it.

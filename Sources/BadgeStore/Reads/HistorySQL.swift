@@ -47,6 +47,7 @@ extension BadgeSQL {
             SELECT user_id, version FROM badge_change WHERE changed_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED
         ) AS old
         WHERE c.user_id = old.user_id AND c.version = old.version
+        RETURNING c.published_at IS NULL
         """, prepared: false)
 
     /// Deletes up to `$2` of the oldest broadcast records logged before `$1`.
@@ -56,6 +57,7 @@ extension BadgeSQL {
         DELETE FROM broadcast_change c
         USING (SELECT version FROM broadcast_change WHERE changed_at < $1 ORDER BY version LIMIT $2 FOR UPDATE SKIP LOCKED) AS old
         WHERE c.version = old.version
+        RETURNING c.published_at IS NULL
         """)
 
     /// The number of records in the change log, as PostgreSQL estimates it (no table scan).
