@@ -176,9 +176,9 @@ public final class ChangeHub: Service, Sendable {
                 for change in try await store.broadcastChanges(after: current.version, through: version, deadline: deadline) {
                     next = next?.applying(change)
                 }
+                broadcastReads.increment()
                 if next?.version != version { next = nil }
             }
-            broadcastReads.increment()
             let set: BroadcastSet
             if let next {
                 set = next
