@@ -23,6 +23,7 @@ let package = Package(
     products: [
         .executable(name: "reddot", targets: ["reddot"]),
         .library(name: "BadgeCore", targets: ["BadgeCore"]),
+        .library(name: "RedDotClient", targets: ["RedDotClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -50,6 +51,10 @@ let package = Package(
             pkgConfig: "rdkafka",
             providers: [.apt(["librdkafka-dev"])]
         ),
+
+        // The Swift client for apps: RJBadgeKit's observation model on a RedDot server. Foundation only.
+        .target(name: "RedDotClient", swiftSettings: strictSettings),
+        .testTarget(name: "RedDotClientTests", dependencies: ["RedDotClient"], swiftSettings: strictSettings),
 
         // Pure domain: paths, operations, events, rules, aggregation. No I/O, no C.
         .target(
@@ -190,7 +195,7 @@ let package = Package(
         // build replays corpora (Tests/FuzzCorpus). Only light dependencies, so the sanitized build is quick.
         .executableTarget(
             name: "reddot-fuzz",
-            dependencies: ["BadgeCore", "BadgeStore"],
+            dependencies: ["BadgeCore", "BadgeStore", "RedDotClient"],
             swiftSettings: strictSettings
         ),
 
@@ -239,7 +244,7 @@ let package = Package(
             name: "BadgeAPITests",
             dependencies: [
                 "BadgeAPI", "BadgeRollup", "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka",
-                "TestSupport",
+                "TestSupport", "RedDotClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -12,6 +12,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case http
     /// A migration file: the first line is its name, the rest its bytes.
     case migrations
+    /// A Server-Sent Events body as RedDotClient reads it (the first byte picks a chunk size).
+    case sse
 
     /// Runs the target on one input.
     func run(_ bytes: [UInt8]) {
@@ -20,6 +22,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .paths: PathsFuzzTarget.run(bytes)
         case .http: HTTPFuzzTarget.run(bytes)
         case .migrations: MigrationsFuzzTarget.run(bytes)
+        case .sse: ServerSentEventsFuzzTarget.run(bytes)
         }
     }
 
