@@ -97,10 +97,7 @@ extension BadgeAPI {
                     if let last = missed.last {
                         // A resume within the change log: the missed versions, one event each.
                         for (before, after) in zip(missed, missed.dropFirst()) {
-                            let changed = Self.changedNodes(from: before.tree, to: after.tree)
-                            guard !changed.isEmpty else { continue }
-                            let change = TreeChange(user: user, version: after.version, changed: changed)
-                            opening += Self.event("change", id: after.version, data: try Self.encode(change))
+                            opening += try Self.changeEvent(from: before, to: after) ?? ""
                         }
                         current = last
                         view = nil  // its parts are not known: the next wake-up reads again
@@ -129,17 +126,22 @@ extension BadgeAPI {
                         view = held
                         let next = self.tree(user, held)
                         guard next.version != current.version else { continue }
-                        let changed = Self.changedNodes(from: current.tree, to: next.tree)
+                        let event = try Self.changeEvent(from: current, to: next)
                         current = next
-                        // A change elsewhere in the user's tree moves the version of a subtree
-                        // stream without changing what it shows: nothing to send.
-                        guard !changed.isEmpty else { continue }
-                        let change = TreeChange(user: user, version: next.version, changed: changed)
-                        try await writer.write(ByteBuffer(string: Self.event("change", id: next.version, data: try Self.encode(change))))
+                        guard let event else { continue }
+                        try await writer.write(ByteBuffer(string: event))
                     }
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// The `change` event from one tree to the next; nil when what the stream shows did not
+    /// change (a change elsewhere in the user's tree moves the version of a subtree stream).
+    static func changeEvent(from before: UserBadgeTree, to after: UserBadgeTree) throws -> String? {
+        let changed = changedNodes(from: before.tree, to: after.tree)
+        guard !changed.isEmpty else { return nil }
+        return event("change", id: after.version, data: try encode(TreeChange(user: after.user, version: after.version, changed: changed)))
     }
 
     /// The most versions a stream replays on resume; a client further behind gets a snapshot.

@@ -104,7 +104,7 @@ extension BadgeStore {
     static func storedPath(_ row: PGRow, _ column: Int) throws(PGError) -> BadgePath {
         let text = try row.decode(column, as: String.self)
         guard let path = try? BadgePath(validating: text) else {
-            throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "history")
+            throw PGError(code: .decoding, message: "stored path '\(text.prefix(80))' is not a valid badge path", statement: "badges.read")
         }
         return path
     }
