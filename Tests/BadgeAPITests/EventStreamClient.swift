@@ -24,7 +24,7 @@ final class EventStreamClient: @unchecked Sendable {
 
     /// Connects to 127.0.0.1:`port` and sends `GET uri` with the headers.
     init(port: Int, uri: String, headers: [String: String]) throws {
-        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { throw APITestError("socket() failed") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -139,7 +139,7 @@ struct DevAnywhereTests {
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     static func listens(port: Int) -> Bool {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { return false }
         defer { close(socket) }
         var address = sockaddr_in()
