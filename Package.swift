@@ -268,7 +268,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "reddot", "LibPQ", "TestSupport", "BadgeCore", "BadgeStore", "RdKafka",
+                "reddot", "LibPQ", "TestSupport", "BadgeCore", "BadgeStore", "RdKafka", "RedDotClient",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"],

@@ -2,7 +2,7 @@ import Foundation
 
 /// What one node of a user's badge tree shows, as an app draws it: RJBadgeKit's badge, from the
 /// server.
-public struct Badge: Sendable, Hashable {
+public struct Badge: Sendable, Hashable, Codable {
     /// The node, `root.chat.c7`.
     public var path: String
     /// Whether it shows at all (a dot, a number or an icon).
@@ -40,14 +40,36 @@ public struct Badge: Sendable, Hashable {
     }
 }
 
-/// Why the client could not use what the server sent.
+/// What went wrong between the client and the server, as a sentence, with its kind.
 public struct RedDotClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kinds of failure, by what the app can do about them.
+    public enum Kind: Sendable, Hashable {
+        /// The server refused the token (401): get a new one; the client does not retry by itself.
+        case unauthorized
+        /// The token may not read this user's badges (403), or the user is unknown (404).
+        case forbidden
+        /// The server answered with another error status (`status`).
+        case server
+        /// The server could not be reached, or the connection broke: the client retries.
+        case transport
+        /// The server sent something the client cannot read.
+        case invalidResponse
+        /// The offline cache file could not be read or written.
+        case cache
+    }
+
+    /// The kind of failure.
+    public var kind: Kind
+    /// The HTTP status, when the server answered with one.
+    public var status: Int?
     /// What went wrong, as a sentence.
     public var description: String
 
-    /// An error with `description`.
-    public init(_ description: String) {
+    /// An error of `kind` with `description`.
+    public init(_ kind: Kind, _ description: String, status: Int? = nil) {
+        self.kind = kind
         self.description = description
+        self.status = status
     }
 }
 
@@ -84,45 +106,44 @@ struct BadgeTreeState: Sendable {
         var changed: [Node]
     }
 
-    /// Replaces the tree with a snapshot; returns the paths whose badge changed (nil: ignored,
-    /// not newer than what is held).
-    mutating func apply(_ snapshot: Snapshot) -> Set<String>? {
-        guard snapshot.version > version else { return nil }
-        var fresh: [String: Badge] = [:]
-        func visit(_ node: Node) {
-            if node.shown { fresh[node.path] = Self.badge(node, version: snapshot.version) }
-            node.children?.forEach(visit)
-        }
-        if let tree = snapshot.tree { visit(tree) }
-        let changed = Set(fresh.keys).union(nodes.keys).filter { path in
-            switch (nodes[path], fresh[path]) {
-            case let (old?, new?): return !old.looksLike(new)
-            default: return true
-            }
-        }
+    /// Replaces the tree with a snapshot when it is newer than the tree held, or whatever its
+    /// version when `authoritative` (the first answer after a start from the offline cache);
+    /// returns whether it did.
+    mutating func apply(_ snapshot: Snapshot, authoritative: Bool = false) -> Bool {
+        guard snapshot.version > version || authoritative else { return false }
         version = snapshot.version
-        nodes = fresh
-        return changed
+        nodes = Self.shownNodes(snapshot.tree, version: snapshot.version)
+        return true
     }
 
-    /// Applies a change; returns the paths whose badge changed (nil: ignored, not newer).
-    mutating func apply(_ change: Change) -> Set<String>? {
-        guard change.version > version else { return nil }
-        var changed: Set<String> = []
+    /// Applies a change when it is newer than the tree held; returns whether it did.
+    mutating func apply(_ change: Change) -> Bool {
+        guard change.version > version else { return false }
         for node in change.changed {
-            let old = nodes[node.path]
-            if node.shown {
-                let new = Self.badge(node, version: change.version)
-                if old.map({ !$0.looksLike(new) }) ?? true { changed.insert(node.path) }
-                nodes[node.path] = new
-            } else if old != nil {
-                nodes[node.path] = nil
-                changed.insert(node.path)
-            }
+            nodes[node.path] = node.shown ? Self.badge(node, version: change.version) : nil
         }
         version = change.version
-        return changed
+        return true
     }
+
+    /// Every shown node of `tree` (nested as the server sends it), flat, by path.
+    static func shownNodes(_ tree: Node?, version: Int64) -> [String: Badge] {
+        var shown: [String: Badge] = [:]
+        func visit(_ node: Node) {
+            if node.shown { shown[node.path] = badge(node, version: version) }
+            node.children?.forEach(visit)
+        }
+        if let tree { visit(tree) }
+        return shown
+    }
+
+    /// The tree as it was saved (see ``BadgeCache``).
+    init(version: Int64, nodes: [String: Badge]) {
+        self.version = version
+        self.nodes = nodes
+    }
+
+    init() {}
 
     private static func badge(_ node: Node, version: Int64) -> Badge {
         Badge(

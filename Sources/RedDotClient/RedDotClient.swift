@@ -2,34 +2,119 @@ public import Foundation
 import Synchronization
 
 /// One user's badges from a RedDot server, with RJBadgeKit's programming model: observe a path
-/// and be called back at once and whenever its badge changes.
+/// and be called back at once and whenever its badge changes; clear or mark seen what the app
+/// showed.
 ///
-/// This part of the client holds the tree and the observers; what it hears from the server
-/// comes in through ``receive(_:)`` (each event of `GET /v1/users/{user}/badges/stream`) or
-/// ``receive(tree:)`` (the JSON of `GET …/badges`). Callbacks run on the thread that delivered
-/// the change, outside the client's lock, in version order; a change never goes back in version.
+/// ```swift
+/// let client = RedDotClient(server: URL(string: "https://badges.example.com")!, user: "alice",
+///                           options: .init(cacheFile: cacheURL)) { try await session.token() }
+/// client.start()
+/// let observation = client.observe("root.chat") { badge in
+///     Task { @MainActor in chatTab.badgeValue = badge.text ?? (badge.shown ? "" : nil) }
+/// }
+/// try await client.clear("root.chat", force: true)
+/// ```
+///
+/// Callbacks run outside the client's lock, on the thread that delivered the change (never the
+/// main thread by itself: hop there to touch UI), in version order. The version of what a
+/// callback sees never goes back, except once after a start from the offline cache, when the
+/// server's first answer replaces the cached tree whatever its version (a server restored from a
+/// backup is older than the cache).
 public final class RedDotClient: Sendable {
     /// The user whose badges these are.
     public let user: String
-    private let state = Mutex(State())
+    /// The server's base URL (nil for a client fed by hand with ``receive(_:)``).
+    public let server: URL?
+    /// The options the client was made with.
+    public let options: Options
+    let tokenProvider: (@Sendable () async throws -> String?)?
+    let cache: BadgeCache?
+    let state = Mutex(State())
+    /// Wakes the polling loop for ``refresh()`` and after an action.
+    let wakeup = Wakeup()
 
-    private struct State {
+    struct State {
+        /// The tree as the server last confirmed it.
         var tree = BadgeTreeState()
-        var nextObserver: UInt64 = 0
+        /// Whether ``tree`` came from the server in this run (not from the cache).
+        var confirmed = false
+        /// Clears and seens shown before the tree includes them.
+        var pending: [PendingAction] = []
+        /// What the app sees: ``tree`` with ``pending`` applied.
+        var shown: [String: Badge] = [:]
+        var nextID: UInt64 = 0
         var observers: [UInt64: (path: String, callback: @Sendable (Badge) -> Void)] = [:]
+        var connectionObservers: [UInt64: @Sendable (ConnectionState) -> Void] = [:]
+        var connection: ConnectionState = .idle
+        var runner: Task<Void, Never>?
+        var transport: HTTPTransport?
+        var cacheFailure: RedDotClientError?
+
+        /// The badge at `path` as the app sees it.
+        func badge(_ path: String) -> Badge {
+            shown[path] ?? .hidden(path, version: max(tree.version, 0))
+        }
+
+        mutating func makeID() -> UInt64 {
+            nextID += 1
+            return nextID
+        }
     }
 
-    /// A client of `user`'s badges, with nothing known yet (every path hidden, version 0).
+    /// A client of `user`'s badges on the RedDot server at `server` (its base URL, such as
+    /// `https://badges.example.com`). Nothing is sent before ``start()``; the offline cache,
+    /// when `options` names one, is read at once, so the badges it holds show before the network
+    /// answers.
+    ///
+    /// - Parameter token: gives the bearer token for each request and connection (refresh it
+    ///   there; it is called again after a 401, once, before the 401 surfaces as an error); nil
+    ///   for a server that runs without auth.
+    public init(server: URL, user: String, options: Options = Options(), token: (@Sendable () async throws -> String?)? = nil) {
+        self.user = user
+        self.server = server
+        self.options = options
+        self.tokenProvider = token
+        self.cache = options.cacheFile.map { BadgeCache(file: $0, server: server.absoluteString, user: user) }
+        do {
+            if let cached = try cache?.load() {
+                state.withLock { state in
+                    state.tree = cached
+                    state.shown = cached.nodes
+                }
+            }
+        } catch let error as RedDotClientError {
+            state.withLock { $0.cacheFailure = error }
+        } catch {}
+    }
+
+    /// A client of `user`'s badges with no server: what it hears comes in through
+    /// ``receive(_:)`` or ``receive(tree:)``. Every path is hidden, at version 0, until then.
     public init(user: String) {
         self.user = user
+        self.server = nil
+        self.options = Options()
+        self.tokenProvider = nil
+        self.cache = nil
+    }
+
+    deinit {
+        state.withLock { state in
+            state.runner?.cancel()
+            state.transport?.close()
+        }
     }
 
     /// The version of the tree held (0 before anything arrived).
     public var version: Int64 { state.withLock { max($0.tree.version, 0) } }
 
-    /// The badge at `path` as held now.
+    /// The badge at `path` as the app sees it now (with its clears and seens not yet confirmed).
     public func badge(_ path: String) -> Badge {
-        state.withLock { $0.tree.badge(path) }
+        state.withLock { $0.badge(path) }
+    }
+
+    /// Why the offline cache could not be read or written; nil when it works (or there is none).
+    public var cacheError: RedDotClientError? {
+        state.withLock { $0.cacheFailure } ?? cache?.lastFailure
     }
 
     /// Calls `callback` at once with the badge at `path`, then whenever it changes, until the
@@ -37,9 +122,9 @@ public final class RedDotClient: Sendable {
     /// observe; there is no other unobserve call, and no retain cycle to break.
     public func observe(_ path: String, _ callback: @escaping @Sendable (Badge) -> Void) -> BadgeObservation {
         let (id, current) = state.withLock { state -> (UInt64, Badge) in
-            state.nextObserver += 1
-            state.observers[state.nextObserver] = (path, callback)
-            return (state.nextObserver, state.tree.badge(path))
+            let id = state.makeID()
+            state.observers[id] = (path, callback)
+            return (id, state.badge(path))
         }
         callback(current)
         return BadgeObservation { [weak self] in
@@ -56,14 +141,32 @@ public final class RedDotClient: Sendable {
         }
     }
 
-    /// How many observations are active.
+    /// How many observations of paths are active.
     public var observerCount: Int { state.withLock { $0.observers.count } }
+
+    /// Where the connection stands now.
+    public var connectionState: ConnectionState { state.withLock { $0.connection } }
+
+    /// Calls `callback` at once with the connection's state, then whenever it changes, until
+    /// the returned observation is released or cancelled.
+    public func observeConnection(_ callback: @escaping @Sendable (ConnectionState) -> Void) -> BadgeObservation {
+        let (id, current) = state.withLock { state -> (UInt64, ConnectionState) in
+            let id = state.makeID()
+            state.connectionObservers[id] = callback
+            return (id, state.connection)
+        }
+        callback(current)
+        return BadgeObservation { [weak self] in
+            _ = self?.state.withLock { $0.connectionObservers.removeValue(forKey: id) }
+        }
+    }
 
     /// Takes one event of the server's stream: a `snapshot` replaces the tree, a `change`
     /// updates the nodes it names; others (and anything not newer than the tree held) are
     /// ignored.
     ///
-    /// - Throws: ``RedDotClientError`` when the event's data is not what the server sends.
+    /// - Throws: ``RedDotClientError`` (`.invalidResponse`) when the event's data is not what
+    ///   the server sends.
     public func receive(_ event: ServerSentEvent) throws {
         let data = Data(event.data.utf8)
         switch event.name {
@@ -71,7 +174,7 @@ public final class RedDotClient: Sendable {
             try receive(tree: data)
         case "change":
             let change = try Self.decode(BadgeTreeState.Change.self, data, what: "a change event")
-            update { $0.apply(change) }
+            update { $0.tree.apply(change) }
         default:
             break
         }
@@ -80,29 +183,59 @@ public final class RedDotClient: Sendable {
     /// Takes a whole tree, `{"user", "version", "tree"}` (the answer of `GET …/badges`, or a
     /// stream's snapshot); ignored when it is not newer than the tree held.
     ///
-    /// - Throws: ``RedDotClientError`` when it is not such a tree.
+    /// - Throws: ``RedDotClientError`` (`.invalidResponse`) when it is not such a tree.
     public func receive(tree json: Data) throws {
         let snapshot = try Self.decode(BadgeTreeState.Snapshot.self, json, what: "a tree")
-        update { $0.apply(snapshot) }
+        update { $0.tree.apply(snapshot) }
     }
 
-    /// Applies `change` to the tree and calls the observers of the paths it changed.
-    private func update(_ change: (inout BadgeTreeState) -> Set<String>?) {
-        let calls = state.withLock { state -> [(@Sendable (Badge) -> Void, Badge)] in
-            guard let changed = change(&state.tree), !changed.isEmpty else { return [] }
-            return state.observers.sorted { $0.key < $1.key }.compactMap { _, observer in
-                changed.contains(observer.path) ? (observer.callback, state.tree.badge(observer.path)) : nil
+    /// Takes a tree the server answered to this run's request: the first one replaces a tree
+    /// from the cache whatever its version.
+    func receiveFromServer(tree json: Data) throws {
+        let snapshot = try Self.decode(BadgeTreeState.Snapshot.self, json, what: "a tree")
+        update { state in
+            let authoritative = !state.confirmed
+            state.confirmed = true
+            return state.tree.apply(snapshot, authoritative: authoritative)
+        }
+    }
+
+    /// Changes the state with `change` (which says whether the confirmed tree changed), drops
+    /// the actions the tree now includes, and calls the observers of the paths whose badge
+    /// changed, then saves the tree when it changed.
+    func update(_ change: (inout State) -> Bool) {
+        let (calls, saved) = state.withLock { state -> ([(@Sendable (Badge) -> Void, Badge)], BadgeTreeState?) in
+            let treeChanged = change(&state)
+            let version = state.tree.version
+            state.pending.removeAll { action in action.answer.map { $0.version <= version } ?? false }
+            let before = state.shown
+            let after = state.pending.reduce(state.tree.nodes) { $1.apply(to: $0) }
+            state.shown = after
+            let changed = Set(before.keys).union(after.keys).filter { path in
+                switch (before[path], after[path]) {
+                case let (old?, new?): return !old.looksLike(new)
+                case (nil, nil): return false
+                default: return true
+                }
             }
+            let calls: [(@Sendable (Badge) -> Void, Badge)] =
+                changed.isEmpty
+                ? []
+                : state.observers.sorted { $0.key < $1.key }.compactMap { _, observer in
+                    changed.contains(observer.path) ? (observer.callback, state.badge(observer.path)) : nil
+                }
+            return (calls, treeChanged ? state.tree : nil)
         }
         for (callback, badge) in calls { callback(badge) }
+        if let saved { cache?.save(saved) }
     }
 
-    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data, what: String) throws -> T {
+    static func decode<T: Decodable>(_ type: T.Type, _ data: Data, what: String) throws -> T {
         do {
             return try JSONDecoder().decode(type, from: data)
         } catch {
             let reason = String(describing: error).split(whereSeparator: \.isNewline).joined(separator: " ")
-            throw RedDotClientError("the server sent something that is not \(what): \(reason.prefix(300))")
+            throw RedDotClientError(.invalidResponse, "the server sent something that is not \(what): \(reason.prefix(300))")
         }
     }
 }

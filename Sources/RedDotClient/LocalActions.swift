@@ -1,0 +1,112 @@
+/// A clear or seen the app asked for, shown at once and kept over the server's tree until the
+/// tree the client holds includes it (read-your-writes).
+///
+/// What it takes away is fixed when it is made, from what the app showed: the counts and
+/// unseen numbers of that moment. Applied to a newer tree, it takes away only those amounts,
+/// so something that arrived after the tap stays, as it does on the server (the API's
+/// `seen_version` rule).
+struct PendingAction: Sendable {
+    enum Kind: Sendable, Hashable {
+        case clear(force: Bool)
+        case seen
+    }
+
+    /// What one node loses: an amount of its count and of its unseen number, and whether it
+    /// hides once nothing is left under it (a clear; a seen hides nothing).
+    struct Loss: Sendable {
+        var count: Int64
+        var unseen: Int64
+        var hides: Bool
+    }
+
+    let id: UInt64
+    let kind: Kind
+    let path: String
+    /// The version the app showed when it acted (sent as `seen_version`).
+    let seenVersion: Int64
+    let losses: [String: Loss]
+    /// The server's answer: its version and the subtree at `path` as it is there.
+    var answer: (version: Int64, nodes: [String: Badge])?
+
+    init(id: UInt64, kind: Kind, path: String, shown: [String: Badge], version: Int64) {
+        self.id = id
+        self.kind = kind
+        self.path = path
+        self.seenVersion = version
+        var losses: [String: Loss] = [:]
+        let target = shown[path]
+        let ancestors = Self.ancestors(of: path)
+        switch kind {
+        case .clear(force: true):
+            for (node, badge) in shown where Self.isWithin(node, path) {
+                losses[node] = Loss(count: badge.count, unseen: badge.unseen, hides: true)
+            }
+            for node in ancestors {
+                losses[node] = Loss(count: target?.count ?? 0, unseen: target?.unseen ?? 0, hides: true)
+            }
+        case .clear(force: false):
+            // The node's own part: its total less its children's.
+            let children = shown.values.filter { Self.parent(of: $0.path) == path }
+            let ownCount = max(0, (target?.count ?? 0) - children.reduce(0) { $0 + $1.count })
+            let ownUnseen = max(0, (target?.unseen ?? 0) - children.reduce(0) { $0 + $1.unseen })
+            losses[path] = Loss(count: ownCount, unseen: ownUnseen, hides: true)
+            for node in ancestors { losses[node] = Loss(count: ownCount, unseen: ownUnseen, hides: true) }
+        case .seen:
+            for (node, badge) in shown where Self.isWithin(node, path) {
+                losses[node] = Loss(count: 0, unseen: badge.unseen, hides: false)
+            }
+            for node in ancestors { losses[node] = Loss(count: 0, unseen: target?.unseen ?? 0, hides: false) }
+        }
+        self.losses = losses
+    }
+
+    /// `nodes` (the shown ones) with this action applied.
+    func apply(to nodes: [String: Badge]) -> [String: Badge] {
+        var result = nodes
+        if let answer {
+            // The subtree as the server answered it; above it, the losses as guessed.
+            for node in result.keys where Self.isWithin(node, path) { result[node] = nil }
+            for (node, badge) in answer.nodes { result[node] = badge }
+        }
+        // Deepest first, so that a parent knows whether a child still shows.
+        for (node, loss) in losses.sorted(by: { $0.key.count > $1.key.count }) {
+            if answer != nil, Self.isWithin(node, path) { continue }
+            guard var badge = result[node] else { continue }
+            badge.count = max(0, badge.count - loss.count)
+            badge.unseen = max(0, badge.unseen - loss.unseen)
+            badge.text = Self.text(badge.count, was: badge.text)
+            let childShows = result.keys.contains { Self.parent(of: $0) == node }
+            if loss.hides, badge.count == 0, !childShows {
+                result[node] = nil
+            } else {
+                result[node] = badge
+            }
+        }
+        return result
+    }
+
+    /// The number as shown for `count`, keeping the server's cap (`"99+"`) when `previous` had one.
+    static func text(_ count: Int64, was previous: String?) -> String? {
+        guard count > 0 else { return nil }
+        if let previous, previous.hasSuffix("+"), let cap = Int64(previous.dropLast()), count > cap { return previous }
+        return String(count)
+    }
+
+    static func isWithin(_ node: String, _ path: String) -> Bool {
+        node == path || (node.hasPrefix(path) && node.dropFirst(path.count).first == ".")
+    }
+
+    static func parent(of path: String) -> String? {
+        path.lastIndex(of: ".").map { String(path[..<$0]) }
+    }
+
+    static func ancestors(of path: String) -> [String] {
+        var result: [String] = []
+        var current = path
+        while let parent = parent(of: current) {
+            result.append(parent)
+            current = parent
+        }
+        return result
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import RedDotClient
+import Synchronization
+import TestSupport
+import Testing
+
+/// RedDotClient against a real `reddot run` (real PostgreSQL, events through librdkafka's mock
+/// cluster), with the client's default options unless a test is about an option.
+@Suite("RedDotClient against reddot run", .serialized)
+struct ClientCLITests {
+    /// Waits until the client has streamed the server's tree of `user`: the same version and
+    /// the same shown badges.
+    static func converged(_ client: RedDotClient, _ harness: ClientServerHarness, seconds: Double = 30) async throws -> Bool {
+        try await eventually(seconds: seconds) {
+            let server = try await harness.serverTree(client.user)
+            guard client.version == server.version else { return false }
+            return server.nodes.allSatisfy { path, badge in client.badge(path).looksTheSame(badge) }
+        }
+    }
+
+    @Test("observe: called back at once, then within 1 s of a published event; a released observation stops; 100 observers see their own node")
+    func observe() async throws {
+        try await ClientServerHarness.with { harness in
+            let client = try await harness.client("ada")
+            let chat = Received()
+            var observation: BadgeObservation? = client.observe("root.chat") { chat.append($0) }
+            #expect(chat.count == 1, "the first callback comes at once, before observe returns")
+            #expect(chat.last?.shown == false)
+            client.start()
+            defer { client.stop() }
+            #expect(await eventually(seconds: 10) { client.connectionState == .streaming })
+
+            // A published event reaches the callback within 1 s (once ingest has joined its group).
+            try await harness.increment([("warm", "root.x", 1)])
+            try await harness.waitForServer("warm") { $0.version > 0 }
+            let published = ContinuousClock.now
+            try await harness.increment([("ada", "root.chat.c1", 2)])
+            #expect(await eventually(seconds: 10) { chat.last?.count == 2 })
+            let latency = ContinuousClock.now - published
+            #expect(latency < .seconds(1), "publish to callback took \(latency)")
+
+            // Released: no more callbacks.
+            let before = chat.count
+            observation = nil
+            #expect(observation == nil && client.observerCount == 0)
+            try await harness.increment([("ada", "root.chat.c1", 1)])
+            let server = try await harness.waitForServer("ada") { $0.nodes["root.chat"]?.count == 3 }
+            #expect(await eventually { client.version == server.version })
+            #expect(chat.count == before)
+
+            // 100 observers of overlapping paths.
+            let paths = ["root", "root.chat", "root.chat.c1", "root.chat.c2", "root.feed", "root.feed.f1", "root.feed.f1.x", "root.quiet"]
+            let observers = (0..<100).map { index in
+                let received = Received()
+                let path = paths[index % paths.count]
+                return (path, received, client.observe(path) { received.append($0) })
+            }
+            var random = SeededRandom(seed: 7)
+            let leaves = ["root.chat.c1", "root.chat.c2", "root.feed.f1.x", "root.feed"]
+            var total = 3
+            for _ in 0..<6 {
+                let burst = (0..<(1 + Int(random.next() % 3))).map { _ in
+                    (user: "ada", path: leaves[Int(random.next() % UInt64(leaves.count))], by: 1 + Int(random.next() % 4))
+                }
+                total += burst.reduce(0) { $0 + $1.by }
+                try await harness.increment(burst)
+                try await Task.sleep(for: .milliseconds(150))
+            }
+            try await harness.waitForServer("ada") { $0.nodes["root"]?.count == Int64(total) }
+            #expect(try await Self.converged(client, harness))
+            let final = try await harness.serverTree("ada")
+            for (path, received, observation) in observers {
+                let seen = received.all
+                #expect(seen.allSatisfy { $0.path == path }, "\(path): only its own node")
+                #expect(zip(seen, seen.dropFirst()).allSatisfy { !$0.looksTheSame($1) }, "\(path): a callback only when it changed")
+                #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.version <= $1.version }, "\(path): versions never go back")
+                let expected = final.nodes[path] ?? .hidden(path, version: final.version)
+                #expect(seen.last?.looksTheSame(expected) == true, "\(path): ends at the server's badge")
+                if path == "root.quiet" { #expect(seen.count == 1, "an untouched node gets only the first callback") }
+                // Observers of one path saw the same sequence.
+                let twin = observers.first { $0.0 == path }
+                #expect(twin?.1.all.map(\.count) == seen.map(\.count))
+                _ = observation
+            }
+        }
+    }
+
+    @Test("resume: the server restarts mid-stream; the client reconnects from its last version and ends at the server's tree")
+    func resume() async throws {
+        try await ClientServerHarness.with { harness in
+            let client = try await harness.client("bo")
+            let versions = Received()
+            let observation = client.observe("root") { versions.append($0) }
+            defer { observation.cancel() }
+            client.start()
+            defer { client.stop() }
+            try await harness.increment([("bo", "root.chat.c1", 1), ("bo", "root.feed.f1", 2)])
+            try await harness.waitForServer("bo") { $0.nodes["root"]?.count == 3 }
+            #expect(try await Self.converged(client, harness))
+            let before = client.version
+
+            #expect(try await harness.stopServer() == 0)
+            #expect(await eventually(seconds: 10) { client.connectionState != .streaming })
+            // Published while the server is down: ingest applies them when it is back.
+            try await harness.increment([("bo", "root.chat.c2", 3), ("bo", "root.chat.c1", 1)])
+            try await harness.startServer()
+            #expect(await eventually(seconds: 60) { client.connectionState == .streaming })
+            try await harness.waitForServer("bo") { $0.nodes["root"]?.count == 7 }
+            try await harness.increment([("bo", "root.feed.f2", 1)])
+            try await harness.waitForServer("bo") { $0.nodes["root"]?.count == 8 }
+            #expect(try await Self.converged(client, harness))
+            #expect(client.version > before)
+            #expect(client.badge("root").count == 8)
+            let seen = versions.all.map(\.version)
+            #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 <= $1 }, "no callback goes back in version: \(seen)")
+        }
+    }
+
+    @Test("polling: 2 s interval and 5 s tolerance window give a request every 5 s; 304s cost no callback")
+    func polling() async throws {
+        try await ClientServerHarness.with { harness in
+            try await harness.increment([("cy", "root.chat.c1", 1)])
+            try await harness.waitForServer("cy") { $0.nodes["root.chat"]?.count == 1 }
+            let route = "/v1/users/{user}/badges"
+            let before = try await harness.requests(route: route)
+            let schedule = RedDotClient.Polling(interval: .seconds(2), toleranceWindow: .seconds(5))
+            let client = try await harness.client("cy", options: .init(transport: .polling(schedule)))
+            let chat = Received()
+            let observation = client.observe("root.chat") { chat.append($0) }
+            defer { observation.cancel() }
+            let started = ContinuousClock.now
+            client.start()
+            try await Task.sleep(until: started + .seconds(30))
+            let made = try await harness.requests(route: route) - before
+            client.stop()
+            // Starts at 0, 5, …, 25 s, and maybe one just at 30 s.
+            #expect((6...7).contains(made), "\(made) requests in 30 s")
+            #expect(try await harness.requests(route: route, status: "304") >= 5)
+            // The first callback (hidden), the first answer (count 1); the 304s none.
+            #expect(chat.all.map(\.count) == [0, 1])
+            #expect(client.connectionState == .idle)
+        }
+    }
+
+    @Test("offline: a client started with the server down shows the cached tree, then converges when it comes back")
+    func offline() async throws {
+        try await ClientServerHarness.with { harness in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-client-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let options = RedDotClient.Options(cacheFile: folder.appendingPathComponent("dee.json"))
+            let first = try await harness.client("dee", options: options)
+            #expect(first.cacheError == nil)
+            first.start()
+            try await harness.increment([("dee", "root.chat.c1", 4)])
+            try await harness.waitForServer("dee") { $0.nodes["root.chat"]?.count == 4 }
+            #expect(try await Self.converged(first, harness))
+            first.stop()
+            let cachedVersion = first.version
+            #expect(first.cacheError == nil)
+            #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("dee.json").path))
+
+            #expect(try await harness.stopServer() == 0)
+            let second = try await harness.client("dee", options: options)
+            #expect(second.cacheError == nil)
+            #expect(second.badge("root.chat").count == 4, "the cached tree shows before anything is sent")
+            #expect(second.version == cachedVersion)
+            second.start()
+            defer { second.stop() }
+            #expect(await eventually(seconds: 10) { if case .waiting = second.connectionState { true } else { false } })
+            #expect(second.badge("root.chat").count == 4, "a server that cannot be reached hides nothing")
+
+            try await harness.increment([("dee", "root.chat.c2", 1)])
+            try await harness.startServer()
+            try await harness.waitForServer("dee") { $0.nodes["root.chat"]?.count == 5 }
+            #expect(try await Self.converged(second, harness, seconds: 90))
+            #expect(second.badge("root.chat").count == 5)
+        }
+    }
+
+    @Test("the race: shown at V, two arrivals, clear: the arrivals stay, here and on the server")
+    func clearRace() async throws {
+        try await ClientServerHarness.with { harness in
+            try await harness.increment([("eve", "root.chat.c1", 3)])
+            try await harness.waitForServer("eve") { $0.nodes["root.chat"]?.count == 3 }
+            // Polling once a minute: the client shows version V and does not hear of the arrivals.
+            let schedule = RedDotClient.Polling(interval: .seconds(60), toleranceWindow: .seconds(1))
+            let client = try await harness.client("eve", options: .init(transport: .polling(schedule)))
+            let chat = Received()
+            let observation = client.observe("root.chat") { chat.append($0) }
+            defer { observation.cancel() }
+            client.start()
+            defer { client.stop() }
+            #expect(await eventually(seconds: 10) { client.badge("root.chat").count == 3 })
+            let shownAt = client.version
+
+            try await harness.increment([("eve", "root.chat.c2", 1), ("eve", "root.chat.c3", 1)])
+            try await harness.waitForServer("eve") { $0.nodes["root.chat"]?.count == 5 }
+            #expect(client.version == shownAt, "the client has not heard of the arrivals")
+
+            let answered = try await client.clear("root.chat", force: true)
+            #expect(answered.count == 2, "the server kept the two arrivals")
+            #expect(client.badge("root.chat").count == 2)
+            #expect(client.badge("root.chat.c2").shown && client.badge("root.chat.c3").shown)
+            #expect(!client.badge("root.chat.c1").shown, "what was shown is cleared")
+            // The optimistic step hid what was shown at once: 3, then nothing, then the answer's 2.
+            #expect(chat.all.map(\.count).prefix(3) == [0, 3, 0])
+            #expect(chat.last?.count == 2)
+            let server = try await harness.serverTree("eve")
+            #expect(server.nodes["root.chat"]?.count == 2 && server.nodes["root"]?.count == 2)
+            // The poll after the action brings the whole tree at the answer's version.
+            #expect(try await Self.converged(client, harness, seconds: 10))
+            #expect(client.badge("root").count == 2)
+        }
+    }
+}
+
+extension Badge {
+    /// Whether `other` shows the same (the version aside).
+    func looksTheSame(_ other: Badge) -> Bool {
+        shown == other.shown && count == other.count && unseen == other.unseen && text == other.text && icon == other.icon
+    }
+}
