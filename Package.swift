@@ -19,7 +19,7 @@ let servicesAndRuntime: [Target.Dependency] = [
 
 let package = Package(
     name: "reddot",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v16)],
     products: [
         .executable(name: "reddot", targets: ["reddot"]),
         .library(name: "BadgeCore", targets: ["BadgeCore"]),
@@ -184,7 +184,7 @@ let package = Package(
         .executableTarget(
             name: "reddot",
             dependencies: servicesAndRuntime + [
-                "BadgeBench", "BadgePublish", "RedDotDev", "RedDotCommandLine",
+                "BadgeBench", "BadgePublish", "RedDotDev", "RedDotCommandLine", "RedDotClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

@@ -34,6 +34,7 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 /usr/bin/python3 -c 'import websocket' >/dev/null 2>&1 || missing+=(python3-websocket)
 # deploy/lint.sh's linters (a missing one is skipped with a message there).
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)

@@ -46,8 +46,12 @@ public struct RedDotClientError: Error, Sendable, Hashable, CustomStringConverti
     public enum Kind: Sendable, Hashable {
         /// The server refused the token (401): get a new one; the client does not retry by itself.
         case unauthorized
-        /// The token may not read this user's badges (403), or the user is unknown (404).
+        /// The token may not read this user's badges (403).
         case forbidden
+        /// The server has no tree for the user (404): an admin token (or a server without auth)
+        /// asking for a user with nothing stored yet, or a user token asking for another user.
+        /// The client shows an empty tree and tries again later.
+        case notFound
         /// The server answered with another error status (`status`).
         case server
         /// The server could not be reached, or the connection broke: the client retries.

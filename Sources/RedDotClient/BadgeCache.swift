@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The offline copy of one user's tree (MagicRemind's restore): the last tree the server
 /// confirmed, written to a file after each change, read at start so the app shows its badges at
@@ -12,8 +11,8 @@ final class BadgeCache: Sendable {
     let file: URL
     let server: String
     let user: String
-    private let writer = Mutex<(latest: Data?, busy: Bool)>((nil, false))
-    private let failure = Mutex<RedDotClientError?>(nil)
+    private let writer = ClientLock<(latest: Data?, busy: Bool)>((nil, false))
+    private let failure = ClientLock<RedDotClientError?>(nil)
 
     private struct Contents: Codable {
         var format: Int

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -18,7 +17,11 @@ final class HTTPTransport: NSObject, URLSessionDataDelegate, @unchecked Sendable
     // `@unchecked Sendable`: `session` is set once in `init` and never changed; every other
     // stored property is behind the mutex.
     private var session: URLSession!
-    private let tasks = Mutex<[Int: AsyncThrowingStream<Part, any Error>.Continuation]>([:])
+    private let tasks = ClientLock<[Int: AsyncThrowingStream<Part, any Error>.Continuation]>([:])
+    #if canImport(Glibc)
+    /// The open plain-HTTP connections (see ``SocketTransport``), closed by ``close()``.
+    private let sockets = ClientLock<(open: [ObjectIdentifier: SocketTransport.Connection], closed: Bool)>(([:], false))
+    #endif
 
     override init() {
         super.init()
@@ -27,7 +30,7 @@ final class HTTPTransport: NSObject, URLSessionDataDelegate, @unchecked Sendable
         configuration.urlCache = nil
         configuration.httpCookieStorage = nil
         // The client's own timers decide when a request or a stream is dead.
-        configuration.timeoutIntervalForRequest = 7 * 24 * 3600
+        configuration.timeoutIntervalForRequest = 120
         configuration.timeoutIntervalForResource = 7 * 24 * 3600
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
@@ -37,6 +40,20 @@ final class HTTPTransport: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Starts `request`; its head and body chunks arrive on the stream, which finishes at the
     /// end of the body or with the transport's error. Ending the iteration cancels the request.
     func start(_ request: URLRequest) -> AsyncThrowingStream<Part, any Error> {
+        #if canImport(Glibc)
+        if SocketTransport.handles(request) {
+            let connection = SocketTransport.Connection()
+            let key = ObjectIdentifier(connection)
+            let closed = sockets.withLock { sockets -> Bool in
+                if !sockets.closed { sockets.open[key] = connection }
+                return sockets.closed
+            }
+            if closed { connection.cancel() }
+            return SocketTransport.start(request, on: connection) { [weak self] in
+                _ = self?.sockets.withLock { $0.open.removeValue(forKey: key) }
+            }
+        }
+        #endif
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Part.self, bufferingPolicy: .unbounded)
         let task = session.dataTask(with: request)
         tasks.withLock { $0[task.taskIdentifier] = continuation }
@@ -82,6 +99,14 @@ final class HTTPTransport: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     /// Cancels every request; the transport cannot be used afterwards.
     func close() {
+        #if canImport(Glibc)
+        let connections = sockets.withLock { sockets in
+            sockets.closed = true
+            defer { sockets.open.removeAll() }
+            return Array(sockets.open.values)
+        }
+        for connection in connections { connection.cancel() }
+        #endif
         session.invalidateAndCancel()
         let open = tasks.withLock { tasks in
             defer { tasks.removeAll() }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -62,7 +61,7 @@ extension RedDotClient {
                 return
             }
             setConnection(.connecting)
-            let opened = Locked(false)
+            let opened = ClientLock(false)
             do {
                 if state.withLock({ !$0.confirmed && $0.tree.version >= 0 }) {
                     try await fetchTree(transport, longPoll: nil)
@@ -102,13 +101,13 @@ extension RedDotClient {
 
     /// Reads the stream until the server ends it (returns) or it fails (throws); `opened` is
     /// set once its first bytes arrived.
-    private func stream(_ transport: HTTPTransport, opened: Locked<Bool>) async throws {
+    private func stream(_ transport: HTTPTransport, opened: ClientLock<Bool>) async throws {
         var request = try await request("badges/stream", query: [])
         request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
         let resumeFrom = state.withLock { $0.confirmed && $0.tree.version >= 0 ? $0.tree.version : nil }
         if let resumeFrom { request.setValue(String(resumeFrom), forHTTPHeaderField: "Last-Event-ID") }
         let parts = transport.start(request)
-        let lastActivity = Locked(ContinuousClock.now)
+        let lastActivity = ClientLock(ContinuousClock.now)
         let silence = options.heartbeatTimeout
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [weak self] in
@@ -148,7 +147,10 @@ extension RedDotClient {
                         }
                     }
                 }
-                if let errorBody { throw Self.statusError(errorBody.status, errorBody.head, errorBody.data, what: "the stream") }
+                if let errorBody {
+                    if errorBody.status == 404 { self?.receiveNoTree() }
+                    throw Self.statusError(errorBody.status, errorBody.head, errorBody.data, what: "the stream")
+                }
             }
             group.addTask {
                 while true {
@@ -225,13 +227,19 @@ extension RedDotClient {
         case 404:
             // The server knows nothing of the user yet (it answers a tree the token may not
             // read the same way): an empty tree, and polling goes on.
-            update { state in
-                let authoritative = !state.confirmed
-                state.confirmed = true
-                return state.tree.apply(BadgeTreeState.Snapshot(version: 0, tree: nil), authoritative: authoritative)
-            }
+            receiveNoTree()
         default:
             throw Self.statusError(head.statusCode, head, body, what: "the tree")
+        }
+    }
+
+    /// The server has no tree for the user: an empty one at version 0 (replacing a cached tree
+    /// the first time).
+    private func receiveNoTree() {
+        update { state in
+            let authoritative = !state.confirmed
+            state.confirmed = true
+            return state.tree.apply(BadgeTreeState.Snapshot(version: 0, tree: nil), authoritative: authoritative)
         }
     }
 
@@ -284,7 +292,8 @@ extension RedDotClient {
         let kind: RedDotClientError.Kind =
             switch status {
             case 401: .unauthorized
-            case 403, 404: .forbidden
+            case 403: .forbidden
+            case 404: .notFound
             case 408, 429, 500...: .transport
             default: .server
             }
@@ -312,7 +321,7 @@ extension RedDotClientError {
     var stopsTheClient: Bool {
         switch kind {
         case .unauthorized, .forbidden, .server: true
-        case .transport, .invalidResponse, .cache: false
+        case .notFound, .transport, .invalidResponse, .cache: false
         }
     }
 }
@@ -345,7 +354,7 @@ struct ReconnectBackoff {
 /// ``fire()``, or when the task is cancelled. A fire with nobody waiting is kept for the next
 /// wait (until ``reset()``).
 final class Wakeup: Sendable {
-    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let state = ClientLock<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
     func fire() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -398,18 +407,5 @@ final class Wakeup: Sendable {
             return state.waiter
         }
         waiter?.resume()
-    }
-}
-
-/// A value behind a lock, shared by reference between tasks.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-
-    init(_ value: Value) {
-        mutex = Mutex(value)
-    }
-
-    func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result {
-        mutex.withLock { body(&$0) }
     }
 }

@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 
 /// One user's badges from a RedDot server, with RJBadgeKit's programming model: observe a path
 /// and be called back at once and whenever its badge changes; clear or mark seen what the app
@@ -29,7 +28,7 @@ public final class RedDotClient: Sendable {
     public let options: Options
     let tokenProvider: (@Sendable () async throws -> String?)?
     let cache: BadgeCache?
-    let state = Mutex(State())
+    let state = ClientLock(State())
     /// Wakes the polling loop for ``refresh()`` and after an action.
     let wakeup = Wakeup()
 
@@ -44,6 +43,7 @@ public final class RedDotClient: Sendable {
         var shown: [String: Badge] = [:]
         var nextID: UInt64 = 0
         var observers: [UInt64: (path: String, callback: @Sendable (Badge) -> Void)] = [:]
+        var treeObservers: [UInt64: (path: String, callback: @Sendable ([Badge]) -> Void)] = [:]
         var connectionObservers: [UInt64: @Sendable (ConnectionState) -> Void] = [:]
         var connection: ConnectionState = .idle
         var runner: Task<Void, Never>?
@@ -53,6 +53,11 @@ public final class RedDotClient: Sendable {
         /// The badge at `path` as the app sees it.
         func badge(_ path: String) -> Badge {
             shown[path] ?? .hidden(path, version: max(tree.version, 0))
+        }
+
+        /// Every shown badge at `path` or under it, by path.
+        func badges(under path: String) -> [Badge] {
+            shown.values.filter { PendingAction.isWithin($0.path, path) }.sorted { $0.path < $1.path }
         }
 
         mutating func makeID() -> UInt64 {
@@ -141,8 +146,28 @@ public final class RedDotClient: Sendable {
         }
     }
 
-    /// How many observations of paths are active.
-    public var observerCount: Int { state.withLock { $0.observers.count } }
+    /// Every shown badge at `path` or under it, sorted by path (parents before their children).
+    public func badges(under path: String) -> [Badge] {
+        state.withLock { $0.badges(under: path) }
+    }
+
+    /// Calls `callback` at once with ``badges(under:)``, then whenever a badge at `path` or
+    /// under it changes (a list screen, a tree view), until the returned observation is
+    /// released or cancelled.
+    public func observeTree(under path: String, _ callback: @escaping @Sendable ([Badge]) -> Void) -> BadgeObservation {
+        let (id, current) = state.withLock { state -> (UInt64, [Badge]) in
+            let id = state.makeID()
+            state.treeObservers[id] = (path, callback)
+            return (id, state.badges(under: path))
+        }
+        callback(current)
+        return BadgeObservation { [weak self] in
+            _ = self?.state.withLock { $0.treeObservers.removeValue(forKey: id) }
+        }
+    }
+
+    /// How many observations (of paths and of subtrees) are active.
+    public var observerCount: Int { state.withLock { $0.observers.count + $0.treeObservers.count } }
 
     /// Where the connection stands now.
     public var connectionState: ConnectionState { state.withLock { $0.connection } }
@@ -204,7 +229,8 @@ public final class RedDotClient: Sendable {
     /// the actions the tree now includes, and calls the observers of the paths whose badge
     /// changed, then saves the tree when it changed.
     func update(_ change: (inout State) -> Bool) {
-        let (calls, saved) = state.withLock { state -> ([(@Sendable (Badge) -> Void, Badge)], BadgeTreeState?) in
+        let (calls, treeCalls, saved) = state.withLock {
+            state -> ([(@Sendable (Badge) -> Void, Badge)], [(@Sendable ([Badge]) -> Void, [Badge])], BadgeTreeState?) in
             let treeChanged = change(&state)
             let version = state.tree.version
             state.pending.removeAll { action in action.answer.map { $0.version <= version } ?? false }
@@ -224,9 +250,17 @@ public final class RedDotClient: Sendable {
                 : state.observers.sorted { $0.key < $1.key }.compactMap { _, observer in
                     changed.contains(observer.path) ? (observer.callback, state.badge(observer.path)) : nil
                 }
-            return (calls, treeChanged ? state.tree : nil)
+            let treeCalls: [(@Sendable ([Badge]) -> Void, [Badge])] =
+                changed.isEmpty
+                ? []
+                : state.treeObservers.sorted { $0.key < $1.key }.compactMap { _, observer in
+                    changed.contains { PendingAction.isWithin($0, observer.path) }
+                        ? (observer.callback, state.badges(under: observer.path)) : nil
+                }
+            return (calls, treeCalls, treeChanged ? state.tree : nil)
         }
         for (callback, badge) in calls { callback(badge) }
+        for (callback, badges) in treeCalls { callback(badges) }
         if let saved { cache?.save(saved) }
     }
 
@@ -243,10 +277,10 @@ public final class RedDotClient: Sendable {
 /// An active observation (see ``RedDotClient/observe(_:_:)``): it ends when released, or at
 /// ``cancel()``.
 public final class BadgeObservation: Sendable {
-    private let onCancel: Mutex<(@Sendable () -> Void)?>
+    private let onCancel: ClientLock<(@Sendable () -> Void)?>
 
     init(_ onCancel: @escaping @Sendable () -> Void) {
-        self.onCancel = Mutex(onCancel)
+        self.onCancel = ClientLock(onCancel)
     }
 
     /// Stops the callbacks (also done when the observation is released).

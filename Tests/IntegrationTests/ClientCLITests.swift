@@ -4,6 +4,10 @@ import Synchronization
 import TestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// RedDotClient against a real `reddot run` (real PostgreSQL, events through librdkafka's mock
 /// cluster), with the client's default options unless a test is about an option.
 @Suite("RedDotClient against reddot run", .serialized)
@@ -218,5 +222,102 @@ extension Badge {
     /// Whether `other` shows the same (the version aside).
     func looksTheSame(_ other: Badge) -> Bool {
         shown == other.shown && count == other.count && unseen == other.unseen && text == other.text && icon == other.icon
+    }
+}
+
+/// `reddot watch` in a real terminal (tmux).
+@Suite("reddot watch", .serialized)
+struct WatchCLITests {
+    @Test("reddot watch draws the tree in tmux and shows a published event within 2 s; Ctrl-C stops it with exit 0")
+    func watchInTmux() async throws {
+        let tmux = "/usr/bin/tmux"
+        try #require(FileManager.default.isExecutableFile(atPath: tmux), "tmux is missing (deploy/test.sh installs it)")
+        try await ClientServerHarness.with { harness in
+            let token = try await harness.token("fay")
+            let socket = "reddot-watch-\(UInt32.random(in: 0...UInt32.max))"
+            let binary = try CLITests.binary.get().path
+            let status = harness.pipeline.folder.appendingPathComponent("watch.status").path
+            // The shell records watch's exit status, then the pane stays for the test to read.
+            let command = "'\(binary)' watch --url \(harness.url.absoluteString) --token \(token) --user fay; echo \"exit $?\" > '\(status)'; sleep 60"
+            let started = try await Self.spawn(tmux, ["-L", socket, "new-session", "-d", "-x", "100", "-y", "30", command])
+            try #require(started == 0, "tmux new-session failed with \(started)")
+            defer { Task { _ = try? await Self.spawn(tmux, ["-L", socket, "kill-server"]) } }
+            func screen() async throws -> String {
+                try await ChildProcess.run(tmux, ["-L", socket, "capture-pane", "-p"]).output
+            }
+            let live = await eventually(seconds: 15) { (try? await screen())?.contains("· live ·") == true }
+            let first = try await screen()
+            #expect(live, "\(first)")
+            #expect(first.contains("(no badges)"))
+
+            try await harness.increment([("warm", "root.x", 1)])
+            try await harness.waitForServer("warm") { $0.version > 0 }
+            let published = ContinuousClock.now
+            try await harness.increment([("fay", "root.chat.c7", 2)])
+            let shown = await eventually(seconds: 10) { (try? await screen())?.contains("c7  2") == true }
+            let latency = ContinuousClock.now - published
+            #expect(shown)
+            #expect(latency < .seconds(2), "publish to screen took \(latency)")
+            let drawn = try await screen()
+            #expect(drawn.contains("● root  2") && drawn.contains("  ● chat  2") && drawn.contains("    ● c7  2"), "\(drawn)")
+
+            _ = try await ChildProcess.run(tmux, ["-L", socket, "send-keys", "-t", "0", "C-c"])
+            #expect(await eventually(seconds: 10) { (try? String(contentsOfFile: status, encoding: .utf8)) == "exit 0\n" })
+            _ = try await Self.spawn(tmux, ["-L", socket, "kill-server"])
+        }
+    }
+
+    /// Runs `executable` to its end with its standard streams on /dev/null and no signal blocked;
+    /// returns its exit status. Not `Process`: the tmux client waits for a signal from the server
+    /// it starts (a child inherits this process's blocked signals), and `Process` did not see that
+    /// client exit.
+    static func spawn(_ executable: String, _ arguments: [String]) async throws -> Int32 {
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for descriptor: Int32 in [0, 1, 2] {
+            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else { throw TestSetupError("cannot start \(executable): error \(result)") }
+        let child = pid
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) == -1 && errno == EINTR {}
+                continuation.resume(returning: (status >> 8) & 0xff)
+            }
+        }
+    }
+
+    @Test("reddot watch refuses a bad token with exit 77 and a sentence, and bad arguments with 64")
+    func watchRefusals() async throws {
+        try await ClientServerHarness.with { harness in
+            let refused = try await CLITests().reddot(["watch", "--url", harness.url.absoluteString, "--token", "not-a-jwt", "--user", "fay"])
+            #expect(refused.exitCode == 77, "\(refused)")
+            #expect(refused.stderr.contains("401"), "\(refused.stderr)")
+        }
+        let cli = CLITests()
+        for arguments in [
+            ["watch", "--user", "fay", "--poll-seconds", "nan"], ["watch", "--user", "fay", "--url", "ftp://x"],
+            ["watch", "--user", "fay", "--path", "chat"], ["watch", "--user", ""],
+        ] {
+            let answer = try await cli.reddot(arguments)
+            #expect(answer.exitCode == 64, "\(arguments): \(answer)")
+            #expect(!answer.stderr.isEmpty)
+        }
     }
 }
