@@ -55,18 +55,35 @@ public struct HTTPResponseParser: Sendable {
         return false
     }
 
-    /// Parses the next bytes; returns what they completed, in order.
+    /// Parses the next bytes; returns what they completed, in order. What came before a fault
+    /// is returned; the fault is thrown by the next call (of this or ``finish()``), so the
+    /// outputs do not depend on how the bytes were cut into chunks.
     ///
     /// - Throws: ``Failure`` for a response that is not HTTP/1.x, a header section over
     ///   ``maximumHeadBytes``, a malformed or overflowing length, or bytes after the end.
     public mutating func feed(_ bytes: some Sequence<UInt8>) throws(Failure) -> [Output] {
+        if let failure { throw failure }
         buffer.append(contentsOf: bytes)
         var outputs: [Output] = []
+        do {
+            try parse(into: &outputs)
+        } catch {
+            failure = error
+        }
+        return outputs
+    }
+
+    private var failure: Failure?
+
+    /// The fault found by the last ``feed(_:)``, which the next call throws.
+    public var fault: Failure? { failure }
+
+    private mutating func parse(into outputs: inout [Output]) throws(Failure) {
         while true {
             guard let body else {
                 switch try parseHead() {
                 case .needMore:
-                    return outputs
+                    return
                 case .interim:
                     continue
                 case .head(let head):
@@ -78,13 +95,13 @@ public struct HTTPResponseParser: Sendable {
             switch body {
             case .done:
                 guard buffer.isEmpty else { throw Failure(description: "the server sent bytes after the end of the response") }
-                return outputs
+                return
             case .untilClose:
                 if !buffer.isEmpty { outputs.append(.body(buffer)) }
                 buffer.removeAll()
-                return outputs
+                return
             case .length(let left):
-                guard !buffer.isEmpty else { return outputs }
+                guard !buffer.isEmpty else { return }
                 let taken = min(left, buffer.count)
                 outputs.append(.body(Array(buffer.prefix(taken))))
                 buffer.removeFirst(taken)
@@ -95,24 +112,33 @@ public struct HTTPResponseParser: Sendable {
                     self.body = .length(left - taken)
                 }
             case .chunkSize:
-                guard let line = try takeLine(limit: 1024, what: "a chunk size line") else { return outputs }
+                guard let line = try takeLine(limit: 1024, what: "a chunk size line") else { return }
                 let digits = line.prefix { $0 != UInt8(ascii: ";") }.filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
                 guard let size = Self.hexadecimal(digits) else {
                     throw Failure(description: "the server sent a chunk size that is not a hexadecimal number below 2^62")
                 }
                 self.body = size == 0 ? .trailers : .chunkData(size)
             case .chunkData(let left):
-                guard !buffer.isEmpty else { return outputs }
+                guard !buffer.isEmpty else { return }
                 let taken = min(left, buffer.count)
                 outputs.append(.body(Array(buffer.prefix(taken))))
                 buffer.removeFirst(taken)
                 self.body = taken == left ? .chunkDataEnd : .chunkData(left - taken)
             case .chunkDataEnd:
-                guard let line = try takeLine(limit: 2, what: "the end of a chunk") else { return outputs }
-                guard line.isEmpty else { throw Failure(description: "the server sent a chunk longer than its size") }
+                // CR LF (or a bare LF); anything else means the chunk was longer than its size.
+                guard let first = buffer.first else { return }
+                if first == UInt8(ascii: "\n") {
+                    buffer.removeFirst()
+                } else if first == UInt8(ascii: "\r") {
+                    guard buffer.count >= 2 else { return }
+                    guard buffer[1] == UInt8(ascii: "\n") else { throw Failure(description: "the server sent a chunk longer than its size") }
+                    buffer.removeFirst(2)
+                } else {
+                    throw Failure(description: "the server sent a chunk longer than its size")
+                }
                 self.body = .chunkSize
             case .trailers:
-                guard let line = try takeLine(limit: maximumHeadBytes, what: "a trailer field") else { return outputs }
+                guard let line = try takeLine(limit: maximumHeadBytes, what: "a trailer field") else { return }
                 if line.isEmpty {
                     self.body = .done
                     outputs.append(.end)
@@ -125,6 +151,7 @@ public struct HTTPResponseParser: Sendable {
     ///
     /// - Throws: ``Failure`` when the response was cut short.
     public mutating func finish() throws(Failure) -> [Output] {
+        if let failure { throw failure }
         switch body {
         case .done: return []
         case .untilClose:
@@ -143,7 +170,8 @@ public struct HTTPResponseParser: Sendable {
 
     private mutating func parseHead() throws(Failure) -> Head {
         guard let end = Self.endOfHead(buffer) else {
-            guard buffer.count <= maximumHeadBytes else {
+            // (+ 3: the blank line of a head of the most bytes may still be on its way.)
+            guard buffer.count <= maximumHeadBytes + 3 else {
                 throw Failure(description: "the server's response head is longer than \(maximumHeadBytes) bytes")
             }
             return .needMore
@@ -156,7 +184,7 @@ public struct HTTPResponseParser: Sendable {
         guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), parts[1].count == 3,
             parts[1].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else {
-            throw Failure(description: "the server's answer is not HTTP/1.x: \(String(decoding: statusLine.prefix(60), as: UTF8.self))")
+            throw Failure(description: "the server's answer is not HTTP/1.x: \(Self.printable(statusLine.prefix(60)))")
         }
         let status = parts[1].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
         var headers: [HeaderField] = []
@@ -176,7 +204,7 @@ public struct HTTPResponseParser: Sendable {
             body = .chunkSize
         } else if let length = field("content-length").first {
             guard let count = Int(length), count >= 0, field("content-length").allSatisfy({ $0 == length }) else {
-                throw Failure(description: "the server sent a Content-Length that is not one number: \(length.prefix(40))")
+                throw Failure(description: "the server sent a Content-Length that is not one number: \(Self.printable(Array(length.utf8).prefix(40)))")
             }
             body = count == 0 ? .done : .length(count)
         } else {
@@ -221,6 +249,11 @@ public struct HTTPResponseParser: Sendable {
         }
         lines.append(bytes[start..<bytes.endIndex])
         return lines
+    }
+
+    /// `bytes` for a message: printable ASCII as it is, anything else as `?`.
+    static func printable(_ bytes: ArraySlice<UInt8>) -> String {
+        String(decoding: bytes.map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
     }
 
     /// A hexadecimal number of 1 to 15 digits (below 2^60), or nil.

@@ -8,7 +8,8 @@ extension RedDotClient {
     /// Connects to the server (the stream, or the polling schedule) and keeps the tree current
     /// until ``stop()``; reconnects by itself after failures, with backoff and jitter. A client
     /// started from the offline cache first revalidates the cached tree with `If-None-Match`.
-    /// Does nothing when already running, or for a client without a server.
+    /// Does nothing when already running, or for a client without a server. A started client
+    /// keeps itself alive until ``stop()``.
     public func start() {
         guard server != nil else { return }
         state.withLock { state in
@@ -283,12 +284,16 @@ extension RedDotClient {
 
     /// The error for a status other than the one expected, with the server's message.
     static func statusError(_ status: Int, _ head: HTTPURLResponse, _ body: Data, what: String) -> RedDotClientError {
+        // `{"error": {"code", "message"}}`, the API's error shape.
         struct Problem: Decodable {
-            var error: String?
-            var message: String?
+            struct Detail: Decodable {
+                var code: String?
+                var message: String?
+            }
+            var error: Detail?
         }
         let problem = try? JSONDecoder().decode(Problem.self, from: body)
-        let message = problem?.message.map { ": \($0)" } ?? ""
+        let message = problem?.error?.message.map { ": \(String($0.prefix(500)))" } ?? ""
         let kind: RedDotClientError.Kind =
             switch status {
             case 401: .unauthorized

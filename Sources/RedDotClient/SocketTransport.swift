@@ -92,6 +92,7 @@ enum SocketTransport {
                         return
                     }
                 }
+                if let fault = parser.fault { throw RedDotClientError(.invalidResponse, fault.description) }
                 if count == 0 { return }
             }
         }

@@ -156,6 +156,7 @@ public enum DevStack {
               curl -s -H "Authorization: Bearer $ADMIN" -d '{"id":"http-1","type":"chat.message","users":["alice"],"attrs":{"conversation":"c3"}}' \(base)/v1/events
               curl -s -H "Authorization: Bearer $TOKEN" -d '{"path":"root.chat","force":true}' \(base)/v1/users/alice/badges/clear
               curl -sN -H "Authorization: Bearer $TOKEN" \(base)/v1/users/alice/badges/stream
+              reddot watch --url \(base) --token $TOKEN --user alice    # the tree live in this terminal (RedDotClient)
               kcat -C -b \(brokers) -t \(changesTopic) -o beginning -f '%k %s\\n'    # the change feed
 
             """

@@ -14,6 +14,9 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case migrations
     /// A Server-Sent Events body as RedDotClient reads it (the first byte picks a chunk size).
     case sse
+    /// An HTTP/1.1 response as RedDotClient's own transport reads it (the first byte picks a
+    /// chunk size).
+    case response
 
     /// Runs the target on one input.
     func run(_ bytes: [UInt8]) {
@@ -23,6 +26,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .http: HTTPFuzzTarget.run(bytes)
         case .migrations: MigrationsFuzzTarget.run(bytes)
         case .sse: ServerSentEventsFuzzTarget.run(bytes)
+        case .response: HTTPResponseFuzzTarget.run(bytes)
         }
     }
 

@@ -30,7 +30,7 @@ struct WatchCommand: AsyncParsableCommand {
     var user: String
     @Option(help: ArgumentHelp("The subtree to draw.", valueName: "path"))
     var path = "root"
-    @Option(help: ArgumentHelp("The API's base URL. Default: REDDOT_API_URL, else http://127.0.0.1:8080.", valueName: "url"))
+    @Option(help: ArgumentHelp("The API's base URL. Default: REDDOT_API (as reddot dev's env file sets it), else http://127.0.0.1:8080.", valueName: "url"))
     var url: String?
     @Option(help: ArgumentHelp("The bearer token (the user's, or an admin's). Default: REDDOT_TOKEN; none for a server without auth.", valueName: "jwt"))
     var token: String?
@@ -53,7 +53,7 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let address = url ?? environment["REDDOT_API_URL"] ?? "http://127.0.0.1:8080"
+        let address = url ?? environment["REDDOT_API"] ?? "http://127.0.0.1:8080"
         guard let server = URL(string: address), let scheme = server.scheme?.lowercased(), ["http", "https"].contains(scheme), server.host != nil
         else {
             throw fail("--url takes an http or https URL such as http://127.0.0.1:8080, not \(address)", code: ExitCodes.usage)

@@ -1,0 +1,130 @@
+import Foundation
+import RedDotClient
+import Synchronization
+import Testing
+
+/// The client's transport against a scripted server: answers a real RedDot server never gives
+/// (an empty 200, a proxy's page, a silent stream, a refused token on every request).
+@Suite("RedDotClient's transport against a scripted server", .serialized)
+struct TransportTests {
+    static let tree = #"{"user":"ann","version":3,"tree":{"path":"root","shown":true,"count":2,"unseen":0,"text":"2","icon":null,"children":[{"path":"root.chat","shown":true,"count":2,"unseen":0,"text":"2","icon":null,"children":[]}]}}"#
+
+    static let quickPolls = RedDotClient.Polling(interval: .milliseconds(100), toleranceWindow: .milliseconds(100))
+
+    static func eventually(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+
+    @Test("polling: an empty 200, a 200 that is not a tree, or a 304 never hides a dot")
+    func emptyAnswersHideNothing() async throws {
+        let server = try ScriptedServer { _, index in
+            switch index {
+            case 0: .json(200, Self.tree)
+            case 1: .json(200, "")
+            case 2: .json(200, "{}")
+            case 3: .json(200, #"{"user":"ann","version":2,"tree":null}"#)  // older: ignored
+            default: .notModified
+            }
+        }
+        defer { server.stop() }
+        let client = RedDotClient(server: server.url, user: "ann", options: .init(transport: .polling(Self.quickPolls)))
+        let calls = ClientCalls()
+        let observation = client.observe("root.chat") { calls.add($0) }
+        defer { observation.cancel() }
+        client.start()
+        defer { client.stop() }
+        #expect(await Self.eventually { server.requests.count >= 7 })
+        #expect(client.badge("root.chat").count == 2 && client.badge("root.chat").shown)
+        #expect(calls.all.map(\.count) == [0, 2], "the empty, unreadable, older and 304 answers cost no callback")
+        // Each poll after the first sent the version held.
+        #expect(server.requests.dropFirst().allSatisfy { $0.headers["if-none-match"] == "\"3\"" })
+    }
+
+    @Test("a refused token: asked for once more, then the client stops with .unauthorized (no retry loop)")
+    func unauthorizedStops() async throws {
+        let server = try ScriptedServer { _, _ in .json(401, #"{"error":{"code":"unauthorized","message":"the token has expired"}}"#) }
+        defer { server.stop() }
+        let asked = Atomic<Int>(0)
+        let client = RedDotClient(server: server.url, user: "ann") {
+            "token-\(asked.add(1, ordering: .relaxed).newValue)"
+        }
+        client.start()
+        defer { client.stop() }
+        #expect(await Self.eventually { if case .failed = client.connectionState { true } else { false } })
+        guard case .failed(let error) = client.connectionState else { return }
+        #expect(error.kind == .unauthorized && error.status == 401)
+        #expect(error.description.contains("the token has expired"))
+        try await Task.sleep(for: .seconds(1))
+        #expect(server.requests.count == 2, "one request, and one more with a token asked for anew")
+        #expect(server.requests.map { $0.headers["authorization"] } == ["Bearer token-1", "Bearer token-2"])
+        #expect(asked.load(ordering: .relaxed) == 2)
+    }
+
+    @Test("a stream that goes silent past the heartbeat timeout is reconnected, resuming with Last-Event-ID")
+    func silentStreamReconnects() async throws {
+        let stream = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nretry: 100\n\nid: 3\nevent: snapshot\ndata: \(Self.tree)\n\n"
+        let server = try ScriptedServer { _, _ in ScriptedServer.Answer(bytes: stream, holdOpen: .seconds(5)) }
+        defer { server.stop() }
+        let options = RedDotClient.Options(heartbeatTimeout: .milliseconds(400), reconnectDelay: .milliseconds(50))
+        let client = RedDotClient(server: server.url, user: "ann", options: options)
+        client.start()
+        defer { client.stop() }
+        #expect(await Self.eventually { server.requests.count >= 2 })
+        #expect(client.badge("root.chat").count == 2)
+        let requests = server.requests
+        #expect(requests.first?.headers["last-event-id"] == nil)
+        #expect(requests.dropFirst().first?.headers["last-event-id"] == "3")
+        #expect(requests.allSatisfy { $0.target == "/v1/users/ann/badges/stream" })
+    }
+
+    @Test("a stream answered with something else than an event stream (a proxy) falls back to polling")
+    func proxyFallsBackToPolling() async throws {
+        let server = try ScriptedServer { request, _ in
+            request.target.hasSuffix("/stream")
+                ? ScriptedServer.Answer(bytes: "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 6\r\n\r\n<html>")
+                : .json(200, Self.tree)
+        }
+        defer { server.stop() }
+        let client = RedDotClient(server: server.url, user: "ann", options: .init(fallbackPolling: Self.quickPolls))
+        client.start()
+        defer { client.stop() }
+        #expect(await Self.eventually { client.badge("root.chat").count == 2 })
+        #expect(await Self.eventually { client.connectionState == .polling })
+        #expect(server.requests.first?.target == "/v1/users/ann/badges/stream")
+        #expect(server.requests.dropFirst().allSatisfy { $0.target == "/v1/users/ann/badges" })
+    }
+
+    @Test("a clear the server refuses is taken back: the badges show the server's tree again, and the error is thrown")
+    func refusedClearIsUndone() async throws {
+        let server = try ScriptedServer { request, _ in
+            request.method == "POST" ? .json(503, #"{"error":{"code":"unavailable","message":"the database is down"}}"#) : .json(200, Self.tree)
+        }
+        defer { server.stop() }
+        let client = RedDotClient(server: server.url, user: "ann", options: .init(transport: .polling(.init(interval: .seconds(60)))))
+        let calls = ClientCalls()
+        let observation = client.observe("root.chat") { calls.add($0) }
+        defer { observation.cancel() }
+        client.start()
+        defer { client.stop() }
+        #expect(await Self.eventually { client.badge("root.chat").count == 2 })
+        await #expect(throws: RedDotClientError.self) { try await client.clear("root.chat", force: true) }
+        #expect(client.badge("root.chat").count == 2)
+        #expect(calls.all.map(\.shown) == [false, true, false, true], "shown, hidden at once, back after the refusal")
+        let post = try #require(server.requests.first { $0.method == "POST" })
+        #expect(post.target == "/v1/users/ann/badges/clear")
+        let body = try JSONSerialization.jsonObject(with: Data(post.body.utf8)) as? [String: Any]
+        #expect(body?["seen_version"] as? Int == 3 && body?["force"] as? Bool == true && body?["path"] as? String == "root.chat")
+    }
+}
+
+/// Collects what a callback receives.
+final class ClientCalls: Sendable {
+    private let received = Mutex<[Badge]>([])
+    func add(_ badge: Badge) { received.withLock { $0.append(badge) } }
+    var all: [Badge] { received.withLock { $0 } }
+}
