@@ -11,7 +11,7 @@ final class BadgeCache: Sendable {
     let file: URL
     let server: String
     let user: String
-    private let writer = ClientLock<(latest: Data?, busy: Bool)>((nil, false))
+    private let writer = ClientLock<(latest: Data?, busy: Bool, sequence: UInt64)>((nil, false, 0))
     private let failure = ClientLock<RedDotClientError?>(nil)
 
     private struct Contents: Codable {
@@ -52,13 +52,16 @@ final class BadgeCache: Sendable {
         return BadgeTreeState(version: contents.version, nodes: nodes)
     }
 
-    /// Saves `tree`. Saves from several threads are written one at a time, and the last one
-    /// submitted is the one the file ends with.
-    func save(_ tree: BadgeTreeState) {
+    /// Saves `tree`, the client's `sequence`-th tree (numbered under the client's lock). Saves
+    /// from several threads are written one at a time, and the file ends with the tree of the
+    /// highest sequence, whatever order the threads come in.
+    func save(_ tree: BadgeTreeState, sequence: UInt64) {
         let contents = Contents(
             format: 1, server: server, user: user, version: tree.version, nodes: tree.nodes.values.sorted { $0.path < $1.path })
         guard let data = try? JSONEncoder().encode(contents) else { return }
         let mine = writer.withLock { state -> Bool in
+            guard sequence > state.sequence else { return false }
+            state.sequence = sequence
             state.latest = data
             guard !state.busy else { return false }
             state.busy = true

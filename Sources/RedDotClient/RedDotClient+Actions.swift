@@ -32,6 +32,20 @@ extension RedDotClient {
         try await act(.seen, at: path)
     }
 
+    /// A stream sends no event for a version that changed nothing it shows, so an answered
+    /// action could stay over the tree until the next change: when the tree has not reached the
+    /// answer's version after 2 s, the tree is asked for once.
+    private func confirmLater(_ id: UInt64) {
+        guard case .stream = options.transport else { return }
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(2))
+            guard let self, let transport = self.state.withLock({ $0.transport }),
+                self.state.withLock({ state in state.pending.contains { $0.id == id } })
+            else { return }
+            try? await self.fetchTree(transport, longPoll: nil)
+        }
+    }
+
     private func act(_ kind: PendingAction.Kind, at path: String) async throws -> Badge {
         guard server != nil else { throw RedDotClientError(.invalidResponse, "the client has no server to send the action to") }
         // A client not started sends on a transport of its own, closed after.
@@ -70,6 +84,7 @@ extension RedDotClient {
             }
             // A poll brings the rest of the tree at that version (a stream sends it by itself).
             wakeup.fire()
+            confirmLater(action.id)
             return nodes[path] ?? .hidden(path, version: snapshot.version)
         } catch {
             update { state in

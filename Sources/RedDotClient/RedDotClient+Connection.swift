@@ -206,7 +206,7 @@ extension RedDotClient {
 
     /// `GET …/badges` with `If-None-Match` (a long-poll when `longPoll` is set): a 200 updates
     /// the tree, a 304 changes nothing.
-    private func fetchTree(_ transport: HTTPTransport, longPoll: Duration?) async throws {
+    func fetchTree(_ transport: HTTPTransport, longPoll: Duration?) async throws {
         let version = state.withLock { $0.tree.version }
         var query: [URLQueryItem] = []
         if let longPoll, version >= 0 {

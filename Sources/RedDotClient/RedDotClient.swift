@@ -49,6 +49,8 @@ public final class RedDotClient: Sendable {
         var runner: Task<Void, Never>?
         var transport: HTTPTransport?
         var cacheFailure: RedDotClientError?
+        /// How many trees were handed to the cache (their order, for ``BadgeCache/save(_:sequence:)``).
+        var saves: UInt64 = 0
 
         /// The badge at `path` as the app sees it.
         func badge(_ path: String) -> Badge {
@@ -230,7 +232,7 @@ public final class RedDotClient: Sendable {
     /// changed, then saves the tree when it changed.
     func update(_ change: (inout State) -> Bool) {
         let (calls, treeCalls, saved) = state.withLock {
-            state -> ([(@Sendable (Badge) -> Void, Badge)], [(@Sendable ([Badge]) -> Void, [Badge])], BadgeTreeState?) in
+            state -> ([(@Sendable (Badge) -> Void, Badge)], [(@Sendable ([Badge]) -> Void, [Badge])], (BadgeTreeState, UInt64)?) in
             let treeChanged = change(&state)
             let version = state.tree.version
             state.pending.removeAll { action in action.answer.map { $0.version <= version } ?? false }
@@ -257,11 +259,12 @@ public final class RedDotClient: Sendable {
                     changed.contains { PendingAction.isWithin($0, observer.path) }
                         ? (observer.callback, state.badges(under: observer.path)) : nil
                 }
-            return (calls, treeCalls, treeChanged ? state.tree : nil)
+            if treeChanged { state.saves += 1 }
+            return (calls, treeCalls, treeChanged ? (state.tree, state.saves) : nil)
         }
         for (callback, badge) in calls { callback(badge) }
         for (callback, badges) in treeCalls { callback(badges) }
-        if let saved { cache?.save(saved) }
+        if let (tree, sequence) = saved { cache?.save(tree, sequence: sequence) }
     }
 
     static func decode<T: Decodable>(_ type: T.Type, _ data: Data, what: String) throws -> T {

@@ -218,6 +218,27 @@ struct ClientCLITests {
     }
 }
 
+extension ClientCLITests {
+    @Test("a streaming client's clear and seen: shown at once, then the stream's versions include them")
+    func streamActions() async throws {
+        try await ClientServerHarness.with { harness in
+            try await harness.increment([("gus", "root.chat.c1", 2), ("gus", "root.feed.f1", 1)])
+            try await harness.waitForServer("gus") { $0.nodes["root"]?.count == 3 }
+            let client = try await harness.client("gus")
+            client.start()
+            defer { client.stop() }
+            #expect(try await Self.converged(client, harness))
+            let cleared = try await client.clear("root.chat", force: true)
+            #expect(!cleared.shown && !client.badge("root.chat").shown && client.badge("root").count == 1)
+            let seen = try await client.seen("root")
+            #expect(seen.unseen == 0 && seen.count == 1 && client.badge("root.feed.f1").unseen == 0)
+            #expect(try await Self.converged(client, harness, seconds: 10))
+            let server = try await harness.serverTree("gus")
+            #expect(server.nodes["root"]?.count == 1 && server.nodes["root"]?.unseen == 0 && server.nodes["root.chat"] == nil)
+        }
+    }
+}
+
 extension Badge {
     /// Whether `other` shows the same (the version aside).
     func looksTheSame(_ other: Badge) -> Bool {

@@ -1,0 +1,63 @@
+import Testing
+
+@testable import RedDotClient
+
+/// The local step of a clear or seen (shown at once, before the server answers): it takes away
+/// what showed when the app acted, and nothing that arrived after.
+@Suite("A clear or seen shown before the server answers")
+struct PendingActionTests {
+    static func tree(_ nodes: [(String, Int64, Int64)], version: Int64 = 7) -> [String: Badge] {
+        Dictionary(
+            uniqueKeysWithValues: nodes.map { path, count, unseen in
+                (path, Badge(path: path, shown: true, count: count, unseen: unseen, text: count > 0 ? String(count) : nil, icon: nil, version: version))
+            })
+    }
+
+    static let shown = tree([("root", 6, 2), ("root.chat", 5, 2), ("root.chat.c1", 3, 2), ("root.chat.c2", 2, 0), ("root.feed", 1, 0)])
+
+    @Test("a forced clear hides the subtree and takes its count from the ancestors; an arrival after it stays")
+    func forcedClear() {
+        let action = PendingAction(id: 1, kind: .clear(force: true), path: "root.chat", shown: Self.shown, version: 7)
+        let now = action.apply(to: Self.shown)
+        #expect(now["root.chat"] == nil && now["root.chat.c1"] == nil && now["root.chat.c2"] == nil)
+        #expect(now["root"]?.count == 1 && now["root"]?.unseen == 0 && now["root"]?.text == "1")
+        // The tree moved on before the answer: c3 arrived (1).
+        let newer = Self.tree(
+            [("root", 7, 3), ("root.chat", 6, 3), ("root.chat.c1", 3, 2), ("root.chat.c2", 2, 0), ("root.chat.c3", 1, 1), ("root.feed", 1, 0)],
+            version: 8)
+        let later = action.apply(to: newer)
+        #expect(later["root.chat.c3"]?.count == 1, "the arrival stays")
+        #expect(later["root.chat"]?.count == 1 && later["root.chat"]?.unseen == 1)
+        #expect(later["root"]?.count == 2)
+        #expect(later["root.chat.c1"] == nil)
+    }
+
+    @Test("a plain clear takes the node's own part only; a parent with shown children stays")
+    func plainClear() {
+        let withOwn = Self.tree([("root", 4, 0), ("root.chat", 4, 0), ("root.chat.c1", 3, 0)])
+        let parent = PendingAction(id: 1, kind: .clear(force: false), path: "root.chat", shown: withOwn, version: 7).apply(to: withOwn)
+        #expect(parent["root.chat"]?.count == 3 && parent["root.chat.c1"]?.count == 3 && parent["root"]?.count == 3)
+        let leaf = PendingAction(id: 2, kind: .clear(force: false), path: "root.chat.c1", shown: Self.shown, version: 7).apply(to: Self.shown)
+        #expect(leaf["root.chat.c1"] == nil)
+        #expect(leaf["root.chat"]?.count == 2 && leaf["root"]?.count == 3)
+    }
+
+    @Test("an ancestor left with nothing hides; seen hides nothing and keeps the counts")
+    func ancestorsAndSeen() {
+        let onlyChat = Self.tree([("root", 3, 1), ("root.chat", 3, 1), ("root.chat.c1", 3, 1)])
+        let cleared = PendingAction(id: 1, kind: .clear(force: true), path: "root.chat", shown: onlyChat, version: 7).apply(to: onlyChat)
+        #expect(cleared.isEmpty)
+        let seen = PendingAction(id: 2, kind: .seen, path: "root.chat", shown: Self.shown, version: 7).apply(to: Self.shown)
+        #expect(seen.count == Self.shown.count)
+        #expect(seen["root.chat.c1"]?.count == 3 && seen["root.chat.c1"]?.unseen == 0)
+        #expect(seen["root"]?.count == 6 && seen["root"]?.unseen == 0)
+    }
+
+    @Test("the server's cap stays in the text while the count is above it")
+    func cappedText() {
+        #expect(PendingAction.text(150, was: "99+") == "99+")
+        #expect(PendingAction.text(42, was: "99+") == "42")
+        #expect(PendingAction.text(0, was: "99+") == nil)
+        #expect(PendingAction.text(5, was: nil) == "5")
+    }
+}
