@@ -13,7 +13,8 @@ extension RedDotClient {
         public var heartbeatTimeout: Duration
         /// The first pause before a reconnect or a retry; it doubles after each failure, up to
         /// ``maximumReconnectDelay``, and each pause is drawn between half of it and all of it
-        /// (jitter), so that a server's clients do not all come back in the same instant.
+        /// (jitter), so that a server's clients do not all come back in the same instant. A
+        /// stream's `retry:` field (RedDot sends 2 s) is the least pause after that stream.
         public var reconnectDelay: Duration
         /// The longest pause between reconnects.
         public var maximumReconnectDelay: Duration

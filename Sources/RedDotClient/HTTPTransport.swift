@@ -82,6 +82,8 @@ final class HTTPTransport: NSObject, URLSessionDataDelegate, @unchecked Sendable
                         body.append(chunk)
                     }
                 }
+                // An iteration ended by cancellation is not the server's doing.
+                try Task.checkCancellation()
                 guard let head else { throw RedDotClientError(.transport, "the server closed the connection without an answer") }
                 return (head, body)
             }

@@ -44,7 +44,8 @@ extension RedDotClient {
 
     func setConnection(_ new: ConnectionState) {
         let callbacks = state.withLock { state -> [@Sendable (ConnectionState) -> Void] in
-            guard state.connection != new else { return [] }
+            // After stop(), a late word from the stopped loop does not undo `.idle`.
+            guard state.connection != new, new == .idle || state.runner != nil else { return [] }
             state.connection = new
             return state.connectionObservers.sorted { $0.key < $1.key }.map(\.value)
         }
@@ -63,16 +64,18 @@ extension RedDotClient {
             }
             setConnection(.connecting)
             let opened = ClientLock(false)
+            // The pause the server asked for (`retry:`): the least wait before reconnecting.
+            let asked = ClientLock<Duration>(.zero)
             do {
                 if state.withLock({ !$0.confirmed && $0.tree.version >= 0 }) {
                     try await fetchTree(transport, longPoll: nil)
                 }
-                try await stream(transport, opened: opened)
+                try await stream(transport, opened: opened, retry: asked)
                 // The server ended the stream (a restart, a deploy): reconnect after a pause.
                 if opened.withLock({ $0 }) { backoff.reset() }
                 setConnection(.connecting)
-                try await Task.sleep(for: backoff.next())
-            } catch is CancellationError {
+                try await Task.sleep(for: max(backoff.next(), asked.withLock { $0 }))
+            } catch where Task.isCancelled || error is CancellationError {
                 return
             } catch let error as RedDotClientError where error.stopsTheClient {
                 // A refused token: once more at once with a token asked for anew, then stop.
@@ -92,7 +95,7 @@ extension RedDotClient {
                 }
                 setConnection(.waiting(Self.clientError(error)))
                 do {
-                    try await Task.sleep(for: backoff.next())
+                    try await Task.sleep(for: max(backoff.next(), asked.withLock { $0 }))
                 } catch {
                     return
                 }
@@ -101,8 +104,9 @@ extension RedDotClient {
     }
 
     /// Reads the stream until the server ends it (returns) or it fails (throws); `opened` is
-    /// set once its first bytes arrived.
-    private func stream(_ transport: HTTPTransport, opened: ClientLock<Bool>) async throws {
+    /// set once its first bytes arrived, `retry` to the reconnection time the stream asked for
+    /// (at most a minute).
+    private func stream(_ transport: HTTPTransport, opened: ClientLock<Bool>, retry: ClientLock<Duration>) async throws {
         var request = try await request("badges/stream", query: [])
         request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
         let resumeFrom = state.withLock { $0.confirmed && $0.tree.version >= 0 ? $0.tree.version : nil }
@@ -139,7 +143,11 @@ extension RedDotClient {
                             self.state.withLock { $0.confirmed = true }
                             self.setConnection(.streaming)
                         }
-                        for event in parser.feed(chunk) {
+                        let events = parser.feed(chunk)
+                        if let milliseconds = parser.retryMilliseconds {
+                            retry.withLock { $0 = .milliseconds(min(milliseconds, 60_000)) }
+                        }
+                        for event in events {
                             if event.name == "snapshot" {
                                 try self.receiveFromServer(tree: Data(event.data.utf8))
                             } else {
@@ -192,12 +200,13 @@ extension RedDotClient {
                 backoff.reset()
                 setConnection(.polling)
                 nextDue = ContinuousClock.now + schedule.interval
-            } catch is CancellationError {
-                return
-            } catch let error as RedDotClientError where error.stopsTheClient {
-                setConnection(.failed(error))
-                return
             } catch {
+                // Stopped: the request's failure is the stop's doing, and the state stays idle.
+                guard !Task.isCancelled, !(error is CancellationError) else { return }
+                if let error = error as? RedDotClientError, error.stopsTheClient {
+                    setConnection(.failed(error))
+                    return
+                }
                 setConnection(.waiting(Self.clientError(error)))
                 nextDue = ContinuousClock.now + max(schedule.interval, backoff.next())
             }

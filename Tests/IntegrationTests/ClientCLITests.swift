@@ -117,6 +117,20 @@ struct ClientCLITests {
             #expect(client.badge("root").count == 8)
             let seen = versions.all.map(\.version)
             #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 <= $1 }, "no callback goes back in version: \(seen)")
+
+            // Stopped, then started again after two versions went by: the stream resumes from
+            // the version held (the server replays the two from its change log).
+            client.stop()
+            let replays = try await PrometheusPage.scrape(port: harness.port).values("reddot_api_replays_total").reduce(0, +)
+            try await harness.increment([("bo", "root.chat.c3", 1)])
+            try await harness.waitForServer("bo") { $0.nodes["root"]?.count == 9 }
+            try await harness.increment([("bo", "root.chat.c3", 1)])
+            try await harness.waitForServer("bo") { $0.nodes["root"]?.count == 10 }
+            client.start()
+            #expect(try await Self.converged(client, harness))
+            #expect(client.badge("root").count == 10)
+            let after = try await PrometheusPage.scrape(port: harness.port).values("reddot_api_replays_total").reduce(0, +)
+            #expect(after == replays + 1, "the stream resumed with Last-Event-ID and got the missed versions replayed")
         }
     }
 
