@@ -233,6 +233,29 @@ struct ClientCLITests {
 }
 
 extension ClientCLITests {
+    @Test("long-polling: a change reaches the callback at once, not at the next interval")
+    func longPolling() async throws {
+        try await ClientServerHarness.with { harness in
+            try await harness.increment([("hux", "root.chat.c1", 1)])
+            try await harness.waitForServer("hux") { $0.nodes["root.chat"]?.count == 1 }
+            let schedule = RedDotClient.Polling(interval: .zero, toleranceWindow: .seconds(1), longPoll: .seconds(20))
+            let client = try await harness.client("hux", options: .init(transport: .polling(schedule)))
+            let chat = Received()
+            let observation = client.observe("root.chat") { chat.append($0) }
+            defer { observation.cancel() }
+            client.start()
+            defer { client.stop() }
+            #expect(await eventually(seconds: 10) { chat.last?.count == 1 })
+            try await Task.sleep(for: .seconds(2))  // the next request now waits on the server
+            let published = ContinuousClock.now
+            try await harness.increment([("hux", "root.chat.c1", 2)])
+            #expect(await eventually(seconds: 10) { chat.last?.count == 3 })
+            let latency = ContinuousClock.now - published
+            #expect(latency < .seconds(3), "publish to callback took \(latency) with a long-poll waiting")
+            #expect(client.connectionState == .polling)
+        }
+    }
+
     @Test("a streaming client's clear and seen: shown at once, then the stream's versions include them")
     func streamActions() async throws {
         try await ClientServerHarness.with { harness in
