@@ -40,6 +40,24 @@ extension RedDotClient {
             self.requestTimeout = requestTimeout
             self.fallbackPolling = fallbackPolling
         }
+
+        /// These options with every duration brought into 0 … 1 day (a negative one is 0; the
+        /// heartbeat timeout at least 100 ms), so that no sum, doubling or clock arithmetic of the
+        /// client can overflow.
+        var bounded: Options {
+            var options = self
+            options.heartbeatTimeout = max(Self.bound(heartbeatTimeout), .milliseconds(100))  // 0 would never wait
+            options.reconnectDelay = Self.bound(reconnectDelay)
+            options.maximumReconnectDelay = Self.bound(maximumReconnectDelay)
+            options.requestTimeout = Self.bound(requestTimeout)
+            options.fallbackPolling = fallbackPolling.bounded
+            if case .polling(let schedule) = transport { options.transport = .polling(schedule.bounded) }
+            return options
+        }
+
+        static func bound(_ duration: Duration) -> Duration {
+            min(max(duration, .zero), .seconds(86_400))
+        }
     }
 
     /// How changes reach the client.
@@ -81,6 +99,13 @@ extension RedDotClient {
             self.interval = interval
             self.toleranceWindow = toleranceWindow
             self.longPoll = longPoll
+        }
+
+        /// This schedule with every duration in 0 … 1 day.
+        var bounded: Polling {
+            Polling(
+                initialDelay: Options.bound(initialDelay), interval: Options.bound(interval),
+                toleranceWindow: Options.bound(toleranceWindow), longPoll: longPoll.map(Options.bound))
         }
     }
 

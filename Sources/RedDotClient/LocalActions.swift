@@ -47,8 +47,8 @@ struct PendingAction: Sendable {
         case .clear(force: false):
             // The node's own part: its total less its children's.
             let children = shown.values.filter { Self.parent(of: $0.path) == path }
-            let ownCount = max(0, (target?.count ?? 0) - children.reduce(0) { $0 + $1.count })
-            let ownUnseen = max(0, (target?.unseen ?? 0) - children.reduce(0) { $0 + $1.unseen })
+            let ownCount = Self.less(target?.count ?? 0, children.reduce(0) { Self.plus($0, $1.count) })
+            let ownUnseen = Self.less(target?.unseen ?? 0, children.reduce(0) { Self.plus($0, $1.unseen) })
             losses[path] = Loss(count: ownCount, unseen: ownUnseen, hides: true)
             for node in ancestors { losses[node] = Loss(count: ownCount, unseen: ownUnseen, hides: true) }
         case .seen:
@@ -72,8 +72,8 @@ struct PendingAction: Sendable {
         for (node, loss) in losses.sorted(by: { $0.key.count > $1.key.count }) {
             if answer != nil, Self.isWithin(node, path) { continue }
             guard var badge = result[node] else { continue }
-            badge.count = max(0, badge.count - loss.count)
-            badge.unseen = max(0, badge.unseen - loss.unseen)
+            badge.count = Self.less(badge.count, loss.count)
+            badge.unseen = Self.less(badge.unseen, loss.unseen)
             badge.text = Self.text(badge.count, was: badge.text)
             let childShows = result.keys.contains { Self.parent(of: $0) == node }
             if loss.hides, badge.count == 0, !childShows {
@@ -90,6 +90,22 @@ struct PendingAction: Sendable {
         guard count > 0 else { return nil }
         if let previous, previous.hasSuffix("+"), let cap = Int64(previous.dropLast()), count > cap { return previous }
         return String(count)
+    }
+
+    // The numbers come from the server (or the cache file): no sum or difference may trap.
+
+    /// `a - b`, at least 0, without overflow.
+    static func less(_ a: Int64, _ b: Int64) -> Int64 {
+        let (difference, overflow) = a.subtractingReportingOverflow(b)
+        if overflow { return b < 0 ? .max : 0 }
+        return max(0, difference)
+    }
+
+    /// `a + b`, saturating.
+    static func plus(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        if overflow { return b < 0 ? .min : .max }
+        return sum
     }
 
     static func isWithin(_ node: String, _ path: String) -> Bool {

@@ -318,9 +318,10 @@ extension RedDotClient {
         (error as? RedDotClientError) ?? RedDotClientError(.transport, "\(error)")
     }
 
+    /// Whole milliseconds of `duration` (a bounded one: see ``Options/bounded``).
     static func milliseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
-        return seconds.multipliedReportingOverflow(by: 1000).partialValue + attoseconds / 1_000_000_000_000_000
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
 

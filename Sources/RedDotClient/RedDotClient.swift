@@ -24,7 +24,8 @@ public final class RedDotClient: Sendable {
     public let user: String
     /// The server's base URL (nil for a client fed by hand with ``receive(_:)``).
     public let server: URL?
-    /// The options the client was made with.
+    /// The options the client was made with, each duration brought into 0 … 1 day (the
+    /// heartbeat timeout at least 100 ms).
     public let options: Options
     let tokenProvider: (@Sendable () async throws -> String?)?
     let cache: BadgeCache?
@@ -79,7 +80,7 @@ public final class RedDotClient: Sendable {
     public init(server: URL, user: String, options: Options = Options(), token: (@Sendable () async throws -> String?)? = nil) {
         self.user = user
         self.server = server
-        self.options = options
+        self.options = options.bounded
         self.tokenProvider = token
         self.cache = options.cacheFile.map { BadgeCache(file: $0, server: server.absoluteString, user: user) }
         do {

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import RedDotClient
@@ -59,5 +60,39 @@ struct PendingActionTests {
         #expect(PendingAction.text(42, was: "99+") == "42")
         #expect(PendingAction.text(0, was: "99+") == nil)
         #expect(PendingAction.text(5, was: nil) == "5")
+    }
+}
+
+/// Numbers from a broken server, and durations no one meant: nothing traps.
+@Suite("RedDotClient with extreme numbers")
+struct ExtremeNumberTests {
+    @Test("counts at the ends of Int64 make no clear or seen trap")
+    func extremeCounts() {
+        let shown = PendingActionTests.tree([
+            ("root", .min, .max), ("root.chat", .max, .min), ("root.chat.c1", .max, .max), ("root.chat.c2", .max, .min),
+        ])
+        for kind in [PendingAction.Kind.clear(force: true), .clear(force: false), .seen] {
+            for path in ["root", "root.chat", "root.chat.c1"] {
+                let action = PendingAction(id: 1, kind: kind, path: path, shown: shown, version: 7)
+                let result = action.apply(to: shown)
+                // What the action touched ends at 0 or more; the rest is as the server sent it.
+                #expect(action.losses.keys.allSatisfy { node in result[node].map { $0.count >= 0 && $0.unseen >= 0 } ?? true })
+            }
+        }
+        #expect(PendingAction.less(.min, .max) == 0 && PendingAction.less(.max, .min) == .max && PendingAction.plus(.max, 1) == .max)
+    }
+
+    @Test("durations beyond a day are brought to a day, negative ones to 0, a zero heartbeat timeout to 100 ms")
+    func extremeDurations() {
+        let huge = Duration.seconds(Int64.max)
+        let options = RedDotClient.Options(
+            transport: .polling(.init(initialDelay: huge, interval: .seconds(-5), toleranceWindow: huge, longPoll: huge)),
+            heartbeatTimeout: .zero, reconnectDelay: huge, maximumReconnectDelay: huge, requestTimeout: huge)
+        let client = RedDotClient(server: URL(string: "http://127.0.0.1:1")!, user: "ann", options: options)
+        let day = Duration.seconds(86_400)
+        #expect(client.options.heartbeatTimeout == .milliseconds(100))
+        #expect(client.options.reconnectDelay == day && client.options.maximumReconnectDelay == day && client.options.requestTimeout == day)
+        #expect(client.options.transport == .polling(.init(initialDelay: day, interval: .zero, toleranceWindow: day, longPoll: day)))
+        #expect(RedDotClient.milliseconds(day) == 86_400_000)
     }
 }
