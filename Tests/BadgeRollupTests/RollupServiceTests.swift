@@ -169,6 +169,28 @@ struct VerifierTests {
         }
     }
 
+    @Test("a user with only increments (no state row) whose aggregates are lost is found and repaired")
+    func incrementsOnly() async throws {
+        try await RollupFixture.with { fixture in
+            let only = user("inc_only")
+            try await fixture.ingest([
+                BadgeMutation(user: only, path: path("root.chat.c1"), operation: .increment(by: 2)),
+                BadgeMutation(user: only, path: path("root.chat.c2"), operation: .increment(by: 3)),
+            ])
+            while try await fixture.store.recomputeDirtyUsers(limit: 10) > 0 {}
+            #expect(try await fixture.scalar("SELECT count(*) FROM badge_state WHERE user_id = 'inc_only'", as: Int64.self) == 0)
+            #expect(try await fixture.store.tree(for: only).tree?.count == 5)
+
+            try await fixture.execute("DELETE FROM badge_aggregate WHERE user_id = 'inc_only'")
+            let report = try await BadgeVerifier(store: fixture.store).run(repair: true)
+            #expect(report.mismatches == 4)
+            #expect(report.usersRepaired == 1)
+            let repaired = try await fixture.store.tree(for: only).tree
+            #expect(repaired?.count == 5)
+            #expect(repaired?.children.first?.children.map(\.count) == [2, 3])
+        }
+    }
+
     @Test("a user with a pending rollup is not reported")
     func pendingUsersSkipped() async throws {
         try await RollupFixture.with { fixture in

@@ -52,12 +52,14 @@ extension BadgeSQL {
         WHERE c.version > $1 AND c.version <= $2
         """)
 
-    /// Whether the user has anything stored: a version (any change ever), own state or items.
+    /// Whether the user has anything stored: a version (any change ever), own state, increments
+    /// or items.
     static let userExists = PGStatement(
         "badges.user_exists",
         """
         SELECT EXISTS (SELECT 1 FROM user_version WHERE user_id = $1)
             OR EXISTS (SELECT 1 FROM badge_state WHERE user_id = $1)
+            OR EXISTS (SELECT 1 FROM badge_increment WHERE user_id = $1)
             OR EXISTS (SELECT 1 FROM badge_item WHERE user_id = $1)
         """)
 }

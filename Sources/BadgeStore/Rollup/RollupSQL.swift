@@ -66,7 +66,8 @@ extension BadgeSQL {
 
     /// The own count, icon and unseen part of each node of the users in the CTE `users`: the
     /// unexpired counter state with its increments (shown when it keeps a dot or adds up to more
-    /// than 0) plus the live items (a node with only items has no icon); an increment or an item
+    /// than 0), or the increments of a node without a state, plus the live items (a node with
+    /// only increments or items has no icon); an increment or an item
     /// is unseen while no seen at a version marked it and no seen mark of its node or of an
     /// ancestor reaches its time.
     static let ownRows = """
@@ -82,6 +83,12 @@ extension BadgeSQL {
                         FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path
                     ) c ON true
                     WHERE (s.expires_at IS NULL OR s.expires_at > now()) AND (s.keeps_dot OR s.count > 0 OR c.total > 0)
+                    UNION ALL
+                    SELECT i.user_id, i.path, sum(i.amount), NULL,
+                           coalesce(sum(i.amount) FILTER (WHERE NOT \(isSeen("i"))), 0)
+                    FROM badge_increment i JOIN users u ON i.user_id = u.user_id
+                    WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = i.user_id AND s.path = i.path)
+                    GROUP BY i.user_id, i.path
                     UNION ALL
                     SELECT i.user_id, i.path, count(*), NULL,
                            count(*) FILTER (WHERE NOT \(isSeen("i")))

@@ -134,7 +134,8 @@ public struct VerifyReport: Sendable, Hashable {
 }
 
 enum VerifySQL {
-    /// The next chunk of users with own state or aggregates, in user order.
+    /// The next chunk of users with own state (states, increments, live items) or aggregates,
+    /// in user order.
     static let nextUsers = PGStatement(
         "verify.next_users",
         """
@@ -142,6 +143,8 @@ enum VerifySQL {
             (SELECT DISTINCT user_id FROM badge_state WHERE user_id > $1 ORDER BY 1 LIMIT $2)
             UNION
             (SELECT DISTINCT user_id FROM badge_item WHERE user_id > $1 AND removed_at IS NULL ORDER BY 1 LIMIT $2)
+            UNION
+            (SELECT DISTINCT user_id FROM badge_increment WHERE user_id > $1 ORDER BY 1 LIMIT $2)
             UNION
             (SELECT DISTINCT user_id FROM badge_aggregate WHERE user_id > $1 ORDER BY 1 LIMIT $2)
         ) AS u

@@ -62,11 +62,14 @@ extension BadgeStore {
         return touched
     }
 
-    /// One round's counter writes: forced clears, seens (their marks, then the counters),
-    /// each kind of write as one statement, then the increments.
+    /// One round's counter writes: the states that clears, sets and decrements reach
+    /// increments through (`carryIncrements`), forced clears, seens (their marks, then the
+    /// counters), each kind of write as one statement, then the increments.
     private static func applyRound(_ round: BadgeBatch.Round, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
         let forced = round.forcedClears
+        let writes = round.writes
+        try carryIncrements(forced: forced, writes: writes, on: connection)
         if !forced.isEmpty {
             touched += try clearCounters(
                 forced.map { (user: $0.user, path: $0.path, through: Optional($0.through)) }, subtree: true, on: connection)
@@ -88,7 +91,7 @@ extension BadgeStore {
         var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
         var setAboveCaps: [Int64] = []
         var decrementUsers: [String] = [], decrementPaths: [String] = [], decrements: [Int64] = []
-        for (user, path, write) in round.writes {
+        for (user, path, write) in writes {
             switch write {
             case .clear(let through):
                 clears.append((user: user, path: path, through: through))
@@ -127,6 +130,27 @@ extension BadgeStore {
         }
         touched += try addIncrements(round.increments, on: connection)
         return touched
+    }
+
+    /// Gives the nodes the round clears (forced: their subtrees), sets or decrements a state for
+    /// the increments they have without one (`BadgeSQL.carryIncrements`).
+    private static func carryIncrements(
+        forced: [(user: UserID, path: BadgePath, through: Date)], writes: [(user: UserID, path: BadgePath, write: BadgeWrite)],
+        on connection: PGConnection
+    ) throws(PGError) {
+        var users: [String] = [], paths: [String] = [], subtrees: [Bool] = []
+        for clear in forced {
+            users.append(clear.user.rawValue)
+            paths.append(clear.path.rawValue)
+            subtrees.append(true)
+        }
+        for (user, path, _) in writes {
+            users.append(user.rawValue)
+            paths.append(path.rawValue)
+            subtrees.append(false)
+        }
+        guard !users.isEmpty else { return }
+        try connection.query(BadgeSQL.carryIncrements, [users, paths, subtrees])
     }
 
     /// Adds a round's increments; those of nodes whose state has expired go in a second step,
@@ -276,6 +300,7 @@ extension BadgeStore {
                 var bumping: [UserID] = []
                 switch operation {
                 case .clear(let force):
+                    try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
                     try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, through, settled])
                     let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
                     if !dismissed.rows.isEmpty { bumping = [user] }

@@ -105,11 +105,12 @@ extension BadgeSQL {
 
     /// Adds increments, each at the time it occurred (amounts at one time add up, saturating,
     /// and show first in the next version), unless a clear mark that reaches its node is at or
-    /// after that time. Each node with an increment kept gets a state if it has none (count 0,
-    /// no icon, no dot of its own) and the increments' expiry when given. An existing state is
-    /// not locked unless its expiry changes (writers of one user hold its dirty mark anyway).
-    /// The increments of a node whose state has expired are left out: the nodes come back, for
-    /// `dropExpiredStates` and a second call.
+    /// after that time. A node needs no state for its increments (see `carryIncrements`): one is
+    /// made (count 0, no icon, no dot of its own) only to hold an expiry given with them; an
+    /// existing state takes the expiry. An existing state is not locked unless its expiry
+    /// changes (writers of one user hold its dirty mark anyway). The increments of a node whose
+    /// state has expired are left out: the nodes come back, for `dropExpiredStates` and a
+    /// second call.
     static let addIncrements = PGStatement(
         "badges.add_increments",
         """
@@ -130,7 +131,7 @@ extension BadgeSQL {
         ), carried AS (
             INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
             SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, next
-            FROM kept WHERE NOT stored ORDER BY user_id, path
+            FROM kept WHERE NOT stored AND expires_at IS NOT NULL ORDER BY user_id, path
             ON CONFLICT (user_id, path) DO NOTHING
         ), expiring AS (
             UPDATE badge_state s SET expires_at = k.expires_at, updated_at = now()
@@ -144,6 +145,25 @@ extension BadgeSQL {
                 shown_in = excluded.shown_in, seen = false
         )
         SELECT DISTINCT user_id, path::text FROM kept WHERE expired
+        """)
+
+    /// Gives every node with increments but no state, among the given nodes (with `$3`, their
+    /// subtrees), the state that carries them (count 0, no icon, nothing seen, no dot of its
+    /// own; its first version that of its earliest increment): what the statements that reach
+    /// increments through their node's state (clears, sets, decrements) need first. An increment
+    /// alone does not make a state: a node's increments count without one (`ownRows`), so the
+    /// hot path of ingest writes one row per increment.
+    static let carryIncrements = PGStatement(
+        "badges.carry_increments",
+        """
+        INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+        SELECT i.user_id, i.path, 0, NULL, NULL, 0, false, min(i.shown_in)
+        FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS n(user_id, path, subtree)
+        JOIN badge_increment i ON i.user_id = n.user_id AND (i.path = n.path OR (n.subtree AND i.path <@ n.path))
+        WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = i.user_id AND s.path = i.path)
+        GROUP BY i.user_id, i.path
+        ORDER BY 1, 2
+        ON CONFLICT (user_id, path) DO NOTHING
         """)
 
     /// Decrements: the count with the increments goes down by `by`, the latest increments
@@ -410,7 +430,8 @@ extension BadgeSQL {
 
     /// Folds, for the users `$2`, the increments stored before `$1` that their tree already
     /// shows into their states (`BadgeTree.foldIncrements`): the count takes their amounts, the
-    /// seen part the seen ones. Returns the increments folded.
+    /// seen part the seen ones; a node without a state gets one that carries them (no dot of
+    /// its own). Returns the increments folded.
     static let foldIncrements = PGStatement(
         "badges.fold_increments",
         """
@@ -418,16 +439,19 @@ extension BadgeSQL {
             DELETE FROM badge_increment i
             WHERE i.user_id = ANY($2::text[]) AND i.arrived_at < $1
               AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
-            RETURNING i.user_id, i.path, i.amount, \(isSeen("i")) AS seen
+            RETURNING i.user_id, i.path, i.amount, i.shown_in, \(isSeen("i")) AS seen
         ), sums AS (
-            SELECT user_id, path, count(*) AS rows, sum(amount) AS total, coalesce(sum(amount) FILTER (WHERE seen), 0) AS seen
+            SELECT user_id, path, count(*) AS rows, sum(amount) AS total, coalesce(sum(amount) FILTER (WHERE seen), 0) AS seen,
+                   min(shown_in) AS first
             FROM old GROUP BY user_id, path
         ), folded AS (
-            UPDATE badge_state s
-            SET count = least(s.count + sums.total, \(maxCount))::bigint,
-                seen_count = least(coalesce(s.seen_count, s.count) + sums.seen, s.count + sums.total, \(maxCount))::bigint
-            FROM sums
-            WHERE s.user_id = sums.user_id AND s.path = sums.path
+            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+            SELECT user_id, path, least(total, \(maxCount))::bigint, NULL, NULL, least(seen, total, \(maxCount))::bigint, false, first
+            FROM sums ORDER BY 1, 2
+            ON CONFLICT (user_id, path) DO UPDATE
+            SET count = least(s.count::numeric + excluded.count, \(maxCount))::bigint,
+                seen_count = least(coalesce(s.seen_count, s.count)::numeric + excluded.seen_count,
+                                   s.count::numeric + excluded.count, \(maxCount))::bigint
         )
         SELECT coalesce(sum(rows), 0)::bigint FROM sums
         """)
