@@ -62,8 +62,8 @@ extension BadgeStore {
         return touched
     }
 
-    /// One round's counter writes: the states that clears, sets and decrements reach
-    /// increments through (`carryIncrements`), forced clears, seens (their marks, then the
+    /// One round's counter writes: the states that clears and decrements reach increments
+    /// through (`carryIncrements`), forced clears, seens (their marks, then the
     /// counters), each kind of write as one statement, then the increments.
     private static func applyRound(_ round: BadgeBatch.Round, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
@@ -112,17 +112,8 @@ extension BadgeStore {
             touched += try clearCounters(clears, subtree: false, on: connection)
         }
         if !setUsers.isEmpty {
-            let result = try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setAboveCaps])
-            // Every row was written; only the new ones whose seen part needs a fix-up come back.
-            touched += setUsers.count
-            var freshUsers: [String] = [], freshPaths: [String] = []
-            for row in result.rows {
-                freshUsers.append(try row.decode(0, as: String.self))
-                freshPaths.append(try row.decode(1, as: String.self))
-            }
-            if !freshUsers.isEmpty {
-                try connection.query(BadgeSQL.unseeNewSets, [freshUsers, freshPaths])
-            }
+            touched += try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setAboveCaps])
+                .affectedRows
         }
         if !decrementUsers.isEmpty {
             let result = try connection.query(BadgeSQL.decrement, [decrementUsers, decrementPaths, decrements])
@@ -132,8 +123,8 @@ extension BadgeStore {
         return touched
     }
 
-    /// Gives the nodes the round clears (forced: their subtrees), sets or decrements a state for
-    /// the increments they have without one (`BadgeSQL.carryIncrements`).
+    /// Gives the nodes the round clears (forced: their subtrees) or decrements a state for the
+    /// increments they have without one (`BadgeSQL.carryIncrements`).
     private static func carryIncrements(
         forced: [(user: UserID, path: BadgePath, through: Date)], writes: [(user: UserID, path: BadgePath, write: BadgeWrite)],
         on connection: PGConnection
@@ -144,7 +135,8 @@ extension BadgeStore {
             paths.append(clear.path.rawValue)
             subtrees.append(true)
         }
-        for (user, path, _) in writes {
+        for (user, path, write) in writes {
+            if case .set = write { continue }  // a set counts a node's increments without a state
             users.append(user.rawValue)
             paths.append(path.rawValue)
             subtrees.append(false)

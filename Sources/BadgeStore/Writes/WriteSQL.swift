@@ -50,42 +50,31 @@ extension BadgeSQL {
         """)
 
     /// Sets: the node's increments go, and the state is replaced (a dot even at count 0). The
-    /// seen part becomes the smaller of the stored one (with the increments a seen covers) and
-    /// the write's cap (0 on an expired row). `$6` carries how much of the new count lies above the cap (0 for a plain
-    /// set, whose cap is its count): it rides in the proposed row's `seen_count`, which is right
-    /// for a new row only when it is 0; the new rows where it is not are returned, for
-    /// `unseeNewSets` to put their seen part to 0 (nothing was stored, so nothing was seen). A
-    /// NULL `seen_count` (a row stored before migration 3) is all of its count.
+    /// seen part becomes the smaller of the stored one (the state's, with the increments a seen
+    /// covers; a node without a state has only its increments') and the write's cap, the count
+    /// less `$6` (how much of it lies above the cap: 0 for a plain set); 0 on an expired state.
+    /// A NULL `seen_count` (a row stored before migration 3) is all of its count.
     static let set = PGStatement(
         "badges.set",
         """
-        WITH wiped AS (
-            DELETE FROM badge_increment i USING unnest($1::text[], $2::ltree[]) AS w(user_id, path)
-            WHERE i.user_id = w.user_id AND i.path = w.path
-        ), upserted AS (
-            INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-            SELECT w.*, true, \(nextVersion(of: "w.u"))
-            FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[]) AS w(u, p, c, i, e, sc)
-            ON CONFLICT (user_id, path) DO UPDATE
-            SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
-                keeps_dot = true, shown_in = excluded.shown_in,
-                seen_count = CASE WHEN s.expires_at <= now() THEN 0
-                    ELSE least(coalesce(s.seen_count, s.count) + (
-                        SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
-                        WHERE i.user_id = s.user_id AND i.path = s.path AND \(isSeen("i"))
-                    ), excluded.count - excluded.seen_count)::bigint END
-            RETURNING user_id, path, xmax = 0 AND seen_count > 0 AS unseen_fresh
+        WITH w AS (
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
+                AS w(user_id, path, count, icon, expires_at, above)
+        ), wiped AS (
+            DELETE FROM badge_increment i USING w WHERE i.user_id = w.user_id AND i.path = w.path
         )
-        SELECT user_id, path::text FROM upserted WHERE unseen_fresh
-        """)
-
-    /// Puts the seen part of rows a set just inserted to 0.
-    static let unseeNewSets = PGStatement(
-        "badges.unsee_new_sets",
-        """
-        UPDATE badge_state s SET seen_count = 0
-        FROM unnest($1::text[], $2::ltree[]) AS n(user_id, path)
-        WHERE s.user_id = n.user_id AND s.path = n.path
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+        SELECT w.user_id, w.path, w.count, w.icon, w.expires_at,
+               CASE WHEN o.expires_at <= now() THEN 0
+                   ELSE least(coalesce(o.seen_count, o.count, 0) + (
+                       SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
+                       WHERE i.user_id = w.user_id AND i.path = w.path AND \(isSeen("i"))
+                   ), w.count - w.above)::bigint END,
+               true, \(nextVersion(of: "w.user_id"))
+        FROM w LEFT JOIN badge_state o ON o.user_id = w.user_id AND o.path = w.path
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
+            keeps_dot = true, shown_in = excluded.shown_in, seen_count = excluded.seen_count
         """)
 
     /// The expired states of the given nodes go, with their increments (an increment of an
@@ -149,19 +138,29 @@ extension BadgeSQL {
 
     /// Gives every node with increments but no state, among the given nodes (with `$3`, their
     /// subtrees), the state that carries them (count 0, no icon, nothing seen, no dot of its
-    /// own; its first version that of its earliest increment): what the statements that reach
-    /// increments through their node's state (clears, sets, decrements) need first. An increment
-    /// alone does not make a state: a node's increments count without one (`ownRows`), so the
-    /// hot path of ingest writes one row per increment.
+    /// own; its first version that of its earliest increment): what clears and decrements, which
+    /// reach increments through their node's state, need first. An increment alone makes no
+    /// state: a node's increments count without one (`ownRows`), so ingest writes one row per
+    /// increment of a new node.
     static let carryIncrements = PGStatement(
         "badges.carry_increments",
         """
+        WITH n AS (
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS n(user_id, path, subtree)
+        )
         INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-        SELECT i.user_id, i.path, 0, NULL, NULL, 0, false, min(i.shown_in)
-        FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS n(user_id, path, subtree)
-        JOIN badge_increment i ON i.user_id = n.user_id AND (i.path = n.path OR (n.subtree AND i.path <@ n.path))
-        WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = i.user_id AND s.path = i.path)
-        GROUP BY i.user_id, i.path
+        SELECT x.user_id, x.path, 0, NULL, NULL, 0, false, min(x.shown_in)
+        FROM (
+            SELECT i.user_id, i.path, i.shown_in
+            FROM n JOIN badge_increment i ON i.user_id = n.user_id AND i.path = n.path
+            WHERE NOT n.subtree
+            UNION ALL
+            SELECT i.user_id, i.path, i.shown_in
+            FROM n JOIN badge_increment i ON i.user_id = n.user_id AND i.path <@ n.path
+            WHERE n.subtree
+        ) AS x
+        WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = x.user_id AND s.path = x.path)
+        GROUP BY x.user_id, x.path
         ORDER BY 1, 2
         ON CONFLICT (user_id, path) DO NOTHING
         """)
