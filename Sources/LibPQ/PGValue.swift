@@ -57,21 +57,24 @@ extension Array: PGBindable where Element: PGBindable {
     /// A one-dimensional array literal (`{"a","b",NULL}`); cast it in SQL (`$1::text[]`,
     /// `$2::ltree[]`), then `unnest` several arrays side by side for set-based writes.
     public var pgText: String? {
-        var text = "{"
+        // Built as UTF-8 bytes (ingest binds arrays of thousands of elements per statement).
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        bytes.reserveCapacity(count * 24 + 2)
         for (index, element) in enumerated() {
-            if index > 0 { text += "," }
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
             guard let value = element.pgText else {
-                text += "NULL"
+                bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
                 continue
             }
-            text += "\""
-            for character in value.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
+            bytes.append(UInt8(ascii: "\""))
+            for byte in value.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                bytes.append(byte)
             }
-            text += "\""
+            bytes.append(UInt8(ascii: "\""))
         }
-        return text + "}"
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
@@ -158,24 +161,72 @@ extension Optional: PGDecodable where Wrapped: PGDecodable {
 /// Formats and parses timestamps in the forms PostgreSQL reads and writes (connections use
 /// `DateStyle=ISO`, `TimeZone=UTC`), keeping microseconds.
 enum PGTimestamp {
-    private static let calendar: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
-        return calendar
-    }()
-
-    /// `2026-11-21T06:43:49.123456Z`.
+    /// `2026-11-21T06:43:49.123456Z` (proleptic Gregorian, as PostgreSQL counts; a year before
+    /// 1 as `… BC`). Plain arithmetic, no `Calendar`: ingest formats a timestamp per increment.
+    /// A time no `timestamptz` holds (NaN, or beyond about ±292,000 years) is clamped, never a
+    /// trap; PostgreSQL refuses it with a clear error.
     static func format(_ date: Date) -> String {
-        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
-        let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
-        let fraction = micros - seconds * 1_000_000
-        let parts = calendar.dateComponents(
-            [.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: Double(seconds)))
-        func pad(_ value: Int?, _ width: Int) -> String {
-            let text = String(value ?? 0)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        let scaled = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        let limit = 9.2e18
+        let micros = scaled.isNaN ? 0 : Int64(max(-limit, min(limit, scaled)))
+        let (seconds, fraction) = floorDivision(micros, 1_000_000)
+        let (days, secondOfDay) = floorDivision(seconds, 86_400)
+        let (year, month, day) = civil(fromDays: days)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        func append(_ value: Int64, width: Int) {
+            var digits: [UInt8] = []
+            var rest = value
+            repeat {
+                digits.append(UInt8(48 + rest % 10))
+                rest /= 10
+            } while rest > 0
+            while digits.count < width { digits.append(48) }
+            bytes.append(contentsOf: digits.reversed())
         }
-        return "\(pad(parts.year, 4))-\(pad(parts.month, 2))-\(pad(parts.day, 2))T\(pad(parts.hour, 2)):\(pad(parts.minute, 2)):\(pad(parts.second, 2)).\(pad(Int(fraction), 6))Z"
+        append(year > 0 ? year : 1 - year, width: 4)
+        bytes.append(UInt8(ascii: "-"))
+        append(month, width: 2)
+        bytes.append(UInt8(ascii: "-"))
+        append(day, width: 2)
+        bytes.append(UInt8(ascii: "T"))
+        append(secondOfDay / 3600, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        append(secondOfDay / 60 % 60, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        append(secondOfDay % 60, width: 2)
+        bytes.append(UInt8(ascii: "."))
+        append(fraction, width: 6)
+        bytes.append(UInt8(ascii: "Z"))
+        if year <= 0 { bytes.append(contentsOf: Array(" BC".utf8)) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `value / divisor` rounded down, and the remainder (0 ..< divisor); `divisor` > 0.
+    static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let remainder = value % divisor
+        return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
+    }
+
+    /// The proleptic Gregorian date `days` after 1970-01-01 (year 0 is 1 BC).
+    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let shifted = days + 719_468  // from 0000-03-01
+        let (era, dayOfEra) = floorDivision(shifted, 146_097)
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153  // 0 is March
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// Days from 1970-01-01 to the proleptic Gregorian date (the inverse of `civil(fromDays:)`).
+    static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let year = month <= 2 ? year - 1 : year
+        let (era, yearOfEra) = floorDivision(year, 400)
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
     }
 
     /// Parses `2026-11-21 06:43:49.123456+00` (also with `T`, `Z` or other offsets).
@@ -216,8 +267,9 @@ enum PGTimestamp {
             let minutes = digits.count <= 2 ? 0 : value % 100
             offsetSeconds = (hours * 3600 + minutes * 60) * (sign == UInt8(ascii: "-") ? -1 : 1)
         }
-        let components = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
-        guard let whole = calendar.date(from: components) else { return nil }
-        return whole.addingTimeInterval(fraction - Double(offsetSeconds))
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        let days = days(year: Int64(year), month: Int64(month), day: Int64(day))
+        let whole = Double(days * 86_400 + Int64(hour * 3600 + minute * 60 + second))
+        return Date(timeIntervalSince1970: whole + fraction - Double(offsetSeconds))
     }
 }

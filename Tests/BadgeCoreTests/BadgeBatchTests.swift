@@ -56,7 +56,8 @@ struct BadgeBatchTests {
             ("u1", "root.c", .clear(force: false)),
             ("u1", "root.c", .increment(by: 2)),
         ])
-        let clearTime = batch.now.addingTimeInterval(5 / 1_000_000).toMicroseconds
+        // The sixth mutation (position 5): the read time in whole microseconds, plus 5.
+        let clearTime = Date(timeIntervalSince1970: ((batch.now.timeIntervalSince1970 * 1_000_000).rounded() + 5) / 1_000_000).toMicroseconds
         #expect(batch.writes.map(\.write) == [
             .set(count: 1, icon: nil, expiresAt: nil),
             .clear(through: nil),

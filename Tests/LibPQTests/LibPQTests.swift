@@ -53,12 +53,29 @@ struct LibPQTests {
     func timestamps() async throws {
         let pool = try pool()
         defer { pool.close() }
-        let dates = [Date(timeIntervalSince1970: 1_790_000_000.123456), Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -86_400.5)]
+        // Leap days, the Gregorian switch of 1582 (PostgreSQL counts proleptically), year 1,
+        // 1 BC, 9999, and random instants from year 1 to 9999.
+        var dates = [
+            1_790_000_000.123456, 0, -86_400.5, 951_782_400.999999, 1_709_164_800, -12_219_292_800, -12_220_156_800,
+            -62_135_596_800, -62_135_596_800 - 86_400, 253_402_300_799,
+        ].map { Date(timeIntervalSince1970: $0) }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            dates.append(Date(timeIntervalSince1970: Double(Int64.random(in: -62_135_596_800...253_402_300_799, using: &random)) + 0.25))
+        }
         for date in dates {
-            let back = try await pool.withConnection { connection in
-                try connection.query(PGStatement("test.timestamp", "SELECT $1::timestamptz"), [date]).singleRow().decode(0, as: Date.self)
+            let (back, epoch) = try await pool.withConnection { connection in
+                let row = try connection.query(
+                    PGStatement("test.timestamp", "SELECT CASE WHEN $1::timestamptz >= '0001-01-01Z' THEN $1::timestamptz END, extract(epoch FROM $1::timestamptz)::float8"), [date]
+                ).singleRow()
+                return (try row.decode(0, as: Date?.self), try row.decode(1, as: Double.self))
             }
-            #expect(abs(back.timeIntervalSince1970 - date.timeIntervalSince1970) < 0.000_001)
+            // A microsecond, or what a Double holds of a time that far from 1970.
+            let tolerance = max(0.000_001, date.timeIntervalSince1970.magnitude.ulp * 4)
+            #expect(abs(epoch - date.timeIntervalSince1970) <= tolerance, "\(date.timeIntervalSince1970)")
+            if date.timeIntervalSince1970 >= -62_135_596_800 {
+                #expect(abs((back?.timeIntervalSince1970 ?? .nan) - date.timeIntervalSince1970) <= tolerance, "\(date.timeIntervalSince1970)")
+            }
         }
     }
 

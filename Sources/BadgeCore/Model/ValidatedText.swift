@@ -1,3 +1,5 @@
+import Foundation
+
 /// A text value that is valid by construction (``UserID``, ``EventID``, ``ItemID``,
 /// ``BadgeIcon``): made only through ``init(validating:)``, and read from JSON the same way.
 ///
@@ -43,6 +45,24 @@ extension ValidatedText {
 extension ValidatedText where Self: Comparable {
     /// Byte order of the texts.
     public static func < (lhs: Self, rhs: Self) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+        utf8Precedes(lhs.rawValue, rhs.rawValue)
+    }
+}
+
+/// Whether `lhs` comes before `rhs` in the byte order of their UTF-8 (PostgreSQL's `C`
+/// collation): one `memcmp` of contiguous bytes, not a comparison per element (sorting a batch's
+/// users is on ingest's hot path).
+func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
+    var lhs = lhs
+    var rhs = rhs
+    return lhs.withUTF8 { left in
+        rhs.withUTF8 { right in
+            let common = min(left.count, right.count)
+            if common > 0, let l = left.baseAddress, let r = right.baseAddress {
+                let order = memcmp(l, r, common)
+                if order != 0 { return order < 0 }
+            }
+            return left.count < right.count
+        }
     }
 }
