@@ -63,7 +63,7 @@ extension Array: PGBindable where Element: PGBindable {
         for (index, element) in enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             guard let value = element.pgText else {
-                bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+                bytes.append(contentsOf: "NULL".utf8)
                 continue
             }
             bytes.append(UInt8(ascii: "\""))
@@ -174,15 +174,18 @@ enum PGTimestamp {
         let (year, month, day) = civil(fromDays: days)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32)
+        // `value` (0 or more) in decimal, zero-padded to `width` digits.
         func append(_ value: Int64, width: Int) {
-            var digits: [UInt8] = []
-            var rest = value
-            repeat {
-                digits.append(UInt8(48 + rest % 10))
-                rest /= 10
-            } while rest > 0
-            while digits.count < width { digits.append(48) }
-            bytes.append(contentsOf: digits.reversed())
+            var divisor: Int64 = 1
+            var digits = 1
+            while digits < width || value / divisor >= 10 {
+                divisor *= 10
+                digits += 1
+            }
+            while divisor > 0 {
+                bytes.append(UInt8(48 + value / divisor % 10))
+                divisor /= 10
+            }
         }
         append(year > 0 ? year : 1 - year, width: 4)
         bytes.append(UInt8(ascii: "-"))

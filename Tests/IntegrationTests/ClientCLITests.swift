@@ -22,6 +22,22 @@ struct ClientCLITests {
         }
     }
 
+    /// How long each of up to `attempts` runs of `publishAndWait` took, stopping at the first
+    /// within `bound`: a latency bound that the whole suite, sharing two cores, may miss once
+    /// (a structurally slow path misses every attempt).
+    static func latencies(
+        within bound: Duration, attempts: Int = 3, _ publishAndWait: () async throws -> Void
+    ) async throws -> [Duration] {
+        var latencies: [Duration] = []
+        for _ in 0..<attempts {
+            let started = ContinuousClock.now
+            try await publishAndWait()
+            latencies.append(ContinuousClock.now - started)
+            if latencies.last ?? .zero < bound { break }
+        }
+        return latencies
+    }
+
     @Test("observe: called back at once, then within 1 s of a published event; a released observation stops; 100 observers see their own node")
     func observe() async throws {
         try await ClientServerHarness.with { harness in
@@ -40,15 +56,11 @@ struct ClientCLITests {
             try await harness.increment([("warm", "root.x", 1)])
             try await harness.waitForServer("warm") { $0.version > 0 }
             var chatCount: Int64 = 0
-            var latencies: [Duration] = []
-            for _ in 0..<3 {
-                let published = ContinuousClock.now
+            let latencies = try await Self.latencies(within: .seconds(1)) {
                 try await harness.increment([("ada", "root.chat.c1", 2)])
                 chatCount += 2
                 let expected = chatCount
                 #expect(await eventually(seconds: 10) { chat.last?.count == expected })
-                latencies.append(ContinuousClock.now - published)
-                if latencies.last ?? .zero < .seconds(1) { break }
             }
             #expect(latencies.contains { $0 < .seconds(1) }, "publish to callback took \(latencies)")
 
@@ -321,16 +333,11 @@ struct WatchCLITests {
             try await harness.waitForServer("warm") { $0.version > 0 }
             // The best of up to three publishes, as in `observe`: the whole suite shares two cores.
             var count = 0
-            var latencies: [Duration] = []
-            for _ in 0..<3 {
-                let published = ContinuousClock.now
+            let latencies = try await ClientCLITests.latencies(within: .seconds(2)) {
                 try await harness.increment([("fay", "root.chat.c7", 2)])
                 count += 2
                 let expected = "c7  \(count)"
-                let shown = await eventually(seconds: 10) { (try? await screen())?.contains(expected) == true }
-                #expect(shown)
-                latencies.append(ContinuousClock.now - published)
-                if latencies.last ?? .zero < .seconds(2) { break }
+                #expect(await eventually(seconds: 10) { (try? await screen())?.contains(expected) == true })
             }
             #expect(latencies.contains { $0 < .seconds(2) }, "publish to screen took \(latencies)")
             let drawn = try await screen()
