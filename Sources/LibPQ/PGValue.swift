@@ -6,31 +6,81 @@ public import Foundation
 public protocol PGBindable: Sendable {
     /// The text form PostgreSQL parses, or `nil` for SQL `NULL`.
     var pgText: String? { get }
+
+    /// Appends the value as an element of an array literal: quoted and escaped, or `NULL`.
+    /// The default quotes `pgText`; the standard types write their bytes directly (ingest binds
+    /// arrays of thousands of elements per statement).
+    func appendArrayElement(to bytes: inout [UInt8])
+}
+
+extension PGBindable {
+    public func appendArrayElement(to bytes: inout [UInt8]) {
+        guard let text = pgText else {
+            bytes.append(contentsOf: PGArrayLiteral.null)
+            return
+        }
+        PGArrayLiteral.appendQuoted(text, to: &bytes)
+    }
+}
+
+/// The pieces of a one-dimensional array literal (`{"a","b",NULL}`).
+enum PGArrayLiteral {
+    static let null: [UInt8] = Array("NULL".utf8)
+
+    /// `"text"`, with `"` and `\` escaped by a backslash.
+    static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        let utf8 = text.utf8
+        if utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            for byte in utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                bytes.append(byte)
+            }
+        } else {
+            bytes.append(contentsOf: utf8)
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A decimal integer, unquoted.
+    static func appendDecimal(_ value: some BinaryInteger, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
 }
 
 extension String: PGBindable {
     /// The string itself.
     public var pgText: String? { self }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) { PGArrayLiteral.appendQuoted(self, to: &bytes) }
 }
 
 extension Int: PGBindable {
     /// Decimal digits.
     public var pgText: String? { String(self) }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) { PGArrayLiteral.appendDecimal(self, to: &bytes) }
 }
 
 extension Int64: PGBindable {
     /// Decimal digits.
     public var pgText: String? { String(self) }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) { PGArrayLiteral.appendDecimal(self, to: &bytes) }
 }
 
 extension Int32: PGBindable {
     /// Decimal digits.
     public var pgText: String? { String(self) }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) { PGArrayLiteral.appendDecimal(self, to: &bytes) }
 }
 
 extension Bool: PGBindable {
     /// `t` or `f`.
     public var pgText: String? { self ? "t" : "f" }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) { bytes.append(self ? UInt8(ascii: "t") : UInt8(ascii: "f")) }
 }
 
 extension Double: PGBindable {
@@ -41,6 +91,12 @@ extension Double: PGBindable {
 extension Date: PGBindable {
     /// Seconds since 1970 with microseconds, as an ISO 8601 UTC timestamp.
     public var pgText: String? { PGTimestamp.format(self) }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        PGTimestamp.append(self, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
 }
 
 extension Optional: PGBindable where Wrapped: PGBindable {
@@ -49,6 +105,13 @@ extension Optional: PGBindable where Wrapped: PGBindable {
         switch self {
         case .none: return nil
         case .some(let value): return value.pgText
+        }
+    }
+
+    public func appendArrayElement(to bytes: inout [UInt8]) {
+        switch self {
+        case .none: bytes.append(contentsOf: PGArrayLiteral.null)
+        case .some(let value): value.appendArrayElement(to: &bytes)
         }
     }
 }
@@ -60,18 +123,11 @@ extension Array: PGBindable where Element: PGBindable {
         // Built as UTF-8 bytes (ingest binds arrays of thousands of elements per statement).
         var bytes: [UInt8] = [UInt8(ascii: "{")]
         bytes.reserveCapacity(count * 24 + 2)
-        for (index, element) in enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            guard let value = element.pgText else {
-                bytes.append(contentsOf: "NULL".utf8)
-                continue
-            }
-            bytes.append(UInt8(ascii: "\""))
-            for byte in value.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
-                bytes.append(byte)
-            }
-            bytes.append(UInt8(ascii: "\""))
+        var first = true
+        for element in self {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            element.appendArrayElement(to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
         return String(decoding: bytes, as: UTF8.self)
@@ -166,14 +222,20 @@ enum PGTimestamp {
     /// A time no `timestamptz` holds (NaN, or beyond about ±292,000 years) is clamped, never a
     /// trap; PostgreSQL refuses it with a clear error.
     static func format(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        append(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `format(date)`'s bytes.
+    static func append(_ date: Date, to bytes: inout [UInt8]) {
         let scaled = (date.timeIntervalSince1970 * 1_000_000).rounded()
         let limit = 9.2e18
         let micros = scaled.isNaN ? 0 : Int64(max(-limit, min(limit, scaled)))
         let (seconds, fraction) = floorDivision(micros, 1_000_000)
         let (days, secondOfDay) = floorDivision(seconds, 86_400)
         let (year, month, day) = civil(fromDays: days)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
         // `value` (0 or more) in decimal, zero-padded to `width` digits.
         func append(_ value: Int64, width: Int) {
             var divisor: Int64 = 1
@@ -201,8 +263,7 @@ enum PGTimestamp {
         bytes.append(UInt8(ascii: "."))
         append(fraction, width: 6)
         bytes.append(UInt8(ascii: "Z"))
-        if year <= 0 { bytes.append(contentsOf: Array(" BC".utf8)) }
-        return String(decoding: bytes, as: UTF8.self)
+        if year <= 0 { bytes.append(contentsOf: " BC".utf8) }
     }
 
     /// `value / divisor` rounded down, and the remainder (0 ..< divisor); `divisor` > 0.

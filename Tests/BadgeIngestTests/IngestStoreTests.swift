@@ -61,20 +61,23 @@ struct IngestStoreTests {
             #expect(outcome1.users == 1)
 
             let partition = TopicPartition(topic: topic, partition: 0)
-            let second = PreparedBatch(records: [incr("e1", 3), incr("e3", 4), incr("e2", 5)], rules: testRules)
+            // e1 applied before and given twice, e4 new and given twice: only e3 and e4's first.
+            let second = PreparedBatch(
+                records: [incr("e1", 3), incr("e3", 4), incr("e2", 5), incr("e4", 6), incr("e1", 7, by: 20), incr("e4", 8, by: 30)],
+                rules: testRules)
             let outcome2 = try await fixture.commit(second, expected: [partition: 3])
-            #expect(outcome2.applied == 1)
-            #expect(outcome2.duplicates == 2)
+            #expect(outcome2.applied == 2)
+            #expect(outcome2.duplicates == 4)
 
             // A batch of only duplicates still moves the offset and touches no user.
-            let third = PreparedBatch(records: [incr("e3", 6)], rules: testRules)
-            let outcome3 = try await fixture.commit(third, expected: [partition: 6])
+            let third = PreparedBatch(records: [incr("e3", 9)], rules: testRules)
+            let outcome3 = try await fixture.commit(third, expected: [partition: 9])
             #expect(outcome3 == BatchOutcome(applied: 0, duplicates: 1))
-            #expect(try await fixture.storedOffsets([partition]) == [partition: 7])
+            #expect(try await fixture.storedOffsets([partition]) == [partition: 10])
 
             try await fixture.drainDirtyUsers()
-            #expect(try await fixture.store.tree(for: user("d1"), at: path("root.a")).tree?.count == 3)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 3)
+            #expect(try await fixture.store.tree(for: user("d1"), at: path("root.a")).tree?.count == 4)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 4)
         }
     }
 

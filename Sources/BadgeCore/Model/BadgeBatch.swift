@@ -212,13 +212,13 @@ public struct BadgeBatch: Sendable {
             break
         }
         if startsRound(mutation, at: time) { rounds.append(Round()) }
-        var entry = rounds[rounds.count - 1].pending[mutation.user] ?? Pending()
-        Self.coalesce(mutation, at: time, into: &entry)
-        rounds[rounds.count - 1].pending[mutation.user] = entry
+        // In place: a copy of the entry would copy its dictionaries at the first change.
+        Self.coalesce(mutation, at: time, into: &rounds[rounds.count - 1].pending[mutation.user, default: Pending()])
     }
 
     /// Whether a clear appended earlier reaches `path` of `user` at or after `time`.
     func isCovered(_ user: UserID, _ path: BadgePath, at time: Date) -> Bool {
+        guard !marks.isEmpty else { return false }
         let time = time.toMicroseconds
         if let own = marks[MarkKey(user: user, path: path, subtree: false)], own.toMicroseconds >= time { return true }
         var node: BadgePath? = path

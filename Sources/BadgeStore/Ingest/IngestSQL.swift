@@ -40,14 +40,25 @@ enum IngestSQL {
         WHERE o.consumer_group = $1
         """)
 
-    /// Records event ids as applied; returns those not seen before.
+    /// Records event ids as applied. Returns only the exceptions, each id once: `true` for an
+    /// id applied before (none of its records is new), `false` for one new but given more than
+    /// once (only its first record is new). An id it does not return is new, once.
     static let recordEvents = PGStatement(
         "ingest.record_events",
         """
-        INSERT INTO applied_event (event_id)
-        SELECT DISTINCT e FROM unnest($1::text[]) AS e ORDER BY 1
-        ON CONFLICT (event_id) DO NOTHING
-        RETURNING event_id
+        WITH given AS (
+            SELECT e FROM unnest($1::text[]) AS e
+        ), fresh AS (
+            INSERT INTO applied_event (event_id)
+            SELECT DISTINCT e FROM given ORDER BY 1
+            ON CONFLICT (event_id) DO NOTHING
+            RETURNING event_id
+        ), before AS (
+            SELECT e FROM given EXCEPT SELECT event_id FROM fresh
+        )
+        SELECT e, true FROM before
+        UNION ALL
+        SELECT e, false FROM given WHERE e NOT IN (SELECT e FROM before) GROUP BY e HAVING count(*) > 1
         """)
 
     /// Withdraws the active broadcasts at each path (with force, within its subtree).

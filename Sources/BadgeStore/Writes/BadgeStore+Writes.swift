@@ -151,12 +151,20 @@ extension BadgeStore {
         _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)], on connection: PGConnection
     ) throws(PGError) -> Int {
         guard !increments.isEmpty else { return 0 }
-        let expired = try connection.query(
-            BadgeSQL.addIncrements,
-            [
-                increments.map(\.user.rawValue), increments.map(\.path.rawValue), increments.map(\.occurredAt),
-                increments.map(\.by), increments.map(\.expiresAt),
-            ])
+        var users: [String] = [], paths: [String] = [], times: [Date] = [], amounts: [Int64] = [], expiries: [Date?] = []
+        users.reserveCapacity(increments.count)
+        paths.reserveCapacity(increments.count)
+        times.reserveCapacity(increments.count)
+        amounts.reserveCapacity(increments.count)
+        expiries.reserveCapacity(increments.count)
+        for increment in increments {
+            users.append(increment.user.rawValue)
+            paths.append(increment.path.rawValue)
+            times.append(increment.occurredAt)
+            amounts.append(increment.by)
+            expiries.append(increment.expiresAt)
+        }
+        let expired = try connection.query(BadgeSQL.addIncrements, [users, paths, times, amounts, expiries])
         var nodes: [String: Set<String>] = [:]
         for row in expired.rows {
             nodes[try row.decode(0, as: String.self), default: []].insert(try row.decode(1, as: String.self))
@@ -185,8 +193,11 @@ extension BadgeStore {
     /// in `bumping` get a new version at their rollup even if no aggregate changes.
     public static func markDirty(_ users: [UserID], bumping: [UserID] = [], on connection: PGConnection) throws(PGError) {
         guard !users.isEmpty || !bumping.isEmpty else { return }
-        let sorted = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()  // one lock order for every writer
-        try connection.query(BadgeSQL.markDirty, [sorted, bumping.map(\.rawValue)])
+        // One lock order for every writer: sorted (by UTF-8 bytes) and unique. Ingest passes its
+        // batch's users already so, and nothing to bump.
+        let alreadySorted = bumping.isEmpty && zip(users, users.dropFirst()).allSatisfy { $0 < $1 }
+        let sorted = alreadySorted ? users : Set(users).union(bumping).sorted()
+        try connection.query(BadgeSQL.markDirty, [sorted.map(\.rawValue), bumping.map(\.rawValue)])
     }
 
     /// Takes, until the transaction ends, the lock that orders changes of the set of active
