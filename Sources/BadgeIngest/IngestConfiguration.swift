@@ -29,7 +29,9 @@ public struct IngestConfiguration: Sendable {
     public var batchWaitMilliseconds: Int = 100
     /// How many writer threads (each with its own connection) commit batches in parallel; a
     /// batch's partitions are split between them.
-    public var writers: Int = 2
+    public var writers: Int = IngestConfiguration.defaultWriters
+    /// The default of `writers` (and of `--writers`).
+    public static let defaultWriters = 2
     /// Where a partition with no stored offset starts: the beginning (default) or the end.
     public var startFromEnd: Bool = false
     /// How long applied event ids are kept for deduplication.

@@ -16,7 +16,7 @@ public struct IngestSettings: Sendable {
     /// `--batch-wait-ms`.
     public var batchWaitMilliseconds = 100
     /// `--writers`.
-    public var writers = 2
+    public var writers = IngestConfiguration.defaultWriters
     /// `--start-from`: earliest or latest.
     public var startFrom = "earliest"
     /// `--event-retention-days`.

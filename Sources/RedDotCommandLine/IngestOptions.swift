@@ -30,7 +30,7 @@ public struct IngestOptions: ParsableArguments {
     @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
     public var batchWaitMilliseconds: Int = 100
     @Option(help: "Writer threads (each with its own database connection) that commit a batch's partitions in parallel.")
-    public var writers: Int = 2
+    public var writers: Int = IngestConfiguration.defaultWriters
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     public var startFrom: String = "earliest"
     @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones and clear marks too; increments stored longer fold into their counts).")

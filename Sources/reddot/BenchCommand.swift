@@ -1,5 +1,6 @@
 public import ArgumentParser
 public import BadgeBench
+import BadgeIngest
 import BadgeStore
 import LibPQ
 import Logging
@@ -42,6 +43,9 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(name: .customLong("batch-wait-ms"), help: "How long an ingest batch may wait to fill, in milliseconds.")
         var batchWaitMilliseconds: Int = 100
 
+        @Option(help: "Ingest's writer threads (each with its own database connection), as reddot ingest --writers.")
+        var writers: Int = IngestConfiguration.defaultWriters
+
         @Option(help: ArgumentHelp("Publish at most this many events/s (default: as fast as possible).", valueName: "events/s"))
         var rate: Double?
 
@@ -59,7 +63,7 @@ struct BenchCommand: AsyncParsableCommand {
         func validate() throws {
             if let problem = IngestBenchmark.problem(
                 events: events, users: users, paths: paths, partitions: partitions, batchSize: batchSize,
-                batchWaitMilliseconds: batchWaitMilliseconds, rate: rate)
+                batchWaitMilliseconds: batchWaitMilliseconds, rate: rate, writers: writers)
             {
                 throw ValidationError(problem)
             }
@@ -80,6 +84,7 @@ struct BenchCommand: AsyncParsableCommand {
                     batchWaitMilliseconds: batchWaitMilliseconds, rate: rate, seed: seed, runID: runID,
                     kafka: kafka.configuration, topic: kafka.topic, isMockCluster: kafka.cluster != nil, database: scratch)
                 settings.workload = workload
+                settings.writers = writers
                 return try await IngestBenchmark(settings: settings, logger: logger).run(
                     brokers: kafka.brokers, postgresql: serverVersion, database: scratchName, kept: scratchSettings.keep)
             }

@@ -91,13 +91,16 @@ struct WorkloadTests {
     @Test("option limits: in range passes; out of range names the flag")
     func optionLimits() {
         #expect(
-            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil) == nil)
+            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil, writers: 2) == nil)
         #expect(
-            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: 1e-300)
+            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: 1e-300, writers: 2)
                 == "--rate takes 1…100000000 events/s")
         #expect(
-            IngestBenchmark.problem(events: 0, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil)
+            IngestBenchmark.problem(events: 0, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil, writers: 2)
                 == "--events takes 1…1000000000")
+        #expect(
+            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil, writers: 0)
+                == "--writers takes 1…16")
         #expect(
             PipelineBenchmark.problem(
                 rate: 100, seconds: 2, warmup: 1, users: 10, streams: 11, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10)

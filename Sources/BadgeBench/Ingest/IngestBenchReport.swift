@@ -20,6 +20,7 @@ public struct BenchReport: Encodable, Sendable {
     var setEvents: Int
     var batchSize: Int
     var batchWaitMs: Int
+    var writers: Int
     var rateLimit: Double?
     var ingestSeconds: Double
     var ingestEventsPerSecond: Double
@@ -57,6 +58,7 @@ public struct BenchReport: Encodable, Sendable {
         setEvents = workload.count - workload.incrementCount
         batchSize = settings.batchSize
         batchWaitMs = settings.batchWaitMilliseconds
+        writers = settings.writers
         rateLimit = settings.rate
         ingestSeconds = ingest.seconds
         ingestEventsPerSecond = Self.perSecond(settings.events, ingest.seconds)
@@ -107,7 +109,7 @@ public struct BenchReport: Encodable, Sendable {
         return """
             reddot bench ingest: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql), librdkafka \(librdkafka)
             workload:   \(events) events, \(workload) (\(incrementEvents) \(workload == "items" ? "add" : "incr"), \(setEvents) \(workload == "items" ? "remove" : "set")) over \(users) users × \(paths) paths, keyed by user
-            kafka:      \(kafka), \(partitions) partitions; batch size \(batchSize), batch wait \(batchWaitMs) ms; rate \(rateText)
+            kafka:      \(kafka), \(partitions) partitions; batch size \(batchSize), batch wait \(batchWaitMs) ms, \(writers) writers; rate \(rateText)
             ingest:     \(Self.number(ingestEventsPerSecond)) events/s end to end (\(Self.seconds(ingestSeconds)), first publish → last commit)
             latency:    publish → commit p50 \(Self.milliseconds(latencyP50Ms)), p99 \(Self.milliseconds(latencyP99Ms)), max \(Self.milliseconds(latencyMaxMs))
             upsert:     \(Self.number(upsertRowsPerSecond)) rows/s (\(upsertRows) rows\(distinct) in \(Self.seconds(upsertSeconds)); one writer, batches of \(batchSize))

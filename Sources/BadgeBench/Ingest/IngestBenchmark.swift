@@ -39,6 +39,8 @@ public struct IngestBenchmark: Sendable {
         public var database: PGConfiguration
         /// What the events do (`--workload`).
         public var workload: BenchWorkload.Kind = .counter
+        /// Ingest's writer threads (`--writers`).
+        public var writers = IngestConfiguration.defaultWriters
 
         /// Settings with every field given.
         public init(
@@ -76,7 +78,8 @@ public struct IngestBenchmark: Sendable {
     /// The first problem with these option values, as the sentence `reddot bench ingest` prints
     /// (naming the flag); nil when they are all in range.
     public static func problem(
-        events: Int, users: Int, paths: Int, partitions: Int32, batchSize: Int, batchWaitMilliseconds: Int, rate: Double?
+        events: Int, users: Int, paths: Int, partitions: Int32, batchSize: Int, batchWaitMilliseconds: Int, rate: Double?,
+        writers: Int
     ) -> String? {
         guard (1...1_000_000_000).contains(events) else { return "--events takes 1…1000000000" }
         guard users >= 1, users <= Int(Int32.max) else { return "--users takes a number ≥ 1" }
@@ -84,6 +87,7 @@ public struct IngestBenchmark: Sendable {
         guard partitions >= 1, partitions <= 10_000 else { return "--partitions takes 1…10000" }
         guard batchSize >= 1, batchSize <= 100_000 else { return "--batch-size takes 1…100000" }
         guard batchWaitMilliseconds >= 0 else { return "--batch-wait-ms takes a number ≥ 0" }
+        guard (1...16).contains(writers) else { return "--writers takes 1…16" }
         // The schedule is UInt64(index / rate * 1e9) ns: a tiny rate would trap.
         if let rate, !(rate >= 1 && rate <= 100_000_000) { return "--rate takes 1…100000000 events/s" }
         return nil
@@ -125,6 +129,7 @@ public struct IngestBenchmark: Sendable {
         configuration.deadLetterTopic = settings.topic + ".dlq"
         configuration.batchSize = settings.batchSize
         configuration.batchWaitMilliseconds = settings.batchWaitMilliseconds
+        configuration.writers = settings.writers
         configuration.onCommit = { offsets in recorder.committed(offsets) }
         let group = configuration.group
         let service = IngestService(configuration: configuration, logger: logger)
