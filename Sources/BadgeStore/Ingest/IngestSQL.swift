@@ -40,25 +40,21 @@ enum IngestSQL {
         WHERE o.consumer_group = $1
         """)
 
-    /// Records event ids as applied. Returns only the exceptions, each id once: `true` for an
-    /// id applied before (none of its records is new), `false` for one new but given more than
-    /// once (only its first record is new). An id it does not return is new, once.
+    /// Records event ids as applied. When every id given is new and given once (the usual
+    /// batch), returns one row, a NULL; otherwise the ids not seen before, each once (none when
+    /// every one was), so that no id crosses the wire in the usual case.
     static let recordEvents = PGStatement(
         "ingest.record_events",
         """
-        WITH given AS (
-            SELECT e FROM unnest($1::text[]) AS e
-        ), fresh AS (
+        WITH fresh AS (
             INSERT INTO applied_event (event_id)
-            SELECT DISTINCT e FROM given ORDER BY 1
+            SELECT DISTINCT e FROM unnest($1::text[]) AS e ORDER BY 1
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
-        ), before AS (
-            SELECT e FROM given EXCEPT SELECT event_id FROM fresh
         )
-        SELECT e, true FROM before
+        SELECT NULL::text WHERE (SELECT count(*) FROM fresh) = cardinality($1::text[])
         UNION ALL
-        SELECT e, false FROM given WHERE e NOT IN (SELECT e FROM before) GROUP BY e HAVING count(*) > 1
+        SELECT event_id FROM fresh WHERE (SELECT count(*) FROM fresh) < cardinality($1::text[])
         """)
 
     /// Withdraws the active broadcasts at each path (with force, within its subtree).

@@ -57,28 +57,25 @@ public enum IngestTransaction {
     public static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, on connection: PGConnection
     ) throws(PGError) {
-        // Dedupe: an id is new once, at its first record in the batch. The statement answers
-        // only the exceptions (usually none): ids applied before, and ids repeated in the batch.
-        var appliedBefore: Set<String> = []
-        var repeated: Set<String> = []
+        // Dedupe: an id is new once, at its first record in the batch. The statement sends the
+        // new ids only when some are not (see `IngestSQL.recordEvents`).
+        var allFresh = false
+        var fresh: Set<String> = []
         if !events.isEmpty {
-            for row in try connection.query(IngestSQL.recordEvents, [events.map(\.eventID.rawValue)]).rows {
-                let id = try row.decode(0, as: String.self)
-                if try row.decode(1, as: Bool.self) { appliedBefore.insert(id) } else { repeated.insert(id) }
+            let rows = try connection.query(IngestSQL.recordEvents, [events.map(\.eventID.rawValue)]).rows
+            if rows.count == 1, try rows[0].decode(0, as: String?.self) == nil {
+                allFresh = true
+            } else {
+                for row in rows { fresh.insert(try row.decode(0, as: String.self)) }
             }
         }
 
         var badges = BadgeBatch()
         var broadcasts = BroadcastWrites()
-        var taken: Set<String> = []  // the repeated ids whose first record is applied
         for operation in events {
-            if !appliedBefore.isEmpty || !repeated.isEmpty {
-                let id = operation.eventID.rawValue
-                let duplicate = appliedBefore.contains(id) || (repeated.contains(id) && !taken.insert(id).inserted)
-                if duplicate {
-                    outcome.duplicates += 1
-                    continue
-                }
+            guard allFresh || fresh.remove(operation.eventID.rawValue) != nil else {
+                outcome.duplicates += 1
+                continue
             }
             outcome.applied += 1
             switch operation.audience {
