@@ -16,7 +16,8 @@ extension IngestBenchmark {
         --rate throttles the producer to that many events/s, which is how latency is measured \
         (the target is p99 under 1 s at 20000 events/s).
 
-        Phase 1, ingest: one IngestService runs in-process; after one warm-up event per \
+        Phase 1, ingest: one IngestService runs in-process, with --writers writer threads as \
+        reddot ingest does (default 2); after one warm-up event per \
         partition is committed (the group has joined), the events are published while it \
         consumes. Reported: events/s from the first publish to the last commit, and each \
         event's latency from its produce() call to the commit of the batch that holds it \

@@ -133,11 +133,11 @@ struct EventFields: OperationFieldSource {
 
     func integer(_ name: String, in range: ClosedRange<Int64>) throws(EventRejection) -> Int64? {
         guard let value = self[name] else { return nil }
-        let rule = "it must be an integer from \(range.lowerBound) to \(range.upperBound)"
+        if case .integer(let number) = value, range.contains(number) { return number }
+        let rule = "it must be an integer from \(range.lowerBound) to \(range.upperBound)"  // only for the message
         switch value {
         case .integer(let number):
-            guard range.contains(number) else { throw Self.invalid("field '\(name)' is \(number); \(rule)") }
-            return number
+            throw Self.invalid("field '\(name)' is \(number); \(rule)")
         case .number:
             throw Self.invalid("field '\(name)' is \(value.preview); \(rule)")
         default:

@@ -30,7 +30,7 @@ enum OperationGrammar {
         _ op: String, from fields: Fields
     ) throws(Fields.Failure) -> BadgeOperation {
         guard let kind = Op(rawValue: op) else { throw fields.unknownOp(op) }
-        for name in fieldNames where !kind.fields.contains(name) && fields.has(name) {
+        for name in fieldNames where !kind.takes(name) && fields.has(name) {
             throw fields.problem(field: name, " does not apply to op '\(op)'")
         }
         switch kind {
@@ -120,14 +120,15 @@ public enum OperationName: String, CaseIterable, Sendable {
         }
     }
 
-    /// The fields this op takes.
-    var fields: Set<String> {
+    /// Whether this op takes the field `name` (one of ``OperationGrammar/fieldNames``). A
+    /// comparison, not a set built per call: ingest checks every event's fields.
+    func takes(_ name: String) -> Bool {
         switch self {
-        case .set: return ["count", "icon"]
-        case .incr, .decr: return ["by"]
-        case .clear: return ["force"]
-        case .add, .remove: return ["item"]
-        case .seen: return []
+        case .set: return name == "count" || name == "icon"
+        case .incr, .decr: return name == "by"
+        case .clear: return name == "force"
+        case .add, .remove: return name == "item"
+        case .seen: return false
         }
     }
 }
