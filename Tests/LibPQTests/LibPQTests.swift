@@ -37,6 +37,31 @@ struct LibPQTests {
         }
         #expect(nullFlags == [false, true, false])
 
+        // Every kind of element writes itself into the array literal (no string per element).
+        let integers: [Int64] = [Int64.min, -1, 0, 42, Int64.max]
+        let smalls: [Int32?] = [Int32.min, nil, Int32.max]
+        let flags: [Bool] = [true, false, true]
+        let times: [Date?] = [Date(timeIntervalSince1970: 1_790_000_000.123456), nil, Date(timeIntervalSince1970: -62_135_596_800 - 86_400)]
+        let doubles: [Double] = [-0.5, 1e300]
+        let arrays = try await pool.withConnection { connection in
+            try connection.query(
+                PGStatement(
+                    "test.arrays",
+                    """
+                    SELECT array_to_string($1::bigint[], ','), array_to_string($2::int[], ',', 'null'),
+                           array_to_string($3::bool[], ','), array_to_string($5::float8[], ','),
+                           (SELECT string_agg(coalesce(extract(epoch FROM t)::text, 'null'), ',' ORDER BY n)
+                            FROM unnest($4::timestamptz[]) WITH ORDINALITY AS u(t, n))
+                    """),
+                [integers, smalls, flags, times, doubles]
+            ).singleRow()
+        }
+        #expect(try arrays.decode(0, as: String.self) == "-9223372036854775808,-1,0,42,9223372036854775807")
+        #expect(try arrays.decode(1, as: String.self) == "-2147483648,null,2147483647")
+        #expect(try arrays.decode(2, as: String.self) == "t,f,t")
+        #expect(try arrays.decode(3, as: String.self) == "-0.5,1e+300")
+        #expect(try arrays.decode(4, as: String.self) == "1790000000.123456,null,-62135683200.000000")
+
         let row = try await pool.withConnection { connection in
             try connection.query(
                 PGStatement("test.scalars", "SELECT $1::bigint + 1, $2::boolean, $3::text IS NULL, $4::double precision * 2"),
