@@ -32,6 +32,10 @@ public struct IngestConfiguration: Sendable {
     public var writers: Int = IngestConfiguration.defaultWriters
     /// The default of `writers` (and of `--writers`).
     public static let defaultWriters = 2
+    /// What `--writers` is refused outside of, as the sentence that names the flag; nil in range.
+    public static func writersProblem(_ writers: Int) -> String? {
+        (1...16).contains(writers) ? nil : "--writers takes 1…16"
+    }
     /// Where a partition with no stored offset starts: the beginning (default) or the end.
     public var startFromEnd: Bool = false
     /// How long applied event ids are kept for deduplication.

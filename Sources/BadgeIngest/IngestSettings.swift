@@ -30,7 +30,7 @@ public struct IngestSettings: Sendable {
     /// host name defaults apply.
     public func flagProblem(environment: [String: String]) -> String? {
         guard batchSize >= 1, batchSize <= 100_000 else { return "--batch-size takes 1…100000" }
-        guard (1...16).contains(writers) else { return "--writers takes 1…16" }
+        if let problem = IngestConfiguration.writersProblem(writers) { return problem }
         guard (0...3_600_000).contains(batchWaitMilliseconds) else { return "--batch-wait-ms takes 0…3600000" }
         guard ["earliest", "latest"].contains(startFrom) else { return "--start-from takes earliest or latest" }
         // Bounded before `.seconds(days * 86400)`, which traps beyond Int128 attoseconds (1e300, inf).

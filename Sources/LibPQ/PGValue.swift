@@ -27,13 +27,16 @@ extension PGBindable {
 enum PGArrayLiteral {
     static let null: [UInt8] = Array("NULL".utf8)
 
+    /// Whether `byte` is escaped inside a quoted element: `"` and `\`.
+    static func isSpecial(_ byte: UInt8) -> Bool { byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") }
+
     /// `"text"`, with `"` and `\` escaped by a backslash.
     static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         let utf8 = text.utf8
-        if utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+        if utf8.contains(where: isSpecial) {
             for byte in utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                if isSpecial(byte) { bytes.append(UInt8(ascii: "\\")) }
                 bytes.append(byte)
             }
         } else {

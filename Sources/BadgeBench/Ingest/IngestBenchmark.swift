@@ -87,7 +87,7 @@ public struct IngestBenchmark: Sendable {
         guard partitions >= 1, partitions <= 10_000 else { return "--partitions takes 1…10000" }
         guard batchSize >= 1, batchSize <= 100_000 else { return "--batch-size takes 1…100000" }
         guard batchWaitMilliseconds >= 0 else { return "--batch-wait-ms takes a number ≥ 0" }
-        guard (1...16).contains(writers) else { return "--writers takes 1…16" }
+        if let problem = IngestConfiguration.writersProblem(writers) { return problem }
         // The schedule is UInt64(index / rate * 1e9) ns: a tiny rate would trap.
         if let rate, !(rate >= 1 && rate <= 100_000_000) { return "--rate takes 1…100000000 events/s" }
         return nil
