@@ -10,6 +10,7 @@ final class IngestMetrics: Sendable {
     let batchSize = Recorder(label: "reddot_ingest_batch_records")
     let batchLatency = Metrics.Timer(label: "reddot_ingest_batch_seconds")
     let commitRetries = Counter(label: "reddot_ingest_commit_retries_total")
+    let rewrites = Counter(label: "reddot_ingest_rewritten_batches_total")
     let fenced = Counter(label: "reddot_ingest_fenced_batches_total")
     let deadLettersPublished = Counter(label: "reddot_ingest_dead_letters_published_total")
     private let rejectedByReason: [RejectionReason: Counter]

@@ -37,7 +37,9 @@ final class IngestWorker: @unchecked Sendable {
         self.metrics = metrics
         self.onRejections = onRejections
         self.writer = BatchWriters(
-            (0..<max(1, configuration.writers)).map { _ in BatchWriter(configuration: configuration, logger: logger, metrics: metrics) })
+            (0..<max(1, configuration.writers)).map { [stretch = MergingStretch()] _ in
+                BatchWriter(configuration: configuration, logger: logger, metrics: metrics, stretch: stretch)
+            })
         self.readConnection = DatabaseSession(logger: logger)
     }
 
@@ -272,11 +274,13 @@ final class BatchWriter: @unchecked Sendable {
     private let fenced = Atomic<Bool>(false)
     private let failure = Mutex<(any Error)?>(nil)
     let stopRequested = Atomic<Bool>(false)
+    private let stretch: MergingStretch
     // Confined to the writer queue.
     private var session: DatabaseSession
 
-    init(configuration: IngestConfiguration, logger: Logger, metrics: IngestMetrics) {
+    init(configuration: IngestConfiguration, logger: Logger, metrics: IngestMetrics, stretch: MergingStretch) {
         self.configuration = configuration
+        self.stretch = stretch
         self.logger = logger
         self.metrics = metrics
         self.session = DatabaseSession(logger: logger)
@@ -334,6 +338,7 @@ final class BatchWriter: @unchecked Sendable {
     }
 
     private func record(_ outcome: BatchOutcome, size: Int, since started: ContinuousClock.Instant) {
+        metrics.rewrites.increment(by: outcome.rewrites)
         metrics.applied.increment(by: outcome.applied)
         metrics.duplicates.increment(by: outcome.duplicates)
         for (reason, count) in outcome.rejected { metrics.rejected(reason, count: count) }
@@ -352,9 +357,11 @@ final class BatchWriter: @unchecked Sendable {
         while true {
             do {
                 let connection = try session.connection(configuration.database)
+                let newRowsFirst = stretch.newRowsFirst
                 let outcome = try connection.withTransaction { connection in
-                    try IngestStore.commit(batch, group: group, expectedOffsets: expected, on: connection)
+                    try IngestStore.commit(batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, on: connection)
                 }
+                stretch.record(rewritten: outcome.rewrites > 0, merged: !newRowsFirst && !batch.accepted.isEmpty)
                 return .outcome(outcome)
             } catch let error as IngestError {
                 if attempt > 0,
@@ -380,6 +387,32 @@ final class BatchWriter: @unchecked Sendable {
                         LibPQ.LogKey.error: "\(error)", "retry.attempt": "\(attempt)", "retry.delay_ms": "\(Backoff.milliseconds(delay))",
                     ])
                 Backoff.sleepOnThread(delay)
+            }
+        }
+    }
+}
+
+/// How many batches ingest's writers still write with merging inserts only, shared by them all.
+/// After a batch's plain inserts met a stored row (see
+/// `IngestTransaction.applyEvents(_:into:newRowsFirst:on:)`), the next `Self.batches` batches
+/// that have events merge from the start: a stream that keeps repeating keys (duplicate ids,
+/// increments at one time) pays for a failed plain insert once every 17 batches, whichever
+/// writer its partitions go to, not every time.
+final class MergingStretch: Sendable {
+    static let batches = 16
+    private let left = Mutex(0)
+
+    /// Whether the next batch tries plain inserts first.
+    var newRowsFirst: Bool { left.withLock { $0 == 0 } }
+
+    /// After a committed batch: `rewritten` when its plain inserts met a stored row; `merged`
+    /// when it had events and merged from the start.
+    func record(rewritten: Bool, merged: Bool) {
+        left.withLock { left in
+            if rewritten {
+                left = Self.batches
+            } else if merged, left > 0 {
+                left -= 1
             }
         }
     }

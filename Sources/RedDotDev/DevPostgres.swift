@@ -70,7 +70,7 @@ public struct DevPostgres: Sendable {
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         try handOver(clusterFolder)
         let result = try run(
-            "initdb", ["-D", dataDirectory.path, "-U", Self.role, "--auth=trust", "--encoding=UTF8", "--no-instructions"])
+            "initdb", ["-D", dataDirectory.path, "-U", Self.role, "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions"])
         guard result.status == 0 else { throw DevError("initdb failed:\n\(result.output)") }
     }
 

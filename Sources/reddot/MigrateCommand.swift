@@ -15,7 +15,9 @@ struct MigrateCommand: AsyncParsableCommand {
             '-- reddot:no-transaction', for CREATE INDEX CONCURRENTLY; such a file holds one \
             statement). The history, with each file's SHA-256, is kept in reddot_schema_migrations. \
             An advisory lock lets one migrator work at a time; the others wait (--lock-wait) and \
-            then find the files applied.
+            then find the files applied. 'up' and 'status' also write a note on stderr when the \
+            database's collation is not C (RedDot's ids index faster under C; the exit code does \
+            not change).
 
             Exit codes:
               0   success (up: applied or nothing to do; status: printed; verify: history matches)
@@ -72,6 +74,12 @@ struct MigrateCommand: AsyncParsableCommand {
             }
         }
 
+        /// Writes `note` (the database's collation, see `Migrator.collationNote`) on stderr.
+        static func printNote(_ note: String?) {
+            guard let note else { return }
+            FileHandle.standardError.write(Data("reddot migrate: \(note)\n".utf8))
+        }
+
         func resolveDirectory() throws -> URL {
             try Self.resolveDirectory(directory)
         }
@@ -94,9 +102,11 @@ struct MigrateCommand: AsyncParsableCommand {
 
         func run() async throws {
             let applied = try await options.run { migrator, connection in
-                (try migrator.up(on: connection).map(\.fileName), migrator.files.count)
+                // The note never fails a command that did its work.
+                (try migrator.up(on: connection).map(\.fileName), migrator.files.count, try? Migrator.collationNote(on: connection))
             }
             print(MigrationStatus.upReport(applied: applied.0, fileCount: applied.1))
+            Options.printNote(applied.2)
         }
     }
 
@@ -109,8 +119,11 @@ struct MigrateCommand: AsyncParsableCommand {
         var json = false
 
         func run() async throws {
-            let status = try await options.run { migrator, connection in try migrator.status(on: connection) }
+            let (status, note) = try await options.run { migrator, connection in
+                (try migrator.status(on: connection), try? Migrator.collationNote(on: connection))
+            }
             if json { try printJSON(status) } else { print(status.text) }
+            Options.printNote(note)
             if status.problemCount > 0 { throw ExitCode(ExitCodes.dataError) }
         }
     }

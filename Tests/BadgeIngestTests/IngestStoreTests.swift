@@ -59,6 +59,7 @@ struct IngestStoreTests {
             #expect(outcome1.applied == 2)
             #expect(outcome1.duplicates == 1)
             #expect(outcome1.users == 1)
+            #expect(outcome1.rewrites == 1)  // the plain insert met e1 twice, so the merging one wrote it
 
             let partition = TopicPartition(topic: topic, partition: 0)
             // e1 applied before and given twice, e4 new and given twice: only e3 and e4's first.
@@ -68,16 +69,72 @@ struct IngestStoreTests {
             let outcome2 = try await fixture.commit(second, expected: [partition: 3])
             #expect(outcome2.applied == 2)
             #expect(outcome2.duplicates == 4)
+            #expect(outcome2.rewrites == 1)
 
             // A batch of only duplicates still moves the offset and touches no user.
             let third = PreparedBatch(records: [incr("e3", 9)], rules: testRules)
             let outcome3 = try await fixture.commit(third, expected: [partition: 9])
-            #expect(outcome3 == BatchOutcome(applied: 0, duplicates: 1))
+            #expect(outcome3 == BatchOutcome(applied: 0, duplicates: 1, rewrites: 1))
             #expect(try await fixture.storedOffsets([partition]) == [partition: 10])
 
             try await fixture.drainDirtyUsers()
             #expect(try await fixture.store.tree(for: user("d1"), at: path("root.a")).tree?.count == 4)
             #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 4)
+        }
+    }
+
+    @Test(
+        "plain inserts first: new rows are written once; an increment at a stored time, an item added again or an id applied before rewrites the batch with merging inserts, to the model's tree"
+    )
+    func newRowsFirst() async throws {
+        try await IngestFixture.with { fixture in
+            let at = Date(timeIntervalSince1970: 1_750_000_000)  // in the past: a later time would count as read time
+            func op(_ operation: BadgeOperation, _ node: String, at time: Date? = at) -> BadgeMutation {
+                BadgeMutation(user: user("n1"), path: path(node), operation: operation, occurredAt: time)
+            }
+            let item = try ItemID(validating: "m1")
+            let batches: [[BadgeMutation]] = [
+                [op(.increment(by: 2), "root.a"), op(.addItem(item), "root.b"), op(.increment(by: 1), "root.c", at: nil)],
+                // The same time at root.a, the same item at root.b: both stored already.
+                [op(.increment(by: 3), "root.a"), op(.addItem(item), "root.b"), op(.addItem(try ItemID(validating: "m2")), "root.b")],
+                [op(.increment(by: 4), "root.a", at: at.addingTimeInterval(1))],
+                // Only an item is stored already (its increment is at a new time).
+                [op(.increment(by: 1), "root.a", at: at.addingTimeInterval(2)), op(.addItem(try ItemID(validating: "m2")), "root.b")],
+            ]
+            var models: [UserID: BadgeTree] = [:]
+            let now = Date()
+            var offset: Int64 = 0
+            var expected: [TopicPartition: Int64] = [:]
+            var rewrites: [Int] = []
+            for (number, mutations) in batches.enumerated() {
+                var records = mutations.enumerated().map { index, mutation in
+                    mutationRecord(mutation, id: "n\(number)-\(index)", offset: offset + Int64(index))
+                }
+                if number == 2 { records.append(mutationRecord(batches[0][0], id: "n0-0", offset: offset + 1)) }
+                for mutation in mutations { models[mutation.user, default: BadgeTree()].apply(mutation, now: now) }
+                let batch = PreparedBatch(records: records, rules: testRules)
+                let outcome = try await fixture.commit(batch, expected: expected)
+                #expect(outcome.applied == mutations.count)
+                #expect(outcome.duplicates == (number == 2 ? 1 : 0))
+                rewrites.append(outcome.rewrites)
+                expected = batch.nextOffsets
+                offset += Int64(records.count)
+            }
+            #expect(rewrites == [0, 1, 1, 1])
+
+            // Without plain inserts first, the same batch is written once, merging.
+            let merged = PreparedBatch(
+                records: [mutationRecord(op(.increment(by: 5), "root.a"), id: "n4-0", offset: offset)], rules: testRules)
+            models[user("n1"), default: BadgeTree()].apply(op(.increment(by: 5), "root.a"), now: now)
+            let outcome = try await fixture.commit(merged, expected: expected, newRowsFirst: false)
+            #expect(outcome == BatchOutcome(applied: 1, users: 1))
+
+            try await fixture.drainDirtyUsers()
+            let stored = try await fixture.store.tree(for: user("n1"))
+            #expect(stored.tree == models[user("n1")]?.node(at: .root, now: now))
+            #expect(try await fixture.store.tree(for: user("n1"), at: path("root.a")).tree?.count == 15)
+            #expect(try await fixture.store.tree(for: user("n1"), at: path("root.b")).tree?.count == 2)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 10)
         }
     }
 

@@ -29,6 +29,33 @@ struct CLITests {
         }
     }
 
+    @Test("migrate up and status note a collation other than C on stderr (ICU en-US, C.UTF-8), and exit 0; a C database gets no note")
+    func collationNote() async throws {
+        let migrations = Repository.migrationsDirectory.path
+        try await withDatabase(options: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'") { url in
+            let up = try await reddot(["migrate", "up", "--database-url", url, "--migrations", migrations])
+            #expect(up.exitCode == 0, "\(up)")
+            #expect(up.stdout.contains("the schema is current"), "\(up)")
+            #expect(up.stderr.contains("reddot migrate: note: this database compares text with an ICU collation, not byte by byte."), "\(up)")
+            #expect(up.stderr.contains(#""Creating the database" in RedDot's deploy/README.md"#), "\(up)")
+            let status = try await reddot(["migrate", "status", "--json", "--database-url", url, "--migrations", migrations])
+            #expect(status.exitCode == 0, "\(status)")
+            #expect(status.stderr.contains("an ICU collation"), "\(status)")
+            #expect(!status.stdout.contains("note"), "\(status)")
+        }
+        // A libc locale other than C or POSIX goes through the locale library too, even C.UTF-8.
+        try await withDatabase(options: "TEMPLATE template0 LOCALE_PROVIDER libc LOCALE 'C.UTF-8'") { url in
+            let up = try await reddot(["migrate", "up", "--database-url", url, "--migrations", migrations])
+            #expect(up.exitCode == 0, "\(up)")
+            #expect(up.stderr.contains("compares text with the collation C.UTF-8, not byte by byte."), "\(up)")
+        }
+        try await withDatabase(options: "TEMPLATE template0 LOCALE_PROVIDER libc LOCALE 'C'") { url in
+            let up = try await reddot(["migrate", "up", "--database-url", url, "--migrations", migrations])
+            #expect(up.exitCode == 0, "\(up)")
+            #expect(!up.stderr.contains("note"), "\(up)")
+        }
+    }
+
     @Test("migrate status --json matches the golden file: two applied, one pending")
     func statusJSONGolden() async throws {
         let directory = try FixtureMigrations()
@@ -344,9 +371,10 @@ struct CLITests {
         }
     }
 
-    /// Runs `body` with the URL of a fresh database, dropped afterwards.
-    func withDatabase(_ body: (String) async throws -> Void) async throws {
-        let database = try await TestDatabase.create(prefix: "cli")
+    /// Runs `body` with the URL of a fresh database (made with `options`, see
+    /// `TestDatabase.create`), dropped afterwards.
+    func withDatabase(options: String = "", _ body: (String) async throws -> Void) async throws {
+        let database = try await TestDatabase.create(prefix: "cli", options: options)
         do {
             try await body(database.url)
         } catch {

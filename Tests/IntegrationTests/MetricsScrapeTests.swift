@@ -24,7 +24,7 @@ struct MetricsScrapeTests {
     ]
 
     @Test(
-        "ingest: applied = good events sent, rejected and dead letters = bad records sent, lag rises with records read but not committed and returns to 0; rollup: queue depth shows the waiting users and drains",
+        "ingest: applied = good events sent, rejected and dead letters = bad records sent, a repeated id is a duplicate and rewrites its batch once (then ingest merges), lag rises with records read but not committed and returns to 0; rollup: queue depth shows the waiting users and drains",
         .timeLimit(.minutes(4)))
     func metricsMoveAsDriven() async throws {
         let harness = try await PipelineHarness(partitions: 2)
@@ -69,6 +69,26 @@ struct MetricsScrapeTests {
                 && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
         }
         #expect(drained.held, "the lag did not return to 0:\n\(drained.page.text)")
+
+        // 2a. An event id applied before: a duplicate, and its batch's plain inserts met the
+        //     stored id, so it was written again with merging inserts.
+        #expect(drained.page.value("reddot_ingest_rewritten_batches_total") ?? 0 == 0)
+        try await harness.publish(Self.goodEvents("a", count: 1))
+        let repeated = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+            page.value(#"reddot_ingest_records_total{outcome="duplicate"}"#) == 1
+                && page.value("reddot_ingest_rewritten_batches_total") == 1
+        }
+        #expect(repeated.held, "the repeated id was not counted:\n\(repeated.page.text)")
+        #expect(repeated.page.value("reddot_ingest_rewritten_batches_total") == 1)
+        #expect(repeated.page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 50)
+        //     The same id again, in a later batch: ingest now merges from the start, so nothing
+        //     is rewritten.
+        try await harness.publish(Self.goodEvents("a", count: 1))
+        let again = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+            page.value(#"reddot_ingest_records_total{outcome="duplicate"}"#) == 2
+        }
+        #expect(again.held, "the repeated id was not counted again:\n\(again.page.text)")
+        #expect(again.page.value("reddot_ingest_rewritten_batches_total") == 1)
 
         // 2b. The database is stuck (the offsets table locked) while records keep arriving: the
         //     lag should keep rising (the runbook's "stuck on the database" alert).

@@ -50,8 +50,9 @@ public struct TestDatabase: Sendable {
     /// A configuration for it.
     public var configuration: PGConfiguration { PGConfiguration(connectionString: url) }
 
-    /// Creates an empty database with a unique name.
-    public static func create(prefix: String = "t", server: String? = nil) async throws -> TestDatabase {
+    /// Creates an empty database with a unique name; `options` (trusted SQL, e.g. `TEMPLATE
+    /// template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`) follow its name in `CREATE DATABASE`.
+    public static func create(prefix: String = "t", server: String? = nil, options: String = "") async throws -> TestDatabase {
         let admin = try server ?? TestServer.adminURL()
         let suffix = UInt64.random(in: 0...UInt64.max)
         let name = "reddot_\(prefix)_\(String(suffix, radix: 36))".lowercased()
@@ -59,7 +60,7 @@ public struct TestDatabase: Sendable {
         defer { pool.close() }
         // The name is made of [a-z0-9_] only, so it is safe as an identifier.
         try await pool.withConnection { connection in
-            try connection.execute(script: "CREATE DATABASE \(name)", name: "test.create_database")
+            try connection.execute(script: "CREATE DATABASE \(name) \(options)", name: "test.create_database")
         }
         return TestDatabase(name: name, url: Self.replacingDatabase(in: admin, with: name), adminURL: admin)
     }

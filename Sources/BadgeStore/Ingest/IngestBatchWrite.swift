@@ -11,13 +11,20 @@ public struct IngestBatchWrite: Sendable {
     public var events: [MappedOperation]
     /// The records that cannot be applied, in record order.
     public var rejected: [RejectedRow]
+    /// Whether to try plain inserts first (see
+    /// ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``); false writes with merging
+    /// inserts only, while a recent batch's plain inserts met stored rows (`MergingStretch`).
+    public var newRowsFirst: Bool
 
     /// A batch write.
-    public init(group: String, offsets: [OffsetAdvance], events: [MappedOperation], rejected: [RejectedRow]) {
+    public init(
+        group: String, offsets: [OffsetAdvance], events: [MappedOperation], rejected: [RejectedRow], newRowsFirst: Bool = true
+    ) {
         self.group = group
         self.offsets = offsets
         self.events = events
         self.rejected = rejected
+        self.newRowsFirst = newRowsFirst
     }
 }
 
@@ -120,17 +127,21 @@ public struct BatchOutcome: Sendable, Hashable {
     public var users: Int
     /// Broadcast events applied (sets, increments and clears for `audience: all`).
     public var broadcasts: Int
+    /// Times the batch was written a second time with merging inserts, after its plain inserts
+    /// met a stored row (see ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``).
+    public var rewrites: Int
 
     /// An outcome with the given counts.
     public init(
         applied: Int = 0, duplicates: Int = 0, rejected: [RejectionReason: Int] = [:], users: Int = 0,
-        broadcasts: Int = 0
+        broadcasts: Int = 0, rewrites: Int = 0
     ) {
         self.applied = applied
         self.duplicates = duplicates
         self.rejected = rejected
         self.users = users
         self.broadcasts = broadcasts
+        self.rewrites = rewrites
     }
 
     /// All rejected records of the batch.

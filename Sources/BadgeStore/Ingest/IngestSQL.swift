@@ -57,6 +57,13 @@ enum IngestSQL {
         SELECT event_id FROM fresh WHERE (SELECT count(*) FROM fresh) < cardinality($1::text[])
         """)
 
+    /// Records event ids as applied with a plain insert, sorted (one lock order for every
+    /// writer): for a batch whose ids are expected to be new and distinct. An id applied before or
+    /// given twice fails it with `unique_violation` (``RowConflicts/fail``).
+    static let recordNewEvents = PGStatement(
+        "ingest.record_new_events",
+        "INSERT INTO applied_event (event_id) SELECT e FROM unnest($1::text[]) AS e ORDER BY 1")
+
     /// Withdraws the active broadcasts at each path (with force, within its subtree).
     static let withdrawBroadcasts = PGStatement(
         "ingest.withdraw_broadcasts",

@@ -46,7 +46,7 @@ public enum IngestTransaction {
             outcome.rejected[rejected.rejection.reason, default: 0] += 1
         }
 
-        try applyEvents(batch.events, into: &outcome, on: connection)
+        try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, on: connection)
         try insertRejected(batch.rejected, on: connection)
         return outcome
     }
@@ -54,19 +54,55 @@ public enum IngestTransaction {
     /// Steps 2–4 of `commit`, also used to replay dead letters: records the events' ids,
     /// skipping those applied before (counted as duplicates), applies the new ones' per-user
     /// mutations as one coalesced batch, marks their users dirty, and stores broadcasts once.
+    ///
+    /// With `newRowsFirst` (the default), the ids, increments and item additions go in with plain
+    /// inserts inside a savepoint (``RowConflicts/fail``), as nearly every batch has only new
+    /// ones; when one is stored already (a duplicate event, an increment at a time its node has,
+    /// an item added before), the batch rolls back to the savepoint and is written again with
+    /// merging inserts, and `outcome.rewrites` counts it. Without it, only the merging write runs.
+    /// Either way, call it inside a transaction (the savepoint needs one).
     public static func applyEvents(
-        _ events: [MappedOperation], into outcome: inout BatchOutcome, on connection: PGConnection
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool = true,
+        on connection: PGConnection
     ) throws(PGError) {
-        // Dedupe: an id is new once, at its first record in the batch. The statement sends the
-        // new ids only when some are not (see `IngestSQL.recordEvents`).
+        if newRowsFirst, !events.isEmpty {
+            try connection.execute(script: "SAVEPOINT new_rows", name: "ingest.savepoint")
+            var attempt = outcome
+            do {
+                try applyEvents(events, into: &attempt, conflicts: .fail, on: connection)
+                try connection.execute(script: "RELEASE SAVEPOINT new_rows", name: "ingest.release_savepoint")
+                outcome = attempt
+                return
+            } catch where RowConflicts.isStoredKey(error) {
+                try connection.execute(
+                    script: "ROLLBACK TO SAVEPOINT new_rows; RELEASE SAVEPOINT new_rows", name: "ingest.rollback_to_savepoint")
+                outcome.rewrites += 1
+            }
+        }
+        try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
+    }
+
+    private static func applyEvents(
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, on connection: PGConnection
+    ) throws(PGError) {
+        // Dedupe: an id is new once, at its first record in the batch. A plain insert succeeds
+        // only when every id is; the merging one sends the new ids only when some are not (see
+        // `IngestSQL.recordEvents`).
         var allFresh = false
         var fresh: Set<String> = []
         if !events.isEmpty {
-            let rows = try connection.query(IngestSQL.recordEvents, [events.map(\.eventID.rawValue)]).rows
-            if rows.count == 1, try rows[0].decode(0, as: String?.self) == nil {
+            let ids = events.map(\.eventID.rawValue)
+            switch conflicts {
+            case .fail:
+                try connection.query(IngestSQL.recordNewEvents, [ids])
                 allFresh = true
-            } else {
-                for row in rows { fresh.insert(try row.decode(0, as: String.self)) }
+            case .merge:
+                let rows = try connection.query(IngestSQL.recordEvents, [ids]).rows
+                if rows.count == 1, try rows[0].decode(0, as: String?.self) == nil {
+                    allFresh = true
+                } else {
+                    for row in rows { fresh.insert(try row.decode(0, as: String.self)) }
+                }
             }
         }
 
@@ -92,7 +128,7 @@ public enum IngestTransaction {
             // so each row's first version (the user's version plus one) is right.
             let users = badges.users
             try BadgeStore.markDirty(users, on: connection)
-            let applied = try BadgeStore.apply(badges, on: connection)
+            let applied = try BadgeStore.apply(badges, conflicts: conflicts, on: connection)
             try BadgeStore.markDirty([], bumping: applied.dismissedBroadcasts, on: connection)
             outcome.users = users.count
         }

@@ -9,13 +9,18 @@ extension BadgeStore {
     /// first, in the same transaction, so that each row's first version is right (see
     /// `BadgeSQL.nextVersion(of:)`).
     ///
+    /// - Parameter conflicts: what the batch's increments and item additions do when their row is
+    ///   stored already (``RowConflicts``); `.fail` is for a caller that writes again with
+    ///   `.merge` after rolling back to a savepoint.
     /// - Returns: the own-state rows written or deleted, and the users who dismissed a broadcast
     ///   (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view changed
     ///   though no aggregate did).
     @discardableResult
-    public static func apply(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> BadgeApplyOutcome {
+    public static func apply(
+        _ batch: BadgeBatch, conflicts: RowConflicts = .merge, on connection: PGConnection
+    ) throws(PGError) -> BadgeApplyOutcome {
         var outcome = BadgeApplyOutcome()
-        outcome.touchedRows = try applyOwnState(batch, on: connection)
+        outcome.touchedRows = try applyOwnState(batch, conflicts: conflicts, on: connection)
         let dismissals = batch.dismissals
         if !dismissals.isEmpty {
             var users: Set<UserID> = []
@@ -30,10 +35,10 @@ extension BadgeStore {
         return outcome
     }
 
-    private static func applyOwnState(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> Int {
+    private static func applyOwnState(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
         for round in batch.rounds {
-            touched += try applyRound(round, on: connection)
+            touched += try applyRound(round, conflicts: conflicts, on: connection)
         }
         let marks = batch.clearMarks
         if !marks.isEmpty {
@@ -52,7 +57,7 @@ extension BadgeStore {
         let additions = batch.itemAdditions
         if !additions.isEmpty {
             touched += try connection.query(
-                BadgeSQL.addItems,
+                BadgeSQL.addItems(conflicts),
                 [
                     additions.map(\.user.rawValue), additions.map(\.path.rawValue), additions.map(\.item.rawValue),
                     additions.map(\.occurredAt),
@@ -65,7 +70,9 @@ extension BadgeStore {
     /// One round's counter writes: the states that clears and decrements reach increments
     /// through (`carryIncrements`), forced clears, seens (their marks, then the
     /// counters), each kind of write as one statement, then the increments.
-    private static func applyRound(_ round: BadgeBatch.Round, on connection: PGConnection) throws(PGError) -> Int {
+    private static func applyRound(
+        _ round: BadgeBatch.Round, conflicts: RowConflicts, on connection: PGConnection
+    ) throws(PGError) -> Int {
         var touched = 0
         let forced = round.forcedClears
         let writes = round.writes
@@ -119,7 +126,7 @@ extension BadgeStore {
             let result = try connection.query(BadgeSQL.decrement, [decrementUsers, decrementPaths, decrements])
             touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
         }
-        touched += try addIncrements(round.increments, on: connection)
+        touched += try addIncrements(round.increments, conflicts: conflicts, on: connection)
         return touched
     }
 
@@ -148,7 +155,8 @@ extension BadgeStore {
     /// Adds a round's increments; those of nodes whose state has expired go in a second step,
     /// after the expired states (and their increments) are dropped.
     private static func addIncrements(
-        _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)], on connection: PGConnection
+        _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)],
+        conflicts: RowConflicts, on connection: PGConnection
     ) throws(PGError) -> Int {
         guard !increments.isEmpty else { return 0 }
         var users: [String] = [], paths: [String] = [], times: [Date] = [], amounts: [Int64] = [], expiries: [Date?] = []
@@ -164,7 +172,7 @@ extension BadgeStore {
             amounts.append(increment.by)
             expiries.append(increment.expiresAt)
         }
-        let expired = try connection.query(BadgeSQL.addIncrements, [users, paths, times, amounts, expiries])
+        let expired = try connection.query(BadgeSQL.addIncrements(conflicts), [users, paths, times, amounts, expiries])
         var nodes: [String: Set<String>] = [:]
         for row in expired.rows {
             nodes[try row.decode(0, as: String.self), default: []].insert(try row.decode(1, as: String.self))
@@ -173,7 +181,7 @@ extension BadgeStore {
         let again = increments.filter { nodes[$0.user.rawValue]?.contains($0.path.rawValue) == true }
         try connection.query(BadgeSQL.dropExpiredStates, [again.map(\.user.rawValue), again.map(\.path.rawValue)])
         try connection.query(
-            BadgeSQL.addIncrements,
+            BadgeSQL.addIncrements(conflicts),
             [again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)])
         return increments.count
     }

@@ -99,42 +99,59 @@ extension BadgeSQL {
     /// existing state takes the expiry. An existing state is not locked unless its expiry
     /// changes (writers of one user hold its dirty mark anyway). The increments of a node whose
     /// state has expired are left out: the nodes come back, for `dropExpiredStates` and a
-    /// second call.
-    static let addIncrements = PGStatement(
+    /// second call. With `.fail`, an increment at a time its node already has fails the
+    /// statement instead of adding up (see ``RowConflicts``).
+    static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
+        switch conflicts {
+        case .merge: return addIncrementsMerging
+        case .fail: return addNewIncrements
+        }
+    }
+
+    private static let addIncrementsMerging = addIncrementsStatement(
         "badges.add_increments",
-        """
-        WITH a AS (
-            SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
-                AS a(user_id, path, occurred_at, amount, expires_at)
-        ), kept AS (
-            SELECT a.*, coalesce(v.version, 0) + 1 AS next, s.user_id IS NOT NULL AS stored,
-                   coalesce(s.expires_at <= now(), false) AS expired
-            FROM a
-            LEFT JOIN user_version v ON v.user_id = a.user_id
-            LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
-            WHERE NOT EXISTS (
-                SELECT 1 FROM badge_clear_mark m
-                WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
-                  AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
-            )
-        ), carried AS (
-            INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-            SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, next
-            FROM kept WHERE NOT stored AND expires_at IS NOT NULL ORDER BY user_id, path
-            ON CONFLICT (user_id, path) DO NOTHING
-        ), expiring AS (
-            UPDATE badge_state s SET expires_at = k.expires_at, updated_at = now()
-            FROM (SELECT DISTINCT user_id, path, expires_at FROM kept WHERE stored AND NOT expired AND expires_at IS NOT NULL) AS k
-            WHERE s.user_id = k.user_id AND s.path = k.path
-        ), added AS (
-            INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
-            SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
+        onConflict: """
             ON CONFLICT (user_id, path, occurred_at) DO UPDATE
             SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
                 shown_in = excluded.shown_in, seen = false
-        )
-        SELECT DISTINCT user_id, path::text FROM kept WHERE expired
-        """)
+            """)
+    private static let addNewIncrements = addIncrementsStatement("badges.add_new_increments", onConflict: "")
+
+    private static func addIncrementsStatement(_ name: String, onConflict: String) -> PGStatement {
+        PGStatement(
+            name,
+            """
+            WITH a AS (
+                SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+                    AS a(user_id, path, occurred_at, amount, expires_at)
+            ), kept AS (
+                SELECT a.*, coalesce(v.version, 0) + 1 AS next, s.user_id IS NOT NULL AS stored,
+                       coalesce(s.expires_at <= now(), false) AS expired
+                FROM a
+                LEFT JOIN user_version v ON v.user_id = a.user_id
+                LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM badge_clear_mark m
+                    WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
+                      AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
+                )
+            ), carried AS (
+                INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
+                SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, next
+                FROM kept WHERE NOT stored AND expires_at IS NOT NULL ORDER BY user_id, path
+                ON CONFLICT (user_id, path) DO NOTHING
+            ), expiring AS (
+                UPDATE badge_state s SET expires_at = k.expires_at, updated_at = now()
+                FROM (SELECT DISTINCT user_id, path, expires_at FROM kept WHERE stored AND NOT expired AND expires_at IS NOT NULL) AS k
+                WHERE s.user_id = k.user_id AND s.path = k.path
+            ), added AS (
+                INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
+                SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
+                \(onConflict)
+            )
+            SELECT DISTINCT user_id, path::text FROM kept WHERE expired
+            """)
+    }
 
     /// Gives every node with increments but no state, among the given nodes (with `$3`, their
     /// subtrees), the state that carries them (count 0, no icon, nothing seen, no dot of its
@@ -258,23 +275,40 @@ extension BadgeSQL {
 
     /// Adds items: a live row with the earliest time an add said, unless the item is gone (a
     /// tombstone stays one), and gone at once when a clear mark reaching its node is at or after
-    /// that time.
-    static let addItems = PGStatement(
+    /// that time. With `.fail`, an item its node already has (live or gone) fails the statement
+    /// (see ``RowConflicts``).
+    static func addItems(_ conflicts: RowConflicts) -> PGStatement {
+        switch conflicts {
+        case .merge: return addItemsMerging
+        case .fail: return addNewItems
+        }
+    }
+
+    private static let addItemsMerging = addItemsStatement(
         "badges.add_items",
-        """
-        INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at, shown_in)
-        SELECT a.u, a.p, a.it, a.t,
-            CASE WHEN EXISTS (
-                SELECT 1 FROM badge_clear_mark m
-                WHERE m.user_id = a.u AND m.cleared_through >= a.t
-                  AND (m.path = a.p OR (m.subtree AND m.path @> a.p))
-            ) THEN now() END,
-            \(nextVersion(of: "a.u"))
-        FROM unnest($1::text[], $2::ltree[], $3::text[], $4::timestamptz[]) AS a(u, p, it, t)
-        ON CONFLICT (user_id, path, item) DO UPDATE
-        SET occurred_at = least(i.occurred_at, excluded.occurred_at), removed_at = excluded.removed_at
-        WHERE i.removed_at IS NULL AND (i.occurred_at > excluded.occurred_at OR excluded.removed_at IS NOT NULL)
-        """)
+        onConflict: """
+            ON CONFLICT (user_id, path, item) DO UPDATE
+            SET occurred_at = least(i.occurred_at, excluded.occurred_at), removed_at = excluded.removed_at
+            WHERE i.removed_at IS NULL AND (i.occurred_at > excluded.occurred_at OR excluded.removed_at IS NOT NULL)
+            """)
+    private static let addNewItems = addItemsStatement("badges.add_new_items", onConflict: "")
+
+    private static func addItemsStatement(_ name: String, onConflict: String) -> PGStatement {
+        PGStatement(
+            name,
+            """
+            INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at, shown_in)
+            SELECT a.u, a.p, a.it, a.t,
+                CASE WHEN EXISTS (
+                    SELECT 1 FROM badge_clear_mark m
+                    WHERE m.user_id = a.u AND m.cleared_through >= a.t
+                      AND (m.path = a.p OR (m.subtree AND m.path @> a.p))
+                ) THEN now() END,
+                \(nextVersion(of: "a.u"))
+            FROM unnest($1::text[], $2::ltree[], $3::text[], $4::timestamptz[]) AS a(u, p, it, t)
+            \(onConflict)
+            """)
+    }
 
     /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE …` that updates
     /// nothing still locks the existing row, so it waits for a rollup worker that holds it; when
