@@ -67,6 +67,8 @@ struct RequestValuesTests {
         #expect(EntityTags("*")?.matches(.max) == true)
         #expect(EntityTags("\"")?.firstVersion == nil)
         #expect(EntityTags(nil) == nil)
+        // A comma followed by a combining mark still separates two tags.
+        #expect(EntityTags("\"8\",\u{301}\"7\"")?.tags == ["\"8\"", "\u{301}\"7\""])
     }
 
     @Test("the bearer token: scheme case-insensitive, blanks trimmed; anything else invalid_request")
@@ -75,6 +77,13 @@ struct RequestValuesTests {
         #expect(throws: RequestValueError.self) { try BearerToken(authorization: "Basic x") }
         #expect(throws: RequestValueError.self) { try BearerToken(authorization: "") }
         #expect(throws: RequestValueError.self) { try BearerToken(authorization: nil) }
+        // Blanks and the separating space are Unicode scalars: a combining mark after one makes a
+        // single Character with it, and the blank still counts (found by the http fuzz target).
+        let mark = "\u{06DF}"
+        let marked = try BearerToken(authorization: "Bearer \t" + mark)
+        #expect(marked.text == mark)
+        #expect(try BearerToken(authorization: "Bearer " + marked.text) == marked)
+        #expect(try BearerToken(authorization: "Bearer \u{301}a.b.c").text == "\u{301}a.b.c")
         // A header segment of padding-free base64url JSON, then any two segments.
         let header = try #require(BearerToken(text: "eyJhbGciOiJIUzI1NiIsImtpZCI6ImsifQ.x.y").header)
         #expect(header.alg == "HS256" && header.kid == "k")

@@ -21,7 +21,7 @@ public struct BearerToken: Sendable, Hashable {
         guard let authorization, !authorization.isEmpty else {
             throw RequestValueError("invalid_request", "a bearer token is required (Authorization: Bearer <JWT>)")
         }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
+        let parts = authorization.splitScalars(" ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw RequestValueError("invalid_request", "the Authorization header must be 'Bearer <JWT>'")
         }

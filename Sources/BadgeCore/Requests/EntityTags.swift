@@ -7,7 +7,7 @@ public struct EntityTags: Sendable, Hashable {
     /// The tags of a header; nil without a header.
     public init?(_ header: String?) {
         guard let header else { return nil }
-        tags = header.split(separator: ",").map { item in
+        tags = header.splitScalars(",").map { item in
             let tag = item.trimmingBlanks
             return tag.hasPrefix("W/\"") ? tag.dropFirst(2) : tag
         }

@@ -39,7 +39,7 @@ public enum RequestValues {
     ///
     /// - Throws: `invalid_query` for too many items, `invalid_path` for the first invalid one.
     public static func paths(_ list: some StringProtocol) throws(RequestValueError) -> [BadgePath] {
-        let items = list.split(separator: ",", omittingEmptySubsequences: false)
+        let items = list.splitScalars(",", omittingEmptySubsequences: false)
         guard items.count <= maximumPaths else {
             throw RequestValueError("invalid_query", "paths names \(items.count) paths; at most \(maximumPaths)")
         }
@@ -108,13 +108,30 @@ public enum RequestValues {
     }
 }
 
-extension StringProtocol {
+extension Substring {
     /// Without leading and trailing spaces and tabs.
-    var trimmingBlanks: SubSequence {
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else {
+    ///
+    /// By Unicode scalars, as HTTP reads header bytes: a blank followed by a combining mark is one
+    /// `Character` that is not a blank, yet the blank is still one.
+    var trimmingBlanks: Substring {
+        let blank: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = unicodeScalars.firstIndex(where: { !blank($0) }),
+            let last = unicodeScalars.lastIndex(where: { !blank($0) })
+        else {
             return self[endIndex...]
         }
-        return self[first...last]
+        return Substring(unicodeScalars[first...last])
+    }
+}
+
+extension StringProtocol {
+    /// The parts between `separator`s, split by Unicode scalars: a separator followed by a
+    /// combining mark still separates (`split` by `Character` would see one grapheme there).
+    func splitScalars(
+        _ separator: Unicode.Scalar, maxSplits: Int = .max, omittingEmptySubsequences: Bool = true
+    ) -> [Substring] {
+        Substring(self).unicodeScalars
+            .split(separator: separator, maxSplits: maxSplits, omittingEmptySubsequences: omittingEmptySubsequences)
+            .map(Substring.init)
     }
 }
