@@ -193,7 +193,7 @@ public struct HTTPResponseParser: Sendable {
                 throw Failure(description: "the server sent a header line without a name and a colon")
             }
             let name = String(decoding: line[..<colon], as: UTF8.self)
-            let value = String(decoding: line[line.index(after: colon)...], as: UTF8.self).trimmingCharacters(in: " \t")
+            let value = String(decoding: Self.trimmingBlanks(line[line.index(after: colon)...]), as: UTF8.self)
             headers.append(HeaderField(name: name, value: value))
         }
         if (100...199).contains(status) { return .interim }  // the real answer follows
@@ -234,6 +234,16 @@ public struct HTTPResponseParser: Sendable {
         return nil
     }
 
+    /// A field value without the spaces and tabs around it, trimmed as bytes (a blank followed
+    /// by a combining mark would be one `Character` that is not a blank).
+    private static func trimmingBlanks(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !blank($0) }), let last = bytes.lastIndex(where: { !blank($0) }) else {
+            return bytes[bytes.endIndex...]
+        }
+        return bytes[first...last]
+    }
+
     private static func split(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
         var lines: [ArraySlice<UInt8>] = []
         var start = bytes.startIndex
@@ -271,15 +281,5 @@ public struct HTTPResponseParser: Sendable {
             value = value << 4 | nibble
         }
         return value
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in blanks: String) -> String {
-        let set = Set(blanks)
-        var text = Substring(self)
-        while let first = text.first, set.contains(first) { text = text.dropFirst() }
-        while let last = text.last, set.contains(last) { text = text.dropLast() }
-        return String(text)
     }
 }
