@@ -325,10 +325,11 @@ struct CLITests {
 
     /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it;
     /// never hangs the suite: a command still running after 30 s is killed (and fails its test).
-    func reddot(_ arguments: [String]) async throws -> CommandOutput {
+    func reddot(_ arguments: [String], setting extra: [String: String] = [:]) async throws -> CommandOutput {
         try await ChildProcess.capture(
             try Self.binary.get(), arguments, removing: ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"],
-            setting: ["REDDOT_LOG_LEVEL": "warning"], in: FileManager.default.temporaryDirectory, timeoutSeconds: 30)
+            setting: extra.merging(["REDDOT_LOG_LEVEL": "warning"]) { own, _ in own }, in: FileManager.default.temporaryDirectory,
+            timeoutSeconds: 30)
     }
 
     /// The built executable (see `ReddotBinary`).

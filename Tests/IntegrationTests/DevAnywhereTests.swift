@@ -21,7 +21,7 @@ struct DevAnywhereTests {
         try Data("mine".utf8).write(to: notes)
         let binary = try CLITests.binary.get().path
         let ports = ["--port", "\(try ServeCLITests.freePort())", "--pg-port", "\(try ServeCLITests.freePort())"]
-        let account = "REDDOT_DEV_PG_USER=\(ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test")"
+        let account = "REDDOT_DEV_PG_USER=\(DevTourTests.postgresAccount)"
         let refused = try await ChildProcess.run(
             "/usr/bin/env", [account, binary, "dev", "--data", folder.path, "--reset"] + ports, mergingStandardError: true)
         #expect(refused.status == 64, "\(refused.output)")
@@ -58,7 +58,7 @@ struct DevAnywhereTests {
             try FileManager.default.copyItem(at: Repository.root.appendingPathComponent(script), to: target)
         }
 
-        let account = ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test"
+        let account = DevTourTests.postgresAccount
         // Free ports, so a developer's running `reddot dev` (8080, 55432) is never in the way.
         let apiPort = try ServeCLITests.freePort(), postgresPort = try ServeCLITests.freePort()
         var environment = ProcessInfo.processInfo.environment

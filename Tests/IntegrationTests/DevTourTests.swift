@@ -38,7 +38,9 @@ struct DevTourTests {
         let environmentFile = folder.appendingPathComponent(".reddot-dev/env")
         #expect(FileManager.default.fileExists(atPath: environmentFile.path))
 
-        let busy = try await CLITests().reddot(arguments)
+        // The same account as the first start: a fresh machine has no reddot-dev, and the account
+        // is checked before the port.
+        let busy = try await CLITests().reddot(arguments, setting: ["REDDOT_DEV_PG_USER": Self.postgresAccount])
         #expect(busy.exitCode == 69, "\(busy)")
         #expect(busy.stderr.contains("port \(apiPort) is busy"))
 
@@ -67,13 +69,18 @@ struct DevTourTests {
         #expect(second.terminationStatus == 0)
     }
 
+    /// The account `reddot dev` runs PostgreSQL as when the tests run as root: the caller's
+    /// `REDDOT_DEV_PG_USER`, else deploy/test.sh's `reddot-test` (a fresh machine has no
+    /// `reddot-dev`).
+    static var postgresAccount: String { ProcessInfo.processInfo.environment["REDDOT_DEV_PG_USER"] ?? "reddot-test" }
+
     static func startDev(_ arguments: [String], output: URL) throws -> Process {
         let process = Process()
         process.executableURL = try CLITests.binary.get()
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["REDDOT_LOG_LEVEL"] = "warning"
-        if environment["REDDOT_DEV_PG_USER"] == nil { environment["REDDOT_DEV_PG_USER"] = "reddot-test" }
+        environment["REDDOT_DEV_PG_USER"] = postgresAccount
         process.environment = environment
         process.currentDirectoryURL = Repository.root
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
