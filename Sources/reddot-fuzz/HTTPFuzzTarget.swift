@@ -69,6 +69,14 @@ enum HTTPFuzzTarget {
 
     static func checkEntityTags(_ text: String) {
         guard let tags = EntityTags(text) else { FuzzFailure.fail(target, "a header without tags") }
+        // Split at every comma and trimmed of blanks, by Unicode scalars (HTTP's bytes), whatever
+        // combining mark follows.
+        let blank: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" }
+        for tag in tags.tags {
+            FuzzFailure.check(!tag.unicodeScalars.contains(","), target, "a tag keeps a comma")
+            FuzzFailure.check(
+                tag.unicodeScalars.first.map(blank) != true && tag.unicodeScalars.last.map(blank) != true, target, "a tag keeps blanks around it")
+        }
         if let version = tags.firstVersion {
             // The tag RedDot sends for that version names it.
             let own = EntityTags(EntityTags.tag(version))
@@ -87,9 +95,10 @@ enum HTTPFuzzTarget {
             FuzzFailure.check(error.code == "invalid_request", target, "code \(error.code)")
             return
         }
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        let blank: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" }
         FuzzFailure.check(
-            token.text.first.map(blank) != true && token.text.last.map(blank) != true, target, "the token keeps blanks around it")
+            token.text.unicodeScalars.first.map(blank) != true && token.text.unicodeScalars.last.map(blank) != true, target,
+            "the token keeps blanks around it")
         if !token.text.isEmpty {
             let again = try? BearerToken(authorization: "Bearer " + token.text)
             FuzzFailure.check(again == token, target, "the token does not read back")
