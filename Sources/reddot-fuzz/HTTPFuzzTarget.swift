@@ -71,11 +71,9 @@ enum HTTPFuzzTarget {
         guard let tags = EntityTags(text) else { FuzzFailure.fail(target, "a header without tags") }
         // Split at every comma and trimmed of blanks, by Unicode scalars (HTTP's bytes), whatever
         // combining mark follows.
-        let blank: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" }
         for tag in tags.tags {
             FuzzFailure.check(!tag.unicodeScalars.contains(","), target, "a tag keeps a comma")
-            FuzzFailure.check(
-                tag.unicodeScalars.first.map(blank) != true && tag.unicodeScalars.last.map(blank) != true, target, "a tag keeps blanks around it")
+            FuzzFailure.check(!hasBlankEnds(tag), target, "a tag keeps blanks around it")
         }
         if let version = tags.firstVersion {
             // The tag RedDot sends for that version names it.
@@ -95,14 +93,18 @@ enum HTTPFuzzTarget {
             FuzzFailure.check(error.code == "invalid_request", target, "code \(error.code)")
             return
         }
-        let blank: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" }
-        FuzzFailure.check(
-            token.text.unicodeScalars.first.map(blank) != true && token.text.unicodeScalars.last.map(blank) != true, target,
-            "the token keeps blanks around it")
+        FuzzFailure.check(!hasBlankEnds(token.text), target, "the token keeps blanks around it")
         if !token.text.isEmpty {
             let again = try? BearerToken(authorization: "Bearer " + token.text)
             FuzzFailure.check(again == token, target, "the token does not read back")
         }
         _ = token.header
+    }
+
+    /// Whether the first or last Unicode scalar of `text` is a space or a tab (HTTP's blanks,
+    /// counted as bytes are, not by `Character`).
+    static func hasBlankEnds(_ text: some StringProtocol) -> Bool {
+        let blank: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" }
+        return text.unicodeScalars.first.map(blank) == true || text.unicodeScalars.last.map(blank) == true
     }
 }
