@@ -7,6 +7,8 @@ final class RollupMetrics: Sendable {
     let lag = Metrics.Timer(label: "reddot_rollup_lag_seconds")
     /// Users recomputed.
     let users = Counter(label: "reddot_rollup_users_total")
+    /// Users whose increments were added to their aggregates (the rest were recounted).
+    let addedUsers = Counter(label: "reddot_rollup_delta_users_total")
     /// Users whose visible tree changed (version bumped).
     let changed = Counter(label: "reddot_rollup_changed_users_total")
     /// Seconds per rollup transaction.

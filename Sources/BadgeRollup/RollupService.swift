@@ -58,10 +58,10 @@ public struct RollupService: Service {
     public func step() async throws -> Int {
         let limit = configuration.batchSize
         let started = ContinuousClock.now
-        let (claimed, changed) = try await pool.withTransaction { connection in
+        let (claimed, outcome) = try await pool.withTransaction { connection in
             let claimed = try BadgeStore.claimDirtyUsers(limit: limit, on: connection)
-            let changed = try BadgeStore.recomputeAggregates(for: claimed.map(\.user), on: connection)
-            return (claimed.map(\.dirtiedAt), changed.count)
+            let outcome = try BadgeStore.rollUp(claimed.map(\.user), on: connection)
+            return (claimed.map(\.dirtiedAt), outcome)
         }
         guard !claimed.isEmpty else { return 0 }
         let now = Date()
@@ -71,7 +71,8 @@ public struct RollupService: Service {
         }
         metrics.batchLatency.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
         metrics.users.increment(by: claimed.count)
-        metrics.changed.increment(by: changed)
+        metrics.addedUsers.increment(by: outcome.added)
+        metrics.changed.increment(by: outcome.versions.count)
         return claimed.count
     }
 

@@ -13,7 +13,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure RedDot on this machine.",
-        subcommands: [Ingest.self, Query.self, Pipeline.self])
+        subcommands: [Ingest.self, Query.self, Pipeline.self, Backlog.self])
 
     /// `reddot bench ingest`.
     struct Ingest: AsyncParsableCommand {

@@ -26,8 +26,14 @@ extension BenchCommand {
         @Option(help: "Seconds of the same load before the measured window.")
         var warmup: Int = 5
 
-        @Option(help: "Users the events are spread over; each has one SSE stream open.")
+        @Option(help: "Users the events are spread over (up to 10,000,000; a user comes into being with its first event).")
         var users: Int = 200
+
+        @Option(name: .customLong("hot-users"), help: "The first N users (u0 …) get --hot-share of the events; the rest spread over all users. Default 0: every user alike.")
+        var hotUsers: Int = 0
+
+        @Option(name: .customLong("hot-share"), help: "The share of the events that goes to the --hot-users users. Default 0.5.")
+        var hotShare: Double?
 
         @Option(help: "How many of the users (u0, u1, …) have an SSE stream open; only their events are timed to visibility. Default: all.")
         var streams: Int?
@@ -54,7 +60,7 @@ extension BenchCommand {
         func validate() throws {
             if let problem = PipelineBenchmark.problem(
                 rate: rate, seconds: seconds, warmup: warmup, users: users, streams: streams, paths: paths, partitions: partitions,
-                poolSize: poolSize, drainSeconds: drainSeconds)
+                poolSize: poolSize, drainSeconds: drainSeconds, hotUsers: hotUsers, hotShare: hotShare)
             {
                 throw ValidationError(problem)
             }
@@ -97,10 +103,12 @@ extension BenchCommand {
             ingestConfiguration.group = ingest.group ?? "reddot-bench-\(runID)"
             ingestConfiguration.deadLetterTopic = ingest.deadLetterTopic ?? kafka.topic + ".dlq"
 
-            let settings = PipelineBenchmark.Settings(
+            var settings = PipelineBenchmark.Settings(
                 rate: rate, seconds: seconds, warmup: warmup, users: users, streams: streams ?? users, paths: paths, partitions: partitions,
                 drainSeconds: drainSeconds, seed: seed, runID: runID, kafka: kafka.configuration, topic: kafka.topic,
                 isMockCluster: kafka.cluster != nil, database: scratch, databaseName: scratchName)
+            settings.hotUsers = hotUsers
+            settings.hotShare = hotUsers > 0 ? hotShare ?? 0.5 : 0
             let secret = randomBenchSecret()
             let serve = try ServeOptions.parse([
                 "--host", "127.0.0.1", "--port", "0", "--jwt-hs256-secret", secret, "--pool-size", "\(poolSize)",

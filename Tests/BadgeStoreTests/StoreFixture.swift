@@ -27,11 +27,13 @@ struct StoreFixture: PooledFixture {
         try await ingest(batch)
     }
 
-    /// Applies a batch as ingest does: one transaction, users marked dirty first.
+    /// Applies a batch as ingest does: one transaction, users marked dirty first, new rows
+    /// first (so additive users' deltas are recorded), merged when a row is stored already.
     func ingest(_ batch: BadgeBatch) async throws {
         try await pool.withTransaction { connection in
-            try BadgeStore.markDirty(batch.users, on: connection)
-            try BadgeStore.apply(batch, on: connection)
+            try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
+                try BadgeStore.applyMarked(batch, conflicts: conflicts, on: connection)
+            }
         }
     }
 
@@ -44,7 +46,7 @@ struct StoreFixture: PooledFixture {
     }
 
     /// Claims and recomputes dirty users, as rollup workers do, until none is left.
-    func drainDirtyUsers(batchSize: Int = 100) async throws {
-        while try await store.recomputeDirtyUsers(limit: batchSize) > 0 {}
+    func drainDirtyUsers(batchSize: Int = 100, recountAll: Bool = false) async throws {
+        while try await store.recomputeDirtyUsers(limit: batchSize, recountAll: recountAll) > 0 {}
     }
 }

@@ -47,6 +47,11 @@ public struct RandomBadgeOperations: Sendable {
             self.seen = seen
         }
 
+        /// Mostly increments, with now and then the other kinds that follow the order-free
+        /// rules: most users' rollups add their deltas, and some recount.
+        public static let additive = Weights(
+            setDot: 0, setCount: 0, increment: 60, clear: 2, forcedClear: 1, decrement: 0, addItem: 2, removeItem: 1, seen: 3)
+
         /// Only what follows the order-free rules: increments, item adds and removes, clears and
         /// seens.
         public static let orderFree = Weights(

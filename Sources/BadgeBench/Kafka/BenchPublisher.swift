@@ -93,7 +93,7 @@ struct BenchPublisher: Sendable {
                 index: index, window: window, baseline: baseline, stalledSince: &stalledSince,
                 stopped: "the services stopped while the events were being published")
             let user = Int(workload.users[index])
-            let record = KafkaOutgoingRecord(topic: settings.topic, key: workload.keys[user], payload: workload.payloads[index])
+            let record = KafkaOutgoingRecord(topic: settings.topic, key: PipelineWorkload.key(of: workload.users[index]), payload: workload.payloads[index])
             now = BenchClock.now
             if now > due { behind = max(behind, now - due) }
             if user < settings.streams { tracker.willPublish(index: index, user: user, path: Int(workload.paths[index]), at: now) }

@@ -22,7 +22,9 @@ extension PipelineBenchmark {
         event due, and it only waits when the mock broker's memory would overflow; the report \
         says how far it fell behind), for --warmup seconds \
         unmeasured and then --seconds measured. Each event is an incr by 1 of one of \
-        --paths paths (root.bench.p0…) of one of the users, drawn from --seed, JSON as \
+        --paths paths (root.bench.p0…) of one of the users, drawn from --seed (with \
+        --hot-users N, a --hot-share of the events goes to u0 … u(N-1) and the rest to any \
+        user: a few hot users and a long tail), JSON as \
         producers send it, keyed by user. So the n-th event on a (user, path) implies a \
         count of n there: it counts as visible at the moment the user's stream delivers \
         a snapshot or change whose node at that path shows a count of n or more.

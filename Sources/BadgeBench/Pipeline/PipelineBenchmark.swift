@@ -24,6 +24,10 @@ public struct PipelineBenchmark: Sendable {
         public var users: Int
         /// Users u0 … u(streams - 1) have a stream open.
         public var streams: Int
+        /// Users u0 … u(hotUsers - 1) get `hotShare` of the events (0: every user alike).
+        public var hotUsers: Int = 0
+        /// The share of the events that goes to the hot users (the rest spreads over all users).
+        public var hotShare: Double = 0
         /// Paths per user (`root.bench.p0…`).
         public var paths: Int
         /// Partitions of the topic (the mock cluster's).
@@ -83,6 +87,9 @@ public struct PipelineBenchmark: Sendable {
 
     static func userName(_ user: Int) -> String { "u\(user)" }
 
+    /// The most users `--users` takes: users come into being with their first event.
+    static let maximumUsers = 10_000_000
+
     /// A benchmark of `settings`, logging to `logger`.
     public init(settings: Settings, logger: Logger) {
         self.settings = settings
@@ -92,13 +99,20 @@ public struct PipelineBenchmark: Sendable {
     /// The first problem with these option values, as the sentence `reddot bench pipeline`
     /// prints (naming the flag); nil when they are all in range.
     public static func problem(
-        rate: Double, seconds: Int, warmup: Int, users: Int, streams: Int?, paths: Int, partitions: Int32, poolSize: Int, drainSeconds: Int
+        rate: Double, seconds: Int, warmup: Int, users: Int, streams: Int?, paths: Int, partitions: Int32, poolSize: Int, drainSeconds: Int,
+        hotUsers: Int = 0, hotShare: Double? = nil
     ) -> String? {
         guard rate > 0, rate <= 1_000_000 else { return "--rate takes a number of events/s in (0, 1000000]" }
         guard (1...3_600).contains(seconds) else { return "--seconds takes 1…3600" }
         guard (0...600).contains(warmup) else { return "--warmup takes 0…600" }
-        guard (1...10_000).contains(users) else { return "--users takes 1…10000" }
-        if let streams, !(1...users).contains(streams) { return "--streams takes 1…--users" }
+        guard (1...maximumUsers).contains(users) else { return "--users takes 1…10000000" }
+        if let streams, !(1...min(users, 100_000)).contains(streams) { return "--streams takes 1…--users (at most 100000)" }
+        if streams == nil, users > 100_000 { return "--users above 100000 needs --streams (at most 100000 streams)" }
+        guard (0...users).contains(hotUsers) else { return "--hot-users takes 0…--users" }
+        if let hotShare {
+            guard hotShare >= 0, hotShare <= 1 else { return "--hot-share takes a fraction in [0, 1]" }
+            guard hotUsers > 0 else { return "--hot-share needs --hot-users" }
+        }
         guard (1...1_000).contains(paths) else { return "--paths takes 1…1000" }
         guard partitions >= 1, partitions <= 10_000 else { return "--partitions takes 1…10000" }
         guard (1...256).contains(poolSize) else { return "--pool-size takes 1…256" }
@@ -139,6 +153,11 @@ public struct PipelineBenchmark: Sendable {
         var rejectedRecords = 0
         var leafCountSum: Int64 = 0
         var drainSeconds = 0.0
+        /// Users still dirty when the services stopped (rolled up before `reddot verify`'s check).
+        var leftDirty = 0
+        /// `reddot verify` over the scratch database at the end: users checked, mismatches.
+        var verifiedUsers = 0
+        var verifyMismatches = 0
     }
 
     /// Starts the services (`ingest`'s, the rollup's from `rollup`, the query service's from
@@ -151,7 +170,7 @@ public struct PipelineBenchmark: Sendable {
         serve: (@escaping @Sendable (Int) -> Void) async throws -> (application: any Service, services: [any Service]),
         secret: String, lagCapture: RollupLagCapture
     ) async throws -> Measurement {
-        let postgresqlSettings = try await readSettings()
+        let postgresqlSettings = try await BenchScratch.durabilitySettings(settings.database, logger: logger)
         let recorder = BenchRecorder(topic: settings.topic, events: settings.totalEvents)
         var ingestConfiguration = ingest
         ingestConfiguration.onCommit = { offsets in recorder.committed(offsets) }
@@ -173,21 +192,6 @@ public struct PipelineBenchmark: Sendable {
         if let error = recorder.ingestError { throw BenchFailure("the services failed: \(error)") }
         try await verify(&measurement, group: ingestConfiguration.group)
         return measurement
-    }
-
-    /// PostgreSQL's durability settings, as the scratch database's sessions see them.
-    private func readSettings() async throws -> [String: String] {
-        let pool = PGPool(configuration: settings.database, maximumConnections: 1, logger: logger)
-        defer { pool.close() }
-        return try await pool.withConnection { connection in
-            var values: [String: String] = [:]
-            for name in ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"] {
-                // The names are ours, never input.
-                values[name] = try connection.query(PGStatement("bench.show_setting", "SHOW \(name)", prepared: false))
-                    .singleRow().decode(0, as: String.self)
-            }
-            return values
-        }
     }
 
     private func load(port: Int, secret: String, recorder: BenchRecorder, lagCapture: RollupLagCapture) async throws -> Measurement {
@@ -215,11 +219,21 @@ public struct PipelineBenchmark: Sendable {
         return try outcome.get()
     }
 
-    /// What the database holds after the run: applied event ids, rejected records, and the sum of
-    /// the bench users' leaf counts.
+    /// What the database holds after the run: applied event ids, rejected records, the sum of
+    /// the bench users' leaf counts, and what `reddot verify` finds once the users still dirty
+    /// are rolled up.
     private func verify(_ measurement: inout Measurement, group: String) async throws {
-        let pool = PGPool(configuration: settings.database, maximumConnections: 1, logger: logger)
+        var database = settings.database
+        database.sessionSettings += BadgeStore.recommendedSessionSettings  // as reddot verify and the rollup run
+        let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
         defer { pool.close() }
+        let store = BadgeStore(pool: pool)
+        while case let claimed = try await store.recomputeDirtyUsers(limit: 500), claimed > 0 {
+            measurement.leftDirty += claimed
+        }
+        let check = try await BadgeVerifier(store: store).run(repair: false)
+        measurement.verifiedUsers = check.usersChecked
+        measurement.verifyMismatches = check.mismatches
         let warmupUser = Self.warmupUser
         let (applied, rejected, leaves) = try await pool.withConnection { connection in
             (try connection.countAppliedEvents(), try connection.countRejectedRecords(), try connection.sumOfBenchLeafCounts(excluding: warmupUser))

@@ -20,6 +20,8 @@ public struct PipelineReport: Encodable, Sendable {
     var users: Int
     var paths: Int
     var streams: Int
+    var hotUsers: Int
+    var hotShare: Double
     var ingestBatchSize: Int
     var ingestBatchWaitMs: Int
     var ingestWriters: Int
@@ -100,6 +102,8 @@ public struct PipelineReport: Encodable, Sendable {
         users = settings.users
         paths = settings.paths
         streams = settings.streams
+        hotUsers = settings.hotUsers
+        hotShare = settings.hotShare
         ingestBatchSize = ingest.batchSize
         ingestBatchWaitMs = ingest.batchWaitMilliseconds
         ingestWriters = ingest.writers
@@ -157,7 +161,8 @@ public struct PipelineReport: Encodable, Sendable {
         verified = problems.isEmpty
         verification =
             problems.isEmpty
-            ? "every event visible over SSE; \(measurement.appliedEvents) event ids applied, 0 rejected; leaf counts sum to \(measurement.leafCountSum); 0 stream errors"
+            ? "every event visible over SSE; \(measurement.appliedEvents) event ids applied, 0 rejected; leaf counts sum to \(measurement.leafCountSum); 0 stream errors; "
+                + "reddot verify: \(measurement.verifiedUsers) users, 0 mismatches (\(measurement.leftDirty) users were still dirty when the services stopped)"
             : problems.joined(separator: "; ")
     }
 
@@ -176,6 +181,9 @@ public struct PipelineReport: Encodable, Sendable {
             problems.append("\(measurement.appliedEvents) of \(measurement.totalEvents) event ids applied")
         }
         if measurement.rejectedRecords > 0 { problems.append("\(measurement.rejectedRecords) records rejected") }
+        if measurement.verifyMismatches > 0 {
+            problems.append("reddot verify found \(measurement.verifyMismatches) mismatched aggregates over \(measurement.verifiedUsers) users")
+        }
         if measurement.leafCountSum != Int64(measurement.totalEvents) {
             problems.append("the leaves' counts sum to \(measurement.leafCountSum), not \(measurement.totalEvents)")
         }
@@ -198,7 +206,7 @@ public struct PipelineReport: Encodable, Sendable {
         let behind = " (at most \(ms(maxBehindScheduleMs)) behind schedule\(sustained))"
         return """
             reddot bench pipeline: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
-            workload:   incr by 1 over \(users) users × \(paths) paths (root.bench.p0…), keyed by user; \(streams == users ? "\(streams) SSE streams, one per user" : "SSE streams for \(streams) of the users, one each")
+            workload:   incr by 1 over \(users) users × \(paths) paths (root.bench.p0…), keyed by user\(hotUsers > 0 ? String(format: ", %.0f%% of them to the first %d users", hotShare * 100, hotUsers) : ""); \(streams == users ? "\(streams) SSE streams, one per user" : "SSE streams for \(streams) of the users, one each")
             kafka:      \(kafka), \(partitions) partitions
             services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), wait \(ingestBatchWaitMs) ms, \(ingestWriters) writers), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)

@@ -94,6 +94,22 @@ public enum BenchScratch {
         }
     }
 
+    /// PostgreSQL's durability settings (`fsync`, `synchronous_commit`, `full_page_writes`,
+    /// `shared_buffers`), as a session of `database` sees them: what every report names.
+    public static func durabilitySettings(_ database: PGConfiguration, logger: Logger) async throws -> [String: String] {
+        let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        return try await pool.withConnection { connection in
+            var values: [String: String] = [:]
+            for name in ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"] {
+                // The names are ours, never input.
+                values[name] = try connection.query(PGStatement("bench.show_setting", "SHOW \(name)", prepared: false))
+                    .singleRow().decode(0, as: String.self)
+            }
+            return values
+        }
+    }
+
     /// The report in snake-case JSON, pretty-printed with sorted keys: what `--json` prints.
     public static func json(_ report: some Encodable) throws -> String {
         let encoder = JSONEncoder()

@@ -147,6 +147,8 @@ public struct BadgeBatch: Sendable {
     var marks: [MarkKey: Date] = [:]
     /// Users that any mutation touched (even a no-op).
     var touched: Set<UserID> = []
+    /// Users with a mutation other than an increment without an expiry.
+    var recounted: Set<UserID> = []
     /// Mutations appended so far (each one without `occurredAt` takes `now` plus its position in
     /// microseconds, so that arrival order is kept).
     var appended = 0
@@ -191,6 +193,7 @@ public struct BadgeBatch: Sendable {
         let time = Self.effectiveTime(of: mutation, position: appended, now: now)
         appended += 1
         touched.insert(mutation.user)
+        if !Self.onlyAdds(mutation) { recounted.insert(mutation.user) }
         let path = mutation.path
         switch mutation.operation {
         case .addItem(let item):
@@ -214,6 +217,12 @@ public struct BadgeBatch: Sendable {
         if startsRound(mutation, at: time) { rounds.append(Round()) }
         // In place: a copy of the entry would copy its dictionaries at the first change.
         Self.coalesce(mutation, at: time, into: &rounds[rounds.count - 1].pending[mutation.user, default: Pending()])
+    }
+
+    /// Whether the mutation can only add to counts: an increment without an expiry.
+    static func onlyAdds(_ mutation: BadgeMutation) -> Bool {
+        guard case .increment = mutation.operation else { return false }
+        return mutation.expiresAt == nil
     }
 
     /// Whether a clear appended earlier reaches `path` of `user` at or after `time`.
@@ -369,6 +378,11 @@ public struct BadgeBatch: Sendable {
 
     /// Every user the batch touches (even by a no-op clear), sorted and unique.
     public var users: [UserID] { touched.sorted() }
+
+    /// The users whose every mutation is an increment without an expiry, sorted: what the batch
+    /// does to their trees only adds, so their rollup can add it (DESIGN §5). Every other user's
+    /// tree must be recounted.
+    public var additiveUsers: [UserID] { touched.subtracting(recounted).sorted() }
 }
 
 extension BadgeTree {

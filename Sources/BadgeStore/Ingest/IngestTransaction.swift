@@ -65,21 +65,18 @@ public enum IngestTransaction {
         _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool = true,
         on connection: PGConnection
     ) throws(PGError) {
-        if newRowsFirst, !events.isEmpty {
-            try connection.execute(script: "SAVEPOINT new_rows", name: "ingest.savepoint")
-            var attempt = outcome
-            do {
-                try applyEvents(events, into: &attempt, conflicts: .fail, on: connection)
-                try connection.execute(script: "RELEASE SAVEPOINT new_rows", name: "ingest.release_savepoint")
-                outcome = attempt
-                return
-            } catch where RowConflicts.isStoredKey(error) {
-                try connection.execute(
-                    script: "ROLLBACK TO SAVEPOINT new_rows; RELEASE SAVEPOINT new_rows", name: "ingest.rollback_to_savepoint")
-                outcome.rewrites += 1
-            }
+        guard newRowsFirst, !events.isEmpty else {
+            try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
+            return
         }
-        try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
+        let start = outcome
+        let (written, rewritten) = try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
+            var attempt = start
+            try applyEvents(events, into: &attempt, conflicts: conflicts, on: connection)
+            return attempt
+        }
+        outcome = written
+        if rewritten { outcome.rewrites += 1 }
     }
 
     private static func applyEvents(
@@ -124,13 +121,8 @@ public enum IngestTransaction {
         }
 
         if !badges.isEmpty {
-            // The marks first: no rollup of these users commits while their rows are written,
-            // so each row's first version (the user's version plus one) is right.
-            let users = badges.users
-            try BadgeStore.markDirty(users, on: connection)
-            let applied = try BadgeStore.apply(badges, conflicts: conflicts, on: connection)
-            try BadgeStore.markDirty([], bumping: applied.dismissedBroadcasts, on: connection)
-            outcome.users = users.count
+            try BadgeStore.applyMarked(badges, conflicts: conflicts, on: connection)
+            outcome.users = badges.users.count
         }
         try broadcasts.write(on: connection)
     }

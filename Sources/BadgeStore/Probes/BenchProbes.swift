@@ -17,6 +17,38 @@ extension PGConnection {
             .singleRow().decode(0, as: Int.self)
     }
 
+    /// The sum of the next offsets `group` has stored, over every topic and partition: how many
+    /// records of a topic that started empty it has consumed.
+    public func sumOfStoredOffsets(group: String) throws(PGError) -> Int64 {
+        try query(
+            PGStatement(
+                "bench.sum_offsets", "SELECT coalesce(sum(next_offset), 0)::bigint FROM consumer_offset WHERE consumer_group = $1",
+                prepared: false),
+            [group]
+        ).singleRow().decode(0, as: Int64.self)
+    }
+
+    /// Whether a user waits for a rollup.
+    public func anyDirtyUser() throws(PGError) -> Bool {
+        try query(PGStatement("bench.any_dirty", "SELECT EXISTS (SELECT 1 FROM dirty_user)", prepared: false))
+            .singleRow().decode(0, as: Bool.self)
+    }
+
+    /// The number of users with a dirty mark.
+    public func countDirtyUsers() throws(PGError) -> Int {
+        try query(PGStatement("bench.count_dirty", "SELECT count(*) FROM dirty_user", prepared: false)).singleRow().decode(0, as: Int.self)
+    }
+
+    /// The plain consumer's root total (`deploy/bench/plain_consumer.py`'s `peer_badge`): what
+    /// its increments add up to.
+    public func sumOfPeerRootCounts() throws(PGError) -> Int64 {
+        try query(
+            PGStatement(
+                "bench.sum_peer_roots",
+                "SELECT coalesce(sum(count), 0)::bigint FROM peer_badge WHERE path = 'root'", prepared: false)
+        ).singleRow().decode(0, as: Int64.self)
+    }
+
     /// The rows of `badge_state` and of `badge_aggregate`, and the users of `user_version` with a
     /// version of 1 or more: what a bulk load and its rollup wrote.
     public func countBadgeRows() throws(PGError) -> (stateRows: Int, aggregateRows: Int, versionedUsers: Int) {

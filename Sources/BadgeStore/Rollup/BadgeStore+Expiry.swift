@@ -19,11 +19,14 @@ extension BadgeStore {
     }
 
     /// Withdraws the broadcasts whose expiry has passed and, if any, bumps the broadcast version
-    /// (every user's view changes), in the caller's transaction.
+    /// (every user's view changes), in the caller's transaction. The exclusive broadcast lock,
+    /// which waits for every rollup round and holds up the next ones, is taken only when a
+    /// broadcast has expired.
     ///
     /// - Returns: how many broadcasts expired.
     @discardableResult
     public static func expireBroadcasts(on connection: PGConnection) throws(PGError) -> Int {
+        guard try connection.query(BadgeSQL.anyBroadcastExpired).rows.first?.decode(0, as: Bool.self) == true else { return 0 }
         try lockBroadcastsExclusive(on: connection)
         let expired = try connection.query(BadgeSQL.expireBroadcasts).affectedRows
         if expired > 0 {

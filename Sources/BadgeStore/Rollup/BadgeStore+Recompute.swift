@@ -3,9 +3,14 @@ public import Foundation
 public import LibPQ
 
 extension BadgeStore {
-    /// Recomputes the aggregates of `users` from their own state (set-based, in SQL), bumps the
-    /// version of each user whose visible tree changed, logs each new version in the change log
-    /// (`badge_change`), notifies `changeChannel`, and removes their dirty marks.
+    /// Brings the aggregates of `users` current, bumps the version of each user whose visible
+    /// tree changed, logs each new version in the change log (`badge_change`), notifies
+    /// `changeChannel`, and removes their dirty marks.
+    ///
+    /// A user whose claimed mark says only increments changed since their last round (its
+    /// `recount` is false) has the deltas ingest recorded added to their aggregates
+    /// (`BadgeSQL.addDeltas`); every other user, and every user with `recountAll`, is recounted
+    /// from their own state (`BadgeSQL.recompute`). Both give the same aggregates and log.
     ///
     /// Concurrent recomputes of one user are serialized (per-user advisory locks, taken in one
     /// global order), and a dirty mark held by another worker is left to it, so no update is lost
@@ -14,31 +19,52 @@ extension BadgeStore {
     /// - Returns: the new version of every user that changed.
     @discardableResult
     public static func recomputeAggregates(
-        for users: [UserID], bumping: [UserID] = [], on connection: PGConnection
+        for users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, on connection: PGConnection
     ) throws(PGError) -> [UserID: Int64] {
-        guard !users.isEmpty || !bumping.isEmpty else { return [:] }
+        try rollUp(users, bumping: bumping, recountAll: recountAll, on: connection).versions
+    }
+
+    /// `recomputeAggregates`, telling also how many users took each way.
+    public static func rollUp(
+        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, on connection: PGConnection
+    ) throws(PGError) -> RollupOutcome {
+        guard !users.isEmpty || !bumping.isEmpty else { return RollupOutcome() }
         let names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
         try connection.query(BadgeSQL.lockUsers, [names])
         var claimed: [String] = []
         var bumped = Set(bumping.map(\.rawValue))
+        var additive: Set<String> = []
         for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
             let name = try row.decode(0, as: String.self)
             claimed.append(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
+            if try !row.decode(2, as: Bool.self) { additive.insert(name) }
         }
+        if recountAll { additive = [] }
+        additive.subtract(bumped)
         // No broadcast change commits while this one records versions (DESIGN §6a).
         try connection.query(BadgeSQL.lockBroadcastsShared)
-        let changed = try connection.query(BadgeSQL.recompute, [names, changeChannel, bumped.sorted()])
+        var outcome = RollupOutcome()
+        func collect(_ result: PGResult) throws(PGError) {
+            for row in result.rows {
+                let name = try row.decode(0, as: String.self)
+                guard let user = try? UserID(validating: name) else { continue }
+                outcome.versions[user] = try row.decode(1, as: Int64.self)
+            }
+        }
+        let recounted = names.filter { !additive.contains($0) }
+        if !recounted.isEmpty {
+            try collect(try connection.query(BadgeSQL.recompute, [recounted, changeChannel, bumped.sorted()]))
+        }
+        if !additive.isEmpty {
+            try collect(try connection.query(BadgeSQL.addDeltas, [additive.sorted(), changeChannel, [String]()]))
+        }
         if !claimed.isEmpty {
             try connection.query(BadgeSQL.removeDirty, [claimed])
         }
-        var versions: [UserID: Int64] = [:]
-        for row in changed.rows {
-            let name = try row.decode(0, as: String.self)
-            guard let user = try? UserID(validating: name) else { continue }
-            versions[user] = try row.decode(1, as: Int64.self)
-        }
-        return versions
+        outcome.recounted = recounted.count
+        outcome.added = additive.count
+        return outcome
     }
 
     /// Claims up to `limit` dirty users, oldest first, skipping those another worker holds
@@ -57,14 +83,28 @@ extension BadgeStore {
         return claimed
     }
 
-    /// One rollup step: claims up to `limit` dirty users and recomputes them, in one transaction.
+    /// One rollup step: claims up to `limit` dirty users and recomputes them, in one transaction
+    /// (with `recountAll`, every one recounted from their own state; see `recomputeAggregates`).
     ///
     /// - Returns: how many users were claimed (0: nothing was dirty, or others hold the rest).
-    public func recomputeDirtyUsers(limit: Int) async throws -> Int {
+    public func recomputeDirtyUsers(limit: Int, recountAll: Bool = false) async throws -> Int {
         try await pool.withTransaction { connection in
             let claimed = try Self.claimDirtyUsers(limit: limit, on: connection).map(\.user)
-            try Self.recomputeAggregates(for: claimed, on: connection)
+            try Self.recomputeAggregates(for: claimed, recountAll: recountAll, on: connection)
             return claimed.count
         }
     }
+}
+
+/// What one rollup round did (`BadgeStore.rollUp`).
+public struct RollupOutcome: Sendable {
+    /// The new version of every user whose visible tree changed.
+    public var versions: [UserID: Int64] = [:]
+    /// Users recounted from their own state.
+    public var recounted = 0
+    /// Users whose deltas were added to their aggregates.
+    public var added = 0
+
+    /// Nothing done.
+    public init() {}
 }

@@ -12,7 +12,7 @@ extension BadgeSQL {
 
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
-        "SELECT user_id, bump FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
+        "SELECT user_id, bump, recount FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
 
     static let claimOldestDirtyUsers = PGStatement(
         "badges.claim_oldest_dirty_users",
@@ -52,6 +52,11 @@ extension BadgeSQL {
         )
         SELECT DISTINCT user_id FROM expired
         """)
+
+    /// Whether an active broadcast's expiry has passed (an index scan of `broadcast_expiry`).
+    static let anyBroadcastExpired = PGStatement(
+        "badges.any_broadcast_expired",
+        "SELECT EXISTS (SELECT 1 FROM broadcast WHERE withdrawn_at IS NULL AND expires_at <= now())")
 
     /// Withdraws the broadcasts whose expiry has passed, as of their expiry.
     static let expireBroadcasts = PGStatement(
@@ -99,16 +104,16 @@ extension BadgeSQL {
                 GROUP BY user_id, path
         """
 
-    /// Recomputes every aggregate of the listed users from unexpired own state, writes only the
-    /// rows that changed, bumps versions of users with any change (or in `$3`), logs each new
-    /// version with the aggregates it changed (before and after), the broadcast version it was
-    /// made under and the visible root totals (broadcasts the user has not dismissed included;
-    /// hold `lockBroadcastsShared`, so that set is the one of that version), and notifies.
+    /// Recomputes every aggregate of the listed users from unexpired own state (and consumes their
+    /// deltas, which the recount includes), writes only the rows that changed, and versions and
+    /// logs the change (`versionAndLog`; users in `$3` get a version even without a change).
     static let recompute = PGStatement(
         "badges.recompute",
         """
         WITH users AS (
             SELECT unnest($1::text[]) AS user_id
+        ), consumed AS (
+            DELETE FROM badge_delta d USING users u WHERE d.user_id = u.user_id
         ), own AS (
             \(ownRows)
         ), fresh AS (
@@ -128,7 +133,55 @@ extension BadgeSQL {
             FULL JOIN (SELECT a.* FROM badge_aggregate a JOIN users u ON a.user_id = u.user_id) a
                 ON a.user_id = f.user_id AND a.path = f.path
             WHERE (a.count, a.icon, a.unseen) IS DISTINCT FROM (f.count, f.icon, f.unseen)
-        ), removed AS (
+        ), roots AS (
+            SELECT user_id, count, unseen FROM fresh WHERE path = 'root'
+        )\(versionAndLog)
+        """)
+
+    /// Adds the listed users' deltas (what ingest recorded of their new increments) to the
+    /// stored aggregates of each delta's node and its ancestors, consuming them (a delta written
+    /// before the user's current version was counted by a recount that left it, and is dropped:
+    /// an older rollup during an upgrade); a node without
+    /// an aggregate gets one (it has no own dot or icon that showed: a node that shows has an
+    /// aggregate). Then versions and logs the change as `recompute` does, which it equals for
+    /// users whose only changes since their last round were increments (the dirty mark's
+    /// `recount` is false). `$3` is empty.
+    static let addDeltas = PGStatement(
+        "badges.add_deltas",
+        """
+        WITH consumed AS (
+            DELETE FROM badge_delta d WHERE d.user_id = ANY($1::text[])
+            RETURNING d.user_id, d.path, d.amount, d.unseen, d.version
+        ), spread AS (
+            SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
+            FROM consumed c
+            LEFT JOIN user_version v ON v.user_id = c.user_id
+            CROSS JOIN LATERAL generate_series(1, nlevel(c.path)) AS level
+            WHERE c.version = coalesce(v.version, 0)
+            GROUP BY 1, 2
+        ), updated AS (
+            SELECT s.user_id, s.path, a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
+                   least(coalesce(a.count, 0) + s.amount, \(maxCount))::bigint AS count, a.icon,
+                   least(coalesce(a.unseen, 0) + s.unseen, \(maxCount))::bigint AS unseen
+            FROM spread s LEFT JOIN badge_aggregate a ON a.user_id = s.user_id AND a.path = s.path
+        ), diff AS (
+            SELECT user_id, path, old_count, old_icon, old_unseen, count, icon, unseen, true AS kept FROM updated
+            WHERE (old_count, old_unseen) IS DISTINCT FROM (count, unseen)
+        ), roots AS (
+            SELECT user_id, count, unseen FROM updated WHERE path = 'root'
+        )\(versionAndLog)
+        """)
+
+    /// The end of `recompute` and `addDeltas`, after the CTEs `diff` (the aggregates that change:
+    /// user, path, the old count, icon and unseen, the new ones, and whether the node still
+    /// shows) and `roots` (each changed user's own root totals after the change): writes the
+    /// changed rows, bumps the version of users with any change (or in `$3`), logs each new
+    /// version with the aggregates it changed (before and after), the broadcast version it was
+    /// made under and the visible root totals (broadcasts the user has not dismissed included;
+    /// hold `lockBroadcastsShared`, so that set is the one of that version), and notifies `$2`.
+    /// Returns each new version's user and version.
+    private static let versionAndLog = """
+        , removed AS (
             DELETE FROM badge_aggregate a
             USING diff d
             WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path
@@ -149,20 +202,21 @@ extension BadgeSQL {
             ON CONFLICT (user_id) DO UPDATE
             SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version
             RETURNING v.user_id, v.version, v.broadcast_version
+        ), changes AS (
+            SELECT d.user_id, jsonb_agg(jsonb_build_array(
+                       d.path::text,
+                       CASE WHEN d.old_count IS NOT NULL THEN \(aggregateJSON("d.old_count", "d.old_icon", "d.old_unseen")) END,
+                       CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path) AS nodes
+            FROM diff d GROUP BY d.user_id
         ), logged AS (
             INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at)
-            SELECT b.user_id, b.version, b.broadcast_version,
-                   coalesce((
-                       SELECT jsonb_agg(jsonb_build_array(
-                           d.path::text,
-                           CASE WHEN d.old_count IS NOT NULL THEN \(aggregateJSON("d.old_count", "d.old_icon", "d.old_unseen")) END,
-                           CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path)
-                       FROM diff d WHERE d.user_id = b.user_id), '[]'),
+            SELECT b.user_id, b.version, b.broadcast_version, coalesce(n.nodes, '[]'),
                    least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
                    least(coalesce(r.unseen, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
                    clock_timestamp()
             FROM bumped b
-            LEFT JOIN fresh r ON r.user_id = b.user_id AND r.path = 'root'
+            LEFT JOIN changes n ON n.user_id = b.user_id
+            LEFT JOIN roots r ON r.user_id = b.user_id
             LEFT JOIN LATERAL (
                 SELECT sum(x.count) AS total FROM broadcast x
                 WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
@@ -172,7 +226,7 @@ extension BadgeSQL {
         )
         SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)
         FROM bumped
-        """)
+        """
 }
 
 extension BadgeSQL {

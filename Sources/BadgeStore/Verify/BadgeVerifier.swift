@@ -54,7 +54,7 @@ public struct BadgeVerifier: Sendable {
             report.usersWithMismatches += broken.count
             if repair, !broken.isEmpty {
                 try await store.pool.withTransaction { connection in
-                    try BadgeStore.recomputeAggregates(for: broken, on: connection)
+                    try BadgeStore.recomputeAggregates(for: broken, recountAll: true, on: connection)
                 }
                 report.usersRepaired += broken.count
             }

@@ -198,14 +198,55 @@ extension BadgeStore {
     }
 
     /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time. Users
-    /// in `bumping` get a new version at their rollup even if no aggregate changes.
-    public static func markDirty(_ users: [UserID], bumping: [UserID] = [], on connection: PGConnection) throws(PGError) {
+    /// in `bumping` get a new version at their rollup even if no aggregate changes. The rollup
+    /// recounts a user's tree unless every writer since their last round named them in
+    /// `additive` (only increments changed, recorded as deltas by `apply` with `.fail`; see
+    /// ``BadgeBatch/additiveUsers``).
+    public static func markDirty(
+        _ users: [UserID], bumping: [UserID] = [], additive: [UserID] = [], on connection: PGConnection
+    ) throws(PGError) {
         guard !users.isEmpty || !bumping.isEmpty else { return }
         // One lock order for every writer: sorted (by UTF-8 bytes) and unique. Ingest passes its
         // batch's users already so, and nothing to bump.
         let alreadySorted = bumping.isEmpty && zip(users, users.dropFirst()).allSatisfy { $0 < $1 }
         let sorted = alreadySorted ? users : Set(users).union(bumping).sorted()
-        try connection.query(BadgeSQL.markDirty, [sorted.map(\.rawValue), bumping.map(\.rawValue)])
+        let bumped = Set(bumping), added = Set(additive)
+        try connection.query(
+            BadgeSQL.markDirty,
+            [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, sorted.map { !added.contains($0) || bumped.contains($0) }])
+    }
+
+    /// Applies `batch` as ingest does, in the caller's transaction: marks its users dirty first
+    /// (no rollup of them commits while their rows are written, so each row's first version, the
+    /// user's version plus one, is right), applies it, and marks the users who dismissed a
+    /// broadcast for a new version. With `.fail`, the users whose batch only adds
+    /// (``BadgeBatch/additiveUsers``) get their deltas added by the rollup instead of a recount;
+    /// a merging write recounts (a merged increment's row is not new, so it records no delta).
+    public static func applyMarked(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) {
+        try markDirty(batch.users, additive: conflicts == .fail ? batch.additiveUsers : [], on: connection)
+        let applied = try apply(batch, conflicts: conflicts, on: connection)
+        try markDirty([], bumping: applied.dismissedBroadcasts, on: connection)
+    }
+
+    /// Runs `write` with `.fail` inside a savepoint, and when a key it writes is stored already
+    /// (``RowConflicts/isStoredKey(_:)``), rolls back to the savepoint and runs it again with
+    /// `.merge`. Call it inside a transaction. One savepoint per transaction keeps far below
+    /// PostgreSQL's cache of 64 subtransactions.
+    ///
+    /// - Returns: what the write that stayed returned, and whether it was the second.
+    public static func writeNewRowsFirst<Value>(
+        on connection: PGConnection, _ write: (RowConflicts) throws(PGError) -> Value
+    ) throws(PGError) -> (value: Value, rewritten: Bool) {
+        try connection.execute(script: "SAVEPOINT new_rows", name: "ingest.savepoint")
+        do {
+            let value = try write(.fail)
+            try connection.execute(script: "RELEASE SAVEPOINT new_rows", name: "ingest.release_savepoint")
+            return (value, false)
+        } catch where RowConflicts.isStoredKey(error) {
+            try connection.execute(
+                script: "ROLLBACK TO SAVEPOINT new_rows; RELEASE SAVEPOINT new_rows", name: "ingest.rollback_to_savepoint")
+        }
+        return (try write(.merge), true)
     }
 
     /// Takes, until the transaction ends, the lock that orders changes of the set of active
@@ -253,13 +294,13 @@ extension BadgeStore {
 }
 
 extension BadgeStore {
-    /// Applies `batch` and recomputes its users in the same transaction (users who dismissed a
+    /// Applies `batch` and recounts its users in the same transaction (users who dismissed a
     /// broadcast get a new version even if no aggregate moves).
     ///
     /// - Returns: the new version of every user that changed.
     static func applyAndRecompute(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> [UserID: Int64] {
         let outcome = try apply(batch, on: connection)
-        return try recomputeAggregates(for: batch.users, bumping: outcome.dismissedBroadcasts, on: connection)
+        return try recomputeAggregates(for: batch.users, bumping: outcome.dismissedBroadcasts, recountAll: true, on: connection)
     }
 }
 
@@ -320,7 +361,7 @@ extension BadgeStore {
                 case .set, .increment, .decrement, .addItem, .removeItem:
                     try Self.apply(finalBatch, on: connection)
                 }
-                let changed = try Self.recomputeAggregates(for: [user], bumping: bumping, on: connection)[user]
+                let changed = try Self.recomputeAggregates(for: [user], bumping: bumping, recountAll: true, on: connection)[user]
                 return try Self.visibleOutcome(changed, for: user, on: connection)
             }
         }

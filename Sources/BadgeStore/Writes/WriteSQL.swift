@@ -100,7 +100,10 @@ extension BadgeSQL {
     /// changes (writers of one user hold its dirty mark anyway). The increments of a node whose
     /// state has expired are left out: the nodes come back, for `dropExpiredStates` and a
     /// second call. With `.fail`, an increment at a time its node already has fails the
-    /// statement instead of adding up (see ``RowConflicts``).
+    /// statement instead of adding up (see ``RowConflicts``), and what the new rows add to
+    /// their nodes (count, and unseen unless a seen mark reaches their time) is recorded in
+    /// `badge_delta` for the rollup to add; a user whose increments meet a state with an expiry
+    /// gets a recount instead (their dirty mark, which the writer holds, says so).
     static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
         switch conflicts {
         case .merge: return addIncrementsMerging
@@ -114,10 +117,29 @@ extension BadgeSQL {
             ON CONFLICT (user_id, path, occurred_at) DO UPDATE
             SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
                 shown_in = excluded.shown_in, seen = false
+            """,
+        deltas: "")
+    /// Only new rows, so each adds its whole amount: their deltas are exact.
+    private static let addNewIncrements = addIncrementsStatement(
+        "badges.add_new_increments", onConflict: "RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in",
+        deltas: """
+            , delta AS (
+                INSERT INTO badge_delta (user_id, path, amount, unseen, version)
+                SELECT a.user_id, a.path, least(sum(a.amount), \(maxCount))::bigint,
+                       least(coalesce(sum(a.amount) FILTER (WHERE NOT EXISTS (
+                           SELECT 1 FROM badge_seen_mark m
+                           WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint,
+                       min(a.shown_in) - 1
+                FROM added a
+                GROUP BY a.user_id, a.path
+            ), recounted AS (
+                UPDATE dirty_user d SET recount = true
+                FROM (SELECT DISTINCT user_id FROM kept WHERE timed) AS k
+                WHERE d.user_id = k.user_id AND NOT d.recount
+            )
             """)
-    private static let addNewIncrements = addIncrementsStatement("badges.add_new_increments", onConflict: "")
 
-    private static func addIncrementsStatement(_ name: String, onConflict: String) -> PGStatement {
+    private static func addIncrementsStatement(_ name: String, onConflict: String, deltas: String) -> PGStatement {
         PGStatement(
             name,
             """
@@ -126,7 +148,8 @@ extension BadgeSQL {
                     AS a(user_id, path, occurred_at, amount, expires_at)
             ), kept AS (
                 SELECT a.*, coalesce(v.version, 0) + 1 AS next, s.user_id IS NOT NULL AS stored,
-                       coalesce(s.expires_at <= now(), false) AS expired
+                       coalesce(s.expires_at <= now(), false) AS expired,
+                       s.expires_at IS NOT NULL OR a.expires_at IS NOT NULL AS timed
                 FROM a
                 LEFT JOIN user_version v ON v.user_id = a.user_id
                 LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
@@ -148,7 +171,7 @@ extension BadgeSQL {
                 INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
                 SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
                 \(onConflict)
-            )
+            )\(deltas)
             SELECT DISTINCT user_id, path::text FROM kept WHERE expired
             """)
     }
@@ -313,14 +336,17 @@ extension BadgeSQL {
     /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE …` that updates
     /// nothing still locks the existing row, so it waits for a rollup worker that holds it; when
     /// that worker deletes the row and commits, the insert happens after all. A mark is never
-    /// lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it). Users in
-    /// `$2` get `bump` (their version must move even if no aggregate does).
+    /// lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it). Each user
+    /// `$1[i]` gets `bump` `$2[i]` (their version must move even if no aggregate does) and
+    /// `recount` `$3[i]` (false: only increments changed, which the rollup adds as deltas); a
+    /// mark keeps a bump or a recount it has.
     static let markDirty = PGStatement(
         "badges.mark_dirty",
         """
-        INSERT INTO dirty_user AS d (user_id, bump)
-        SELECT u, u = ANY($2::text[]) FROM unnest($1::text[]) AS u
-        ON CONFLICT (user_id) DO UPDATE SET bump = true WHERE excluded.bump AND NOT d.bump
+        INSERT INTO dirty_user AS d (user_id, bump, recount)
+        SELECT * FROM unnest($1::text[], $2::bool[], $3::bool[])
+        ON CONFLICT (user_id) DO UPDATE SET bump = d.bump OR excluded.bump, recount = d.recount OR excluded.recount
+        WHERE (excluded.bump AND NOT d.bump) OR (excluded.recount AND NOT d.recount)
         """)
 
     /// Records, per user, the dismissal of the active broadcasts each clear hits (the path
@@ -383,7 +409,7 @@ extension BadgeSQL {
         "badges.hold_user_mark",
         """
         INSERT INTO dirty_user AS d (user_id) VALUES ($1)
-        ON CONFLICT (user_id) DO UPDATE SET bump = d.bump
+        ON CONFLICT (user_id) DO UPDATE SET recount = true
         RETURNING xmax = 0
         """)
 

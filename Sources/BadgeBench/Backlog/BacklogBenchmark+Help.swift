@@ -1,0 +1,40 @@
+extension BacklogBenchmark {
+    /// What `reddot bench backlog --help` says after ``BenchScratch/discussion``.
+    public static let discussion = """
+
+
+        What runs: a backlog of --events increments (incr by 1 of one of --paths paths \
+        root.bench.p0… of one of --users users, drawn from --seed, keyed by user) is published \
+        to Kafka first (by default an in-process librdkafka mock cluster with a fresh topic of \
+        --partitions partitions; the mock keeps about 5 MB per partition, so give a large \
+        backlog enough partitions). Then each contender reads the whole topic with a consumer \
+        group of its own into a scratch database of its own, as separate processes, one after \
+        the other:
+
+        1. ingest alone: reddot ingest (this executable, its defaults), until the offsets it \
+        stored in PostgreSQL cover the backlog;
+        2. the rollup of that backlog: reddot rollup on the same database, until no user is \
+        dirty (reported in users/s);
+        3. the whole write pipeline: reddot ingest and reddot rollup started together, until \
+        the backlog is stored and no user is dirty: every parent is current. Then the \
+        aggregates are checked as reddot verify checks them, and the leaves' counts must sum \
+        to --events;
+        4. the peer: deploy/bench/plain_consumer.py, a plain at-least-once consumer \
+        (confluent-kafka and psycopg: each batch adds every incr to its node and every \
+        ancestor with one batched upsert, then commits the offsets to Kafka; no dedupe, no \
+        dead letters, no versions). It stops once it has consumed the backlog; its root \
+        counts must sum to --events. It needs python3 with confluent_kafka and psycopg \
+        (Debian: python3-confluent-kafka python3-psycopg); without a script (--peer-script, \
+        else deploy/bench/plain_consumer.py under the working directory or the source tree) \
+        it is left out.
+
+        Each time runs from the start of the contender's processes (their start and the \
+        consumer group's join included) to done; the report also gives the time from each \
+        one's first commit. The rollups run with their change feed to the topic's name plus \
+        .changes, as reddot rollup does next to Kafka. The report prints PostgreSQL's fsync and \
+        synchronous_commit: durable (both on) is the headline.
+
+        Exit codes: 0 measured and verified; 1 a phase failed, timed out or did not verify; \
+        64 bad arguments; 65 no migrations; 69 the database cannot be reached.
+        """
+}

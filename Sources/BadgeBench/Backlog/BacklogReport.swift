@@ -1,0 +1,102 @@
+import Foundation
+import RdKafka
+
+/// What `reddot bench backlog` prints: each phase's time and rate, the ratios the targets name,
+/// and what was checked. `--json` prints it in snake-case JSON.
+public struct BacklogReport: Sendable, Encodable {
+    var build: String
+    var date: String
+    var processors: Int
+    var postgresql: String
+    var postgresqlFsync: String
+    var postgresqlSynchronousCommit: String
+    var postgresqlDurable: Bool
+    var librdkafka: String
+    var kafka: String
+    var partitions: Int
+    var events: Int
+    var users: Int
+    var paths: Int
+    var publishSeconds: Double
+    var dirtyUsers: Int
+    var ingestAlone: BacklogBenchmark.Phase?
+    var rollupOfBacklog: BacklogBenchmark.Phase?
+    var wholePipeline: BacklogBenchmark.Phase?
+    var plainConsumer: BacklogBenchmark.Phase?
+    var plainConsumerSkipped: String?
+    /// The whole pipeline's rate over ingest alone's (target ≥ 0.5) and over the plain
+    /// consumer's (target ≥ 2).
+    var wholeOverIngestAlone: Double?
+    var wholeOverPlainConsumer: Double?
+    /// Whether every check held.
+    public var verified: Bool
+    /// What was checked, or what failed.
+    public var verification: String
+
+    /// The report of `measurement`, a run of `settings` on `kafka` (its name in reports) with
+    /// `partitions`, against PostgreSQL `postgresql` (its version).
+    public init(settings: BacklogBenchmark.Settings, measurement: BacklogBenchmark.Measurement, kafka: String, partitions: Int32, postgresql: String) {
+        (build, date, processors) = (BenchMachine.build, BenchMachine.date, BenchMachine.processors)
+        self.postgresql = postgresql
+        postgresqlFsync = measurement.postgresqlSettings["fsync"] ?? "?"
+        postgresqlSynchronousCommit = measurement.postgresqlSettings["synchronous_commit"] ?? "?"
+        postgresqlDurable = postgresqlFsync == "on" && postgresqlSynchronousCommit == "on"
+        librdkafka = RdKafkaVersion.text
+        self.kafka = kafka
+        self.partitions = Int(partitions)
+        (events, users, paths) = (settings.events, settings.users, settings.paths)
+        publishSeconds = measurement.publishSeconds
+        dirtyUsers = measurement.dirtyUsers
+        ingestAlone = measurement.ingestAlone
+        rollupOfBacklog = measurement.rollupOfBacklog
+        wholePipeline = measurement.wholePipeline
+        plainConsumer = measurement.plainConsumer
+        plainConsumerSkipped = measurement.plainConsumerSkipped
+        if let whole = wholePipeline?.rate {
+            wholeOverIngestAlone = ingestAlone.map { whole / $0.rate }
+            wholeOverPlainConsumer = plainConsumer.map { whole / $0.rate }
+        }
+        let problems = [wholePipeline, plainConsumer].compactMap { $0 }.flatMap { phase in phase.problems.map { "\(phase.name): \($0)" } }
+        verified = problems.isEmpty
+        verification =
+            problems.isEmpty
+            ? "the whole pipeline's leaves sum to \(settings.events) and reddot verify found 0 mismatches"
+                + (plainConsumer == nil ? "" : "; the plain consumer's roots sum to \(settings.events)")
+            : problems.joined(separator: "; ")
+    }
+
+    /// The report as text.
+    public var text: String {
+        let durability =
+            postgresqlDurable
+            ? "durable: fsync on, synchronous_commit on"
+            : "RELAXED: fsync \(postgresqlFsync), synchronous_commit \(postgresqlSynchronousCommit)"
+        func line(_ label: String, _ phase: BacklogBenchmark.Phase?, unit: String = "events/s") -> String {
+            guard let phase else { return "\(label)(not run)" }
+            let fromCommit = phase.secondsFromFirstCommit.map { String(format: "; %.2f s from its first commit", $0) } ?? ""
+            return "\(label)\(String(format: "%.2f", phase.seconds)) s\(fromCommit): \(number(phase.rate)) \(unit)"
+        }
+        func ratio(_ value: Double?, target: Double) -> String {
+            guard let value else { return "n/a" }
+            return String(format: "%.2f× (target ≥ %.1f×: %@)", value, target, value >= target ? "met" : "NOT met")
+        }
+        return """
+            reddot bench backlog: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
+            backlog:    \(number(Double(events))) incr by 1 over \(number(Double(users))) users × \(paths) paths (root.bench.p0…), in Kafka before anything starts (\(kafka), \(partitions) partitions; published in \(String(format: "%.1f", publishSeconds)) s)
+            \(line("ingest:     reddot ingest alone, until its offsets cover the backlog: ", ingestAlone))
+            \(line("rollup:     reddot rollup over the \(number(Double(dirtyUsers))) users ingest alone left dirty: ", rollupOfBacklog, unit: "users/s"))
+            \(line("pipeline:   reddot ingest + reddot rollup started together, until every parent is current: ", wholePipeline))
+            \(plainConsumerSkipped.map { "peer:       plain consumer not run: \($0)" } ?? line("peer:       plain at-least-once consumer (deploy/bench/plain_consumer.py), node and ancestors per incr: ", plainConsumer))
+            ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
+            timing:     each from its processes' start (process start and the consumer group's join included) to done
+            verified:   \(verified ? "yes, " : "NO: ")\(verification)
+            """
+    }
+
+    private func number(_ value: Double) -> String {
+        let formatter = NumberFormatter()
+        formatter.numberStyle = .decimal
+        formatter.maximumFractionDigits = 0
+        return formatter.string(from: NSNumber(value: value)) ?? "\(Int(value))"
+    }
+}

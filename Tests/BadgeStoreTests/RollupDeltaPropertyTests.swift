@@ -1,0 +1,136 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+
+@Suite("The rollup's delta path equals a full recount: the same trees and the same change log")
+struct RollupDeltaPropertyTests {
+    /// Seeds of two families: mostly increments (most rounds add deltas), and the default mix.
+    static let cases: [(seed: UInt64, additive: Bool)] = [(1, true), (2, true), (3, true), (4, false), (5, false)]
+
+    @Test("random batches rolled up with deltas and with forced recounts give identical trees and logs", arguments: cases)
+    func deltasEqualRecounts(seed: UInt64, additive: Bool) async throws {
+        let deltas = try await StoreFixture.make()
+        let recounts = try await StoreFixture.make()
+        defer {
+            Task {
+                await deltas.tearDown()
+                await recounts.tearDown()
+            }
+        }
+        let users = (0..<120).map { user("d\(seed)_u\($0)") }
+        var generator = RandomBadgeOperations(users: users, seed: seed &+ 9_001)
+        if additive { generator.weights = .additive }
+        let now = Date()
+        let all = generator.sequence(count: 4_000)
+        var models: [UserID: BadgeTree] = [:]
+        for mutation in all { models[mutation.user, default: BadgeTree()].apply(mutation, now: now) }
+        // The additive family follows the order-free rules only, so it arrives shuffled: an
+        // increment may arrive after a seen or a clear that occurred later.
+        var random = SeededRandom(seed: seed &* 31)
+        var arrivals = additive ? all.shuffled(using: &random) : all
+        var recordedDeltas = 0, addedUsers = 0
+        while !arrivals.isEmpty {
+            let mutations = Array(arrivals.prefix(generator.integer(in: 1...250)))
+            arrivals.removeFirst(mutations.count)
+            // One batch value for both databases: the same times, the same rounds.
+            var batch = BadgeBatch(now: now)
+            batch.append(contentsOf: mutations)
+            try await deltas.ingest(batch)
+            try await recounts.ingest(batch)
+            recordedDeltas += try await deltas.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self)
+            guard generator.integer(in: 0...2) > 0 else { continue }  // sometimes let deltas pile up
+            addedUsers += try await deltas.drainCountingDeltas(batchSize: generator.integer(in: 1...80))
+            try await recounts.drainDirtyUsers(batchSize: generator.integer(in: 1...80), recountAll: true)
+        }
+        addedUsers += try await deltas.drainCountingDeltas(batchSize: 100)
+        try await recounts.drainDirtyUsers(recountAll: true)
+
+        // The delta path ran, and consumed what ingest recorded.
+        #expect(recordedDeltas > 0, "ingest recorded no deltas (seed \(seed))")
+        #expect(addedUsers > 0, "no rollup took the delta path (seed \(seed))")
+        #expect(try await deltas.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
+
+        for id in users {
+            let added = try await deltas.store.tree(for: id)
+            let recounted = try await recounts.store.tree(for: id)
+            #expect(added.tree == recounted.tree, "user \(id) (seed \(seed))")
+            #expect(added.version == recounted.version, "user \(id) (seed \(seed))")
+            #expect(added.tree == models[id, default: BadgeTree()].node(at: .root, now: now), "user \(id) against the model (seed \(seed))")
+        }
+        let addedLog = try await deltas.changeLog()
+        let recountedLog = try await recounts.changeLog()
+        #expect(!addedLog.isEmpty)
+        #expect(addedLog.count == recountedLog.count)
+        for (added, recounted) in zip(addedLog, recountedLog) where added != recounted {
+            Issue.record("change log differs (seed \(seed)): delta path \(added), recount \(recounted)")
+            break
+        }
+        // And the verifier, which recounts from scratch, finds nothing wrong.
+        let report = try await BadgeVerifier(store: deltas.store).run(repair: false)
+        #expect(report.mismatches == 0, "seed \(seed)")
+    }
+}
+
+extension StoreFixture {
+    /// Rolls up every dirty user as a worker does; returns how many took the delta path.
+    func drainCountingDeltas(batchSize: Int) async throws -> Int {
+        var added = 0
+        while true {
+            let outcome = try await pool.withTransaction { connection in
+                let claimed = try BadgeStore.claimDirtyUsers(limit: batchSize, on: connection)
+                return (claimed.count, try BadgeStore.rollUp(claimed.map(\.user), on: connection).added)
+            }
+            added += outcome.1
+            if outcome.0 == 0 { return added }
+        }
+    }
+
+    /// Every change-log record, without its times and feed order: user, version, broadcast
+    /// version, nodes and root totals, in user and version order.
+    func changeLog() async throws -> [String] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                PGStatement(
+                    "test.change_log",
+                    """
+                    SELECT concat_ws(' ', user_id, version, broadcast_version, nodes::text, root_count, root_unseen)
+                    FROM badge_change ORDER BY user_id, version
+                    """, prepared: false)
+            ).rows.map { try $0.decode(0, as: String.self) }
+        }
+    }
+}
+
+@Suite("The rollup's deltas across an upgrade")
+struct RollupDeltaUpgradeTests {
+    @Test("a delta written before the user's current version (left by an older rollup's recount) is dropped, not added twice")
+    func staleDeltaIsDropped() async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let alice = user("stale_alice")
+        let path = try BadgePath(validating: "root.chat.c1")
+        try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 2))])
+        #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 1)
+        try await fixture.drainDirtyUsers()
+        #expect(try await fixture.store.tree(for: alice).tree?.count == 2)
+
+        // An older rollup recounts without consuming the deltas: its delta stays behind, stamped
+        // with a version before the user's current one.
+        try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 3))])
+        let version = try await fixture.scalar("SELECT version FROM user_version WHERE user_id = 'stale_alice'", as: Int64.self)
+        try await fixture.pool.withConnection { connection in
+            _ = try connection.query(
+                PGStatement(
+                    "test.stale_delta", "INSERT INTO badge_delta SELECT user_id, path, amount, unseen, version - 1 FROM badge_delta",
+                    prepared: false))
+        }
+        try await fixture.drainDirtyUsers()
+        let tree = try await fixture.store.tree(for: alice)
+        #expect(tree.tree?.count == 5)
+        #expect(tree.version == version + 1)
+        #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
+    }
+}
