@@ -163,7 +163,11 @@ extension BadgeSQL {
             SELECT s.user_id, s.path, a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
                    least(coalesce(a.count, 0) + s.amount, \(maxCount))::bigint AS count, a.icon,
                    least(coalesce(a.unseen, 0) + s.unseen, \(maxCount))::bigint AS unseen
-            FROM spread s LEFT JOIN badge_aggregate a ON a.user_id = s.user_id AND a.path = s.path
+            FROM spread s
+            -- One index probe per node (LIMIT 1 keeps the planner from hashing the whole table).
+            LEFT JOIN LATERAL (
+                SELECT x.count, x.icon, x.unseen FROM badge_aggregate x WHERE x.user_id = s.user_id AND x.path = s.path LIMIT 1
+            ) a ON true
         ), diff AS (
             SELECT user_id, path, old_count, old_icon, old_unseen, count, icon, unseen, true AS kept FROM updated
             WHERE (old_count, old_unseen) IS DISTINCT FROM (count, unseen)
