@@ -40,6 +40,9 @@ extension BenchCommand {
         @Option(help: "The Python that runs the plain consumer (it needs confluent_kafka and psycopg). Default: /usr/bin/python3 if present, else python3.")
         var python: String?
 
+        @Option(help: "The reddot executable the ingest and rollup processes run (to compare builds in one run). Default: this one.")
+        var reddot: String?
+
         @Option(name: .customLong("timeout-seconds"), help: "How long each phase may take.")
         var timeoutSeconds: Int = 900
 
@@ -59,12 +62,12 @@ extension BenchCommand {
             let files = try scratchSettings.migrations()
             let kafka = try BenchCommand.kafka(self.kafka, partitions: partitions, runID: runID, logger: logger)
             defer { kafka.close() }
-            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+            let executable = reddot ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
             let settings = BacklogBenchmark.Settings(
                 events: events, users: users, paths: paths, seed: seed, runID: runID, kafka: kafka.configuration,
                 brokers: kafka.configuration["bootstrap.servers"] ?? self.kafka.brokers, topic: kafka.topic,
-                server: try database.configuration(), migrations: files, executable: executable,
-                peerScript: noPeer ? nil : peerScriptPath(executable: executable),
+                server: database.configuration(), migrations: files, executable: executable,
+                peerScript: noPeer ? nil : peerScriptPath(executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path),
                 python: python ?? (FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"),
                 timeoutSeconds: timeoutSeconds, keep: scratchSettings.keep)
             let (measurement, serverVersion): (BacklogBenchmark.Measurement, String)

@@ -104,7 +104,34 @@ struct WorkloadTests {
         #expect(
             PipelineBenchmark.problem(
                 rate: 100, seconds: 2, warmup: 1, users: 10, streams: 11, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10)
-                == "--streams takes 1…--users")
+                == "--streams takes 1…--users (at most 100000)")
+        #expect(
+            PipelineBenchmark.problem(
+                rate: 100, seconds: 2, warmup: 1, users: 10_000_000, streams: 200, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10)
+                == nil)
+        #expect(
+            PipelineBenchmark.problem(
+                rate: 100, seconds: 2, warmup: 1, users: 10_000_001, streams: 200, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10)
+                == "--users takes 1…10000000")
+        #expect(
+            PipelineBenchmark.problem(
+                rate: 100, seconds: 2, warmup: 1, users: 200_000, streams: nil, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10)
+                == "--users above 100000 needs --streams (at most 100000 streams)")
+        #expect(
+            PipelineBenchmark.problem(
+                rate: 100, seconds: 2, warmup: 1, users: 10, streams: nil, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10,
+                hotUsers: 11) == "--hot-users takes 0…--users")
+        #expect(
+            PipelineBenchmark.problem(
+                rate: 100, seconds: 2, warmup: 1, users: 10, streams: nil, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10,
+                hotShare: 0.5) == "--hot-share needs --hot-users")
+        #expect(
+            PipelineBenchmark.problem(
+                rate: 100, seconds: 2, warmup: 1, users: 10, streams: nil, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10,
+                hotUsers: 2, hotShare: .nan) == "--hot-share takes a fraction in [0, 1]")
+        #expect(BacklogBenchmark.problem(events: 1_000_000, users: 100_000, paths: 30, partitions: 32, timeoutSeconds: 900) == nil)
+        #expect(BacklogBenchmark.problem(events: 0, users: 100_000, paths: 30, partitions: 32, timeoutSeconds: 900) == "--events takes 1…20000000")
+        #expect(BacklogBenchmark.problem(events: 10, users: 10, paths: 30, partitions: 0, timeoutSeconds: 900) == "--partitions takes 1…10000")
         #expect(
             PipelineBenchmark.problem(
                 rate: 0.1, seconds: 2, warmup: 0, users: 10, streams: nil, paths: 3, partitions: 2, poolSize: 8, drainSeconds: 10)

@@ -17,6 +17,8 @@ public struct BacklogReport: Sendable, Encodable {
     var events: Int
     var users: Int
     var paths: Int
+    /// The executable the ingest and rollup processes ran.
+    var reddot: String
     var publishSeconds: Double
     var dirtyUsers: Int
     var ingestAlone: BacklogBenchmark.Phase?
@@ -45,6 +47,7 @@ public struct BacklogReport: Sendable, Encodable {
         self.kafka = kafka
         self.partitions = Int(partitions)
         (events, users, paths) = (settings.events, settings.users, settings.paths)
+        reddot = settings.executable
         publishSeconds = measurement.publishSeconds
         dirtyUsers = measurement.dirtyUsers
         ingestAlone = measurement.ingestAlone
@@ -83,6 +86,7 @@ public struct BacklogReport: Sendable, Encodable {
         return """
             reddot bench backlog: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
             backlog:    \(number(Double(events))) incr by 1 over \(number(Double(users))) users × \(paths) paths (root.bench.p0…), in Kafka before anything starts (\(kafka), \(partitions) partitions; published in \(String(format: "%.1f", publishSeconds)) s)
+            processes:  \(reddot) ingest / rollup, with their defaults
             \(line("ingest:     reddot ingest alone, until its offsets cover the backlog: ", ingestAlone))
             \(line("rollup:     reddot rollup over the \(number(Double(dirtyUsers))) users ingest alone left dirty: ", rollupOfBacklog, unit: "users/s"))
             \(line("pipeline:   reddot ingest + reddot rollup started together, until every parent is current: ", wholePipeline))
