@@ -18,7 +18,11 @@ extension BacklogBenchmark {
         3. the whole write pipeline: reddot ingest and reddot rollup started together, until \
         the backlog is stored and no user is dirty: every parent is current. Then the \
         aggregates are checked as reddot verify checks them, and the leaves' counts must sum \
-        to --events;
+        to --events. Then the bytes that database holds on disk (after a VACUUM): per event \
+        retained (event ids, increments, deltas, items, clear marks: what the dedupe \
+        retention keeps) and per user (states, aggregates, versions, the change log, marks); \
+        and one retention prune of all of it, timed, as ingest's hourly prune runs it (event \
+        ids, tombstones and clear marks deleted, increments folded into their counts);
         4. the peer: deploy/bench/plain_consumer.py, a plain at-least-once consumer \
         (confluent-kafka and psycopg: each batch adds every incr to its node and every \
         ancestor with one batched upsert, then commits the offsets to Kafka; no dedupe, no \

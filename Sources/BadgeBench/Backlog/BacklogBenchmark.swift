@@ -98,7 +98,16 @@ public struct BacklogBenchmark: Sendable {
         public var wholePipeline: Phase?
         public var plainConsumer: Phase?
         public var plainConsumerSkipped: String?
+        /// After the whole pipeline: bytes on disk per table, and one retention prune of
+        /// everything stored (event ids, tombstones, clear marks; increments folded).
+        public var tableBytes: [String: Int64] = [:]
+        public var pruneSeconds = 0.0
+        public var prunedRows = 0
     }
+
+    /// The tables whose size is per event retained (the dedupe retention's rows), and per user.
+    static let retainedTables = ["applied_event", "badge_increment", "badge_delta", "badge_item", "badge_clear_mark"]
+    static let userTables = ["badge_state", "badge_aggregate", "user_version", "badge_change", "dirty_user", "badge_seen_mark"]
 
     /// Publishes the backlog, then runs each phase in a scratch database of its own.
     ///
@@ -115,6 +124,7 @@ public struct BacklogBenchmark: Sendable {
         }
         try await withScratch("b") { database, url in
             measurement.wholePipeline = try await wholePipeline(database: database, url: url)
+            try await measureStorage(database: database, into: &measurement)
         }
         if let script = settings.peerScript {
             try await withScratch("c") { database, url in
@@ -209,6 +219,25 @@ public struct BacklogBenchmark: Sendable {
         return Phase(
             name: "reddot ingest + reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
             rate: Double(settings.events) / timing.seconds, problems: problems)
+    }
+
+    /// What the whole pipeline's database holds on disk, then one retention prune of all of it
+    /// (as ingest's hourly prune runs, with a cutoff after every row), timed.
+    private func measureStorage(database: PGConfiguration, into measurement: inout Measurement) async throws {
+        var session = database
+        session.sessionSettings += BadgeStore.recommendedSessionSettings
+        let pool = PGPool(configuration: session, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        measurement.tableBytes = try await pool.withConnection { connection in
+            try connection.execute(script: "VACUUM", name: "bench.vacuum_all")
+            return try connection.tableSizes(Self.retainedTables + Self.userTables)
+        }
+        benchProgress("one retention prune of everything stored")
+        let started = BenchClock.now
+        measurement.prunedRows = try await pool.withConnection { connection in
+            try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(60), limit: 10_000, on: connection)
+        }
+        measurement.pruneSeconds = Double(BenchClock.now - started) / 1e9
     }
 
     /// The plain consumer, until it exits (it stops once it has consumed the backlog).

@@ -26,6 +26,13 @@ public struct BacklogReport: Sendable, Encodable {
     var wholePipeline: BacklogBenchmark.Phase?
     var plainConsumer: BacklogBenchmark.Phase?
     var plainConsumerSkipped: String?
+    /// Bytes on disk after the whole pipeline, per table; per event retained and per user.
+    var tableBytes: [String: Int64]
+    var bytesPerEventRetained: Double
+    var bytesPerUser: Double
+    /// One retention prune of everything stored: rows deleted or folded, seconds.
+    var prunedRows: Int
+    var pruneSeconds: Double
     /// The whole pipeline's rate over ingest alone's (target ≥ 0.5) and over the plain
     /// consumer's (target ≥ 2).
     var wholeOverIngestAlone: Double?
@@ -55,6 +62,12 @@ public struct BacklogReport: Sendable, Encodable {
         wholePipeline = measurement.wholePipeline
         plainConsumer = measurement.plainConsumer
         plainConsumerSkipped = measurement.plainConsumerSkipped
+        tableBytes = measurement.tableBytes
+        let retained = BacklogBenchmark.retainedTables.reduce(Int64(0)) { $0 + (measurement.tableBytes[$1] ?? 0) }
+        let perUser = BacklogBenchmark.userTables.reduce(Int64(0)) { $0 + (measurement.tableBytes[$1] ?? 0) }
+        bytesPerEventRetained = Double(retained) / Double(max(settings.events, 1))
+        bytesPerUser = Double(perUser) / Double(max(measurement.dirtyUsers, 1))
+        (prunedRows, pruneSeconds) = (measurement.prunedRows, measurement.pruneSeconds)
         if let whole = wholePipeline?.rate {
             wholeOverIngestAlone = ingestAlone.map { whole / $0.rate }
             wholeOverPlainConsumer = plainConsumer.map { whole / $0.rate }
@@ -92,6 +105,7 @@ public struct BacklogReport: Sendable, Encodable {
             \(line("pipeline:   reddot ingest + reddot rollup started together, until every parent is current: ", wholePipeline))
             \(plainConsumerSkipped.map { "peer:       plain consumer not run: \($0)" } ?? line("peer:       plain at-least-once consumer (deploy/bench/plain_consumer.py), node and ancestors per incr: ", plainConsumer))
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
+            storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: \(number(Double(prunedRows))) rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s
             timing:     each from its processes' start (process start and the consumer group's join included) to done
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             """

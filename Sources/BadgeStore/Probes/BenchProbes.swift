@@ -49,6 +49,20 @@ extension PGConnection {
         ).singleRow().decode(0, as: Int64.self)
     }
 
+    /// The bytes on disk of each named table, with its indexes and TOAST (`pg_total_relation_size`);
+    /// a table that does not exist is left out.
+    public func tableSizes(_ names: [String]) throws(PGError) -> [String: Int64] {
+        var sizes: [String: Int64] = [:]
+        let result = try query(
+            PGStatement(
+                "bench.table_sizes",
+                "SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relkind = 'r' AND c.relname = ANY($1::text[])",
+                prepared: false),
+            [names])
+        for row in result.rows { sizes[try row.decode(0, as: String.self)] = try row.decode(1, as: Int64.self) }
+        return sizes
+    }
+
     /// The rows of `badge_state` and of `badge_aggregate`, and the users of `user_version` with a
     /// version of 1 or more: what a bulk load and its rollup wrote.
     public func countBadgeRows() throws(PGError) -> (stateRows: Int, aggregateRows: Int, versionedUsers: Int) {

@@ -169,7 +169,8 @@ enum VerifySQL {
             FROM own o, generate_series(1, nlevel(o.path)) AS n
         ), expected AS (
             SELECT n.user_id, n.path, least(sum(o.count), \(BadgeSQL.maxCount))::bigint AS count,
-                   (SELECT x.icon FROM own x WHERE x.user_id = n.user_id AND x.path = n.path) AS icon,
+                   -- The node's own icon: of the own rows in its subtree, the one at the node.
+                   max(o.icon) FILTER (WHERE o.path = n.path) AS icon,
                    least(sum(o.unseen), \(BadgeSQL.maxCount))::bigint AS unseen
             FROM nodes n JOIN own o ON o.user_id = n.user_id AND o.path <@ n.path
             GROUP BY n.user_id, n.path
