@@ -36,6 +36,9 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 /usr/bin/python3 -c 'import websocket' >/dev/null 2>&1 || missing+=(python3-websocket)
+# The plain consumer that reddot bench backlog runs beside RedDot (deploy/bench/plain_consumer.py).
+/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
+/usr/bin/python3 -c 'import psycopg' >/dev/null 2>&1 || missing+=(python3-psycopg)
 # deploy/lint.sh's linters (a missing one is skipped with a message there).
 command -v yamllint >/dev/null 2>&1 || missing+=(yamllint)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)

@@ -221,7 +221,7 @@ public struct BacklogBenchmark: Sendable {
             rate: Double(settings.events) / timing.seconds, problems: problems)
     }
 
-    /// What the whole pipeline's database holds on disk, then one retention prune of all of it
+    /// What the whole pipeline's database holds on disk (after `VACUUM (ANALYZE)`), then one retention prune of all of it
     /// (as ingest's hourly prune runs, with a cutoff after every row), timed.
     private func measureStorage(database: PGConfiguration, into measurement: inout Measurement) async throws {
         var session = database
@@ -229,7 +229,7 @@ public struct BacklogBenchmark: Sendable {
         let pool = PGPool(configuration: session, maximumConnections: 1, logger: logger)
         defer { pool.close() }
         measurement.tableBytes = try await pool.withConnection { connection in
-            try connection.execute(script: "VACUUM", name: "bench.vacuum_all")
+            try connection.execute(script: "VACUUM (ANALYZE)", name: "bench.vacuum_all")
             return try connection.tableSizes(Self.retainedTables + Self.userTables)
         }
         benchProgress("one retention prune of everything stored")

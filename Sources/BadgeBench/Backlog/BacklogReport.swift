@@ -83,6 +83,7 @@ public struct BacklogReport: Sendable, Encodable {
 
     /// The report as text.
     public var text: String {
+        let number = BenchReport.number
         let durability =
             postgresqlDurable
             ? "durable: fsync on, synchronous_commit on"
@@ -109,12 +110,5 @@ public struct BacklogReport: Sendable, Encodable {
             timing:     each from its processes' start (process start and the consumer group's join included) to done
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             """
-    }
-
-    private func number(_ value: Double) -> String {
-        let formatter = NumberFormatter()
-        formatter.numberStyle = .decimal
-        formatter.maximumFractionDigits = 0
-        return formatter.string(from: NSNumber(value: value)) ?? "\(Int(value))"
     }
 }

@@ -495,8 +495,12 @@ extension BadgeSQL {
         "badges.fold_increments",
         """
         WITH old AS (
+            -- Joined with the users rather than `user_id = ANY($2)`: that filter was checked
+            -- against the whole array for every increment of the table (the arrival index
+            -- matches them all), a minute per chunk at a million rows.
             DELETE FROM badge_increment i
-            WHERE i.user_id = ANY($2::text[]) AND i.arrived_at < $1
+            USING (SELECT DISTINCT unnest($2::text[]) AS user_id) AS u
+            WHERE i.user_id = u.user_id AND i.arrived_at < $1
               AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
             RETURNING i.user_id, i.path, i.amount, i.shown_in, \(isSeen("i")) AS seen
         ), sums AS (
