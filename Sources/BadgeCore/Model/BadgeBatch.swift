@@ -379,6 +379,9 @@ public struct BadgeBatch: Sendable {
     /// Every user the batch touches (even by a no-op clear), sorted and unique.
     public var users: [UserID] { touched.sorted() }
 
+    /// How many users the batch touches (without sorting them).
+    public var userCount: Int { touched.count }
+
     /// The users whose every mutation is an increment without an expiry, sorted: what the batch
     /// does to their trees only adds, so their rollup can add it (DESIGN §5). Every other user's
     /// tree must be recounted.

@@ -122,7 +122,7 @@ public enum IngestTransaction {
 
         if !badges.isEmpty {
             try BadgeStore.applyMarked(badges, conflicts: conflicts, on: connection)
-            outcome.users = badges.users.count
+            outcome.users = badges.userCount
         }
         try broadcasts.write(on: connection)
     }

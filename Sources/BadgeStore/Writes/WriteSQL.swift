@@ -403,8 +403,8 @@ extension BadgeSQL {
 /// The statements of a clear of what the client saw.
 extension BadgeSQL {
     /// Marks the user dirty, holding the mark until the transaction ends (ingest's own mark of
-    /// this user waits for it); returns whether the mark is new (false: changes were already
-    /// waiting for the rollup).
+    /// this user waits for it), and asks for a recount (an action is never an increment);
+    /// returns whether the mark is new (false: changes were already waiting for the rollup).
     static let holdUserMark = PGStatement(
         "badges.hold_user_mark",
         """
