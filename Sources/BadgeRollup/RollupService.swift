@@ -58,14 +58,10 @@ public struct RollupService: Service {
     public func step() async throws -> Int {
         let limit = configuration.batchSize
         let started = ContinuousClock.now
-        let (claimed, outcome) = try await pool.withTransaction { connection in
-            let claimed = try BadgeStore.claimDirtyUsers(limit: limit, on: connection)
-            let outcome = try BadgeStore.rollUp(claimed.map(\.user), on: connection)
-            return (claimed.map(\.dirtiedAt), outcome)
-        }
+        let (claimed, outcome) = try await BadgeStore(pool: pool).rollupRound(limit: limit)
         guard !claimed.isEmpty else { return 0 }
         let now = Date()
-        for dirtiedAt in claimed {
+        for (_, dirtiedAt) in claimed {
             // Clamped: a dirty mark set by hand centuries ago must not trap the conversion.
             metrics.lag.recordNanoseconds(Int64(min(max(0, now.timeIntervalSince(dirtiedAt)) * 1e9, 9e18)))
         }

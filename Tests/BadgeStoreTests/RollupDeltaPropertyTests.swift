@@ -79,12 +79,9 @@ extension StoreFixture {
     func drainCountingDeltas(batchSize: Int) async throws -> Int {
         var added = 0
         while true {
-            let outcome = try await pool.withTransaction { connection in
-                let claimed = try BadgeStore.claimDirtyUsers(limit: batchSize, on: connection)
-                return (claimed.count, try BadgeStore.rollUp(claimed.map(\.user), on: connection).added)
-            }
-            added += outcome.1
-            if outcome.0 == 0 { return added }
+            let round = try await store.rollupRound(limit: batchSize)
+            added += round.outcome.added
+            if round.claimed.isEmpty { return added }
         }
     }
 

@@ -88,10 +88,18 @@ extension BadgeStore {
     ///
     /// - Returns: how many users were claimed (0: nothing was dirty, or others hold the rest).
     public func recomputeDirtyUsers(limit: Int, recountAll: Bool = false) async throws -> Int {
+        try await rollupRound(limit: limit, recountAll: recountAll).claimed.count
+    }
+
+    /// One rollup round, the rollup's one transaction: claims up to `limit` dirty users, oldest
+    /// first (`claimDirtyUsers`), and rolls them up (`rollUp`).
+    ///
+    /// - Returns: the users claimed with when each was first marked dirty (for the rollup-lag
+    ///   measure), and what the round did.
+    public func rollupRound(limit: Int, recountAll: Bool = false) async throws -> (claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome) {
         try await pool.withTransaction { connection in
-            let claimed = try Self.claimDirtyUsers(limit: limit, on: connection).map(\.user)
-            try Self.recomputeAggregates(for: claimed, recountAll: recountAll, on: connection)
-            return claimed.count
+            let claimed = try Self.claimDirtyUsers(limit: limit, on: connection)
+            return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, on: connection))
         }
     }
 }
