@@ -70,10 +70,9 @@ extension BenchCommand {
                 peerScript: noPeer ? nil : peerScriptPath(executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path),
                 python: python ?? (FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"),
                 timeoutSeconds: timeoutSeconds, keep: scratchSettings.keep)
-            let (measurement, serverVersion): (BacklogBenchmark.Measurement, String)
+            let measurement: BacklogBenchmark.Measurement
             do {
                 measurement = try await BacklogBenchmark(settings: settings, logger: logger).run()
-                serverVersion = try await serverVersionText(settings.server, logger: logger)
             } catch let error as BenchScratch.CreateError {
                 throw fail(error.description, code: error.underlying.exitCode)
             } catch let error as PGError {
@@ -81,7 +80,7 @@ extension BenchCommand {
             } catch {
                 throw fail("\(error)", code: ExitCodes.failure)
             }
-            let report = BacklogReport(settings: settings, measurement: measurement, kafka: kafka.reportName, partitions: partitions, postgresql: serverVersion)
+            let report = BacklogReport(settings: settings, measurement: measurement, kafka: kafka.reportName, partitions: partitions)
             try scratchSettings.print(report, text: report.text)
             if !report.verified {
                 throw fail("the backlog did not verify: \(report.verification)", code: ExitCodes.failure)
@@ -100,14 +99,6 @@ extension BenchCommand {
                 folder.appendingPathComponent("../../../../" + relative).standardized,
             ]
             return candidates.first { FileManager.default.fileExists(atPath: $0.path) }?.path
-        }
-
-        private func serverVersionText(_ server: PGConfiguration, logger: Logger) async throws -> String {
-            let pool = PGPool(configuration: server, maximumConnections: 1, logger: logger)
-            defer { pool.close() }
-            return try await pool.withConnection { connection in
-                try connection.query(PGStatement("bench.server_version", "SHOW server_version", prepared: false)).singleRow().decode(0, as: String.self)
-            }
         }
     }
 }

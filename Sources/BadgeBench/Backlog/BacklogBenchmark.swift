@@ -91,6 +91,8 @@ public struct BacklogBenchmark: Sendable {
     /// users the backlog touched.
     public struct Measurement: Sendable {
         public var postgresqlSettings: [String: String] = [:]
+        /// The server's version (`SHOW server_version`), as the scratch database's creation read it.
+        public var serverVersion = ""
         public var publishSeconds = 0.0
         public var dirtyUsers = 0
         public var ingestAlone: Phase?
@@ -116,18 +118,19 @@ public struct BacklogBenchmark: Sendable {
     public func run() async throws -> Measurement {
         var measurement = Measurement()
         try await publish(&measurement)
-        try await withScratch("a") { database, url in
+        try await withScratch("a") { database, url, serverVersion in
+            measurement.serverVersion = serverVersion
             measurement.postgresqlSettings = try await BenchScratch.durabilitySettings(database, logger: logger)
             measurement.ingestAlone = try await ingestAlone(database: database, url: url)
             measurement.dirtyUsers = try await connect(database) { try $0.countDirtyUsers() }
             measurement.rollupOfBacklog = try await rollupOfBacklog(database: database, url: url, users: measurement.dirtyUsers)
         }
-        try await withScratch("b") { database, url in
+        try await withScratch("b") { database, url, _ in
             measurement.wholePipeline = try await wholePipeline(database: database, url: url)
             try await measureStorage(database: database, into: &measurement)
         }
         if let script = settings.peerScript {
-            try await withScratch("c") { database, url in
+            try await withScratch("c") { database, url, _ in
                 measurement.plainConsumer = try await plainConsumer(script: script, database: database, url: url)
             }
         } else {
@@ -306,14 +309,14 @@ public struct BacklogBenchmark: Sendable {
         return try await pool.withConnection { try body($0) }
     }
 
-    /// A migrated scratch database `reddot_bench_<runID><suffix>` for `body`, dropped afterwards
-    /// unless `keep`.
-    private func withScratch(_ suffix: String, _ body: (PGConfiguration, String) async throws -> Void) async throws {
+    /// A migrated scratch database `reddot_bench_<runID><suffix>` for `body` (with its
+    /// connection string and the server's version), dropped afterwards unless `keep`.
+    private func withScratch(_ suffix: String, _ body: (PGConfiguration, String, String) async throws -> Void) async throws {
         try await BenchScratch.run(
             runID: settings.runID + suffix, server: settings.server, applicationName: "reddot-bench-backlog",
             migrations: settings.migrations, keep: settings.keep, logger: logger
-        ) { database, _, _ in
-            try await body(database, database.connectionString)
+        ) { database, _, serverVersion in
+            try await body(database, database.connectionString, serverVersion)
         }
     }
 }

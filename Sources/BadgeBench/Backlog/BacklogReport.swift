@@ -43,10 +43,10 @@ public struct BacklogReport: Sendable, Encodable {
     public var verification: String
 
     /// The report of `measurement`, a run of `settings` on `kafka` (its name in reports) with
-    /// `partitions`, against PostgreSQL `postgresql` (its version).
-    public init(settings: BacklogBenchmark.Settings, measurement: BacklogBenchmark.Measurement, kafka: String, partitions: Int32, postgresql: String) {
+    /// `partitions`.
+    public init(settings: BacklogBenchmark.Settings, measurement: BacklogBenchmark.Measurement, kafka: String, partitions: Int32) {
         (build, date, processors) = (BenchMachine.build, BenchMachine.date, BenchMachine.processors)
-        self.postgresql = postgresql
+        postgresql = measurement.serverVersion
         postgresqlFsync = measurement.postgresqlSettings["fsync"] ?? "?"
         postgresqlSynchronousCommit = measurement.postgresqlSettings["synchronous_commit"] ?? "?"
         postgresqlDurable = postgresqlFsync == "on" && postgresqlSynchronousCommit == "on"

@@ -29,7 +29,8 @@ struct PipelineWorkload: Sendable {
         users.reserveCapacity(total)
         paths.reserveCapacity(total)
         // The hot share as a threshold on 53 random bits (exact for any share in 0…1).
-        let hotThreshold = UInt64(min(max(hotShare, 0), 1) * Double(UInt64(1) << 53))
+        let share = hotShare.isFinite ? min(max(hotShare, 0), 1) : 0
+        let hotThreshold = UInt64(share * Double(UInt64(1) << 53))
         var bytes = 0
         for index in 0..<total {
             let hot = hotUsers > 0 && generator.next() >> 11 < hotThreshold
