@@ -104,7 +104,7 @@ struct IngestPropertyTests {
             #expect(try await fixture.storedOffsets(partitions) == expectedOffsets)
             #expect(try await fixture.scalar("SELECT count(*)::int FROM rejected_record", as: Int.self) == poisonCount)
             #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == uniqueEvents)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM dirty_user", as: Int.self) == 0)
+            #expect(try await fixture.scalar("SELECT count(DISTINCT user_id)::int FROM dirty_mark", as: Int.self) == 0)
             for id in users {
                 let tree = try await fixture.store.tree(for: id)
                 #expect(tree.tree == models[id, default: BadgeTree()].node(at: .root, now: now), "user \(id) (seed \(seed))")

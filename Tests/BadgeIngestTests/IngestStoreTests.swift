@@ -38,7 +38,7 @@ struct IngestStoreTests {
             #expect(outcome.duplicates == 0)
             #expect(outcome.rejected.isEmpty)
             #expect(outcome.users == Set(mutations.map(\.user)).count)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM dirty_user", as: Int.self) == outcome.users)
+            #expect(try await fixture.scalar("SELECT count(DISTINCT user_id)::int FROM dirty_mark", as: Int.self) == outcome.users)
 
             try await fixture.drainDirtyUsers()
             for id in users {
@@ -156,7 +156,7 @@ struct IngestStoreTests {
 
             let snapshot = """
                 SELECT (SELECT count(*) FROM applied_event) || '/' || (SELECT count(*) FROM badge_state) || '/'
-                    || (SELECT count(*) FROM rejected_record) || '/' || (SELECT count(*) FROM dirty_user) || '/'
+                    || (SELECT count(*) FROM rejected_record) || '/' || (SELECT count(DISTINCT user_id) FROM dirty_mark) || '/'
                     || (SELECT string_agg(partition || ':' || next_offset, ',' ORDER BY partition) FROM consumer_offset)
                 """
             let before = try await fixture.scalar(snapshot, as: String.self)
@@ -299,7 +299,7 @@ struct IngestStoreTests {
                     ["b2", "root.news", "4", nil, "false"],
                     ["b3", "root.settings.beta.x", "2", nil, "true"],
                 ])
-            for table in ["badge_state", "dirty_user", "badge_aggregate"] {
+            for table in ["badge_state", "dirty_mark", "badge_aggregate"] {
                 #expect(try await fixture.scalar("SELECT count(*)::int FROM \(table)", as: Int.self) == 0, "\(table)")
             }
 

@@ -58,7 +58,7 @@ struct RollupFixture: PooledFixture, Sendable {
     /// Waits until no user is dirty (or the deadline passes).
     func waitForEmptyQueue(timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
-        while try await scalar("SELECT count(*) FROM dirty_user", as: Int64.self) > 0 {
+        while try await scalar("SELECT count(DISTINCT user_id) FROM dirty_mark", as: Int64.self) > 0 {
             guard ContinuousClock.now < deadline else { throw RollupTestError("the dirty queue did not drain") }
             try await Task.sleep(for: .milliseconds(20))
         }

@@ -54,7 +54,7 @@ struct MigratorTests {
             let migrator = Migrator(files: files, logger: TestServer.logger)
             let applied = try await database.up(migrator)
             #expect(applied.map(\.fileName) == files.map(\.fileName))
-            for table in ["badge_state", "badge_aggregate", "user_version", "dirty_user", "consumer_offset", "broadcast"] {
+            for table in ["badge_state", "badge_aggregate", "user_version", "dirty_mark", "consumer_offset", "broadcast"] {
                 #expect(try await database.tableExists(table), "table \(table)")
             }
             let status = try await database.status(migrator)

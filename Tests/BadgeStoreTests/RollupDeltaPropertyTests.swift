@@ -101,9 +101,9 @@ extension StoreFixture {
     }
 }
 
-@Suite("The rollup's deltas across an upgrade")
+@Suite("The rollup's deltas of writes a version already covers")
 struct RollupDeltaUpgradeTests {
-    @Test("a delta written before the user's current version (left by an older rollup's recount) is dropped, not added twice")
+    @Test("a delta of a write the user's current version already covers (left by a recount that did not see it) is dropped, not added twice")
     func staleDeltaIsDropped() async throws {
         let fixture = try await StoreFixture.make()
         defer { Task { await fixture.tearDown() } }
@@ -114,14 +114,18 @@ struct RollupDeltaUpgradeTests {
         try await fixture.drainDirtyUsers()
         #expect(try await fixture.store.tree(for: alice).tree?.count == 2)
 
-        // An older rollup recounts without consuming the deltas: its delta stays behind, stamped
-        // with a version before the user's current one.
+        // A recount that did not consume a delta leaves it behind, stamped with a write the
+        // user's current version covers.
         try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 3))])
         let version = try await fixture.scalar("SELECT version FROM user_version WHERE user_id = 'stale_alice'", as: Int64.self)
         try await fixture.pool.withConnection { connection in
             _ = try connection.query(
                 PGStatement(
-                    "test.stale_delta", "INSERT INTO badge_delta SELECT user_id, path, amount, unseen, version - 1 FROM badge_delta",
+                    "test.stale_delta", """
+                        INSERT INTO badge_delta
+                        SELECT d.user_id, d.path, d.amount, d.unseen, v.writes_through
+                        FROM badge_delta d JOIN user_version v ON v.user_id = d.user_id
+                        """,
                     prepared: false))
         }
         try await fixture.drainDirtyUsers()

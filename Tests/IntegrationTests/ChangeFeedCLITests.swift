@@ -99,7 +99,7 @@ struct ChangeFeedCLITests {
         // Everything applied, rolled up and published (a killed holder's lease runs out after 15 s).
         let applied = try await harness.waitForCount("SELECT count(*) FROM applied_event", events.count, seconds: 90)
         #expect(applied == events.count)
-        #expect(try await harness.waitForCount("SELECT count(*) FROM dirty_user", 0, seconds: 60) == 0)
+        #expect(try await harness.waitForCount("SELECT count(DISTINCT user_id) FROM dirty_mark", 0, seconds: 60) == 0)
         let unpublished = """
             SELECT (SELECT count(*) FROM badge_change WHERE published_at IS NULL) + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
             """

@@ -107,7 +107,7 @@ struct DeadLetterCLITests {
 
         // The badges appear once rolled up: d1 and d2 have the spring dot, d3 the summer dot once.
         let rollup = try ReddotChild(["rollup", "--database-url", url, "--log-level", "error"], in: harness.folder, name: "rollup")
-        #expect(try await harness.waitForCount("SELECT count(*) FROM dirty_user", 0) == 0)
+        #expect(try await harness.waitForCount("SELECT count(DISTINCT user_id) FROM dirty_mark", 0) == 0)
         for (user, item) in [("d1", "spring"), ("d2", "spring"), ("d3", "summer")] {
             let show = try await cli.reddot(["badges", "show", "--user", user, "--path", "root.promotion", "--database-url", url])
             #expect(show.exitCode == 0, "\(show)")

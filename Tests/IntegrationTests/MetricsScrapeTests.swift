@@ -115,9 +115,9 @@ struct MetricsScrapeTests {
 
         // 3. Rollup: ten users wait (their dirty rows held, so SKIP LOCKED passes them by); the
         //    queue depth shows 10, then 0 once they are free and rolled up.
-        #expect(try await harness.count("SELECT count(*) FROM dirty_user") == 10)
+        #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 10)
         // The lock is taken before the rollup starts, so it cannot roll anyone up first.
-        let (rollup, waiting) = try await withHeldSession(sql, holding: "BEGIN; SELECT user_id FROM dirty_user FOR UPDATE", until: "ROLLBACK") {
+        let (rollup, waiting) = try await withHeldSession(sql, holding: "BEGIN; SELECT user_id FROM dirty_mark FOR UPDATE", until: "ROLLBACK") {
             let rollup = try ReddotChild(
                 ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
                 in: harness.folder, name: "rollup")
@@ -136,7 +136,7 @@ struct MetricsScrapeTests {
         #expect(rolled.page.value("reddot_rollup_changed_users_total") == 10)
         #expect(rolled.page.value("reddot_rollup_lag_seconds_count") == 10)
         #expect(rolled.page.value("reddot_rollup_errors_total") ?? 0 == 0)
-        #expect(try await harness.count("SELECT count(*) FROM dirty_user") == 0)
+        #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 0)
 
         #expect(try await ingest.stop() == 0, "\(ingest.standardError)")
         #expect(try await rollup.stop() == 0, "\(rollup.standardError)")

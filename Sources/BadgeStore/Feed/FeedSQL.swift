@@ -42,7 +42,8 @@ extension BadgeSQL {
                        FROM jsonb_array_elements(c.nodes) AS n(node)), '[]'),
                    'dismissed', coalesce((
                        SELECT jsonb_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM broadcast_clear d
-                       WHERE d.user_id = c.user_id AND d.shown_in = c.version), '[]'),
+                       WHERE d.user_id = c.user_id AND d.shown_in <= coalesce(c.writes_through, c.version)
+                         AND d.shown_in > coalesce(c.prior_writes_through, c.version - 1)), '[]'),
                    'root', jsonb_build_object('count', c.root_count, 'unseen', c.root_unseen),
                    'at', c.changed_at)::text
         FROM badge_change c

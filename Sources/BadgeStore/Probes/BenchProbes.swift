@@ -30,13 +30,13 @@ extension PGConnection {
 
     /// Whether a user waits for a rollup.
     public func anyDirtyUser() throws(PGError) -> Bool {
-        try query(PGStatement("bench.any_dirty", "SELECT EXISTS (SELECT 1 FROM dirty_user)", prepared: false))
+        try query(PGStatement("bench.any_dirty", "SELECT EXISTS (SELECT 1 FROM dirty_mark)", prepared: false))
             .singleRow().decode(0, as: Bool.self)
     }
 
     /// The number of users with a dirty mark.
     public func countDirtyUsers() throws(PGError) -> Int {
-        try query(PGStatement("bench.count_dirty", "SELECT count(*) FROM dirty_user", prepared: false)).singleRow().decode(0, as: Int.self)
+        try query(PGStatement("bench.count_dirty", "SELECT count(DISTINCT user_id) FROM dirty_mark", prepared: false)).singleRow().decode(0, as: Int.self)
     }
 
     /// The plain consumer's root total (`deploy/bench/plain_consumer.py`'s `peer_badge`): what
@@ -92,7 +92,7 @@ extension PGConnection {
     /// `VACUUM (ANALYZE)` of every badge table (own state, aggregates, versions, dirty marks,
     /// broadcasts), one at a time: fresh statistics and visibility maps after a bulk load.
     public func vacuumAnalyzeBadgeTables() throws(PGError) {
-        for table in ["badge_state", "badge_aggregate", "user_version", "dirty_user", "broadcast", "broadcast_clear", "broadcast_version"] {
+        for table in ["badge_state", "badge_aggregate", "user_version", "user_write", "dirty_mark", "broadcast", "broadcast_clear", "broadcast_version"] {
             try execute(script: "VACUUM (ANALYZE) \(table)", name: "bench.vacuum")
         }
     }

@@ -19,9 +19,26 @@ extension BadgeSQL {
     static let historyBroadcasts = PGStatement(
         "history.broadcasts", "SELECT id, path::text, count, icon FROM broadcast WHERE withdrawn_at IS NULL")
 
-    /// The user's dismissals, with the own version each shows in.
+    /// The user's dismissals, with the own version each shows in: the first version whose writes
+    /// reach its stamp, as the log tells; the next version when the current one does not reach
+    /// it yet; 0 when it showed before the oldest logged version (or before the log began).
     static let historyDismissals = PGStatement(
-        "history.dismissals", "SELECT broadcast_id, shown_in FROM broadcast_clear WHERE user_id = $1")
+        "history.dismissals",
+        """
+        SELECT d.broadcast_id,
+               CASE WHEN d.shown_in > coalesce(v.writes_through, v.version, 0) THEN coalesce(v.version, 0) + 1
+                    WHEN f.version IS NULL OR coalesce(f.prior_writes_through, f.version - 1) >= d.shown_in THEN 0
+                    ELSE f.version
+               END
+        FROM broadcast_clear d
+        LEFT JOIN user_version v ON v.user_id = d.user_id
+        LEFT JOIN LATERAL (
+            SELECT c.version, c.prior_writes_through FROM badge_change c
+            WHERE c.user_id = d.user_id AND coalesce(c.writes_through, c.version) >= d.shown_in
+            ORDER BY c.version LIMIT 1
+        ) AS f ON true
+        WHERE d.user_id = $1
+        """)
 
     /// The user's logged own versions after `$2`, one row per changed node (a version that
     /// changed no aggregate has one row with a NULL path).

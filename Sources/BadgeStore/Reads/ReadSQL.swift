@@ -4,13 +4,16 @@ import LibPQ
 extension BadgeSQL {
     /// A user's own version and the broadcast version, aggregates within a subtree and the
     /// active broadcasts within it, each with whether the user dismissed it (a dismissal counts
-    /// from the own version it shows in): one statement, one snapshot, two single-user range
+    /// from the first own version whose writes reach its stamp): one statement, one snapshot, two single-user range
     /// scans plus the active broadcasts. Rows: kind 0 (the two versions), 1 (an aggregate), 2
     /// (a broadcast: its id, then 1 when dismissed).
     static let readTree = PGStatement(
         "badges.read_tree",
         """
-        WITH v AS (SELECT coalesce((SELECT version FROM user_version WHERE user_id = $1), 0) AS own)
+        WITH v AS (
+            SELECT coalesce(u.version, 0) AS own, coalesce(u.writes_through, u.version, 0) AS reach
+            FROM (SELECT 1) AS one LEFT JOIN user_version u ON u.user_id = $1
+        )
         SELECT 0 AS kind, v.own, coalesce((SELECT version FROM broadcast_version), 0),
                NULL::text, NULL::bigint, NULL::text, NULL::bigint
         FROM v
@@ -22,7 +25,7 @@ extension BadgeSQL {
         SELECT 2, b.id,
                (EXISTS (
                    SELECT 1 FROM broadcast_clear c
-                   WHERE c.user_id = $1 AND c.broadcast_id = b.id AND c.shown_in <= v.own))::int,
+                   WHERE c.user_id = $1 AND c.broadcast_id = b.id AND c.shown_in <= v.reach))::int,
                b.path::text, b.count, b.icon, b.count
         FROM broadcast b CROSS JOIN v
         WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree

@@ -5,16 +5,17 @@ public import LibPQ
 extension BadgeStore {
     /// Brings the aggregates of `users` current, bumps the version of each user whose visible
     /// tree changed, logs each new version in the change log (`badge_change`), notifies
-    /// `changeChannel`, and removes their dirty marks.
+    /// `changeChannel`, and removes the dirty marks of the writes the new versions cover.
     ///
-    /// A user whose claimed mark says only increments changed since their last round (its
-    /// `recount` is false) has the deltas ingest recorded added to their aggregates
+    /// A user whose claimed marks say only increments changed since their last round (none asks
+    /// for a recount) has the deltas ingest recorded added to their aggregates
     /// (`BadgeSQL.addDeltas`); every other user, and every user with `recountAll`, is recounted
     /// from their own state (`BadgeSQL.recompute`). Both give the same aggregates and log.
     ///
-    /// Concurrent recomputes of one user are serialized (per-user advisory locks, taken in one
-    /// global order), and a dirty mark held by another worker is left to it, so no update is lost
-    /// and no two recomputes deadlock.
+    /// No writer waits for this: it only reads the users' write sequences (`user_write`) and
+    /// deletes marks no writer touches again. Concurrent recomputes of one user are serialized
+    /// (per-user advisory locks, taken in one global order), and a dirty mark held by another
+    /// worker is left to it, so no update is lost and no two recomputes deadlock.
     ///
     /// - Returns: the new version of every user that changed.
     @discardableResult
@@ -31,12 +32,10 @@ extension BadgeStore {
         guard !users.isEmpty || !bumping.isEmpty else { return RollupOutcome() }
         let names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
         try connection.query(BadgeSQL.lockUsers, [names])
-        var claimed: [String] = []
         var bumped = Set(bumping.map(\.rawValue))
         var additive: Set<String> = []
         for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
             let name = try row.decode(0, as: String.self)
-            claimed.append(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
             if try !row.decode(2, as: Bool.self) { additive.insert(name) }
         }
@@ -59,16 +58,13 @@ extension BadgeStore {
         if !additive.isEmpty {
             try collect(try connection.query(BadgeSQL.addDeltas, [additive.sorted(), changeChannel, [String]()]))
         }
-        if !claimed.isEmpty {
-            try connection.query(BadgeSQL.removeDirty, [claimed])
-        }
         outcome.recounted = recounted.count
         outcome.added = additive.count
         return outcome
     }
 
-    /// Claims up to `limit` dirty users, oldest first, skipping those another worker holds
-    /// (`FOR UPDATE SKIP LOCKED`); the claim lasts until the transaction ends. Pass them to
+    /// Claims the oldest `limit` dirty marks, skipping those another worker holds (`FOR UPDATE
+    /// SKIP LOCKED`), so at most `limit` users; the claim lasts until the transaction ends. Pass them to
     /// `recomputeAggregates` in the same transaction.
     ///
     /// - Returns: the users and when each was first marked dirty (for the rollup-lag measure).

@@ -10,16 +10,31 @@ extension BadgeSQL {
         FROM (SELECT DISTINCT hashtext(u) AS k FROM unnest($1::text[]) AS u ORDER BY 1) AS keys
         """)
 
+    /// The dirty marks of the users `$1` that no other round holds, locked until the transaction
+    /// ends, per user: whether one asks for a new version (`bump`) and whether one asks for a
+    /// recount.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
-        "SELECT user_id, bump, recount FROM dirty_user WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED")
+        """
+        SELECT user_id, bool_or(bump), bool_or(recount) FROM (
+            SELECT user_id, bump, recount FROM dirty_mark WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED
+        ) AS m
+        GROUP BY user_id
+        """)
 
+    /// The oldest `$1` dirty marks that no other round holds, locked until the transaction
+    /// ends, per user with their oldest mark's time.
     static let claimOldestDirtyUsers = PGStatement(
         "badges.claim_oldest_dirty_users",
-        "SELECT user_id, dirtied_at FROM dirty_user ORDER BY dirtied_at LIMIT $1 FOR UPDATE SKIP LOCKED")
+        """
+        SELECT user_id, min(dirtied_at) FROM (
+            SELECT user_id, dirtied_at FROM dirty_mark ORDER BY dirtied_at LIMIT $1 FOR UPDATE SKIP LOCKED
+        ) AS m
+        GROUP BY user_id
+        """)
 
     /// The number of users waiting for a rollup.
-    static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(*) FROM dirty_user")
+    static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(DISTINCT user_id) FROM dirty_mark")
 
     /// The users of up to `$1` expired own-state rows, to be marked dirty (taking their marks)
     /// before `expireBadges` deletes the rows: the same lock order as ingest's.
@@ -66,9 +81,6 @@ extension BadgeSQL {
         WHERE withdrawn_at IS NULL AND expires_at <= now()
         """)
 
-    static let removeDirty = PGStatement(
-        "badges.remove_dirty", "DELETE FROM dirty_user WHERE user_id = ANY($1::text[])")
-
     /// The own count, icon and unseen part of each node of the users in the CTE `users`: the
     /// unexpired counter state with its increments (shown when it keeps a dot or adds up to more
     /// than 0), or the increments of a node without a state, plus the live items (a node with
@@ -106,13 +118,22 @@ extension BadgeSQL {
 
     /// Recomputes every aggregate of the listed users from unexpired own state (and consumes their
     /// deltas, which the recount includes), writes only the rows that changed, and versions and
-    /// logs the change (`versionAndLog`; users in `$3` get a version even without a change).
+    /// logs the change (`versionAndLog`; users in `$3`, or with a mark that asks for it, get a
+    /// version even without a change). The recount sees every write the user's sequence has
+    /// numbered so far (`reach.top`; a writer holds its number until it commits, so all of
+    /// them are visible to this statement), and the new version covers them.
     static let recompute = PGStatement(
         "badges.recompute",
         """
         WITH users AS (
-            SELECT unnest($1::text[]) AS user_id
-        ), consumed AS (
+            SELECT DISTINCT unnest($1::text[]) AS user_id
+        ), reach AS (
+            SELECT u.user_id, coalesce(w.seq, 0) AS top, coalesce(v.writes_through, v.version, 0) AS covered,
+                   u.user_id = ANY($3::text[]) OR EXISTS (SELECT 1 FROM dirty_mark m WHERE m.user_id = u.user_id AND m.bump) AS bump
+            FROM users u
+            LEFT JOIN user_write w ON w.user_id = u.user_id
+            LEFT JOIN user_version v ON v.user_id = u.user_id
+        )\(consumeMarks), consumed AS (
             DELETE FROM badge_delta d USING users u WHERE d.user_id = u.user_id
         ), own AS (
             \(ownRows)
@@ -139,25 +160,40 @@ extension BadgeSQL {
         """)
 
     /// Adds the listed users' deltas (what ingest recorded of their new increments) to the
-    /// stored aggregates of each delta's node and its ancestors, consuming them (a delta written
-    /// before the user's current version was counted by a recount that left it, and is dropped:
-    /// an older rollup during an upgrade); a node without
+    /// stored aggregates of each delta's node and its ancestors, consuming them (a delta of a
+    /// write the user's version already covers is dropped: it was counted by a recount that did
+    /// not see the delta); a node without
     /// an aggregate gets one (it has no own dot or icon that showed: a node that shows has an
     /// aggregate). Then versions and logs the change as `recompute` does, which it equals for
-    /// users whose only changes since their last round were increments (the dirty mark's
-    /// `recount` is false). `$3` is empty.
+    /// users whose only changes since their last round were increments (none of their dirty
+    /// marks asks for a recount). The new version covers the user's writes up to the first one
+    /// whose mark asks for a recount or a bump (`reach.top`); that mark and the ones after it stay
+    /// for the next round. `$3` is empty.
     static let addDeltas = PGStatement(
         "badges.add_deltas",
         """
-        WITH consumed AS (
-            DELETE FROM badge_delta d WHERE d.user_id = ANY($1::text[])
-            RETURNING d.user_id, d.path, d.amount, d.unseen, d.version
+        WITH known AS (
+            SELECT u.user_id, coalesce(w.seq, 0) AS written, coalesce(v.writes_through, v.version, 0) AS covered
+            FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
+            LEFT JOIN user_write w ON w.user_id = u.user_id
+            LEFT JOIN user_version v ON v.user_id = u.user_id
+        ), reach AS (
+            -- Up to the first write since the user's version that is not only increments (it
+            -- stays marked, for a recount next round).
+            SELECT k.user_id, k.covered, k.user_id = ANY($3::text[]) AS bump,
+                   least(k.written, coalesce((
+                       SELECT min(m.seq) - 1 FROM dirty_mark m
+                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)) AS top
+            FROM known k
+        )\(consumeMarks), consumed AS (
+            DELETE FROM badge_delta d USING reach r WHERE d.user_id = r.user_id AND d.seq <= r.top
+            RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
             FROM consumed c
-            LEFT JOIN user_version v ON v.user_id = c.user_id
+            JOIN reach r ON r.user_id = c.user_id
             CROSS JOIN LATERAL generate_series(1, nlevel(c.path)) AS level
-            WHERE c.version = coalesce(v.version, 0)
+            WHERE c.seq > r.covered
             GROUP BY 1, 2
         ), updated AS (
             SELECT s.user_id, s.path, a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
@@ -176,11 +212,26 @@ extension BadgeSQL {
         )\(versionAndLog)
         """)
 
-    /// The end of `recompute` and `addDeltas`, after the CTEs `diff` (the aggregates that change:
+    /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
+    /// write the new version covers, and `covered`, the one the current version covers):
+    /// deletes the users' dirty marks up to `top`, except those another round holds (that round
+    /// finds nothing left to do and deletes them).
+    private static let consumeMarks = """
+        , held AS (
+            SELECT m.user_id, m.seq FROM dirty_mark m JOIN reach r ON r.user_id = m.user_id
+            WHERE m.seq <= r.top
+            FOR UPDATE OF m SKIP LOCKED
+        ), unmarked AS (
+            DELETE FROM dirty_mark m USING held h WHERE m.user_id = h.user_id AND m.seq = h.seq
+        )
+        """
+
+    /// The end of `recompute` and `addDeltas`, after the CTEs `reach` (see `consumeMarks`) and `diff` (the aggregates that change:
     /// user, path, the old count, icon and unseen, the new ones, and whether the node still
     /// shows) and `roots` (each changed user's own root totals after the change): writes the
-    /// changed rows, bumps the version of users with any change (or in `$3`), logs each new
-    /// version with the aggregates it changed (before and after), the broadcast version it was
+    /// changed rows, bumps the version of users with any change (or a `bump` in `reach`),
+    /// recording how far its writes reach, logs each new version with the aggregates it changed
+    /// (before and after), how far its writes and the previous version's reach, the broadcast version it was
     /// made under and the visible root totals (broadcasts the user has not dismissed included;
     /// hold `lockBroadcastsShared`, so that set is the one of that version), and notifies `$2`.
     /// Returns each new version's user and version.
@@ -197,15 +248,15 @@ extension BadgeSQL {
             SET count = excluded.count, icon = excluded.icon, unseen = excluded.unseen
             RETURNING a.user_id
         ), bumped AS (
-            INSERT INTO user_version AS v (user_id, version, broadcast_version)
-            SELECT DISTINCT user_id, 1, (SELECT version FROM broadcast_version) FROM (
-                SELECT user_id FROM removed
-                UNION ALL SELECT user_id FROM written
-                UNION ALL SELECT unnest($3::text[])
-            ) AS c
+            INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through)
+            SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top
+            FROM reach r
+            WHERE r.bump OR r.user_id IN (SELECT user_id FROM removed UNION ALL SELECT user_id FROM written)
+            ORDER BY r.user_id
             ON CONFLICT (user_id) DO UPDATE
-            SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version
-            RETURNING v.user_id, v.version, v.broadcast_version
+            SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version,
+                writes_through = excluded.writes_through
+            RETURNING v.user_id, v.version, v.broadcast_version, v.writes_through
         ), changes AS (
             SELECT d.user_id, jsonb_agg(jsonb_build_array(
                        d.path::text,
@@ -213,19 +264,21 @@ extension BadgeSQL {
                        CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path) AS nodes
             FROM diff d GROUP BY d.user_id
         ), logged AS (
-            INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at)
+            INSERT INTO badge_change (
+                user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at, writes_through, prior_writes_through)
             SELECT b.user_id, b.version, b.broadcast_version, coalesce(n.nodes, '[]'),
                    least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
                    least(coalesce(r.unseen, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
-                   clock_timestamp()
+                   clock_timestamp(), b.writes_through, r0.covered
             FROM bumped b
+            JOIN reach r0 ON r0.user_id = b.user_id
             LEFT JOIN changes n ON n.user_id = b.user_id
             LEFT JOIN roots r ON r.user_id = b.user_id
             LEFT JOIN LATERAL (
                 SELECT sum(x.count) AS total FROM broadcast x
                 WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
                     SELECT 1 FROM broadcast_clear c
-                    WHERE c.user_id = b.user_id AND c.broadcast_id = x.id AND c.shown_in <= b.version)
+                    WHERE c.user_id = b.user_id AND c.broadcast_id = x.id AND c.shown_in <= b.writes_through)
             ) shared ON true
         )
         SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)

@@ -160,7 +160,7 @@ enum VerifySQL {
         """
         WITH users AS (
             SELECT u.user_id FROM unnest($1::text[]) AS u(user_id)
-            WHERE NOT EXISTS (SELECT 1 FROM dirty_user d WHERE d.user_id = u.user_id)
+            WHERE NOT EXISTS (SELECT 1 FROM dirty_mark d WHERE d.user_id = u.user_id)
               AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now())
         ), own AS (
             \(BadgeSQL.ownRows)

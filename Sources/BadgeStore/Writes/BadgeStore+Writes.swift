@@ -6,8 +6,8 @@ extension BadgeStore {
     /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
     /// one statement over arrays; then the batch's clears dismiss, for their users, the active
     /// broadcasts they hit. Does not mark users dirty: call `markDirty` for the batch's users
-    /// first, in the same transaction, so that each row's first version is right (see
-    /// `BadgeSQL.nextVersion(of:)`).
+    /// first, in the same transaction, which takes the write number every row is stamped with
+    /// (see `BadgeSQL.writeNumber(of:)`; without it the write fails).
     ///
     /// - Parameter conflicts: what the batch's increments and item additions do when their row is
     ///   stored already (``RowConflicts``); `.fail` is for a caller that writes again with
@@ -197,11 +197,13 @@ extension BadgeStore {
         return Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
     }
 
-    /// Marks users dirty so a rollup worker recomputes them; keeps the first dirty time. Users
-    /// in `bumping` get a new version at their rollup even if no aggregate changes. The rollup
-    /// recounts a user's tree unless every writer since their last round named them in
-    /// `additive` (only increments changed, recorded as deltas by `apply` with `.fail`; see
-    /// ``BadgeBatch/additiveUsers``).
+    /// Marks users dirty so a rollup worker recomputes them: takes each user's next write number
+    /// (held until the transaction ends; what the transaction writes afterwards is stamped with
+    /// it) and leaves a mark with it. Users in `bumping` get a new version at their rollup even
+    /// if no aggregate changes. The rollup recounts a user's tree unless every writer since
+    /// their last round named them in `additive` (only increments changed, recorded as deltas by
+    /// `apply` with `.fail`; see ``BadgeBatch/additiveUsers``). Never waits for a rollup round;
+    /// waits for another writer of the same users.
     public static func markDirty(
         _ users: [UserID], bumping: [UserID] = [], additive: [UserID] = [], on connection: PGConnection
     ) throws(PGError) {
@@ -216,10 +218,16 @@ extension BadgeStore {
             [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, sorted.map { !added.contains($0) || bumped.contains($0) }])
     }
 
+    /// Takes each user's next write number without leaving a dirty mark, for a writer that rolls
+    /// the users up itself in the same transaction (`applyAndRecompute`, an action).
+    static func takeWriteNumbers(_ users: [UserID], on connection: PGConnection) throws(PGError) {
+        guard !users.isEmpty else { return }
+        try connection.query(BadgeSQL.takeWriteNumbers, [Set(users).sorted().map(\.rawValue)])
+    }
+
     /// Applies `batch` as ingest does, in the caller's transaction: marks its users dirty first
-    /// (no rollup of them commits while their rows are written, so each row's first version, the
-    /// user's version plus one, is right), applies it, and marks the users who dismissed a
-    /// broadcast for a new version. With `.fail`, the users whose batch only adds
+    /// (taking the write numbers its rows are stamped with), applies it, and marks the users who
+    /// dismissed a broadcast for a new version. With `.fail`, the users whose batch only adds
     /// (``BadgeBatch/additiveUsers``) get their deltas added by the rollup instead of a recount;
     /// a merging write recounts (a merged increment's row is not new, so it records no delta).
     public static func applyMarked(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) {
@@ -299,6 +307,7 @@ extension BadgeStore {
     ///
     /// - Returns: the new version of every user that changed.
     static func applyAndRecompute(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> [UserID: Int64] {
+        try takeWriteNumbers(batch.users, on: connection)
         let outcome = try apply(batch, on: connection)
         return try recomputeAggregates(for: batch.users, bumping: outcome.dismissedBroadcasts, recountAll: true, on: connection)
     }
@@ -323,8 +332,9 @@ extension BadgeStore {
     /// after it, with its count and unseen. A version later than the user's tree ever had is
     /// `.changedSince`.
     ///
-    /// The transaction holds the user's dirty mark first: an ingest transaction for this user
-    /// waits for it, and what it writes shows first in a later version.
+    /// The transaction takes the user's write number first: an ingest transaction for this user
+    /// waits for it (a short one: the recount is of one user), and what it writes shows first in
+    /// a later version.
     public func act(_ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?) async throws -> ActionOutcome {
         var batch = BadgeBatch()
         batch.append(BadgeMutation(user: user, path: path, operation: operation))
@@ -334,30 +344,32 @@ extension BadgeStore {
                 guard let seenVersion else {
                     return try Self.visibleOutcome(Self.applyAndRecompute(finalBatch, on: connection)[user], for: user, on: connection)
                 }
-                let fresh = try connection.query(BadgeSQL.holdUserMark, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? false
+                try Self.takeWriteNumbers([user], on: connection)
+                let pending = try connection.query(BadgeSQL.hasPendingWrites, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? true
                 let versions = try connection.query(BadgeSQL.versions, [user.rawValue]).rows.first
                 let own = try versions?.decode(0, as: Int64.self) ?? 0
                 let broadcasts = try versions?.decode(1, as: Int64.self) ?? 0
                 let (sum, overflow) = own.addingReportingOverflow(broadcasts)
                 let current = overflow ? Int64.max : sum
-                guard seenVersion <= current else {
-                    if fresh { try connection.query(BadgeSQL.releaseUserMark, [user.rawValue]) }
-                    return .changedSince(current: current)
-                }
+                guard seenVersion <= current else { return .changedSince(current: current) }
                 // What the client showed of the user's own tree: at most this version (less when
                 // broadcasts moved since, which takes less).
                 let (difference, below) = seenVersion.subtractingReportingOverflow(broadcasts)
                 let through = below ? Int64.min : difference
-                let settled = fresh ? Optional(own) : nil
+                // Rows stamped with a write the rendered version covers showed in it; when it is
+                // the current version and nothing waits for the rollup, every row did.
+                let reach = try connection.query(BadgeSQL.writesThroughVersion, [user.rawValue, through]).rows.first?
+                    .decode(0, as: Int64.self) ?? 0
+                let settled = !pending && through == own
                 var bumping: [UserID] = []
                 switch operation {
                 case .clear(let force):
                     try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
-                    try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, through, settled])
+                    try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
                     let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
                     if !dismissed.rows.isEmpty { bumping = [user] }
                 case .seen:
-                    try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, through, settled])
+                    try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
                 case .set, .increment, .decrement, .addItem, .removeItem:
                     try Self.apply(finalBatch, on: connection)
                 }

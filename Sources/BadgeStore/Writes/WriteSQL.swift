@@ -2,11 +2,19 @@ import LibPQ
 
 /// The writes of users' own state, dirty marks and broadcast dismissals.
 extension BadgeSQL {
-    /// The first version of the tree of the user in `column` that a row written now can show
-    /// in: the user's version plus one. Right because writers hold the user's dirty mark first
-    /// (`markDirty`), so no rollup of the user commits in between.
-    static func nextVersion(of column: String) -> String {
-        "coalesce((SELECT v.version FROM user_version v WHERE v.user_id = \(column)), 0) + 1"
+    /// The number of this transaction's write of the user in `column` (its `user_write`
+    /// sequence), which every row it writes is stamped with (`shown_in`): the row shows in every
+    /// version whose `writes_through` reaches it. The writer takes it first (`takeWriteNumbers`,
+    /// through `markDirty`) and holds it until it commits; without it the stamp is NULL and the
+    /// write fails.
+    static func writeNumber(of column: String) -> String {
+        "(SELECT uw.seq FROM user_write uw WHERE uw.user_id = \(column))"
+    }
+
+    /// How far the writes of the user in `column`'s current version reach (0: no version yet;
+    /// a version made before migration 0007 reaches its own number).
+    static func writesThrough(of column: String) -> String {
+        "coalesce((SELECT coalesce(v.writes_through, v.version) FROM user_version v WHERE v.user_id = \(column)), 0)"
     }
 
     /// Whether the increment or item `row` (an alias) is seen: a seen at a version marked it, or
@@ -70,7 +78,7 @@ extension BadgeSQL {
                        SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
                        WHERE i.user_id = w.user_id AND i.path = w.path AND \(isSeen("i"))
                    ), w.count - w.above)::bigint END,
-               true, \(nextVersion(of: "w.user_id"))
+               true, \(writeNumber(of: "w.user_id"))
         FROM w LEFT JOIN badge_state o ON o.user_id = w.user_id AND o.path = w.path
         ON CONFLICT (user_id, path) DO UPDATE
         SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
@@ -124,18 +132,18 @@ extension BadgeSQL {
         "badges.add_new_increments", onConflict: "RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in",
         deltas: """
             , delta AS (
-                INSERT INTO badge_delta (user_id, path, amount, unseen, version)
+                INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
                 SELECT a.user_id, a.path, least(sum(a.amount), \(maxCount))::bigint,
                        least(coalesce(sum(a.amount) FILTER (WHERE NOT EXISTS (
                            SELECT 1 FROM badge_seen_mark m
                            WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint,
-                       min(a.shown_in) - 1
+                       min(a.shown_in)
                 FROM added a
                 GROUP BY a.user_id, a.path
             ), recounted AS (
-                UPDATE dirty_user d SET recount = true
+                UPDATE dirty_mark d SET recount = true
                 FROM (SELECT DISTINCT user_id FROM kept WHERE timed) AS k
-                WHERE d.user_id = k.user_id AND NOT d.recount
+                WHERE d.user_id = k.user_id AND d.seq = \(writeNumber(of: "k.user_id")) AND NOT d.recount
             )
             """)
 
@@ -147,11 +155,11 @@ extension BadgeSQL {
                 SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
                     AS a(user_id, path, occurred_at, amount, expires_at)
             ), kept AS (
-                SELECT a.*, coalesce(v.version, 0) + 1 AS next, s.user_id IS NOT NULL AS stored,
+                SELECT a.*, w.seq AS next, s.user_id IS NOT NULL AS stored,
                        coalesce(s.expires_at <= now(), false) AS expired,
                        s.expires_at IS NOT NULL OR a.expires_at IS NOT NULL AS timed
                 FROM a
-                LEFT JOIN user_version v ON v.user_id = a.user_id
+                LEFT JOIN user_write w ON w.user_id = a.user_id
                 LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
                 WHERE NOT EXISTS (
                     SELECT 1 FROM badge_clear_mark m
@@ -327,26 +335,42 @@ extension BadgeSQL {
                     WHERE m.user_id = a.u AND m.cleared_through >= a.t
                       AND (m.path = a.p OR (m.subtree AND m.path @> a.p))
                 ) THEN now() END,
-                \(nextVersion(of: "a.u"))
+                \(writeNumber(of: "a.u"))
             FROM unnest($1::text[], $2::ltree[], $3::text[], $4::timestamptz[]) AS a(u, p, it, t)
             \(onConflict)
             """)
     }
 
-    /// Marks users dirty without rewriting marks that exist. `DO UPDATE … WHERE …` that updates
-    /// nothing still locks the existing row, so it waits for a rollup worker that holds it; when
-    /// that worker deletes the row and commits, the insert happens after all. A mark is never
-    /// lost (plain `DO NOTHING` would not wait, and its mark could be deleted under it). Each user
-    /// `$1[i]` gets `bump` `$2[i]` (their version must move even if no aggregate does) and
-    /// `recount` `$3[i]` (false: only increments changed, which the rollup adds as deltas); a
-    /// mark keeps a bump or a recount it has.
+    /// Takes the next number of each user's write sequence (`$1`: sorted, unique: one lock order
+    /// for every writer) and holds it until the transaction ends: another writer of the same user
+    /// waits for this one, a rollup round never does (it only reads the sequence). Returns each
+    /// user's number.
+    static let takeWriteNumbers = PGStatement(
+        "badges.take_write_numbers",
+        """
+        INSERT INTO user_write AS w (user_id, seq)
+        SELECT u, 1 FROM unnest($1::text[]) AS u
+        ON CONFLICT (user_id) DO UPDATE SET seq = w.seq + 1
+        RETURNING w.user_id, w.seq
+        """)
+
+    /// Takes each user's next write number (`takeWriteNumbers`: `$1` sorted and unique) and
+    /// leaves a dirty mark with it for the rollup: `bump` `$2[i]` (their version must move even if
+    /// no aggregate does) and `recount` `$3[i]` (false: only increments changed, which the
+    /// rollup adds as deltas). Marks are only ever inserted by writers, so no writer waits for a
+    /// rollup round that holds older ones.
     static let markDirty = PGStatement(
         "badges.mark_dirty",
         """
-        INSERT INTO dirty_user AS d (user_id, bump, recount)
-        SELECT * FROM unnest($1::text[], $2::bool[], $3::bool[])
-        ON CONFLICT (user_id) DO UPDATE SET bump = d.bump OR excluded.bump, recount = d.recount OR excluded.recount
-        WHERE (excluded.bump AND NOT d.bump) OR (excluded.recount AND NOT d.recount)
+        WITH numbered AS (
+            INSERT INTO user_write AS w (user_id, seq)
+            SELECT u, 1 FROM unnest($1::text[]) AS u
+            ON CONFLICT (user_id) DO UPDATE SET seq = w.seq + 1
+            RETURNING w.user_id, w.seq
+        )
+        INSERT INTO dirty_mark (user_id, seq, bump, recount)
+        SELECT n.user_id, n.seq, f.bump, f.recount
+        FROM numbered n JOIN unnest($1::text[], $2::bool[], $3::bool[]) AS f(user_id, bump, recount) ON f.user_id = n.user_id
         """)
 
     /// Records, per user, the dismissal of the active broadcasts each clear hits (the path
@@ -355,7 +379,7 @@ extension BadgeSQL {
         "badges.dismiss_broadcasts",
         """
         INSERT INTO broadcast_clear (user_id, broadcast_id, shown_in)
-        SELECT DISTINCT c.user_id, b.id, \(nextVersion(of: "c.user_id"))
+        SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id"))
         FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS c(user_id, path, force)
         JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
         ORDER BY 1, 2
@@ -402,38 +426,46 @@ extension BadgeSQL {
 
 /// The statements of a clear of what the client saw.
 extension BadgeSQL {
-    /// Marks the user dirty, holding the mark until the transaction ends (ingest's own mark of
-    /// this user waits for it), and asks for a recount (an action is never an increment);
-    /// returns whether the mark is new (false: changes were already waiting for the rollup).
-    static let holdUserMark = PGStatement(
-        "badges.hold_user_mark",
+    /// Whether the user has a change waiting for the rollup (a dirty mark). Ask after taking
+    /// the user's write number, so no writer of the user is still in flight.
+    static let hasPendingWrites = PGStatement(
+        "badges.has_pending_writes", "SELECT EXISTS (SELECT 1 FROM dirty_mark WHERE user_id = $1)")
+
+    /// How far the writes of the user `$1`'s own version `$2` reach: its `writes_through` as the
+    /// current version or as logged, else that of the latest logged version before it (less:
+    /// takes less), else 0 (a version older than the log: nothing is known to show in it).
+    static let writesThroughVersion = PGStatement(
+        "badges.writes_through_version",
         """
-        INSERT INTO dirty_user AS d (user_id) VALUES ($1)
-        ON CONFLICT (user_id) DO UPDATE SET recount = true
-        RETURNING xmax = 0
+        SELECT coalesce(
+            (SELECT coalesce(v.writes_through, v.version) FROM user_version v WHERE v.user_id = $1 AND v.version = $2),
+            (SELECT coalesce(c.writes_through, c.version) FROM badge_change c
+             WHERE c.user_id = $1 AND c.version <= $2 ORDER BY c.version DESC LIMIT 1),
+            0)
         """)
 
     /// A clear at the version the client rendered (`BadgeTree.clearShown`): of one user's node
-    /// `$2` (with `$3`, of its subtree), what could show in the user's own version `$4` goes —
-    /// items for good, increments, and states (one that keeps later increments carries them);
-    /// with `$5` (the user's version, when no change waits for the rollup), a row that shows in
-    /// no version yet counts as shown in that one. An expired state goes with its increments.
+    /// `$2` (with `$3`, of its subtree), what could show in the version the client rendered goes
+    /// (rows stamped with a write at or below `$4`, that version's `writes_through`) — items for
+    /// good, increments, and states (one that keeps later increments carries them); with `$5`
+    /// (the version is the user's current one and no change waits for the rollup), every row
+    /// counts as shown in it. An expired state goes with its increments.
     /// Returns the rows hit.
     static let clearShown = PGStatement(
         "badges.clear_shown",
         """
         WITH hit AS (
             SELECT s.user_id, s.path, coalesce(s.expires_at <= now(), false) AS expired,
-                   least(s.shown_in, coalesce($5, s.shown_in)) <= $4 AS shown,
+                   (s.shown_in <= $4 OR $5) AS shown,
                    EXISTS (
                        SELECT 1 FROM badge_increment i
-                       WHERE i.user_id = s.user_id AND i.path = s.path AND least(i.shown_in, coalesce($5, i.shown_in)) > $4
+                       WHERE i.user_id = s.user_id AND i.path = s.path AND NOT (i.shown_in <= $4 OR $5)
                    ) AS keeps
             FROM badge_state s
             WHERE s.user_id = $1 AND (s.path = $2::ltree OR ($3 AND s.path <@ $2::ltree))
         ), wiped AS (
             DELETE FROM badge_increment i USING hit h
-            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR least(i.shown_in, coalesce($5, i.shown_in)) <= $4)
+            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR (i.shown_in <= $4 OR $5))
         ), carried AS (
             UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now()
             FROM hit h
@@ -444,31 +476,31 @@ extension BadgeSQL {
         ), items AS (
             UPDATE badge_item i SET removed_at = now()
             WHERE i.user_id = $1 AND i.removed_at IS NULL AND (i.path = $2::ltree OR ($3 AND i.path <@ $2::ltree))
-              AND least(i.shown_in, coalesce($5, i.shown_in)) <= $4
+              AND (i.shown_in <= $4 OR $5)
             RETURNING 1
         )
         SELECT (SELECT count(*) FROM hit) + (SELECT count(*) FROM items)
         """)
 
     /// A seen at the version the client rendered (`BadgeTree.markShownSeen`): within one user's
-    /// subtree `$2`, what could show in the user's own version `$3` is seen — increments and
-    /// items marked, unexpired states' counts — (`$4` as for `clearShown`). Returns the rows
-    /// marked.
+    /// subtree `$2`, what could show in the version the client rendered (`$3` and `$4` as `$4`
+    /// and `$5` of `clearShown`) is seen — increments and items marked, unexpired states'
+    /// counts. Returns the rows marked.
     static let markShownSeen = PGStatement(
         "badges.mark_shown_seen",
         """
         WITH increments AS (
             UPDATE badge_increment i SET seen = true
-            WHERE i.user_id = $1 AND i.path <@ $2::ltree AND NOT i.seen AND least(i.shown_in, coalesce($4, i.shown_in)) <= $3
+            WHERE i.user_id = $1 AND i.path <@ $2::ltree AND NOT i.seen AND (i.shown_in <= $3 OR $4)
             RETURNING 1
         ), items AS (
             UPDATE badge_item i SET seen = true
             WHERE i.user_id = $1 AND i.path <@ $2::ltree AND i.removed_at IS NULL AND NOT i.seen
-              AND least(i.shown_in, coalesce($4, i.shown_in)) <= $3
+              AND (i.shown_in <= $3 OR $4)
             RETURNING 1
         ), states AS (
             UPDATE badge_state s SET seen_count = s.count
-            WHERE s.user_id = $1 AND s.path <@ $2::ltree AND least(s.shown_in, coalesce($4, s.shown_in)) <= $3
+            WHERE s.user_id = $1 AND s.path <@ $2::ltree AND (s.shown_in <= $3 OR $4)
               AND (s.expires_at IS NULL OR s.expires_at > now()) AND s.seen_count IS DISTINCT FROM s.count
             RETURNING 1
         )
@@ -482,7 +514,7 @@ extension BadgeSQL {
         SELECT DISTINCT user_id FROM (
             SELECT i.user_id FROM badge_increment i
             WHERE i.arrived_at < $1
-              AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
+              AND i.shown_in <= \(writesThrough(of: "i.user_id"))
             LIMIT $2
         ) AS c
         """)
@@ -501,7 +533,7 @@ extension BadgeSQL {
             DELETE FROM badge_increment i
             USING (SELECT DISTINCT unnest($2::text[]) AS user_id) AS u
             WHERE i.user_id = u.user_id AND i.arrived_at < $1
-              AND i.shown_in <= coalesce((SELECT v.version FROM user_version v WHERE v.user_id = i.user_id), 0)
+              AND i.shown_in <= \(writesThrough(of: "i.user_id"))
             RETURNING i.user_id, i.path, i.amount, i.shown_in, \(isSeen("i")) AS seen
         ), sums AS (
             SELECT user_id, path, count(*) AS rows, sum(amount) AS total, coalesce(sum(amount) FILTER (WHERE seen), 0) AS seen,
@@ -534,7 +566,4 @@ extension BadgeSQL {
         SELECT coalesce((SELECT version FROM user_version WHERE user_id = $1), 0)
              + coalesce((SELECT version FROM broadcast_version), 0)
         """)
-
-    static let releaseUserMark = PGStatement(
-        "badges.release_user_mark", "DELETE FROM dirty_user WHERE user_id = $1")
 }
