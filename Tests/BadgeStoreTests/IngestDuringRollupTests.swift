@@ -2,6 +2,7 @@ import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
+import Synchronization
 import Testing
 import TestSupport
 
@@ -13,11 +14,12 @@ struct IngestDuringRollupTests {
     func ingestCommitsWhileRoundIsOpen() async throws {
         let fixture = try await StoreFixture.make()
         defer { Task { await fixture.tearDown() } }
-        let alice = user("held_alice"), bob = user("held_bob")
+        let alice = user("held_alice"), bob = user("held_bob"), carol = user("held_carol")
         let chat = try BadgePath(validating: "root.chat.c1")
         try await fixture.ingest([
             BadgeMutation(user: alice, path: chat, operation: .increment(by: 2)),
             BadgeMutation(user: bob, path: chat, operation: .set(count: 1, icon: nil)),
+            BadgeMutation(user: carol, path: chat, operation: .increment(by: 1)),
         ])
 
         // A rollup round claims both users and recomputes them, on a connection of its own,
@@ -26,31 +28,45 @@ struct IngestDuringRollupTests {
         defer { round.close() }
         try round.execute(script: "BEGIN", name: "test.begin")
         let claimed = try BadgeStore.claimDirtyUsers(limit: 100, on: round).map(\.user)
-        #expect(Set(claimed) == [alice, bob])
+        #expect(Set(claimed) == [alice, bob, carol])
         let versions = try BadgeStore.rollUp(claimed, on: round).versions
         #expect(versions[alice] == 1 && versions[bob] == 1)
 
+        // An HTTP clear of carol waits for the round (it recounts carol itself), holding nothing
+        // that ingest needs meanwhile.
+        let action = Task { try await fixture.store.act(.clear(force: true), at: .root, for: carol, seenVersion: nil) }
+        try await Task.sleep(for: .milliseconds(500))
+
+        let committedAt = Stamp()
         let ingested = Task {
             try await fixture.ingest([
                 BadgeMutation(user: alice, path: chat, operation: .increment(by: 3)),
                 BadgeMutation(user: bob, path: chat, operation: .set(count: 4, icon: nil)),
+                // Dated after any clear of this test, so no clear takes it.
+                BadgeMutation(user: carol, path: chat, operation: .increment(by: 5), occurredAt: Date().addingTimeInterval(3_600)),
             ])
-            return ContinuousClock.now
+            committedAt.set(ContinuousClock.now)
         }
         // The batch must commit with the round still open. If it waited for the round, it
         // would wait for ever: after 30 s the test records the failure and ends the round.
-        let committed = try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { _ = try await ingested.value; return true }
-            group.addTask { try await Task.sleep(for: .seconds(30)); return false }
-            let first = try await group.next() ?? false
-            group.cancelAll()
-            return first
+        var waited = 0
+        while committedAt.value == nil, waited < 300 {
+            try await Task.sleep(for: .milliseconds(100))
+            waited += 1
         }
-        #expect(committed, "the ingest batch waited for the open rollup round")
         let roundEnded = ContinuousClock.now
+        let committed = committedAt.value
+        #expect(committed != nil, "the ingest batch waited for the open rollup round")
         try round.execute(script: "COMMIT", name: "test.commit")
-        if committed { #expect(try await ingested.value < roundEnded) }
+        if let committed { #expect(committed < roundEnded) }
         _ = try await ingested.value
+        // The clear took what occurred before it: the first increment, not the later-dated one.
+        guard case .applied(let cleared) = try await action.value else {
+            Issue.record("the clear of carol was not applied")
+            return
+        }
+        #expect(cleared != nil)
+        #expect(try await fixture.store.tree(for: carol).tree?.count == 5)
 
         // The round's version covers only what it saw; the batch shows in the next one.
         var shown = try await fixture.store.tree(for: alice)
@@ -68,4 +84,13 @@ struct IngestDuringRollupTests {
         #expect(try await fixture.store.tree(for: bob).tree?.count == 4)
         #expect(try await BadgeVerifier(store: fixture.store).run(repair: false).mismatches == 0)
     }
+}
+
+/// A time set once by one task and read by another.
+private final class Stamp: Sendable {
+    private let instant = Mutex<ContinuousClock.Instant?>(nil)
+
+    var value: ContinuousClock.Instant? { instant.withLock { $0 } }
+
+    func set(_ value: ContinuousClock.Instant) { instant.withLock { $0 = value } }
 }

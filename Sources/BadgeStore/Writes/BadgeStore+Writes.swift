@@ -218,6 +218,14 @@ extension BadgeStore {
             [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, sorted.map { !added.contains($0) || bumped.contains($0) }])
     }
 
+    /// Takes the users' rollup locks (`BadgeSQL.lockUsers`) for a writer that rolls them up
+    /// itself: before it takes their write numbers, so that while it waits for a rollup round of
+    /// the same users it holds nothing an ingest transaction needs.
+    static func lockForRecount(_ users: [UserID], on connection: PGConnection) throws(PGError) {
+        guard !users.isEmpty else { return }
+        try connection.query(BadgeSQL.lockUsers, [Set(users).sorted().map(\.rawValue)])
+    }
+
     /// Takes each user's next write number without leaving a dirty mark, for a writer that rolls
     /// the users up itself in the same transaction (`applyAndRecompute`, an action).
     static func takeWriteNumbers(_ users: [UserID], on connection: PGConnection) throws(PGError) {
@@ -291,8 +299,8 @@ extension BadgeStore {
         let finalBatch = batch
         return try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection in
-                try Self.markDirty(finalBatch.users, on: connection)
                 if recomputeNow { return try Self.applyAndRecompute(finalBatch, on: connection) }
+                try Self.markDirty(finalBatch.users, on: connection)
                 let outcome = try Self.apply(finalBatch, on: connection)
                 try Self.markDirty([], bumping: outcome.dismissedBroadcasts, on: connection)
                 return [:]
@@ -307,6 +315,7 @@ extension BadgeStore {
     ///
     /// - Returns: the new version of every user that changed.
     static func applyAndRecompute(_ batch: BadgeBatch, on connection: PGConnection) throws(PGError) -> [UserID: Int64] {
+        try lockForRecount(batch.users, on: connection)
         try takeWriteNumbers(batch.users, on: connection)
         let outcome = try apply(batch, on: connection)
         return try recomputeAggregates(for: batch.users, bumping: outcome.dismissedBroadcasts, recountAll: true, on: connection)
@@ -332,9 +341,10 @@ extension BadgeStore {
     /// after it, with its count and unseen. A version later than the user's tree ever had is
     /// `.changedSince`.
     ///
-    /// The transaction takes the user's write number first: an ingest transaction for this user
-    /// waits for it (a short one: the recount is of one user), and what it writes shows first in
-    /// a later version.
+    /// The transaction takes the user's rollup lock (waiting for a round that holds the user),
+    /// then the user's write number: an ingest transaction for this user waits for the rest of
+    /// this one (short: the recount is of one user), never for a rollup round, and what it
+    /// writes shows first in a later version.
     public func act(_ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?) async throws -> ActionOutcome {
         var batch = BadgeBatch()
         batch.append(BadgeMutation(user: user, path: path, operation: operation))
@@ -344,6 +354,7 @@ extension BadgeStore {
                 guard let seenVersion else {
                     return try Self.visibleOutcome(Self.applyAndRecompute(finalBatch, on: connection)[user], for: user, on: connection)
                 }
+                try Self.lockForRecount([user], on: connection)
                 try Self.takeWriteNumbers([user], on: connection)
                 let pending = try connection.query(BadgeSQL.hasPendingWrites, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? true
                 let versions = try connection.query(BadgeSQL.versions, [user.rawValue]).rows.first
