@@ -109,7 +109,7 @@ public struct BacklogBenchmark: Sendable {
 
     /// The tables whose size is per event retained (the dedupe retention's rows), and per user.
     static let retainedTables = ["applied_event", "badge_increment", "badge_delta", "badge_item", "badge_clear_mark"]
-    static let userTables = ["badge_state", "badge_aggregate", "user_version", "badge_change", "dirty_mark", "badge_seen_mark"]
+    static let userTables = ["badge_state", "badge_aggregate", "user_version", "user_write", "badge_change", "dirty_mark", "badge_seen_mark"]
 
     /// Publishes the backlog, then runs each phase in a scratch database of its own.
     ///
@@ -299,7 +299,8 @@ public struct BacklogBenchmark: Sendable {
                 throw BenchFailure("\(gone.name) exited early: \(gone.outputTail)")
             }
             if now > deadline { throw BenchFailure("not done within \(settings.timeoutSeconds) s (--timeout-seconds)") }
-            try await Task.sleep(for: .milliseconds(10))
+            // Every 20 ms: the probes run on the database being measured, and phases last seconds.
+            try await Task.sleep(for: .milliseconds(20))
         }
     }
 

@@ -121,20 +121,22 @@ extension BadgeSQL {
     /// logs the change (`versionAndLog`; users in `$3`, or with a mark that asks for it, get a
     /// version even without a change). The recount sees every write the user's sequence has
     /// numbered so far (`reach.top`; a writer holds its number until it commits, so all of
-    /// them are visible to this statement), and the new version covers them.
+    /// them are visible to this statement), and the new version covers them. Planned for each
+    /// round, as `addDeltas` is (not prepared): a generic plan takes a round for 10 users and
+    /// joins its hundreds of rows with nested loops.
     static let recompute = PGStatement(
         "badges.recompute",
         """
         WITH users AS (
             SELECT DISTINCT unnest($1::text[]) AS user_id
         ), reach AS (
-            SELECT u.user_id, coalesce(w.seq, 0) AS top, coalesce(v.writes_through, v.version, 0) AS covered,
+            SELECT u.user_id, \(writtenThrough("u.user_id")) AS top, \(writesThrough(of: "u.user_id")) AS covered,
                    u.user_id = ANY($3::text[]) OR EXISTS (SELECT 1 FROM dirty_mark m WHERE m.user_id = u.user_id AND m.bump) AS bump
             FROM users u
-            LEFT JOIN user_write w ON w.user_id = u.user_id
-            LEFT JOIN user_version v ON v.user_id = u.user_id
         )\(consumeMarks), consumed AS (
-            DELETE FROM badge_delta d USING users u WHERE d.user_id = u.user_id
+            DELETE FROM badge_delta d
+            WHERE d.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))
         ), own AS (
             \(ownRows)
         ), fresh AS (
@@ -157,7 +159,7 @@ extension BadgeSQL {
         ), roots AS (
             SELECT user_id, count, unseen FROM fresh WHERE path = 'root'
         )\(versionAndLog)
-        """)
+        """, prepared: false)
 
     /// Adds the listed users' deltas (what ingest recorded of their new increments) to the
     /// stored aggregates of each delta's node and its ancestors, consuming them (a delta of a
@@ -168,15 +170,13 @@ extension BadgeSQL {
     /// users whose only changes since their last round were increments (none of their dirty
     /// marks asks for a recount). The new version covers the user's writes up to the first one
     /// whose mark asks for a recount or a bump (`reach.top`); that mark and the ones after it stay
-    /// for the next round. `$3` is empty.
+    /// for the next round. `$3` is empty. Planned for each round (see `recompute`).
     static let addDeltas = PGStatement(
         "badges.add_deltas",
         """
         WITH known AS (
-            SELECT u.user_id, coalesce(w.seq, 0) AS written, coalesce(v.writes_through, v.version, 0) AS covered
+            SELECT u.user_id, \(writtenThrough("u.user_id")) AS written, \(writesThrough(of: "u.user_id")) AS covered
             FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
-            LEFT JOIN user_write w ON w.user_id = u.user_id
-            LEFT JOIN user_version v ON v.user_id = u.user_id
         ), reach AS (
             -- Up to the first write since the user's version that is not only increments (it
             -- stays marked, for a recount next round).
@@ -186,7 +186,10 @@ extension BadgeSQL {
                        WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)) AS top
             FROM known k
         )\(consumeMarks), consumed AS (
-            DELETE FROM badge_delta d USING reach r WHERE d.user_id = r.user_id AND d.seq <= r.top
+            DELETE FROM badge_delta d
+            WHERE d.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM reach r
+                CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
@@ -210,19 +213,27 @@ extension BadgeSQL {
         ), roots AS (
             SELECT user_id, count, unseen FROM updated WHERE path = 'root'
         )\(versionAndLog)
-        """)
+        """, prepared: false)
 
     /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
     /// write the new version covers, and `covered`, the one the current version covers):
     /// deletes the users' dirty marks up to `top`, except those another round holds (that round
     /// finds nothing left to do and deletes them).
+    ///
+    /// Here and in the deletes of deltas, every table is reached one user at a time (`LATERAL`,
+    /// scalar subqueries) and rows are deleted by tuple id: joined with the round's users as
+    /// a set, PostgreSQL guessed their count and scanned the whole queue and the whole delta
+    /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
+    /// transaction moves these rows meanwhile: marks are locked, and only a round of the same
+    /// user, which waits for this one, deletes deltas.
     private static let consumeMarks = """
         , held AS (
-            SELECT m.user_id, m.seq FROM dirty_mark m JOIN reach r ON r.user_id = m.user_id
-            WHERE m.seq <= r.top
-            FOR UPDATE OF m SKIP LOCKED
+            SELECT m.row FROM reach r
+            CROSS JOIN LATERAL (
+                SELECT x.ctid AS row FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top FOR UPDATE SKIP LOCKED
+            ) AS m
         ), unmarked AS (
-            DELETE FROM dirty_mark m USING held h WHERE m.user_id = h.user_id AND m.seq = h.seq
+            DELETE FROM dirty_mark m WHERE m.ctid = ANY(ARRAY(SELECT row FROM held))
         )
         """
 
@@ -251,7 +262,9 @@ extension BadgeSQL {
             INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through)
             SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top
             FROM reach r
-            WHERE r.bump OR r.user_id IN (SELECT user_id FROM removed UNION ALL SELECT user_id FROM written)
+            -- A join, not `IN` under `OR`: that runs a subplan per user over every changed row.
+            LEFT JOIN (SELECT user_id FROM removed UNION SELECT user_id FROM written) AS c ON c.user_id = r.user_id
+            WHERE r.bump OR c.user_id IS NOT NULL
             ORDER BY r.user_id
             ON CONFLICT (user_id) DO UPDATE
             SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version,
@@ -287,6 +300,11 @@ extension BadgeSQL {
 }
 
 extension BadgeSQL {
+    /// The last write number of the user in `column` (0: none yet), read without a lock.
+    static func writtenThrough(_ column: String) -> String {
+        "coalesce((SELECT w.seq FROM user_write w WHERE w.user_id = \(column)), 0)"
+    }
+
     /// An aggregate as the change log keeps it.
     static func aggregateJSON(_ count: String, _ icon: String, _ unseen: String) -> String {
         "jsonb_build_object('count', \(count), 'icon', \(icon), 'unseen', \(unseen))"
