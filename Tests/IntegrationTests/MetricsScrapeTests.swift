@@ -113,11 +113,11 @@ struct MetricsScrapeTests {
         }
         #expect(recovered.held, "ingest did not catch up once the database was free:\n\(recovered.page.text)")
 
-        // 3. Rollup: ten users wait (their dirty rows held, so SKIP LOCKED passes them by); the
+        // 3. Rollup: ten users wait (their rollup locks held, so the claim passes them by); the
         //    queue depth shows 10, then 0 once they are free and rolled up.
         #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 10)
         // The lock is taken before the rollup starts, so it cannot roll anyone up first.
-        let (rollup, waiting) = try await withHeldSession(sql, holding: "BEGIN; SELECT user_id FROM dirty_mark FOR UPDATE", until: "ROLLBACK") {
+        let (rollup, waiting) = try await withHeldSession(sql, holding: "BEGIN; SELECT pg_advisory_xact_lock(1919247460, hashtext(user_id)) FROM dirty_mark", until: "ROLLBACK") {
             let rollup = try ReddotChild(
                 ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
                 in: harness.folder, name: "rollup")

@@ -14,8 +14,8 @@ extension BadgeStore {
     ///
     /// No writer waits for this: it only reads the users' write sequences (`user_write`) and
     /// deletes marks no writer touches again. Concurrent recomputes of one user are serialized
-    /// (per-user advisory locks, taken in one global order), and a dirty mark held by another
-    /// worker is left to it, so no update is lost and no two recomputes deadlock.
+    /// (per-user advisory locks, taken in one global order; a round's claim takes them without
+    /// waiting), so no update is lost and no two recomputes deadlock.
     ///
     /// - Returns: the new version of every user that changed.
     @discardableResult
@@ -63,14 +63,16 @@ extension BadgeStore {
         return outcome
     }
 
-    /// Claims the oldest `limit` dirty marks, skipping those another worker holds (`FOR UPDATE
-    /// SKIP LOCKED`), so at most `limit` users; the claim lasts until the transaction ends. Pass them to
+    /// Claims up to `limit` users among those of the oldest `4 × limit` dirty marks, oldest
+    /// first, passing by users another worker's round holds: the claim is the users' rollup
+    /// locks, taken without waiting and held until the transaction ends. Pass them to
     /// `recomputeAggregates` in the same transaction.
     ///
     /// - Returns: the users and when each was first marked dirty (for the rollup-lag measure).
     public static func claimDirtyUsers(limit: Int, on connection: PGConnection) throws(PGError) -> [(user: UserID, dirtiedAt: Date)] {
         var claimed: [(user: UserID, dirtiedAt: Date)] = []
-        for row in try connection.query(BadgeSQL.claimOldestDirtyUsers, [limit]).rows {
+        let (marks, overflow) = limit.multipliedReportingOverflow(by: 4)
+        for row in try connection.query(BadgeSQL.claimOldestDirtyUsers, [limit, overflow ? Int.max : marks]).rows {
             let name = try row.decode(0, as: String.self)
             let dirtiedAt = try row.decode(1, as: Date.self)
             guard let user = try? UserID(validating: name) else { continue }

@@ -10,27 +10,32 @@ extension BadgeSQL {
         FROM (SELECT DISTINCT hashtext(u) AS k FROM unnest($1::text[]) AS u ORDER BY 1) AS keys
         """)
 
-    /// The dirty marks of the users `$1` that no other round holds, locked until the transaction
-    /// ends, per user: whether one asks for a new version (`bump`) and whether one asks for a
-    /// recount.
+    /// Per user of `$1` with dirty marks: whether one asks for a new version (`bump`) and
+    /// whether one asks for a recount. Read under the users' rollup locks (`lockUsers`), which
+    /// keep other rounds out; writers only add marks.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
         """
-        SELECT user_id, bool_or(bump), bool_or(recount) FROM (
-            SELECT user_id, bump, recount FROM dirty_mark WHERE user_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED
-        ) AS m
+        SELECT user_id, bool_or(bump), bool_or(recount) FROM dirty_mark WHERE user_id = ANY($1::text[])
         GROUP BY user_id
         """)
 
-    /// The oldest `$1` dirty marks that no other round holds, locked until the transaction
-    /// ends, per user with their oldest mark's time.
+    /// Up to `$1` users among those of the oldest `$2` dirty marks, oldest first, with their
+    /// oldest mark's time: each one whose rollup lock (`lockUsers`'s) this transaction could
+    /// take without waiting, held until it ends. A user another round holds is passed by, not
+    /// waited for, so rounds of several workers never queue behind each other.
     static let claimOldestDirtyUsers = PGStatement(
         "badges.claim_oldest_dirty_users",
         """
-        SELECT user_id, min(dirtied_at) FROM (
-            SELECT user_id, dirtied_at FROM dirty_mark ORDER BY dirtied_at LIMIT $1 FOR UPDATE SKIP LOCKED
-        ) AS m
-        GROUP BY user_id
+        SELECT user_id, first FROM (
+            SELECT user_id, min(dirtied_at) AS first FROM (
+                SELECT user_id, dirtied_at FROM dirty_mark ORDER BY dirtied_at LIMIT $2
+            ) AS m
+            GROUP BY user_id
+            ORDER BY first, user_id
+        ) AS u
+        WHERE pg_try_advisory_xact_lock(1919247460, hashtext(user_id))
+        LIMIT $1
         """)
 
     /// The number of users waiting for a rollup.
@@ -217,8 +222,8 @@ extension BadgeSQL {
 
     /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
     /// write the new version covers, and `covered`, the one the current version covers):
-    /// deletes the users' dirty marks up to `top`, except those another round holds (that round
-    /// finds nothing left to do and deletes them).
+    /// deletes the users' dirty marks up to `top` (no other transaction holds them: writers only
+    /// insert marks, and the users' rollup locks keep other rounds out).
     ///
     /// Here and in the deletes of deltas, every table is reached one user at a time (`LATERAL`,
     /// scalar subqueries) and rows are deleted by tuple id: joined with the round's users as
