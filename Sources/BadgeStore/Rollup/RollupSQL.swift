@@ -229,16 +229,14 @@ extension BadgeSQL {
     /// scalar subqueries) and rows are deleted by tuple id: joined with the round's users as
     /// a set, PostgreSQL guessed their count and scanned the whole queue and the whole delta
     /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
-    /// transaction moves these rows meanwhile: marks are locked, and only a round of the same
-    /// user, which waits for this one, deletes deltas.
+    /// transaction moves these rows meanwhile: writers only insert marks and deltas, and only a
+    /// round of the same user, which waits for this one's rollup locks, deletes them.
     private static let consumeMarks = """
-        , held AS (
-            SELECT m.row FROM reach r
-            CROSS JOIN LATERAL (
-                SELECT x.ctid AS row FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top FOR UPDATE SKIP LOCKED
-            ) AS m
-        ), unmarked AS (
-            DELETE FROM dirty_mark m WHERE m.ctid = ANY(ARRAY(SELECT row FROM held))
+        , unmarked AS (
+            DELETE FROM dirty_mark m
+            WHERE m.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM reach r
+                CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
         )
         """
 

@@ -345,14 +345,15 @@ extension BadgeSQL {
     /// for every writer) and holds it until the transaction ends: another writer of the same user
     /// waits for this one, a rollup round never does (it only reads the sequence). Returns each
     /// user's number.
-    static let takeWriteNumbers = PGStatement(
-        "badges.take_write_numbers",
-        """
+    static let takeWriteNumbers = PGStatement("badges.take_write_numbers", numberWrites)
+
+    /// See `takeWriteNumbers`.
+    private static let numberWrites = """
         INSERT INTO user_write AS w (user_id, seq)
         SELECT u, 1 FROM unnest($1::text[]) AS u
         ON CONFLICT (user_id) DO UPDATE SET seq = w.seq + 1
         RETURNING w.user_id, w.seq
-        """)
+        """
 
     /// Takes each user's next write number (`takeWriteNumbers`: `$1` sorted and unique) and
     /// leaves a dirty mark with it for the rollup: `bump` `$2[i]` (their version must move even if
@@ -363,10 +364,7 @@ extension BadgeSQL {
         "badges.mark_dirty",
         """
         WITH numbered AS (
-            INSERT INTO user_write AS w (user_id, seq)
-            SELECT u, 1 FROM unnest($1::text[]) AS u
-            ON CONFLICT (user_id) DO UPDATE SET seq = w.seq + 1
-            RETURNING w.user_id, w.seq
+            \(numberWrites)
         )
         INSERT INTO dirty_mark (user_id, seq, bump, recount)
         SELECT n.user_id, n.seq, f.bump, f.recount
