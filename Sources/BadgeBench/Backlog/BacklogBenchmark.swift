@@ -65,6 +65,31 @@ public struct BacklogBenchmark: Sendable {
         public var rate: Double
         /// What was checked afterwards; empty when all was right.
         public var problems: [String]
+        /// Where the CPU went meanwhile (nil where `/proc` is not available).
+        public var cpu: PhaseCPU? = nil
+    }
+
+    /// The CPU time of a phase, in core-seconds: of each of the contender's processes, of the
+    /// PostgreSQL backends serving its database, and of the whole machine (busy, and cores ×
+    /// seconds). Work per event or per user, whatever the machine's speed that day.
+    public struct PhaseCPU: Sendable, Codable {
+        /// Each process of the contender by name (`ingest`, `rollup`, `plain consumer`).
+        public var processes: [String: Double]
+        /// The backends of the phase's scratch database (the bench's own probe included).
+        public var database: Double
+        /// The whole machine: busy, and available.
+        public var machineBusy: Double
+        public var machineTotal: Double
+
+        /// The CPU from `before` to `after` (samples of the phase's database) with `children`'s times.
+        init(before: CPUSample, after: CPUSample, children: [BenchChild]) {
+            var processes: [String: Double] = [:]
+            for child in children { if let seconds = child.cpuSeconds { processes[child.name] = seconds } }
+            self.processes = processes
+            database = after.databaseSeconds - before.databaseSeconds
+            machineBusy = after.machineBusySeconds - before.machineBusySeconds
+            machineTotal = after.machineTotalSeconds - before.machineTotalSeconds
+        }
     }
 
     let settings: Settings
@@ -177,7 +202,7 @@ public struct BacklogBenchmark: Sendable {
         }
         return Phase(
             name: "reddot ingest", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
-            rate: Double(settings.events) / timing.seconds, problems: [])
+            rate: Double(settings.events) / timing.seconds, problems: [], cpu: timing.cpu)
     }
 
     /// `reddot rollup` over the users ingest alone left dirty, until none is.
@@ -189,7 +214,8 @@ public struct BacklogBenchmark: Sendable {
             let dirty = try connection.anyDirtyUser()
             return (true, !dirty)
         }
-        return Phase(name: "reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: nil, rate: Double(users) / timing.seconds, problems: [])
+        return Phase(name: "reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: nil, rate: Double(users) / timing.seconds, problems: [],
+            cpu: timing.cpu)
     }
 
     /// `reddot ingest` and `reddot rollup` started together, until the backlog is stored and no
@@ -221,7 +247,7 @@ public struct BacklogBenchmark: Sendable {
         if leaves != events { problems.append("the leaves' counts sum to \(leaves), not \(events)") }
         return Phase(
             name: "reddot ingest + reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
-            rate: Double(settings.events) / timing.seconds, problems: problems)
+            rate: Double(settings.events) / timing.seconds, problems: problems, cpu: timing.cpu)
     }
 
     /// What the whole pipeline's database holds on disk (after `VACUUM (ANALYZE)`), then one retention prune of all of it
@@ -246,6 +272,8 @@ public struct BacklogBenchmark: Sendable {
     /// The plain consumer, until it exits (it stops once it has consumed the backlog).
     private func plainConsumer(script: String, database: PGConfiguration, url: String) async throws -> Phase {
         benchProgress("plain consumer: \(settings.python) \(script)")
+        let name = try await connect(database) { try $0.currentDatabase() }
+        let before = CPUSample.now(database: name)
         let started = BenchClock.now
         let peer = try BenchChild.start(
             settings.python,
@@ -256,6 +284,7 @@ public struct BacklogBenchmark: Sendable {
         defer { peer.stop() }
         let status = try await peer.waitForExit(timeoutSeconds: settings.timeoutSeconds)
         let seconds = Double(BenchClock.now - started) / 1e9
+        let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: [peer])
         guard status == 0 else { throw BenchFailure("the plain consumer exited \(status): \(peer.outputTail)") }
         // Its last line: {"consumed", "applied", "batches", "seconds", "seconds_from_first_commit"}.
         let line = peer.outputTail.split(separator: "\n").last.map(String.init) ?? ""
@@ -265,7 +294,7 @@ public struct BacklogBenchmark: Sendable {
         if roots != Int64(settings.events) { problems.append("its root counts sum to \(roots), not \(settings.events)") }
         return Phase(
             name: "plain consumer", seconds: seconds, secondsFromFirstCommit: reported?["seconds_from_first_commit"] as? Double,
-            rate: Double(settings.events) / seconds, problems: problems)
+            rate: Double(settings.events) / seconds, problems: problems, cpu: cpu)
     }
 
     private func ingestArguments(url: String, group: String) -> [String] {
@@ -284,9 +313,11 @@ public struct BacklogBenchmark: Sendable {
     /// was seen), failing when a child exits or the phase times out.
     private func until(
         _ database: PGConfiguration, children: [BenchChild], _ check: @escaping @Sendable (PGConnection) throws -> (committed: Bool, done: Bool)
-    ) async throws -> (seconds: Double, fromFirstCommit: Double?) {
+    ) async throws -> (seconds: Double, fromFirstCommit: Double?, cpu: PhaseCPU) {
         let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
         defer { pool.close() }
+        let name = try await pool.withConnection { try $0.currentDatabase() }
+        let before = CPUSample.now(database: name)
         let started = BenchClock.now
         var firstCommit: UInt64?
         let deadline = started + UInt64(settings.timeoutSeconds) * 1_000_000_000
@@ -294,7 +325,10 @@ public struct BacklogBenchmark: Sendable {
             let (committed, done) = try await pool.withConnection { try check($0) }
             let now = BenchClock.now
             if committed, firstCommit == nil { firstCommit = now }
-            if done { return (Double(now - started) / 1e9, firstCommit.map { Double(now - $0) / 1e9 }) }
+            if done {
+                let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: children)
+                return (Double(now - started) / 1e9, firstCommit.map { Double(now - $0) / 1e9 }, cpu)
+            }
             if let gone = children.first(where: { !$0.isRunning }) {
                 throw BenchFailure("\(gone.name) exited early: \(gone.outputTail)")
             }

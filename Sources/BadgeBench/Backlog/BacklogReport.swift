@@ -93,6 +93,21 @@ public struct BacklogReport: Sendable, Encodable {
             let fromCommit = phase.secondsFromFirstCommit.map { String(format: "; %.2f s from its first commit", $0) } ?? ""
             return "\(label)\(String(format: "%.2f", phase.seconds)) s\(fromCommit): \(number(phase.rate)) \(unit)"
         }
+        // Core-seconds per 1,000 events (per 1,000 users for the rollup of the backlog).
+        func cpu(_ label: String, _ phase: BacklogBenchmark.Phase?, per count: Int, unit: String = "events") -> String? {
+            guard let cpu = phase?.cpu, count > 0 else { return nil }
+            let thousands = Double(count) / 1_000
+            let parts = cpu.processes.sorted { $0.key < $1.key }.map { String(format: "%@ %.3f", $0.key, $0.value / thousands) }
+                + [String(format: "PostgreSQL %.3f", cpu.database / thousands)]
+            let busy = cpu.machineTotal > 0 ? cpu.machineBusy / cpu.machineTotal * 100 : 0
+            return "\(label)\(parts.joined(separator: ", ")) core-s per 1,000 \(unit); machine \(String(format: "%.0f", busy))% busy"
+        }
+        let cpuLines = [
+            cpu("cpu:        ingest alone: ", ingestAlone, per: events),
+            cpu("            rollup of the backlog: ", rollupOfBacklog, per: dirtyUsers, unit: "users"),
+            cpu("            pipeline: ", wholePipeline, per: events),
+            cpu("            peer: ", plainConsumer, per: events),
+        ].compactMap { $0 }
         func ratio(_ value: Double?, target: Double) -> String {
             guard let value else { return "n/a" }
             return String(format: "%.2f× (target ≥ %.1f×: %@)", value, target, value >= target ? "met" : "NOT met")
@@ -106,6 +121,7 @@ public struct BacklogReport: Sendable, Encodable {
             \(line("pipeline:   reddot ingest + reddot rollup started together, until every parent is current: ", wholePipeline))
             \(plainConsumerSkipped.map { "peer:       plain consumer not run: \($0)" } ?? line("peer:       plain at-least-once consumer (deploy/bench/plain_consumer.py), node and ancestors per incr: ", plainConsumer))
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
+            \(cpuLines.joined(separator: "\n"))
             storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: \(number(Double(prunedRows))) rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s
             timing:     each from its processes' start (process start and the consumer group's join included) to done
             verified:   \(verified ? "yes, " : "NO: ")\(verification)

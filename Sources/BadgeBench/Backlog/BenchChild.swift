@@ -10,6 +10,7 @@ final class BenchChild: @unchecked Sendable {
     let name: String
     private let process: Process
     private let output = Mutex<[UInt8]>([])
+    private let lastCPUSeconds = Mutex<Double?>(nil)
     private static let keptBytes = 8_192
 
     private init(name: String, process: Process) {
@@ -52,6 +53,16 @@ final class BenchChild: @unchecked Sendable {
     /// Whether it still runs.
     var isRunning: Bool { process.isRunning }
 
+    /// The CPU time it has used (user and system, core-seconds), read from `/proc` while it runs;
+    /// after it exits, the last reading taken (`waitForExit` reads it as it polls). Nil where
+    /// `/proc` is not available.
+    var cpuSeconds: Double? {
+        lastCPUSeconds.withLock { last in
+            if let now = CPUSample.processSeconds(String(process.processIdentifier)), process.isRunning { last = now }
+            return last
+        }
+    }
+
     /// The end of what it printed.
     var outputTail: String {
         String(decoding: output.withLock { $0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -64,6 +75,7 @@ final class BenchChild: @unchecked Sendable {
     func waitForExit(timeoutSeconds: Int) async throws -> Int32 {
         let deadline = BenchClock.now + UInt64(timeoutSeconds) * 1_000_000_000
         while process.isRunning {
+            _ = cpuSeconds
             if BenchClock.now > deadline { throw BenchFailure("\(name) did not finish within \(timeoutSeconds) s") }
             try await Task.sleep(for: .milliseconds(10))
         }

@@ -42,8 +42,8 @@ struct CPUSample: Sendable {
 
     private static let hertz = Double(sysconf(Int32(_SC_CLK_TCK)))
 
-    /// utime + stime of `/proc/<process>/stat`.
-    private static func processSeconds(_ process: String) -> Double? {
+    /// utime + stime of `/proc/<process>/stat` (nil: no such process, or not Linux).
+    static func processSeconds(_ process: String) -> Double? {
         guard let text = try? String(contentsOfFile: "/proc/\(process)/stat", encoding: .utf8),
             let close = text.lastIndex(of: ")")
         else { return nil }

@@ -1,3 +1,4 @@
+import BadgeCore
 public import LibPQ
 
 /// One change-log record as the change feed publishes it.
@@ -42,11 +43,25 @@ extension BadgeStore {
     /// `countCap`.
     public static func pendingFeedRecords(limit: Int, countCap: Int64, on connection: PGConnection) throws(PGError) -> [FeedRecord] {
         var records: [FeedRecord] = []
-        for row in try connection.query(BadgeSQL.pendingUserChanges, [limit, max(countCap, 1)]).rows {
-            records.append(
-                FeedRecord(
-                    kind: .user, number: try row.decode(0, as: Int64.self), key: try row.decode(1, as: String.self),
-                    payload: try row.decode(3, as: String.self), age: try row.decode(2, as: Double.self)))
+        let display = BadgeDisplay(countCap: countCap)
+        for row in try connection.query(BadgeSQL.pendingUserChanges, [limit]).rows {
+            let seq = try row.decode(0, as: Int64.self)
+            let user = try row.decode(1, as: String.self)
+            let nodes: [OwnLayerChange.Node]
+            do {
+                nodes = try OwnLayerChange.Node.decodeLog(try row.decode(9, as: String.self))
+            } catch {
+                throw PGError(
+                    code: .decoding, message: "change-log record \(seq) cannot be published: \(error)",
+                    statement: BadgeSQL.pendingUserChanges.name)
+            }
+            let payload = FeedPayload.user(
+                user: user, ownVersion: try row.decode(3, as: Int64.self), broadcastVersion: try row.decode(4, as: Int64.self),
+                version: try row.decode(5, as: Int64.self), nodes: nodes,
+                dismissedJSON: try row.decode(10, as: String.self),
+                root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
+                atJSON: try row.decode(8, as: String.self), display: display)
+            records.append(FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self)))
         }
         for row in try connection.query(BadgeSQL.pendingBroadcastChanges, [limit]).rows {
             records.append(

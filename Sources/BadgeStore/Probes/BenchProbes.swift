@@ -5,6 +5,11 @@ public import LibPQ
 /// caller's connection (unprepared, but for the upsert a bench repeats), and throws the
 /// `PGError` of a failed statement.
 extension PGConnection {
+    /// The name of the database this connection is on (its backends' process titles carry it).
+    public func currentDatabase() throws(PGError) -> String {
+        try query(PGStatement("bench.current_database", "SELECT current_database()", prepared: false)).singleRow().decode(0, as: String.self)
+    }
+
     /// The number of rows of `applied_event`: every event id ingest has applied.
     public func countAppliedEvents() throws(PGError) -> Int {
         try query(PGStatement("bench.count_applied", "SELECT count(*) FROM applied_event", prepared: false))

@@ -25,19 +25,28 @@ extension BadgeStore {
         try rollUp(users, bumping: bumping, recountAll: recountAll, on: connection).versions
     }
 
-    /// `recomputeAggregates`, telling also how many users took each way.
+    /// `recomputeAggregates`, telling also how many users took each way. With `onlyMarked`, a
+    /// user of `users` with no dirty mark left is passed by: every write of theirs is covered by
+    /// their version already (another worker's round took their marks between this round's
+    /// claim and its lock), so a recount would change nothing.
     public static func rollUp(
-        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, on connection: PGConnection
+        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, onlyMarked: Bool = false, on connection: PGConnection
     ) throws(PGError) -> RollupOutcome {
         guard !users.isEmpty || !bumping.isEmpty else { return RollupOutcome() }
-        let names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
+        var names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
         try connection.query(BadgeSQL.lockUsers, [names])
         var bumped = Set(bumping.map(\.rawValue))
+        var marked: Set<String> = []
         var additive: Set<String> = []
         for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
             let name = try row.decode(0, as: String.self)
+            marked.insert(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
             if try !row.decode(2, as: Bool.self) { additive.insert(name) }
+        }
+        if onlyMarked {
+            names = names.filter { marked.contains($0) || bumped.contains($0) }
+            guard !names.isEmpty else { return RollupOutcome() }
         }
         if recountAll { additive = [] }
         additive.subtract(bumped)
@@ -97,7 +106,7 @@ extension BadgeStore {
     public func rollupRound(limit: Int, recountAll: Bool = false) async throws -> (claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome) {
         try await pool.withTransaction { connection in
             let claimed = try Self.claimDirtyUsers(limit: limit, on: connection)
-            return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, on: connection))
+            return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, onlyMarked: true, on: connection))
         }
     }
 }
