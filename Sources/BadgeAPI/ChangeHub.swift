@@ -146,13 +146,13 @@ public final class ChangeHub: Service, Sendable {
             follow.yield(nil)
         case .notification(let notification):
             notifications.increment()
-            guard let change = Self.parse(notification.payload) else {
+            guard let change = ChangeNotification(payload: notification.payload) else {
                 // Not a payload this build writes: something changed, nobody knows what.
                 treeCache.invalidateAll(listening: true)
                 return
             }
             switch change {
-            case .user: deliver(change)
+            case .user(let user, _): deliver(.user(user))
             case .broadcasts(let version): follow.yield(version)
             }
         }
@@ -234,21 +234,6 @@ public final class ChangeHub: Service, Sendable {
         case user(UserID)
         /// The broadcast version moved (to this one, when the payload says).
         case broadcasts(Int64?)
-    }
-
-    /// `{"user": "u1", "version": 3}` or `{"broadcast_version": 7}`.
-    static func parse(_ payload: String) -> Change? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any] else { return nil }
-        if let name = object["user"] as? String, let user = try? UserID(validating: name) { return .user(user) }
-        if let version = object["broadcast_version"] {
-            switch version {
-            case let number as Int: return .broadcasts(Int64(number))
-            case let number as Int64: return .broadcasts(number)
-            case let number as NSNumber: return .broadcasts(number.int64Value)
-            default: return .broadcasts(nil)
-            }
-        }
-        return nil
     }
 
     /// Wake-ups for `user` until the returned stream is dropped or `cancel` is called: each

@@ -12,7 +12,7 @@ public struct BadgeStore: Sendable {
     /// How counts are displayed in answers.
     public var display: BadgeDisplay
 
-    /// The channel `recomputeAggregates` notifies on, with `{"user": …, "version": …}`.
+    /// The channel the rollup and broadcast changes notify on (payloads: ``ChangeNotification``).
     public static let changeChannel = "reddot_badges"
 
     /// Creates a store on `pool`.

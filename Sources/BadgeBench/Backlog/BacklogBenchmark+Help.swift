@@ -36,7 +36,13 @@ extension BacklogBenchmark {
         consumer group's join included) to done; the report also gives the time from each \
         one's first commit. The rollups run with their change feed to the topic's name plus \
         .changes, as reddot rollup does next to Kafka. The report prints PostgreSQL's fsync and \
-        synchronous_commit: durable (both on) is the headline.
+        synchronous_commit: durable (both on) is the headline. On Linux it also prints the CPU \
+        each phase used, in core-seconds per 1,000 events (per 1,000 users for the rollup of the \
+        backlog): of each of its processes (read from /proc; a rollup's CPU includes its \
+        change feed) and of the PostgreSQL backends serving its database (the bench's own probe \
+        included; PostgreSQL's background processes and the kernel are not), with how busy the \
+        whole machine was. These figures change less than the rates with the machine's speed \
+        of the day, and say what each stage costs.
 
         Exit codes: 0 measured and verified; 1 a phase failed, timed out or did not verify; \
         64 bad arguments; 65 no migrations; 69 the database cannot be reached.

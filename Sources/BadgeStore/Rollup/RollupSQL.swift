@@ -302,7 +302,7 @@ extension BadgeSQL {
                     WHERE c.user_id = b.user_id AND c.broadcast_id = x.id AND c.shown_in <= b.writes_through)
             ) shared ON true
         )
-        SELECT user_id, version, pg_notify($2, json_build_object('user', user_id, 'version', version)::text)
+        SELECT user_id, version, pg_notify($2, \(ChangeNotification.userPayloadSQL(user: "user_id", version: "version")))
         FROM bumped
         """
 }

@@ -403,7 +403,7 @@ extension BadgeSQL {
                    clock_timestamp()
             FROM bumped v
         )
-        SELECT version, pg_notify($1, json_build_object('broadcast_version', version)::text) FROM bumped
+        SELECT version, pg_notify($1, \(ChangeNotification.broadcastPayloadSQL(version: "version"))) FROM bumped
         """)
 
     /// A broadcast row as the change log keeps it.
