@@ -11,9 +11,11 @@ public import ServiceLifecycle
 /// SQL, bump the versions of those whose visible tree changed and notify the query services;
 /// plus a sweeper that expires badges and broadcasts.
 ///
-/// Any number of workers and processes may run at once: each batch is claimed with
-/// `FOR UPDATE SKIP LOCKED` and recomputes under per-user advisory locks, so no update is lost
-/// and no two workers deadlock. On graceful shutdown every worker finishes its transaction and
+/// Any number of workers and processes may run at once: each round claims users by taking their
+/// rollup locks (per-user advisory locks) without waiting, passing by users another round holds,
+/// so no update is lost and no two workers deadlock or queue. The workers of a process sweep
+/// the dirty users in user order from where the last round stopped, wrapping around, so every
+/// dirty user is reached within one pass. On graceful shutdown every worker finishes its transaction and
 /// returns; a cancelled transaction rolls back and leaves its users dirty for the next worker.
 public struct RollupService: Service {
     /// The database.
@@ -24,6 +26,8 @@ public struct RollupService: Service {
     public let logger: Logger
     private let metrics = RollupMetrics()
     private let failures = FailureCount()
+    /// Where the next round's sweep starts: the last user a round of this service claimed.
+    private let cursor = SweepCursor()
 
     /// Rollup and sweep transactions that failed (and were retried) since the service was made.
     public var failedTransactions: Int { failures.value.load(ordering: .relaxed) }
@@ -50,16 +54,18 @@ public struct RollupService: Service {
         logger.info("rollup stopped")
     }
 
-    /// One rollup transaction: claims up to `batchSize` dirty users, oldest first, and
-    /// recomputes them.
+    /// One rollup transaction: claims up to `batchSize` dirty users, the next ones of the sweep,
+    /// and recomputes them.
     ///
     /// - Returns: how many users were claimed (0: nothing to do).
     @discardableResult
     public func step() async throws -> Int {
         let limit = configuration.batchSize
         let started = ContinuousClock.now
-        let (claimed, outcome) = try await BadgeStore(pool: pool).rollupRound(limit: limit)
-        guard !claimed.isEmpty else { return 0 }
+        let after = cursor.user.withLock { $0 }
+        let (claimed, outcome) = try await BadgeStore(pool: pool).rollupRound(limit: limit, after: after)
+        guard let last = claimed.last else { return 0 }
+        cursor.user.withLock { $0 = last.user.rawValue }
         let now = Date()
         for (_, dirtiedAt) in claimed {
             // Clamped: a dirty mark set by hand centuries ago must not trap the conversion.
@@ -185,4 +191,9 @@ public struct RollupService: Service {
 
 final class FailureCount: Sendable {
     let value = Atomic<Int>(0)
+}
+
+/// The last user a round claimed (empty: start from the first).
+final class SweepCursor: Sendable {
+    let user = Mutex<String>("")
 }

@@ -13,7 +13,7 @@ public struct RollupOptions: ParsableArguments {
 
     @Option(name: .customLong("rollup-workers"), help: "Concurrent rollup workers in this process, each with a connection.")
     public var workers = 2
-    @Option(name: .customLong("rollup-batch-size"), help: "Users claimed and rolled up per transaction (among the users of the oldest 4 × that many dirty marks).")
+    @Option(name: .customLong("rollup-batch-size"), help: "Users claimed and rolled up per transaction (the next dirty users in user order, however many marks each has).")
     public var batchSize = 500
     @Option(name: .customLong("rollup-idle-ms"), help: "How long an idle worker waits before looking again, in milliseconds.")
     public var idleMilliseconds = 20

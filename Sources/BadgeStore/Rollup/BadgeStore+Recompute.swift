@@ -72,20 +72,32 @@ extension BadgeStore {
         return outcome
     }
 
-    /// Claims up to `limit` users among those of the oldest `4 × limit` dirty marks, oldest
-    /// first, passing by users another worker's round holds: the claim is the users' rollup
-    /// locks, taken without waiting and held until the transaction ends. Pass them to
-    /// `recomputeAggregates` in the same transaction.
+    /// Claims up to `limit` dirty users, in user order from the first after `cursor`, wrapping
+    /// around to the first user once past the last (a sweep: every dirty user is claimed within
+    /// one pass, however many marks each has), passing by users another worker's round holds:
+    /// the claim is the users' rollup locks, taken without waiting and held until the
+    /// transaction ends. Pass them to `recomputeAggregates` in the same transaction, and the
+    /// last one claimed as the next round's `cursor`.
     ///
-    /// - Returns: the users and when each was first marked dirty (for the rollup-lag measure).
-    public static func claimDirtyUsers(limit: Int, on connection: PGConnection) throws(PGError) -> [(user: UserID, dirtiedAt: Date)] {
+    /// - Returns: the users in claim order and when each was first marked dirty (for the
+    ///   rollup-lag measure).
+    public static func claimDirtyUsers(limit: Int, after cursor: String = "", on connection: PGConnection) throws(PGError) -> [(
+        user: UserID, dirtiedAt: Date
+    )] {
+        guard limit > 0 else { return [] }
         var claimed: [(user: UserID, dirtiedAt: Date)] = []
-        let (marks, overflow) = limit.multipliedReportingOverflow(by: 4)
-        for row in try connection.query(BadgeSQL.claimOldestDirtyUsers, [limit, overflow ? Int.max : marks]).rows {
-            let name = try row.decode(0, as: String.self)
-            let dirtiedAt = try row.decode(1, as: Date.self)
-            guard let user = try? UserID(validating: name) else { continue }
-            claimed.append((user, dirtiedAt))
+        func sweep(_ limit: Int, after: String, through: String?) throws(PGError) {
+            for row in try connection.query(BadgeSQL.claimDirtyUsersInOrder, [limit, after, through]).rows {
+                let name = try row.decode(0, as: String.self)
+                // A mark deleted since the sweep found its user: the round passes it by.
+                let dirtiedAt = try row.decode(1, as: Date?.self) ?? Date()
+                guard let user = try? UserID(validating: name) else { continue }
+                claimed.append((user, dirtiedAt))
+            }
+        }
+        try sweep(limit, after: cursor, through: nil)
+        if claimed.count < limit, !cursor.isEmpty {
+            try sweep(limit - claimed.count, after: "", through: cursor)
         }
         return claimed
     }
@@ -98,14 +110,16 @@ extension BadgeStore {
         try await rollupRound(limit: limit, recountAll: recountAll).claimed.count
     }
 
-    /// One rollup round, the rollup's one transaction: claims up to `limit` dirty users, oldest
-    /// first (`claimDirtyUsers`), and rolls them up (`rollUp`).
+    /// One rollup round, the rollup's one transaction: claims up to `limit` dirty users after
+    /// `cursor` (`claimDirtyUsers`) and rolls them up (`rollUp`).
     ///
-    /// - Returns: the users claimed with when each was first marked dirty (for the rollup-lag
-    ///   measure), and what the round did.
-    public func rollupRound(limit: Int, recountAll: Bool = false) async throws -> (claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome) {
+    /// - Returns: the users claimed, in claim order, with when each was first marked dirty (for
+    ///   the rollup-lag measure), and what the round did.
+    public func rollupRound(limit: Int, after cursor: String = "", recountAll: Bool = false) async throws -> (
+        claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome
+    ) {
         try await pool.withTransaction { connection in
-            let claimed = try Self.claimDirtyUsers(limit: limit, on: connection)
+            let claimed = try Self.claimDirtyUsers(limit: limit, after: cursor, on: connection)
             return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, onlyMarked: true, on: connection))
         }
     }
