@@ -15,8 +15,9 @@ public import ServiceLifecycle
 /// rollup locks (per-user advisory locks) without waiting, passing by users another round holds,
 /// so no update is lost and no two workers deadlock or queue. The workers of a process sweep
 /// the dirty users in user order from where the last round stopped, wrapping around, so every
-/// dirty user is reached within one pass. On graceful shutdown every worker finishes its transaction and
-/// returns; a cancelled transaction rolls back and leaves its users dirty for the next worker.
+/// dirty user is reached within one pass. On graceful shutdown every worker finishes its
+/// transaction and returns; a cancelled transaction rolls back and leaves its users dirty for
+/// the next worker.
 public struct RollupService: Service {
     /// The database.
     public let pool: PGPool
