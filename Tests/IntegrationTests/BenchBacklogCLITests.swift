@@ -15,7 +15,7 @@ struct BenchBacklogCLITests {
             "bench", "backlog", "--database-url", server, "--migrations", Repository.migrationsDirectory.path,
             "--events", "3000", "--users", "200", "--paths", "4", "--partitions", "2", "--timeout-seconds", "120",
             "--peer-script", Repository.root.appendingPathComponent("deploy/bench/plain_consumer.py").path,
-        ])
+        ], timeoutSeconds: 240)  // four phases, each with processes of its own, in a debug build beside other suites
         #expect(result.exitCode == 0, "\(result)")
         let output = result.stdout
         #expect(output.hasPrefix("reddot bench backlog: debug build"), "\(output)")

@@ -324,12 +324,13 @@ struct CLITests {
     }
 
     /// Runs the built `reddot` with `arguments`, off Swift's cooperative threads, and waits for it;
-    /// never hangs the suite: a command still running after 30 s is killed (and fails its test).
-    func reddot(_ arguments: [String], setting extra: [String: String] = [:]) async throws -> CommandOutput {
+    /// never hangs the suite: a command still running after `timeoutSeconds` (30 s unless the
+    /// command is a whole benchmark run) is killed (and fails its test).
+    func reddot(_ arguments: [String], setting extra: [String: String] = [:], timeoutSeconds: Int = 30) async throws -> CommandOutput {
         try await ChildProcess.capture(
             try Self.binary.get(), arguments, removing: ["REDDOT_DATABASE_URL", "REDDOT_MIGRATIONS_DIR", "REDDOT_LOG_LEVEL"],
             setting: extra.merging(["REDDOT_LOG_LEVEL": "warning"]) { own, _ in own }, in: FileManager.default.temporaryDirectory,
-            timeoutSeconds: 30)
+            timeoutSeconds: timeoutSeconds)
     }
 
     /// The built executable (see `ReddotBinary`).

@@ -40,7 +40,8 @@ extension BacklogBenchmark {
         each phase used, in core-seconds per 1,000 events (per 1,000 users for the rollup of the \
         backlog): of each of its processes (read from /proc; a rollup's CPU includes its \
         change feed) and of the PostgreSQL backends serving its database (the bench's own probe \
-        included; PostgreSQL's background processes and the kernel are not), with how busy the \
+        included; PostgreSQL's background processes and the kernel are not; not read for the \
+        plain consumer, whose backend exits with it), with how busy the \
         whole machine was. These figures change less than the rates with the machine's speed \
         of the day, and say what each stage costs.
 

@@ -282,19 +282,10 @@ public struct BacklogBenchmark: Sendable {
                 "--dsn", url, "--events", "\(settings.events)", "--timeout-seconds", "\(settings.timeoutSeconds)",
             ], name: "plain consumer", logger: logger)
         defer { peer.stop() }
-        // Its backend exits with it: the database's CPU is read while it runs, every 200 ms.
-        var during = before
-        let deadline = started + UInt64(settings.timeoutSeconds) * 1_000_000_000
-        while peer.isRunning, BenchClock.now < deadline {
-            during = CPUSample.now(database: name)
-            _ = peer.cpuSeconds
-            try await Task.sleep(for: .milliseconds(200))
-        }
         let status = try await peer.waitForExit(timeoutSeconds: settings.timeoutSeconds)
         let seconds = Double(BenchClock.now - started) / 1e9
-        var after = CPUSample.now(database: name)
-        after.databaseSeconds = max(after.databaseSeconds, during.databaseSeconds)
-        let cpu = PhaseCPU(before: before, after: after, children: [peer])
+        // Its process's CPU as last read while it ran (its backend's is not reported).
+        let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: [peer])
         guard status == 0 else { throw BenchFailure("the plain consumer exited \(status): \(peer.outputTail)") }
         // Its last line: {"consumed", "applied", "batches", "seconds", "seconds_from_first_commit"}.
         let line = peer.outputTail.split(separator: "\n").last.map(String.init) ?? ""
