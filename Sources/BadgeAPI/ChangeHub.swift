@@ -17,7 +17,9 @@ import Synchronization
 /// when the log cannot be followed, or the listener reconnects (notifications may have been
 /// missed), every subscriber wakes to read again.
 ///
-/// The same notifications keep the process's ``TreeCache`` current.
+/// The same notifications keep the process's ``TreeCache`` current, and count each user's
+/// changes for the streams that follow the user's change log (``ownChanges(for:after:)``: one
+/// read of the log per user and burst of notifications, shared by the user's streams).
 ///
 /// A hub made without a database is fed directly, by ``userChanged(_:)`` and
 /// ``everyoneChanged()`` (``InMemoryBadgeStore`` does so after each change).
@@ -26,6 +28,8 @@ public final class ChangeHub: Service, Sendable {
     private let listener: PGListener?
     /// Whole-tree answers, invalidated by this hub's notifications.
     let treeCache: TreeCache
+    /// The user notifications counted for streams, and their shared reads of the change log.
+    let logReads = UserLogReads()
     private let logger: Logger
     private let state = Mutex(State())
     private let subscriberGauge = Gauge(label: "reddot_api_subscribers")
@@ -79,7 +83,21 @@ public final class ChangeHub: Service, Sendable {
     public var broadcastSet: BroadcastSet? { broadcasts.withLock { $0.set } }
 
     /// `user`'s tree may have changed: what a notification on the change channel says.
-    public func userChanged(_ user: UserID) { deliver(.user(user)) }
+    public func userChanged(_ user: UserID) {
+        logReads.notified(user, version: nil)
+        deliver(.user(user))
+    }
+
+    /// `user`'s logged own versions after own version `after`, in order: one read of the change
+    /// log for all the user's streams that ask at about the same time. Nil when the hub has no
+    /// store, the store keeps no log, the log does not reach back, or a read failed: read the
+    /// tree instead.
+    func ownChanges(for user: UserID, after: Int64) async -> [OwnLayerChange]? {
+        guard let store = broadcasts.withLock({ $0.store }) else { return nil }
+        return await logReads.changes(for: user, after: after) { after, limit in
+            try await store.ownChanges(for: user, after: after, limit: limit, deadline: .now + .seconds(5))
+        }
+    }
 
     /// Every user's tree may have changed (a broadcast).
     public func everyoneChanged() { deliver(.broadcasts(nil)) }
@@ -152,7 +170,9 @@ public final class ChangeHub: Service, Sendable {
                 return
             }
             switch change {
-            case .user(let user, _): deliver(.user(user))
+            case .user(let user, let version):
+                logReads.notified(user, version: version)
+                deliver(.user(user))
             case .broadcasts(let version): follow.yield(version)
             }
         }
@@ -251,17 +271,20 @@ public final class ChangeHub: Service, Sendable {
             continuation.finish()
             return Subscription(stream: stream, continuation: continuation)
         }
+        logReads.watch(user)
         subscriberGauge.record(state.withLock { $0.count })
         continuation.onTermination = { [weak self] _ in self?.remove(user, id) }
         return Subscription(stream: stream, continuation: continuation)
     }
 
     private func remove(_ user: UserID, _ id: UInt64) {
-        let count = state.withLock { state in
-            if state.byUser[user]?.removeValue(forKey: id) != nil { state.count -= 1 }
+        let (count, removed) = state.withLock { state in
+            let removed = state.byUser[user]?.removeValue(forKey: id) != nil
+            if removed { state.count -= 1 }
             if state.byUser[user]?.isEmpty == true { state.byUser[user] = nil }
-            return state.count
+            return (state.count, removed)
         }
+        if removed { logReads.unwatch(user) }
         subscriberGauge.record(count)
     }
 

@@ -1,7 +1,7 @@
 /// How `reddot rollup` works; every field has a flag and a `REDDOT_ROLLUP_*` variable.
 public struct RollupConfiguration: Sendable {
     /// Concurrent workers in this process, each with its own connection. Any number of
-    /// processes may run: workers claim users with `FOR UPDATE SKIP LOCKED`.
+    /// processes may run: workers claim users with per-user locks taken without waiting.
     public var workers: Int
     /// Users claimed and recomputed per transaction.
     public var batchSize: Int

@@ -10,8 +10,10 @@ struct RollupCommand: AsyncParsableCommand {
         commandName: "rollup",
         abstract: "Recompute the aggregates of users whose badges changed (the rollup workers).",
         discussion: """
-            Workers claim dirty users in batches (FOR UPDATE SKIP LOCKED: run as many workers and \
-            processes as you like), recompute every parent's aggregate in one SQL statement, bump \
+            Workers claim dirty users in batches, in user order from where the last batch \
+            stopped, passing by users another worker holds (run as many workers and processes \
+            as you like), add each user's new increments to their parents' aggregates or \
+            recount them in one SQL statement, bump \
             the version of each user whose visible tree changed, and NOTIFY the query services. \
             A sweeper deletes expired badges and withdraws expired broadcasts every second. Each \
             new version is logged in the change log (kept --change-retention-hours, for delta \

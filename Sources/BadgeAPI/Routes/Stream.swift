@@ -61,6 +61,7 @@ extension BadgeAPI {
         }
         // Subscribe before the first read, so that no change can fall between the two.
         let subscription = hub.subscribe(user)
+        let generation = hub.logReads.generation(of: user)
         let firstView: UserView
         let first: UserBadgeTree
         let missed: [UserBadgeTree]
@@ -90,17 +91,16 @@ extension BadgeAPI {
                         }
                     }
                     defer { group.cancelAll() }
-                    var current = first
-                    // The parts of what the client shows, when known (to rebase on a broadcast change).
-                    var view: UserView? = firstView
+                    var follower = StreamFollower(
+                        user: user, current: first, view: firstView, generation: generation, followsLog: true)
                     var opening = "retry: 2000\n\n"
                     if let last = missed.last {
                         // A resume within the change log: the missed versions, one event each.
                         for (before, after) in zip(missed, missed.dropFirst()) {
                             opening += try Self.changeEvent(from: before, to: after) ?? ""
                         }
-                        current = last
-                        view = nil  // its parts are not known: the next wake-up reads again
+                        // The parts of the last are not known: the next wake-up reads.
+                        follower = StreamFollower(user: user, current: last, view: nil, generation: generation, followsLog: follower.followsLog)
                     } else if resumeVersion != first.version {
                         opening += Self.event("snapshot", id: first.version, data: try Self.encode(first))
                     }
@@ -110,24 +110,14 @@ extension BadgeAPI {
                             try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
                             continue
                         }
-                        let held: UserView
-                        if wake == .broadcasts, let known = view, let set = self.hub.broadcastSet {
-                            // A broadcast change: the view rebased on the hub's set, no read.
-                            guard let rebased = known.rebased(on: set) else { continue }
-                            held = rebased
-                        } else {
-                            do {
-                                held = try await self.readView(user, at: path)
-                            } catch {
-                                logger.info("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
-                                continue
-                            }
+                        let event: String?
+                        do {
+                            event = try await follower.next(
+                                after: wake, hub: self.hub, read: { try await self.readView(user, at: path) }, render: { self.tree(user, $0) })
+                        } catch {
+                            logger.info("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
+                            continue
                         }
-                        view = held
-                        let next = self.tree(user, held)
-                        guard next.version != current.version else { continue }
-                        let event = try Self.changeEvent(from: current, to: next)
-                        current = next
                         guard let event else { continue }
                         try await writer.write(ByteBuffer(string: event))
                     }

@@ -21,6 +21,12 @@ public protocol BadgeAPIStore: Sendable {
     /// `through`, in order; versions the log no longer has are missing.
     func broadcastChanges(after: Int64, through: Int64, deadline: ContinuousClock.Instant) async throws -> [BroadcastSetChange]
 
+    /// `user`'s logged own versions after own version `after`, in order, up to `limit` of them
+    /// (each with its changed nodes and the broadcasts it dismissed), for a stream that follows
+    /// the user by applying them; empty when there is nothing newer, nil when the log does not
+    /// hold the next version or is not kept: the stream reads the tree instead.
+    func ownChanges(for user: UserID, after: Int64, limit: Int, deadline: ContinuousClock.Instant) async throws -> [OwnLayerChange]?
+
     /// `user`'s visible aggregates (the whole tree, broadcasts merged in) at visible version
     /// `since` and at every version after it up to now, in order, each with its version (with
     /// `stepwise` false: only at `since` and now). Nil when the change log does not reach back

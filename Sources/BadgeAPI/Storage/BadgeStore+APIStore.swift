@@ -26,6 +26,13 @@ extension BadgeStore: BadgeAPIStore {
         }
     }
 
+    /// One read of the change log on a pooled connection (``BadgeStore/ownChanges(for:after:limit:on:)``).
+    public func ownChanges(for user: UserID, after: Int64, limit: Int, deadline: ContinuousClock.Instant) async throws -> [OwnLayerChange]? {
+        try await pool.withConnection(deadline: deadline) { connection in
+            try Self.ownChanges(for: user, after: after, limit: limit, on: connection)
+        }
+    }
+
     /// One repeatable-read transaction on a pooled connection (``BadgeStore/readHistory(for:since:limit:on:)``).
     public func history(
         for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant

@@ -100,6 +100,11 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         []
     }
 
+    /// Nil: this store keeps no change log of nodes, so streams over it read the tree.
+    public func ownChanges(for user: UserID, after: Int64, limit: Int, deadline: ContinuousClock.Instant) async throws -> [OwnLayerChange]? {
+        nil
+    }
+
     /// The aggregates recorded at each version from `since` (the latest ``historyVersions``
     /// versions are kept).
     public func history(

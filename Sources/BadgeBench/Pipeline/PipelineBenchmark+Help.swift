@@ -41,8 +41,11 @@ extension PipelineBenchmark {
         reddot_feed_lag_seconds in the window (from the start of the rollup transaction that \
         made a version visible to Kafka's acknowledgement of its record); the offered and the \
         achieved publish rate; stream events and errors; and the CPU the machine spent \
-        (Linux /proc: this process, the load generator's two threads within it, the \
-        PostgreSQL backends of the scratch database, everything else). The report names \
+        (Linux /proc: RedDot's services in this process, the PostgreSQL backends of the \
+        scratch database, the mock cluster's thread when it stands in for Kafka (a real \
+        cluster runs on other machines; the mock walks its whole log to find each fetch's \
+        offset, so its cost grows with --partitions and the log's length), the load \
+        generator's two threads, everything else). The report names \
         PostgreSQL's fsync and synchronous_commit settings: durable (both on) is the \
         headline; anything else is labelled relaxed.
 

@@ -65,6 +65,8 @@ public struct PipelineReport: Encodable, Sendable {
     var drainSeconds: Double
     var machineBusyPercent: Double
     var pipelineProcessPercent: Double
+    /// librdkafka's mock cluster (the default stand-in for Kafka), part of this process.
+    var mockBrokerPercent: Double
     var loadGeneratorPercent: Double
     var producerPercent: Double
     var streamClientPercent: Double
@@ -148,6 +150,7 @@ public struct PipelineReport: Encodable, Sendable {
         let total = cpu.machineTotalSeconds > 0 ? cpu.machineTotalSeconds : 1
         machineBusyPercent = 100 * cpu.machineBusySeconds / total
         pipelineProcessPercent = 100 * cpu.serviceSeconds / total
+        mockBrokerPercent = 100 * cpu.mockBrokerSeconds / total
         loadGeneratorPercent = 100 * cpu.clientSeconds / total
         producerPercent = 100 * measurement.producerCPUSeconds / total
         streamClientPercent = 100 * measurement.streamClientCPUSeconds / total
@@ -215,7 +218,7 @@ public struct PipelineReport: Encodable, Sendable {
             rollup lag: dirty mark → aggregates committed (reddot_rollup_lag_seconds, \(number(Double(rollupLagSamples))) samples in the window) p50 \(ms(rollupLagP50Ms)), p99 \(ms(rollupLagP99Ms)), max \(ms(rollupLagMaxMs)); \(String(format: "%.1f", rollupLagUnder100MsPercent))% under 100 ms
             feed:       \(feedLagSamples == 0 ? "no records published in the window (change feed off?)" : "visible → reddot.changes: the version's transaction → Kafka acknowledged (reddot_feed_lag_seconds, \(number(Double(feedLagSamples))) records in the window) p50 \(ms(feedLagP50Ms)), p99 \(ms(feedLagP99Ms)), max \(ms(feedLagMaxMs))")
             streams:    \(number(Double(streamChanges))) change and \(number(Double(streamSnapshots))) snapshot events, \(number(Double(streamBytes))) bytes; \(streamErrors) errors\(firstStreamError.map { " (first: \($0))" } ?? ""); drain after the last publish \(BenchReport.seconds(drainSeconds))
-            CPU:        machine \(percent(machineBusyPercent)) busy in the window: this process \(percent(pipelineProcessPercent + loadGeneratorPercent)) (of it the bench's producer \(percent(producerPercent)) and SSE client \(percent(streamClientPercent))), PostgreSQL backends \(percent(postgresqlPercent)), other \(percent(otherPercent)) (percent of all cores)
+            CPU:        machine \(percent(machineBusyPercent)) busy in the window: RedDot's services \(percent(pipelineProcessPercent)) and their PostgreSQL backends \(percent(postgresqlPercent)); \(mockBrokerPercent > 0 ? "the stand-in Kafka broker (librdkafka's mock cluster, in this process) \(percent(mockBrokerPercent)); " : "")the bench's producer \(percent(producerPercent)) and SSE client \(percent(streamClientPercent)); other \(percent(otherPercent)) (percent of all cores)
             target:     rollup lag p99 < 100 ms: \(rollupLagSamples == 0 ? "not measured" : rollupLagP99Ms < 100 ? "yes" : "NO")
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             database:   \(database) (\(databaseKept ? "kept" : "dropped"))

@@ -71,12 +71,16 @@ public struct OwnLayerChange: Hashable, Sendable {
     public var broadcastVersion: Int64
     /// The aggregates that changed.
     public var nodes: [Node]
+    /// The broadcasts the user dismissed in this version (known when read for a stream; a
+    /// history keeps dismissals in its layers instead).
+    public var dismissed: [Int64]
 
     /// A logged change of a user's own layer.
-    public init(version: Int64, broadcastVersion: Int64, nodes: [Node]) {
+    public init(version: Int64, broadcastVersion: Int64, nodes: [Node], dismissed: [Int64] = []) {
         self.version = version
         self.broadcastVersion = broadcastVersion
         self.nodes = nodes
+        self.dismissed = dismissed
     }
 }
 

@@ -69,3 +69,26 @@ extension OwnLayerChange.Node {
         }
     }
 }
+
+extension OwnLayerChange {
+    /// The ids of the broadcasts a logged version dismissed, read from the JSON array of
+    /// integers the change log's readers select (`[3, 7]`). Safe on any text.
+    ///
+    /// - Throws: ``ChangeLogFormatError`` for anything else.
+    public static func decodeDismissedLog(_ text: String) throws(ChangeLogFormatError) -> [Int64] {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(text.utf8)
+        } catch {
+            throw ChangeLogFormatError("the logged dismissals are not JSON: \(error)")
+        }
+        guard case .array(let entries) = value else { throw ChangeLogFormatError("the logged dismissals are not an array") }
+        var ids: [Int64] = []
+        ids.reserveCapacity(entries.count)
+        for entry in entries {
+            guard case .integer(let id) = entry else { throw ChangeLogFormatError("a logged dismissal is not a broadcast id") }
+            ids.append(id)
+        }
+        return ids
+    }
+}

@@ -71,6 +71,31 @@ public struct UserView: Hashable, Sendable {
         return merged
     }
 
+    /// The view one own version later: `change` (the user's next logged version) applied to the
+    /// aggregates within the subtree and depth, with the broadcasts it dismissed, at the
+    /// broadcast version the change was made under (this view's, or `set`'s when the change was
+    /// made under that newer one: a broadcast change the view has not followed yet). Nil when
+    /// the change is not the next own version, or was made under a broadcast version this view
+    /// cannot take (older than its own, or newer and not `set`'s): read the view again. So a
+    /// view only moves along the versions the user's tree passed through, as a read would.
+    public func applying(_ change: OwnLayerChange, broadcasts set: BroadcastSet?) -> UserView? {
+        guard userVersion < Int64.max, change.version == userVersion + 1 else { return nil }
+        var view = self
+        if change.broadcastVersion != broadcastVersion {
+            guard change.broadcastVersion > broadcastVersion, let set, set.version == change.broadcastVersion,
+                let rebased = rebased(on: set)
+            else { return nil }
+            view = rebased
+        }
+        let deepest = path.depth + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
+        for node in change.nodes where node.path.depth <= deepest && node.path.isWithin(path) {
+            view.aggregates[node.path] = node.after
+        }
+        view.dismissed.formUnion(change.dismissed)
+        view.userVersion = change.version
+        return view
+    }
+
     /// The same view at the broadcast version of `set` (its active broadcasts within the
     /// subtree); nil when `set` is older than this view's (keep this view).
     public func rebased(on set: BroadcastSet) -> UserView? {

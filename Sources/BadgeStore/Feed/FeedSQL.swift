@@ -28,11 +28,7 @@ extension BadgeSQL {
         """
         SELECT c.seq, c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
                c.version, c.broadcast_version, c.version + c.broadcast_version, c.root_count, c.root_unseen,
-               to_json(c.changed_at)::text, c.nodes::text,
-               coalesce((
-                   SELECT json_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM broadcast_clear d
-                   WHERE d.user_id = c.user_id AND d.shown_in <= coalesce(c.writes_through, c.version)
-                     AND d.shown_in > coalesce(c.prior_writes_through, c.version - 1))::text, '[]')
+               to_json(c.changed_at)::text, c.nodes::text, \(dismissedInVersion("c"))
         FROM badge_change c
         WHERE c.published_at IS NULL
         ORDER BY c.seq

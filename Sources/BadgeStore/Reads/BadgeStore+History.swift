@@ -49,6 +49,36 @@ extension BadgeStore {
         }
     }
 
+    /// `user`'s logged own versions after own version `after`, in order, up to `limit` of them,
+    /// each with its changed nodes and the broadcasts it dismissed: what a stream that holds
+    /// the user's view at `after` applies to follow the user without reading the tree. Empty
+    /// when the log has nothing after `after`; nil when it no longer holds the next version
+    /// (pruned): read the tree instead. Versions after a gap are left out.
+    ///
+    /// - Throws: `PGError` (`.decoding` for a damaged log record).
+    public static func ownChanges(for user: UserID, after: Int64, limit: Int, on connection: PGConnection) throws(PGError) -> [OwnLayerChange]? {
+        guard limit > 0 else { return [] }
+        var changes: [OwnLayerChange] = []
+        for row in try connection.query(BadgeSQL.ownChangesAfter, [user.rawValue, after, Int64(limit)]).rows {
+            let version = try row.decode(0, as: Int64.self)
+            let expected = changes.last?.version ?? after
+            guard expected < Int64.max, version == expected + 1 else { return changes.isEmpty ? nil : changes }
+            let nodes: [OwnLayerChange.Node]
+            let dismissed: [Int64]
+            do {
+                nodes = try OwnLayerChange.Node.decodeLog(try row.decode(2, as: String.self))
+                dismissed = try OwnLayerChange.decodeDismissedLog(try row.decode(3, as: String.self))
+            } catch {
+                throw PGError(
+                    code: .decoding, message: "the change log of \(user.rawValue) at version \(version) cannot be read: \(error)",
+                    statement: BadgeSQL.ownChangesAfter.name)
+            }
+            changes.append(
+                OwnLayerChange(version: version, broadcastVersion: try row.decode(1, as: Int64.self), nodes: nodes, dismissed: dismissed))
+        }
+        return changes
+    }
+
     /// The logged changes of the set of active broadcasts after version `after` up to
     /// `through`, in order (versions the log no longer has are missing).
     public static func broadcastChanges(after: Int64, through: Int64, on connection: PGConnection) throws(PGError) -> [BroadcastSetChange] {

@@ -53,6 +53,32 @@ extension BadgeSQL {
         WHERE c.user_id = $1 AND c.version > $2
         """)
 
+    /// Up to `$3` of the user `$1`'s logged own versions after `$2`, in order: the version, the
+    /// broadcast version it was made under, the changed nodes as the log stores them and the
+    /// broadcasts dismissed in it (``dismissedInVersion(_:)``). One index range of the log's
+    /// primary key.
+    static let ownChangesAfter = PGStatement(
+        "history.own_changes_after",
+        """
+        SELECT c.version, c.broadcast_version, c.nodes::text, \(dismissedInVersion("c"))
+        FROM badge_change c
+        WHERE c.user_id = $1 AND c.version > $2
+        ORDER BY c.version
+        LIMIT $3
+        """)
+
+    /// The ids of the broadcasts the logged version `record` (an alias of `badge_change`)
+    /// dismissed, as the text of a JSON array (`[]`: none): the user's broadcast clears numbered
+    /// after the writes of the version before and up to this version's.
+    static func dismissedInVersion(_ record: String) -> String {
+        """
+        coalesce((
+                   SELECT json_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM broadcast_clear d
+                   WHERE d.user_id = \(record).user_id AND d.shown_in <= coalesce(\(record).writes_through, \(record).version)
+                     AND d.shown_in > coalesce(\(record).prior_writes_through, \(record).version - 1))::text, '[]')
+        """
+    }
+
     /// Deletes up to `$2` of the oldest own-layer records logged before `$1`. Planned for each
     /// cutoff (not prepared): a generic plan may scan the whole table when nothing is old, where
     /// the BRIN index on `changed_at` reads a block range or two.

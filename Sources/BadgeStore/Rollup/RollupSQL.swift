@@ -12,13 +12,15 @@ extension BadgeSQL {
 
     /// Per user of `$1` with dirty marks: whether one asks for a new version (`bump`) and
     /// whether one asks for a recount. Read under the users' rollup locks (`lockUsers`), which
-    /// keep other rounds out; writers only add marks.
+    /// keep other rounds out; writers only add marks. Planned for each round (not prepared): a
+    /// generic plan made while the queue was small scans the whole queue once it has grown, and
+    /// compares each mark with every user of the round (0.5 s a round at 10k marks).
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
         """
         SELECT user_id, bool_or(bump), bool_or(recount) FROM dirty_mark WHERE user_id = ANY($1::text[])
         GROUP BY user_id
-        """)
+        """, prepared: false)
 
     /// Up to `$1` users with dirty marks, in user order after `$2` (and at most `$3`, when it is
     /// not NULL), with each one's oldest mark's time: each one whose rollup lock (`lockUsers`'s)
@@ -26,24 +28,25 @@ extension BadgeSQL {
     /// holds is passed by, not waited for, so rounds of several workers never queue behind each
     /// other.
     ///
-    /// The users are found one index step each (the primary key's next user after the last),
-    /// however many marks each has: a round of 500 users costs the same whether they wrote once
-    /// or fifty times since their last round. (Taking the users of the oldest marks instead gave
+    /// The users are found one index step each (the primary key's first mark of the next user
+    /// after the last: its user and its time), however many marks each has: a round of 500
+    /// users costs the same whether they wrote once or fifty times since their last round. (Taking the users of the oldest marks instead gave
     /// a round of 40 users when each had 50 marks waiting.)
     static let claimDirtyUsersInOrder = PGStatement(
         "badges.claim_dirty_users_in_order",
         """
-        WITH RECURSIVE sweep(user_id) AS (
-            (SELECT m.user_id FROM dirty_mark m WHERE m.user_id > $2 AND ($3::text IS NULL OR m.user_id <= $3)
-             ORDER BY m.user_id LIMIT 1)
+        WITH RECURSIVE sweep(user_id, dirtied_at) AS (
+            (SELECT m.user_id, m.dirtied_at FROM dirty_mark m WHERE m.user_id > $2 AND ($3::text IS NULL OR m.user_id <= $3)
+             ORDER BY m.user_id, m.seq LIMIT 1)
             UNION ALL
-            SELECT (SELECT m.user_id FROM dirty_mark m WHERE m.user_id > s.user_id AND ($3::text IS NULL OR m.user_id <= $3)
-                    ORDER BY m.user_id LIMIT 1)
-            FROM sweep s WHERE s.user_id IS NOT NULL
+            SELECT n.user_id, n.dirtied_at
+            FROM sweep s CROSS JOIN LATERAL (
+                SELECT m.user_id, m.dirtied_at FROM dirty_mark m WHERE m.user_id > s.user_id AND ($3::text IS NULL OR m.user_id <= $3)
+                ORDER BY m.user_id, m.seq LIMIT 1
+            ) AS n
         )
-        SELECT s.user_id, (SELECT m.dirtied_at FROM dirty_mark m WHERE m.user_id = s.user_id ORDER BY m.seq LIMIT 1)
-        FROM sweep s
-        WHERE s.user_id IS NOT NULL AND pg_try_advisory_xact_lock(1919247460, hashtext(s.user_id))
+        SELECT user_id, dirtied_at FROM sweep
+        WHERE pg_try_advisory_xact_lock(1919247460, hashtext(user_id))
         LIMIT $1
         """)
 
@@ -193,7 +196,8 @@ extension BadgeSQL {
     static let addDeltas = PGStatement(
         "badges.add_deltas",
         """
-        WITH known AS (
+        WITH known AS MATERIALIZED (
+            -- Materialized: inlined into `reach`, each of its lookups ran twice.
             SELECT u.user_id, \(writtenThrough("u.user_id")) AS written, \(writesThrough(of: "u.user_id")) AS covered
             FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
         ), reach AS (
