@@ -6,6 +6,18 @@ public struct ChangeLogFormatError: Error, Hashable, Sendable, CustomStringConve
     init(_ description: String) {
         self.description = description
     }
+
+    /// The elements of the JSON array `text`, one of the log's `what` ("nodes").
+    static func array(_ text: String, of what: String) throws(ChangeLogFormatError) -> [JSONValue] {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(text.utf8)
+        } catch {
+            throw ChangeLogFormatError("the logged \(what) are not JSON: \(error)")
+        }
+        guard case .array(let entries) = value else { throw ChangeLogFormatError("the logged \(what) are not an array") }
+        return entries
+    }
 }
 
 extension OwnLayerChange.Node {
@@ -18,13 +30,7 @@ extension OwnLayerChange.Node {
     /// - Throws: ``ChangeLogFormatError`` for anything else: the log is the rollup's own output, so
     ///   this means a bug or a damaged row.
     public static func decodeLog(_ text: String) throws(ChangeLogFormatError) -> [OwnLayerChange.Node] {
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(text.utf8)
-        } catch {
-            throw ChangeLogFormatError("the logged nodes are not JSON: \(error)")
-        }
-        guard case .array(let entries) = value else { throw ChangeLogFormatError("the logged nodes are not an array") }
+        let entries = try ChangeLogFormatError.array(text, of: "nodes")
         var nodes: [OwnLayerChange.Node] = []
         nodes.reserveCapacity(entries.count)
         for entry in entries {
@@ -76,13 +82,7 @@ extension OwnLayerChange {
     ///
     /// - Throws: ``ChangeLogFormatError`` for anything else.
     public static func decodeDismissedLog(_ text: String) throws(ChangeLogFormatError) -> [Int64] {
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(text.utf8)
-        } catch {
-            throw ChangeLogFormatError("the logged dismissals are not JSON: \(error)")
-        }
-        guard case .array(let entries) = value else { throw ChangeLogFormatError("the logged dismissals are not an array") }
+        let entries = try ChangeLogFormatError.array(text, of: "dismissals")
         var ids: [Int64] = []
         ids.reserveCapacity(entries.count)
         for entry in entries {

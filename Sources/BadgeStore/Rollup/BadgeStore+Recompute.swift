@@ -89,8 +89,7 @@ extension BadgeStore {
         func sweep(_ limit: Int, after: String, through: String?) throws(PGError) {
             for row in try connection.query(BadgeSQL.claimDirtyUsersInOrder, [limit, after, through]).rows {
                 let name = try row.decode(0, as: String.self)
-                // A mark deleted since the sweep found its user: the round passes it by.
-                let dirtiedAt = try row.decode(1, as: Date?.self) ?? Date()
+                let dirtiedAt = try row.decode(1, as: Date.self)
                 guard let user = try? UserID(validating: name) else { continue }
                 claimed.append((user, dirtiedAt))
             }

@@ -30,8 +30,9 @@ extension BadgeSQL {
     ///
     /// The users are found one index step each (the primary key's first mark of the next user
     /// after the last: its user and its time), however many marks each has: a round of 500
-    /// users costs the same whether they wrote once or fifty times since their last round. (Taking the users of the oldest marks instead gave
-    /// a round of 40 users when each had 50 marks waiting.)
+    /// users costs the same whether they wrote once or fifty times since their last round.
+    /// (Taking the users of the oldest marks instead gave a round of 40 users when each had 50
+    /// marks waiting.)
     static let claimDirtyUsersInOrder = PGStatement(
         "badges.claim_dirty_users_in_order",
         """
