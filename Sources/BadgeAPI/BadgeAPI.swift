@@ -45,6 +45,8 @@ public struct BadgeAPI: Sendable {
     /// Reads of users' trees from the store (a cache hit, or a view rebased on a broadcast
     /// change, costs none).
     let storeReads = Counter(label: "reddot_api_store_reads_total")
+    /// Stale cached trees brought current from the change log instead of a read.
+    let cacheLogUpdates = Counter(label: "reddot_api_tree_cache_log_updates_total")
 
     /// An API over `store`.
     public init(

@@ -88,6 +88,14 @@ public final class ChangeHub: Service, Sendable {
         deliver(.user(user))
     }
 
+    /// This server changed `user`'s tree (an action through the API): what their notification
+    /// will do, done now, so that the next read here sees the change without waiting for it
+    /// (the cached tree is no longer served, and no read of the log that began before joins).
+    func changedHere(_ user: UserID) {
+        logReads.notified(user, version: nil)
+        treeCache.invalidate(user)
+    }
+
     /// `user`'s logged own versions after own version `after`, in order: one read of the change
     /// log for all the user's streams that ask at about the same time. Nil when the hub has no
     /// store, the store keeps no log, the log does not reach back, or a read failed: read the
@@ -97,6 +105,27 @@ public final class ChangeHub: Service, Sendable {
         return await logReads.changes(for: user, after: after) { after, limit in
             try await store.ownChanges(for: user, after: after, limit: limit, deadline: .now + .seconds(5))
         }
+    }
+
+    /// `view` (of `user`'s tree or a subtree) with the user's versions logged since applied, and
+    /// rebased on the hub's set of broadcasts when that is newer: what a read would give, along
+    /// the versions the user's tree went through (``UserView/applying(_:broadcasts:)``). Nil
+    /// when the log cannot be followed from there: read instead.
+    func followLog(of user: UserID, from view: UserView) async -> UserView? {
+        // The set is taken before the log is read: every own version made before the set's
+        // broadcast version is then in the log read, and the view can move to that set.
+        let set = broadcastSet
+        guard let changes = await ownChanges(for: user, after: view.userVersion) else { return nil }
+        var next = view
+        for change in changes {
+            guard let applied = next.applying(change, broadcasts: set) else { return nil }
+            next = applied
+        }
+        if let set, set.version > next.broadcastVersion {
+            guard let rebased = next.rebased(on: set) else { return nil }
+            next = rebased
+        }
+        return next
     }
 
     /// Every user's tree may have changed (a broadcast).

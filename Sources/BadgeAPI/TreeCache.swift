@@ -10,7 +10,9 @@ import Synchronization
 ///
 /// Coherence: the rollup bumps a user's version and sends `NOTIFY` in one transaction, so an
 /// answer can only go stale by a notification that has not arrived yet (as with a read replica,
-/// a few milliseconds). Every notification for a user removes that user's entry. A broadcast
+/// a few milliseconds). Every notification for a user makes that user's entry stale: it is not
+/// served, but the next read may bring it current by applying the versions logged since
+/// (``staleView(of:)``, then ``store(_:view:json:ticket:)``) instead of reading the tree. A broadcast
 /// change the hub has read (``setBroadcasts(_:)``) leaves the entries in place: each keeps the
 /// user's view in its parts, and a lookup rebases an entry read at an older broadcast version on
 /// the new set and renders it again, with no database read. A broadcast change the hub could not
@@ -28,6 +30,8 @@ final class TreeCache: Sendable {
         /// up to a power of two: 4 KiB for a 2.4 KB tree), so that the budget counts what is held.
         var bytes: [UInt8]
         var storedAt: ContinuousClock.Instant
+        /// False once a notification for the user arrived: not served, only followed.
+        var isCurrent = true
 
         /// The answer's version.
         var version: Int64 { view.version }
@@ -89,7 +93,7 @@ final class TreeCache: Sendable {
         guard isEnabled else { return nil }
         let now = ContinuousClock.now
         let found = state.withLock { state -> (entry: Entry, broadcasts: BroadcastSet?, display: BadgeDisplay)? in
-            guard state.serving, let entry = state.entries[user] else { return nil }
+            guard state.serving, let entry = state.entries[user], entry.isCurrent else { return nil }
             if now - entry.storedAt > maximumAge {
                 state.entries.remove(user)
                 return nil
@@ -106,7 +110,7 @@ final class TreeCache: Sendable {
             entry = fresh
             state.withLock { state in
                 // Unless a notification replaced or removed it meanwhile.
-                guard let current = state.entries[user], current.view == found.entry.view else { return }
+                guard let current = state.entries[user], current.isCurrent, current.view == found.entry.view else { return }
                 state.entries.insert(fresh, for: user, cost: fresh.cost)
             }
         }
@@ -147,28 +151,46 @@ final class TreeCache: Sendable {
         }
     }
 
+    /// `user`'s stale entry's view (one a notification has made stale, within its maximum age),
+    /// when its tree was read from the database, and a ticket for storing what it becomes once
+    /// the versions logged since are applied (store it with that `readAt`: an entry followed
+    /// through the log still ages from its last read, the bound for writers that do not
+    /// notify); nil when there is none.
+    func staleView(of user: UserID) -> (view: UserView, readAt: ContinuousClock.Instant, ticket: Ticket)? {
+        guard isEnabled else { return nil }
+        let stripe = Self.stripe(of: user)
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            guard state.serving, let entry = state.entries[user], !entry.isCurrent, now - entry.storedAt <= maximumAge else { return nil }
+            return (entry.view, entry.storedAt, Ticket(stripe: stripe, stripeGeneration: state.stripeGenerations[stripe], generation: state.generation))
+        }
+    }
+
     /// Keeps `user`'s whole tree (`view`, rendered as `json`), read after `ticket` was taken,
     /// unless a notification for that user (or for everyone) has arrived since.
-    func store(_ user: UserID, view: UserView, json: ByteBuffer, ticket: Ticket) {
-        let entry = Entry(view: view, bytes: Array(json.readableBytesView), storedAt: .now)
+    func store(_ user: UserID, view: UserView, json: ByteBuffer, ticket: Ticket, readAt: ContinuousClock.Instant = .now) {
+        let entry = Entry(view: view, bytes: Array(json.readableBytesView), storedAt: readAt)
         let bytes = state.withLock { state -> Int? in
             guard state.serving, state.generation == ticket.generation,
                 state.stripeGenerations[ticket.stripe] == ticket.stripeGeneration
             else { return nil }
-            if let current = state.entries[user], current.version >= entry.version { return nil }
+            if let current = state.entries[user], current.isCurrent, current.version >= entry.version { return nil }
             state.entries.insert(entry, for: user, cost: entry.cost)
             return state.entries.cost
         }
         if let bytes { sizeGauge.record(bytes) }
     }
 
-    /// A notification for `user`: their cached tree is gone, and reads in flight are not stored.
+    /// A notification for `user`: their cached tree is no longer served (only followed, see
+    /// ``staleView(of:)``), and reads in flight are not stored.
     func invalidate(_ user: UserID) {
         guard isEnabled else { return }
         let stripe = Self.stripe(of: user)
         state.withLock { state in
             state.stripeGenerations[stripe] &+= 1
-            state.entries.remove(user)
+            guard var entry = state.entries[user], entry.isCurrent else { return }
+            entry.isCurrent = false
+            state.entries.insert(entry, for: user, cost: entry.cost)
         }
     }
 

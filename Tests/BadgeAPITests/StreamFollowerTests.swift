@@ -69,13 +69,6 @@ struct StreamFollowerTests {
                     }
                 }
             }
-            func waitFor(_ what: String, _ condition: () -> Bool) async throws {
-                let deadline = ContinuousClock.now + .seconds(10)
-                while !condition() {
-                    guard ContinuousClock.now < deadline else { throw APITestError("the hub never saw \(what)") }
-                    try await Task.sleep(for: .milliseconds(2))
-                }
-            }
 
             var broadcasts: [(id: String, path: BadgePath)] = []
             var steps: [String] = []
@@ -109,7 +102,7 @@ struct StreamFollowerTests {
                         try await withdraw(gone.id, harness)
                         steps.append("\(step): withdraw \(gone.id)")
                     }
-                    try await waitFor("broadcast version \(target)") { (hub.broadcastSet?.version ?? 0) >= target }
+                    try await waitForHub("broadcast version \(target)") { (hub.broadcastSet?.version ?? 0) >= target }
                     if Int.random(in: 0..<3, using: &random) > 0 { try await wake(.broadcasts, users: users) }
                     continue
                 } else {
@@ -120,7 +113,7 @@ struct StreamFollowerTests {
                 }
                 // A change that moved nothing makes no version and sends no notification.
                 if try await ownVersion(user, harness) > versionBefore {
-                    try await waitFor("\(user.rawValue)'s notification") { hub.logReads.generation(of: user) > before }
+                    try await waitForHub("\(user.rawValue)'s notification") { hub.logReads.generation(of: user) > before }
                 }
                 // A third of the wake-ups are dropped, as a full wake-up buffer drops them.
                 if Int.random(in: 0..<3, using: &random) > 0 { try await wake(.change, users: [user]) }
@@ -196,6 +189,73 @@ struct StreamFollowerTests {
             }
             #expect(await hub.ownChanges(for: alice, after: view.userVersion) == nil)
             #expect(await hub.ownChanges(for: alice, after: view.userVersion + 1)?.map(\.version) == [view.userVersion + 2, view.userVersion + 3])
+        }
+    }
+
+    @Test(
+        "a cached tree a change made stale is brought current from the log: every answer equals a read, over own changes, broadcasts and dismissals",
+        arguments: [UInt64(5), 23])
+    func cacheFollowsLog(seed: UInt64) async throws {
+        try await APIHarness.with(treeCacheBytes: 8 << 20) { harness in
+            var random = SeededRandom(seed: seed)
+            let api = harness.api
+            let hub = api.hub
+            let name = "sc\(seed)"
+            let who = user(name)
+            let token = try await harness.token(name)
+            let own = ["root.chat.c1", "root.chat.c2", "root.promo.p1"].map(path)
+            try await harness.apply([BadgeMutation(user: who, path: own[0], operation: .increment(by: 1))])
+            var broadcasts: [(id: String, path: BadgePath)] = []
+            // Watched, so that the test can tell when the hub has seen each notification.
+            let subscription = hub.subscribe(who)
+            defer { subscription.cancel() }
+            let readsBefore = hub.logReads.readCount
+            var steps: [String] = []
+            for step in 0..<40 {
+                // The answer, through the cache (a stale entry is followed through the log).
+                let answer = try await harness.get("/v1/users/\(name)/badges", token: token).tree()
+                let fresh = api.tree(who, try await api.readView(who, at: .root))
+                #expect(answer == fresh, "seed \(seed) step \(step): steps \(steps)")
+                let versionBefore = try await ownVersion(who, harness)
+                let before = hub.logReads.generation(of: who)
+                switch Int.random(in: 0..<6, using: &random) {
+                case 0, 1, 2:
+                    let node = own[Int.random(in: 0..<own.count, using: &random)]
+                    try await harness.apply([BadgeMutation(user: who, path: node, operation: .increment(by: Int64.random(in: 1...3, using: &random)))])
+                    steps.append("incr \(node.rawValue)")
+                case 3:
+                    let id = "\(name)-\(step)"
+                    let target = try await broadcastVersion(harness) + 1
+                    try await harness.broadcast(id, at: "root.promo.news", count: 1)
+                    broadcasts.append((id, path("root.promo.news")))
+                    try await waitForHub("broadcast version \(target)") { (hub.broadcastSet?.version ?? 0) >= target }
+                    steps.append("broadcast \(id)")
+                    continue
+                case 4:
+                    // Through this server: the next answer shows it without waiting for the notification.
+                    let node = broadcasts.isEmpty || Bool.random(using: &random) ? own[0] : broadcasts[0].path
+                    let cleared = try await harness.call(.post, "/v1/users/\(name)/badges/clear", token: token, body: #"{"path": "\#(node.rawValue)"}"#)
+                    #expect(cleared.status == .ok)
+                    let next = try await harness.get("/v1/users/\(name)/badges", token: token).tree()
+                    #expect(next.version >= (try cleared.tree().version), "seed \(seed) step \(step): a read after a clear went back")
+                    steps.append("clear \(node.rawValue) through the API")
+                default:
+                    steps.append("nothing")
+                    continue
+                }
+                if try await ownVersion(who, harness) > versionBefore {
+                    try await waitForHub("\(name)'s notification") { hub.logReads.generation(of: who) > before }
+                }
+            }
+            #expect(hub.logReads.readCount > readsBefore, "stale entries were brought current from the log")
+        }
+    }
+
+    private func waitForHub(_ what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw APITestError("the hub never saw \(what)") }
+            try await Task.sleep(for: .milliseconds(2))
         }
     }
 

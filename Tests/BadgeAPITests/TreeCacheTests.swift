@@ -109,6 +109,31 @@ struct TreeCacheUnitTests {
         #expect(cache.lookup(alice) == nil)
     }
 
+    @Test("a notified entry is not served but can be followed: its view and a ticket, which a later notification stales")
+    func staleEntriesAreFollowed() throws {
+        let cache = serving(TreeCache(budgetBytes: 1 << 20, maximumAge: .seconds(60)))
+        #expect(cache.staleView(of: alice) == nil)
+        cache.store(alice, view: .test(3), json: json, ticket: try #require(cache.ticket(for: alice)))
+        #expect(cache.staleView(of: alice) == nil)  // current: served, not followed
+        cache.invalidate(alice)
+        #expect(cache.lookup(alice) == nil)
+        let (stale, readAt, ticket) = try #require(cache.staleView(of: alice))
+        #expect(stale.version == 3)
+        // Brought current, aging from the last read of the database.
+        cache.store(alice, view: .test(4), json: json, ticket: ticket, readAt: readAt)
+        #expect(cache.lookup(alice)?.version == 4)
+        // A notification between the follow's start and its store: nothing stored.
+        cache.invalidate(alice)
+        let (_, _, early) = try #require(cache.staleView(of: alice))
+        cache.invalidate(alice)
+        cache.store(alice, view: .test(5), json: json, ticket: early)
+        #expect(cache.lookup(alice) == nil)
+        #expect(cache.staleView(of: alice)?.view.version == 4)
+        // A flush drops stale entries too.
+        cache.invalidateAll(listening: true)
+        #expect(cache.staleView(of: alice) == nil)
+    }
+
     @Test("a client that has seen a later version, or an entry past its age, is not answered from the cache")
     func minimumVersionAndAge() async throws {
         let cache = serving(TreeCache(budgetBytes: 1 << 20, maximumAge: .milliseconds(200)))

@@ -116,12 +116,22 @@ final class IngestHarness: Sendable {
         }
     }
 
-    /// Waits until the stored offsets reach `ends` (or the timeout passes); returns whether they did.
+    /// Waits until the stored offsets reach `ends`; returns whether they did. Gives up when they
+    /// have not moved for `seconds` (a stall: what these tests look for), or after ten times
+    /// that in all: a machine running every suite at once consumes slowly, but steadily (a
+    /// fixed 120 s once ran out with the offsets still advancing).
     func waitForOffsets(group: String, _ ends: [TopicPartition: Int64], seconds: Double) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            let stored = try? await storedOffsets(group: group)
-            if let stored, ends.allSatisfy({ stored[$0.key] == $0.value }) { return true }
+        let started = ContinuousClock.now
+        var lastMove = started
+        var last: [TopicPartition: Int64] = [:]
+        while ContinuousClock.now - lastMove < .seconds(seconds), ContinuousClock.now - started < .seconds(seconds * 10) {
+            if let stored = try? await storedOffsets(group: group) {
+                if ends.allSatisfy({ stored[$0.key] == $0.value }) { return true }
+                if stored != last {
+                    last = stored
+                    lastMove = .now
+                }
+            }
             try await Task.sleep(for: .milliseconds(200))
         }
         return false

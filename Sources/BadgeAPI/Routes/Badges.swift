@@ -90,6 +90,17 @@ extension BadgeAPI {
             if whole, let entry = cache.lookup(user, minimumVersion: atLeast) {
                 return Answer(version: entry.version, encode: { entry.json }, view: entry.view)
             }
+            // An entry a notification made stale: brought current from the change log, one
+            // read of the user's logged versions (shared with their streams) instead of the tree.
+            if whole, let (stale, readAt, ticket) = cache.staleView(of: user), let view = await hub.followLog(of: user, from: stale),
+                view.version >= atLeast ?? 0
+            {
+                cacheLogUpdates.increment()
+                let tree = self.tree(user, view)
+                let json = TreeJSON.encode(tree)
+                cache.store(user, view: view, json: json, ticket: ticket, readAt: readAt)
+                return Answer(version: tree.version, encode: { json }, view: view)
+            }
             let ticket = whole ? cache.ticket(for: user) : nil
             let view = try await readView(user, at: path, depth: depth)
             let tree = self.tree(user, view)
@@ -188,7 +199,7 @@ extension BadgeAPI {
                 headers: headers)
         }
         // The notification follows; the next read on this server must not wait for it.
-        hub.treeCache.invalidate(user)
+        hub.changedHere(user)
         let answer = try await read(user: user, query: TreeQuery(target: .tree(action.path, nil)))
         return try respond(answer, ifNoneMatch: nil)
     }

@@ -4,9 +4,9 @@ import BadgeStore
 /// What one Server-Sent Events stream of a user's subtree has sent, and how it moves on at each
 /// wake-up of the ``ChangeHub``.
 ///
-/// A change of the user's own is taken in by applying the versions the rollup logged
-/// (``ChangeHub/ownChanges(for:after:)``, one read of the log per user and burst of
-/// notifications, shared by the user's streams) to the view the stream holds; a broadcast change
+/// A change of the user's own is taken in by applying the versions the rollup logged to the
+/// view the stream holds (``ChangeHub/followLog(of:from:)``: one read of the log per user and
+/// burst of notifications, shared by the user's streams and cached tree); a broadcast change
 /// by rebasing that view on the hub's set of broadcasts. Each keeps the view on the path of
 /// versions the user's tree went through, as a read would be (``UserView/applying(_:broadcasts:)``);
 /// when that cannot be done (no view, a version the log no longer has, a broadcast version the
@@ -49,7 +49,7 @@ struct StreamFollower: Sendable {
         if wake == .broadcasts, notifications == generation, let known = view, let set = hub.broadcastSet {
             guard let rebased = known.rebased(on: set) else { return nil }
             held = rebased
-        } else if let followed = await followLog(hub) {
+        } else if followsLog, let known = view, let followed = await hub.followLog(of: user, from: known) {
             held = followed
         } else {
             held = try await read()
@@ -61,25 +61,5 @@ struct StreamFollower: Sendable {
         let event = try BadgeAPI.changeEvent(from: current, to: next)
         current = next
         return event
-    }
-
-    /// The view with the user's logged versions since it applied, and rebased on the hub's set
-    /// of broadcasts when that is newer; nil when the log cannot be followed (read instead).
-    private func followLog(_ hub: ChangeHub) async -> UserView? {
-        guard followsLog, let known = view else { return nil }
-        // The set is taken before the log is read: every own version made before the set's
-        // broadcast version is then in the log read, and the view can move to that set.
-        let set = hub.broadcastSet
-        guard let changes = await hub.ownChanges(for: user, after: known.userVersion) else { return nil }
-        var next = known
-        for change in changes {
-            guard let applied = next.applying(change, broadcasts: set) else { return nil }
-            next = applied
-        }
-        if let set, set.version > next.broadcastVersion {
-            guard let rebased = next.rebased(on: set) else { return nil }
-            next = rebased
-        }
-        return next
     }
 }
