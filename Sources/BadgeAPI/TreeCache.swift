@@ -12,7 +12,7 @@ import Synchronization
 /// answer can only go stale by a notification that has not arrived yet (as with a read replica,
 /// a few milliseconds). Every notification for a user makes that user's entry stale: it is not
 /// served, but the next read may bring it current by applying the versions logged since
-/// (``staleView(of:)``, then ``store(_:view:json:ticket:)``) instead of reading the tree. A broadcast
+/// (``staleView(of:)``, then ``store(_:view:json:ticket:readAt:)``) instead of reading the tree. A broadcast
 /// change the hub has read (``setBroadcasts(_:)``) leaves the entries in place: each keeps the
 /// user's view in its parts, and a lookup rebases an entry read at an older broadcast version on
 /// the new set and renders it again, with no database read. A broadcast change the hub could not

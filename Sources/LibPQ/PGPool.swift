@@ -157,8 +157,8 @@ public final class PGPool: Sendable {
         /// Where cancels are sent: `PQcancel` blocks while it reaches the server (for as long as
         /// TCP tries, when the network is down), so it never holds a thread that deadlines need.
         /// Concurrent: a cancel stuck on one server (unreachable, restarting) must not hold back
-        /// the cancels of every other lease in the process (a test's cancel once waited 15 s
-        /// behind others). One lease's resends still go one after the other.
+        /// the cancels of every other lease in the process, as one serial queue would. One
+        /// lease's resends still go one after the other.
         private static let cancelQueue = DispatchQueue(label: "reddot.postgres.cancel", attributes: .concurrent)
         /// How often the cancel is sent again while the body still runs: a cancel that reaches
         /// the server between two statements, or between prepare and execute, is ignored there.
