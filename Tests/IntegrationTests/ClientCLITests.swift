@@ -51,7 +51,7 @@ struct ClientCLITests {
         return ContinuousClock.now - shownAt
     }
 
-    @Test("observe: called back at once, then within 1 s of a published event; a released observation stops; 100 observers see their own node")
+    @Test("observe: called back at once, then within 1 s of the server showing a published event; a released observation stops; 100 observers see their own node")
     func observe() async throws {
         try await ClientServerHarness.with { harness in
             let client = try await harness.client("ada")
@@ -322,7 +322,7 @@ extension Badge {
 /// `reddot watch` in a real terminal (tmux).
 @Suite("reddot watch", .serialized)
 struct WatchCLITests {
-    @Test("reddot watch draws the tree in tmux and shows a published event within 2 s; Ctrl-C stops it with exit 0")
+    @Test("reddot watch draws the tree in tmux and shows a published event within 2 s of the server; Ctrl-C stops it with exit 0")
     func watchInTmux() async throws {
         let tmux = "/usr/bin/tmux"
         try #require(FileManager.default.isExecutableFile(atPath: tmux), "tmux is missing (deploy/test.sh installs it)")
