@@ -52,14 +52,18 @@ let package = Package(
             providers: [.apt(["librdkafka-dev"])]
         ),
 
+        // Badge paths and their rule (DESIGN §2): the one grammar the server and the client check.
+        // The standard library only, so the client stays Foundation-only.
+        .target(name: "BadgePaths", swiftSettings: strictSettings),
+
         // The Swift client for apps: RJBadgeKit's observation model on a RedDot server. Foundation only.
-        .target(name: "RedDotClient", swiftSettings: strictSettings),
+        .target(name: "RedDotClient", dependencies: ["BadgePaths"], swiftSettings: strictSettings),
         .testTarget(name: "RedDotClientTests", dependencies: ["RedDotClient"], swiftSettings: strictSettings),
 
         // Pure domain: paths, operations, events, rules, aggregation. No I/O, no C.
         .target(
             name: "BadgeCore",
-            dependencies: [.product(name: "Yams", package: "Yams")],
+            dependencies: ["BadgePaths", .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
 

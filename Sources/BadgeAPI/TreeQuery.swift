@@ -68,8 +68,9 @@ extension APIError {
     }
 }
 
-/// The body of `POST …/badges/clear` (`{"path": "root.chat", "force": false, "seen_version": 7}`)
-/// and of `POST …/badges/seen` (`{"path": "root.chat", "seen_version": 7}`).
+/// The body of `POST …/badges/clear` (`{"path": "root.chat", "force": false, "seen_version": 7,
+/// "action_id": "…"}`) and of `POST …/badges/seen` (`{"path": "root.chat", "seen_version": 7}`);
+/// `action_id` is optional in both.
 struct ActionRequest: Sendable {
     /// Which action.
     enum Kind: Sendable { case clear, seen }
@@ -79,15 +80,19 @@ struct ActionRequest: Sendable {
     var force: Bool
     /// The version the client showed: clear only if the tree is still that one.
     var seenVersion: Int64?
+    /// The client's id of the action: applied once however often it is sent.
+    var actionID: ActionID?
 
     private struct Body: Decodable {
         var path: String
         var force: Bool?
         var seenVersion: Int64?
+        var actionID: String?
 
         enum CodingKeys: String, CodingKey {
             case path, force
             case seenVersion = "seen_version"
+            case actionID = "action_id"
         }
     }
 
@@ -97,7 +102,8 @@ struct ActionRequest: Sendable {
     }
 
     /// - Throws: ``APIError`` 400 for a body that is not such an object, an invalid path, a
-    ///   negative `seen_version`, or `force` on a seen (a seen always covers the subtree).
+    ///   negative `seen_version`, an invalid `action_id`, or `force` on a seen (a seen always
+    ///   covers the subtree).
     init(_ kind: Kind, _ bytes: [UInt8]) throws(APIError) {
         self.kind = kind
         let body: Body
@@ -116,6 +122,11 @@ struct ActionRequest: Sendable {
             throw APIError.badRequest("invalid_body", "seen_version must be a version (an integer ≥ 0), not \(seen)")
         }
         seenVersion = body.seenVersion
+        do {
+            actionID = try body.actionID.map { text throws(BadgeValidationError) in try ActionID(validating: text) }
+        } catch {
+            throw APIError.badRequest("invalid_body", error.description)
+        }
     }
 
     /// The version to clear at: `seen_version`, or the version of an `If-Match` ETag (`*`

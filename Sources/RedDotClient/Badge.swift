@@ -60,6 +60,9 @@ public struct RedDotClientError: Error, Sendable, Hashable, CustomStringConverti
         case invalidResponse
         /// The offline cache file could not be read or written.
         case cache
+        /// The path given is not a badge path (`root`, then up to 16 labels of 1-64 characters
+        /// of `A-Z a-z 0-9 _`, joined by `.`); the description names the rule it broke.
+        case invalidPath
     }
 
     /// The kind of failure.

@@ -5,9 +5,12 @@ extension RedDotClient {
     public struct Options: Sendable {
         /// How changes reach the client.
         public var transport: Transport
-        /// Where the last tree is kept between launches (shown at once at start, then revalidated
-        /// with `If-None-Match`); nil keeps nothing.
-        public var cacheFile: URL?
+        /// The folder where each user's last tree and unsent taps are kept between launches
+        /// (shown at once at start, then revalidated with `If-None-Match`; the taps are sent
+        /// when the server can be reached): one file per user and server, named by the client
+        /// (``RedDotClient/cacheFile``), so that several accounts on one device each restore
+        /// their own. Give the app's caches or application-support folder; nil keeps nothing.
+        public var cacheDirectory: URL?
         /// How long a stream may stay silent before it is taken as dead and reconnected. The
         /// server sends a heartbeat every 15 s by default; keep this a few heartbeats long.
         public var heartbeatTimeout: Duration
@@ -24,16 +27,16 @@ extension RedDotClient {
         /// something other than `text/event-stream`.
         public var fallbackPolling: Polling
 
-        /// Options with the defaults: a stream, no cache, a 45 s heartbeat timeout, reconnects
+        /// Options with the defaults: a stream, no cache folder, a 45 s heartbeat timeout, reconnects
         /// from 1 s up to 60 s, 30 s requests, and ``Polling/init(initialDelay:interval:toleranceWindow:longPoll:)``'s
         /// defaults as the fallback.
         public init(
-            transport: Transport = .stream, cacheFile: URL? = nil, heartbeatTimeout: Duration = .seconds(45),
+            transport: Transport = .stream, cacheDirectory: URL? = nil, heartbeatTimeout: Duration = .seconds(45),
             reconnectDelay: Duration = .seconds(1), maximumReconnectDelay: Duration = .seconds(60), requestTimeout: Duration = .seconds(30),
             fallbackPolling: Polling = Polling()
         ) {
             self.transport = transport
-            self.cacheFile = cacheFile
+            self.cacheDirectory = cacheDirectory
             self.heartbeatTimeout = heartbeatTimeout
             self.reconnectDelay = reconnectDelay
             self.maximumReconnectDelay = maximumReconnectDelay

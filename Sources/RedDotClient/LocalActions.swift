@@ -1,5 +1,10 @@
+import Foundation
+
 /// A clear or seen the app asked for, shown at once and kept over the server's tree until the
-/// tree the client holds includes it (read-your-writes).
+/// tree the client holds includes it (read-your-writes). Until the server answers it, it is
+/// kept in the offline cache too, with its id (`action_id`): a tap made offline is sent when
+/// the server can be reached, also after the app restarted, and the server applies it once
+/// however often it arrives.
 ///
 /// What it takes away is fixed when it is made, from what the app showed: the counts and
 /// unseen numbers of that moment. Applied to a newer tree, it takes away only those amounts,
@@ -11,28 +16,41 @@ struct PendingAction: Sendable {
         case seen
     }
 
+    /// Where the action is on its way to the server.
+    enum Delivery: Sendable, Hashable {
+        /// A request carries it now.
+        case sending
+        /// It waits for the server to be reachable (the last attempt could not reach it).
+        case queued
+    }
+
     /// What one node loses: an amount of its count and of its unseen number, and whether it
     /// hides once nothing is left under it (a clear; a seen hides nothing).
-    struct Loss: Sendable {
+    struct Loss: Sendable, Codable {
         var count: Int64
         var unseen: Int64
         var hides: Bool
     }
 
-    let id: UInt64
+    /// The client's number of the action in this run.
+    var id: UInt64
     let kind: Kind
     let path: String
     /// The version the app showed when it acted (sent as `seen_version`).
     let seenVersion: Int64
+    /// The id the server knows the action by (`action_id`), the same in every attempt.
+    let actionID: String
     let losses: [String: Loss]
+    var delivery = Delivery.sending
     /// The server's answer: its version and the subtree at `path` as it is there.
     var answer: (version: Int64, nodes: [String: Badge])?
 
-    init(id: UInt64, kind: Kind, path: String, shown: [String: Badge], version: Int64) {
+    init(id: UInt64, kind: Kind, path: String, shown: [String: Badge], version: Int64, actionID: String = UUID().uuidString) {
         self.id = id
         self.kind = kind
         self.path = path
         self.seenVersion = version
+        self.actionID = actionID
         var losses: [String: Loss] = [:]
         let target = shown[path]
         let ancestors = Self.ancestors(of: path)
@@ -58,6 +76,44 @@ struct PendingAction: Sendable {
             for node in ancestors { losses[node] = Loss(count: 0, unseen: target?.unseen ?? 0, hides: false) }
         }
         self.losses = losses
+    }
+
+    /// The action as the offline cache keeps it (without its answer).
+    struct Stored: Codable {
+        var actionID: String
+        var kind: String
+        var force: Bool
+        var path: String
+        var seenVersion: Int64
+        var losses: [String: Loss]
+
+        enum CodingKeys: String, CodingKey {
+            case kind, force, path, losses
+            case actionID = "action_id"
+            case seenVersion = "seen_version"
+        }
+    }
+
+    var stored: Stored {
+        let force = if case .clear(force: true) = kind { true } else { false }
+        return Stored(actionID: actionID, kind: kind == .seen ? "seen" : "clear", force: force, path: path, seenVersion: seenVersion, losses: losses)
+    }
+
+    /// An action read back from the offline cache, queued; nil when it is not one this client
+    /// writes.
+    init?(_ stored: Stored, id: UInt64) {
+        switch stored.kind {
+        case "clear": kind = .clear(force: stored.force)
+        case "seen": kind = .seen
+        default: return nil
+        }
+        guard RedDotClient.pathProblem(stored.path) == nil, !stored.actionID.isEmpty else { return nil }
+        self.id = id
+        path = stored.path
+        seenVersion = stored.seenVersion
+        actionID = stored.actionID
+        losses = stored.losses
+        delivery = .queued
     }
 
     /// `nodes` (the shown ones) with this action applied.

@@ -12,24 +12,43 @@ extension RedDotClient {
     ///
     /// The badges change at once (observers are called back); the server's answer confirms or
     /// corrects them, and the tree includes the clear from the version the server answered.
+    /// When the server cannot be reached (offline, a timeout, a 5xx), the clear stays shown
+    /// and is queued, in the offline cache too: it is sent when the connection is back (also
+    /// after the app restarted), with its `seen_version` and an `action_id` the server applies
+    /// once (``queuedActionCount``).
     ///
-    /// - Returns: the badge at `path` as the server answered it.
-    /// - Throws: ``RedDotClientError`` when the server refuses it or cannot be reached; the
-    ///   badges then show the server's tree again.
+    /// - Returns: the badge at `path` as the server answered it, or as shown here when the
+    ///   clear was queued.
+    /// - Throws: ``RedDotClientError``: `.invalidPath` for a path that is not a badge path
+    ///   (nothing changes); another kind when the server refuses the clear (the badges then
+    ///   show the server's tree again).
     @discardableResult
     public func clear(_ path: String, force: Bool = false) async throws -> Badge {
-        try await act(.clear(force: force), at: path)
+        try await act(.clear(force: force), at: [path])[0]
+    }
+
+    /// Clears the badges at `paths` (with `force`, everything under each too), as
+    /// ``clear(_:force:)`` does each: all of them change at once, for the version the app
+    /// showed; each is sent (or queued) as an action of its own, in order.
+    ///
+    /// - Returns: the badge at each path, in the order of `paths`.
+    /// - Throws: ``RedDotClientError``: `.invalidPath` when any path is not a badge path
+    ///   (nothing is cleared); else the first refusal of the server (the clears sent before it
+    ///   stand, the refused one shows again, the later ones are still sent).
+    @discardableResult
+    public func clear(paths: [String], force: Bool = false) async throws -> [Badge] {
+        try await act(.clear(force: force), at: paths)
     }
 
     /// Marks the badge at `path` and everything under it seen: their `unseen` numbers drop to 0
     /// and their counts stay (seen vs read), for what the app showed (`seen_version`, as
-    /// ``clear(_:force:)``).
+    /// ``clear(_:force:)``, and queued like it when the server cannot be reached).
     ///
-    /// - Returns: the badge at `path` as the server answered it.
-    /// - Throws: ``RedDotClientError`` when the server refuses it or cannot be reached.
+    /// - Returns: the badge at `path` as the server answered it, or as shown here when queued.
+    /// - Throws: ``RedDotClientError``: `.invalidPath`, or the server's refusal.
     @discardableResult
     public func seen(_ path: String) async throws -> Badge {
-        try await act(.seen, at: path)
+        try await act(.seen, at: [path])[0]
     }
 
     /// A stream sends no event for a version that changed nothing it shows, so an answered
@@ -46,24 +65,58 @@ extension RedDotClient {
         }
     }
 
-    private func act(_ kind: PendingAction.Kind, at path: String) async throws -> Badge {
+    /// Shows the action at each of `paths` at once, then sends them one by one.
+    private func act(_ kind: PendingAction.Kind, at paths: [String]) async throws -> [Badge] {
+        for path in paths { try Self.checkPath(path) }
         guard server != nil else { throw RedDotClientError(.invalidResponse, "the client has no server to send the action to") }
+        // Shown at once, from what the app sees now; each next one from what the previous left.
+        var actions: [PendingAction] = []
+        update { state in
+            var view = state.shown
+            for path in paths {
+                let made = PendingAction(id: state.makeID(), kind: kind, path: path, shown: view, version: state.tree.version)
+                state.pending.append(made)
+                view = made.apply(to: view)
+                actions.append(made)
+            }
+            return false
+        }
         // A client not started sends on a transport of its own, closed after.
         let running = state.withLock { $0.transport }
         let transport = running ?? HTTPTransport()
         defer { if running == nil { transport.close() } }
-        // Shown at once, from what the app sees now.
-        var action: PendingAction?
-        update { state in
-            let made = PendingAction(
-                id: state.makeID(), kind: kind, path: path, shown: state.shown, version: state.tree.version)
-            state.pending.append(made)
-            action = made
-            return false
+        var answers: [Badge] = []
+        var refusal: (any Error)?
+        for action in actions {
+            do {
+                answers.append(try await deliver(action, transport))
+            } catch let error as RedDotClientError where error.kind == .transport {
+                // The server cannot be reached: the action stays shown, queued for the sender.
+                update { state in
+                    if let index = state.pending.firstIndex(where: { $0.id == action.id }) { state.pending[index].delivery = .queued }
+                    return false
+                }
+                queueWakeup.fire()
+                answers.append(badge(action.path))
+            } catch {
+                refusal = refusal ?? error
+                answers.append(badge(action.path))
+            }
         }
-        guard let action else { return badge(path) }
+        if let refusal { throw Self.clientError(refusal) }
+        return answers
+    }
+
+    /// Sends `action`; on an answer, keeps it with the action until the tree includes it. A
+    /// refusal takes the action away (its badges show as the tree has them) and is thrown; so is
+    /// a failure to reach the server, with the action left as it was.
+    ///
+    /// - Returns: the badge at the action's path as the server answered it.
+    private func deliver(_ action: PendingAction, _ transport: HTTPTransport) async throws -> Badge {
+        let kind = action.kind
+        let path = action.path
         do {
-            var body: [String: Any] = ["path": path]
+            var body: [String: Any] = ["path": path, "action_id": action.actionID]
             if case .clear(let force) = kind { body["force"] = force }
             if action.seenVersion >= 0 { body["seen_version"] = action.seenVersion }
             var request = try await request(kind == .seen ? "badges/seen" : "badges/clear", query: [])
@@ -87,12 +140,46 @@ extension RedDotClient {
             confirmLater(action.id)
             return nodes[path] ?? .hidden(path, version: snapshot.version)
         } catch {
-            update { state in
-                state.pending.removeAll { $0.id == action.id }
-                return false
+            let failure = Self.clientError(error)
+            if failure.kind != .transport {
+                update { state in
+                    state.pending.removeAll { $0.id == action.id }
+                    return false
+                }
+                wakeup.fire()
             }
-            wakeup.fire()
-            throw Self.clientError(error)
+            throw failure
+        }
+    }
+
+    /// Sends the queued actions, oldest first, while the client runs: when one is queued, when
+    /// the connection is back, and after a failure to reach the server with the reconnect
+    /// backoff. A refusal drops the action (``lastQueuedActionError``) and goes on.
+    func sendQueued(_ transport: HTTPTransport) async {
+        var backoff = ReconnectBackoff(initial: options.reconnectDelay, maximum: options.maximumReconnectDelay)
+        while !Task.isCancelled {
+            let next = state.withLock { state -> PendingAction? in
+                guard let index = state.pending.firstIndex(where: { $0.answer == nil && $0.delivery == .queued }) else { return nil }
+                state.pending[index].delivery = .sending
+                return state.pending[index]
+            }
+            guard let next else {
+                await queueWakeup.wait(for: .seconds(86_400))
+                continue
+            }
+            do {
+                _ = try await deliver(next, transport)
+                backoff.reset()
+            } catch let error as RedDotClientError where error.kind == .transport {
+                update { state in
+                    if let index = state.pending.firstIndex(where: { $0.id == next.id }) { state.pending[index].delivery = .queued }
+                    return false
+                }
+                guard !Task.isCancelled else { return }
+                await queueWakeup.wait(for: backoff.next())
+            } catch {
+                state.withLock { $0.actionFailure = Self.clientError(error) }
+            }
         }
     }
 }

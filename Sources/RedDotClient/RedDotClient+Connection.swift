@@ -17,20 +17,24 @@ extension RedDotClient {
             let transport = HTTPTransport()
             state.transport = transport
             state.runner = Task { [weak self] in await self?.run(transport) }
+            state.sender = Task { [weak self] in await self?.sendQueued(transport) }
         }
     }
 
     /// Closes the connection and stops reconnecting. The tree and the observations stay; the
-    /// offline cache already holds the last tree.
+    /// offline cache already holds the last tree, and the clears and seens not sent yet (the
+    /// next start sends them).
     public func stop() {
-        let (runner, transport) = state.withLock { state in
+        let (runner, sender, transport) = state.withLock { state in
             defer {
                 state.runner = nil
+                state.sender = nil
                 state.transport = nil
             }
-            return (state.runner, state.transport)
+            return (state.runner, state.sender, state.transport)
         }
         runner?.cancel()
+        sender?.cancel()
         transport?.close()
         setConnection(.idle)
     }
@@ -43,12 +47,15 @@ extension RedDotClient {
     }
 
     func setConnection(_ new: ConnectionState) {
-        let callbacks = state.withLock { state -> [@Sendable (ConnectionState) -> Void] in
+        let callbacks = state.withLock { state -> [@Sendable (ConnectionState) -> Void]? in
             // After stop(), a late word from the stopped loop does not undo `.idle`.
-            guard state.connection != new, new == .idle || state.runner != nil else { return [] }
+            guard state.connection != new, new == .idle || state.runner != nil else { return nil }
             state.connection = new
             return state.connectionObservers.sorted { $0.key < $1.key }.map(\.value)
         }
+        guard let callbacks else { return }
+        // The server answers again: the queued actions go out now, not after their backoff.
+        if new == .streaming || new == .polling { queueWakeup.fire() }
         for callback in callbacks { callback(new) }
     }
 
@@ -336,7 +343,7 @@ extension RedDotClientError {
     var stopsTheClient: Bool {
         switch kind {
         case .unauthorized, .forbidden, .server: true
-        case .notFound, .transport, .invalidResponse, .cache: false
+        case .notFound, .transport, .invalidResponse, .cache, .invalidPath: false
         }
     }
 }

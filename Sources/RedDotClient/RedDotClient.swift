@@ -1,3 +1,4 @@
+import BadgePaths
 public import Foundation
 
 /// One user's badges from a RedDot server, with RJBadgeKit's programming model: observe a path
@@ -6,9 +7,9 @@ public import Foundation
 ///
 /// ```swift
 /// let client = RedDotClient(server: URL(string: "https://badges.example.com")!, user: "alice",
-///                           options: .init(cacheFile: cacheURL)) { try await session.token() }
+///                           options: .init(cacheDirectory: cachesURL)) { try await session.token() }
 /// client.start()
-/// let observation = client.observe("root.chat") { badge in
+/// let observation = try client.observe("root.chat") { badge in
 ///     Task { @MainActor in chatTab.badgeValue = badge.text ?? (badge.shown ? "" : nil) }
 /// }
 /// try await client.clear("root.chat", force: true)
@@ -32,6 +33,8 @@ public final class RedDotClient: Sendable {
     let state = ClientLock(State())
     /// Wakes the polling loop for ``refresh()`` and after an action.
     let wakeup = Wakeup()
+    /// Wakes the loop that sends queued actions: an action was queued, or the connection is back.
+    let queueWakeup = Wakeup()
 
     struct State {
         /// The tree as the server last confirmed it.
@@ -48,10 +51,19 @@ public final class RedDotClient: Sendable {
         var connectionObservers: [UInt64: @Sendable (ConnectionState) -> Void] = [:]
         var connection: ConnectionState = .idle
         var runner: Task<Void, Never>?
+        /// Sends the queued actions while the client runs.
+        var sender: Task<Void, Never>?
+        /// Why the server refused the last action sent from the queue.
+        var actionFailure: RedDotClientError?
         var transport: HTTPTransport?
         var cacheFailure: RedDotClientError?
-        /// How many trees were handed to the cache (their order, for ``BadgeCache/save(_:sequence:)``).
+        /// How many states were handed to the cache (their order, for ``BadgeCache/save(_:queued:sequence:)``).
         var saves: UInt64 = 0
+
+        /// The actions the server has not answered, as the cache keeps them.
+        var unanswered: [PendingAction.Stored] {
+            pending.filter { $0.answer == nil }.map(\.stored)
+        }
 
         /// The badge at `path` as the app sees it.
         func badge(_ path: String) -> Badge {
@@ -71,8 +83,9 @@ public final class RedDotClient: Sendable {
 
     /// A client of `user`'s badges on the RedDot server at `server` (its base URL, such as
     /// `https://badges.example.com`). Nothing is sent before ``start()``; the offline cache,
-    /// when `options` names one, is read at once, so the badges it holds show before the network
-    /// answers.
+    /// when `options` names a folder, is read at once, so the badges it holds show before the
+    /// network answers, with the clears and seens the server had not answered (they are sent
+    /// after ``start()``).
     ///
     /// - Parameter token: gives the bearer token for each request and connection (refresh it
     ///   there; it is called again after a 401, once, before the 401 surfaces as an error); nil
@@ -82,12 +95,15 @@ public final class RedDotClient: Sendable {
         self.server = server
         self.options = options.bounded
         self.tokenProvider = token
-        self.cache = options.cacheFile.map { BadgeCache(file: $0, server: server.absoluteString, user: user) }
+        self.cache = options.cacheDirectory.map { BadgeCache(directory: $0, server: server.absoluteString, user: user) }
         do {
             if let cached = try cache?.load() {
                 state.withLock { state in
-                    state.tree = cached
-                    state.shown = cached.nodes
+                    state.tree = cached.tree
+                    for stored in cached.queued {
+                        if let action = PendingAction(stored, id: state.makeID()) { state.pending.append(action) }
+                    }
+                    state.shown = state.pending.reduce(cached.tree.nodes) { $1.apply(to: $0) }
                 }
             }
         } catch let error as RedDotClientError {
@@ -108,6 +124,7 @@ public final class RedDotClient: Sendable {
     deinit {
         state.withLock { state in
             state.runner?.cancel()
+            state.sender?.cancel()
             state.transport?.close()
         }
     }
@@ -125,10 +142,28 @@ public final class RedDotClient: Sendable {
         state.withLock { $0.cacheFailure } ?? cache?.lastFailure
     }
 
+    /// The file that keeps this user's tree and unsent taps (in ``Options/cacheDirectory``);
+    /// nil without a cache folder.
+    public var cacheFile: URL? { cache?.file }
+
+    /// How many clears and seens wait to be sent: made while the server could not be reached
+    /// (they show already, and go out when it can be).
+    public var queuedActionCount: Int {
+        state.withLock { state in state.pending.count { $0.answer == nil && $0.delivery == .queued } }
+    }
+
+    /// Why the server refused the last clear or seen sent from the queue (the badges it had
+    /// hidden show again); nil when none was refused.
+    public var lastQueuedActionError: RedDotClientError? { state.withLock { $0.actionFailure } }
+
     /// Calls `callback` at once with the badge at `path`, then whenever it changes, until the
     /// returned observation is released or cancelled. Keep the observation as long as you
     /// observe; there is no other unobserve call, and no retain cycle to break.
-    public func observe(_ path: String, _ callback: @escaping @Sendable (Badge) -> Void) -> BadgeObservation {
+    ///
+    /// - Throws: ``RedDotClientError`` (`.invalidPath`) when `path` is not a badge path
+    ///   (`root`, then labels of `A-Z a-z 0-9 _`: `root.chat`, not `chat`); nothing is observed.
+    public func observe(_ path: String, _ callback: @escaping @Sendable (Badge) -> Void) throws -> BadgeObservation {
+        try Self.checkPath(path)
         let (id, current) = state.withLock { state -> (UInt64, Badge) in
             let id = state.makeID()
             state.observers[id] = (path, callback)
@@ -142,10 +177,13 @@ public final class RedDotClient: Sendable {
 
     /// The badge at `path` now, then every change of it, as an `AsyncSequence`; iteration ends
     /// when the task is cancelled.
-    public func badges(_ path: String) -> AsyncStream<Badge> {
-        AsyncStream(bufferingPolicy: .bufferingNewest(64)) { continuation in
-            let observation = observe(path) { continuation.yield($0) }
-            continuation.onTermination = { _ in observation.cancel() }
+    ///
+    /// - Throws: ``RedDotClientError`` (`.invalidPath`) when `path` is not a badge path.
+    public func badges(_ path: String) throws -> AsyncStream<Badge> {
+        try Self.checkPath(path)
+        return AsyncStream(bufferingPolicy: .bufferingNewest(64)) { continuation in
+            let observation = try? observe(path) { continuation.yield($0) }
+            continuation.onTermination = { _ in observation?.cancel() }
         }
     }
 
@@ -157,7 +195,10 @@ public final class RedDotClient: Sendable {
     /// Calls `callback` at once with ``badges(under:)``, then whenever a badge at `path` or
     /// under it changes (a list screen, a tree view), until the returned observation is
     /// released or cancelled.
-    public func observeTree(under path: String, _ callback: @escaping @Sendable ([Badge]) -> Void) -> BadgeObservation {
+    ///
+    /// - Throws: ``RedDotClientError`` (`.invalidPath`) when `path` is not a badge path.
+    public func observeTree(under path: String, _ callback: @escaping @Sendable ([Badge]) -> Void) throws -> BadgeObservation {
+        try Self.checkPath(path)
         let (id, current) = state.withLock { state -> (UInt64, [Badge]) in
             let id = state.makeID()
             state.treeObservers[id] = (path, callback)
@@ -230,10 +271,11 @@ public final class RedDotClient: Sendable {
 
     /// Changes the state with `change` (which says whether the confirmed tree changed), drops
     /// the actions the tree now includes, and calls the observers of the paths whose badge
-    /// changed, then saves the tree when it changed.
+    /// changed, then saves the tree and the unanswered actions when either changed.
     func update(_ change: (inout State) -> Bool) {
         let (calls, treeCalls, saved) = state.withLock {
-            state -> ([(@Sendable (Badge) -> Void, Badge)], [(@Sendable ([Badge]) -> Void, [Badge])], (BadgeTreeState, UInt64)?) in
+            state -> ([(@Sendable (Badge) -> Void, Badge)], [(@Sendable ([Badge]) -> Void, [Badge])], Saved?) in
+            let queuedBefore = state.pending.filter { $0.answer == nil }.map(\.actionID)
             let treeChanged = change(&state)
             let version = state.tree.version
             state.pending.removeAll { action in action.answer.map { $0.version <= version } ?? false }
@@ -260,12 +302,39 @@ public final class RedDotClient: Sendable {
                     changed.contains { PendingAction.isWithin($0, observer.path) }
                         ? (observer.callback, state.badges(under: observer.path)) : nil
                 }
-            if treeChanged { state.saves += 1 }
-            return (calls, treeCalls, treeChanged ? (state.tree, state.saves) : nil)
+            let queuedChanged = state.pending.filter { $0.answer == nil }.map(\.actionID) != queuedBefore
+            guard treeChanged || queuedChanged else { return (calls, treeCalls, nil) }
+            state.saves += 1
+            return (calls, treeCalls, Saved(tree: state.tree, queued: state.unanswered, sequence: state.saves))
         }
         for (callback, badge) in calls { callback(badge) }
         for (callback, badges) in treeCalls { callback(badges) }
-        if let (tree, sequence) = saved { cache?.save(tree, sequence: sequence) }
+        if let saved { cache?.save(saved.tree, queued: saved.queued, sequence: saved.sequence) }
+    }
+
+    /// What ``update(_:)`` hands to the cache.
+    private struct Saved {
+        var tree: BadgeTreeState
+        var queued: [PendingAction.Stored]
+        var sequence: UInt64
+    }
+
+    /// Why `path` is not a badge path (`root`, then labels of `A-Z a-z 0-9 _`), as a sentence
+    /// that names the rule it broke; nil when it is one.
+    public static func pathProblem(_ path: String) -> String? {
+        do {
+            _ = try BadgePath(validating: path)
+            return nil
+        } catch {
+            let suggestion = "root." + path
+            let hint = !path.hasPrefix("root") && BadgePath.labelCountOfValidPath(suggestion) != nil ? " (did you mean '\(suggestion)'?)" : ""
+            return error.description + hint
+        }
+    }
+
+    /// - Throws: ``RedDotClientError`` (`.invalidPath`) when `path` is not a badge path.
+    static func checkPath(_ path: String) throws(RedDotClientError) {
+        if let problem = pathProblem(path) { throw RedDotClientError(.invalidPath, problem) }
     }
 
     static func decode<T: Decodable>(_ type: T.Type, _ data: Data, what: String) throws -> T {

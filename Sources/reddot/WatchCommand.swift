@@ -38,16 +38,19 @@ struct WatchCommand: AsyncParsableCommand {
         name: .customLong("poll-seconds"),
         help: ArgumentHelp("Poll every this many seconds (If-None-Match) instead of streaming.", valueName: "seconds"))
     var pollSeconds: Double?
-    @Option(help: ArgumentHelp("Keep the last tree in this file, shown at once at the next start.", valueName: "file"))
-    var cache: String?
+    @Option(
+        name: .customLong("cache-directory"),
+        help: ArgumentHelp(
+            "Keep the last tree in this folder (one file per user and server), shown at once at the next start.", valueName: "folder"))
+    var cacheDirectory: String?
 
     func validate() throws {
         if let pollSeconds, !(pollSeconds.isFinite && pollSeconds >= 0.1 && pollSeconds <= 86_400) {
             throw ValidationError("--poll-seconds takes seconds from 0.1 to 86400, not \(pollSeconds)")
         }
         guard !user.isEmpty, user.utf8.count <= 256 else { throw ValidationError("--user takes a user id of 1 to 256 bytes") }
-        guard !path.isEmpty, path == "root" || path.hasPrefix("root.") else {
-            throw ValidationError("--path takes a badge path: root, or one under it such as root.chat")
+        if let problem = RedDotClient.pathProblem(path) {
+            throw ValidationError("--path takes a badge path such as root.chat: \(problem)")
         }
     }
 
@@ -59,7 +62,7 @@ struct WatchCommand: AsyncParsableCommand {
             throw fail("--url takes an http or https URL such as http://127.0.0.1:8080, not \(address)", code: ExitCodes.usage)
         }
         let bearer = token ?? environment["REDDOT_TOKEN"]
-        var options = RedDotClient.Options(cacheFile: cache.map { URL(fileURLWithPath: $0) })
+        var options = RedDotClient.Options(cacheDirectory: cacheDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) })
         if let pollSeconds {
             let interval = Duration.milliseconds(Int64(pollSeconds * 1000))
             options.transport = .polling(RedDotClient.Polling(interval: interval, toleranceWindow: min(interval, .seconds(5))))
@@ -67,7 +70,7 @@ struct WatchCommand: AsyncParsableCommand {
         let provider: (@Sendable () async throws -> String?)? = bearer.map { token in { @Sendable in token } }
         let client = RedDotClient(server: server, user: user, options: options, token: provider)
         let screen = WatchScreen(user: user, server: address, interactive: isatty(STDOUT_FILENO) == 1)
-        let tree = client.observeTree(under: path) { screen.draw(badges: $0, version: client.version) }
+        let tree = try client.observeTree(under: path) { screen.draw(badges: $0, version: client.version) }
         let refused = Locked<RedDotClientError?>(nil)
         let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
         let connection = client.observeConnection { state in

@@ -160,6 +160,48 @@ struct APIDatabaseTests {
         }
     }
 
+    @Test("an action id applies once: a repeated clear (no seen_version) leaves what arrived since; a refused one is not recorded")
+    func repeatedActionID() async throws {
+        try await APIHarness.with { harness in
+            let ivan = try await harness.token("ivan")
+            let increment = { (node: String) in BadgeMutation(user: user("ivan"), path: path(node), operation: .increment(by: 1)) }
+            try await harness.apply([increment("root.chat.c1"), increment("root.chat.c2")])
+            let body = #"{"path": "root.chat", "force": true, "action_id": "tap-1"}"#
+            let first = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: body)
+            #expect(first.status == .ok && first.headers[.init("RedDot-Action-Repeated")!] == nil, "\(first.text)")
+            #expect(try first.tree().tree == nil)
+            try await harness.apply([increment("root.chat.c3")])
+            // The answer was lost and the client sends the clear again: nothing more goes.
+            let again = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: body)
+            #expect(again.status == .ok && again.headers[.init("RedDot-Action-Repeated")!] == "true", "\(again.text)")
+            #expect(try again.tree().tree?.count == 1, "c3 arrived after the clear and stays")
+            #expect(try await harness.get("/v1/users/ivan/badges", token: ivan).tree().tree?.count == 1)
+            // Another user's action with the same id is their own.
+            let jane = try await harness.token("jane")
+            try await harness.apply([BadgeMutation(user: user("jane"), path: path("root.feed"), operation: .increment(by: 2))])
+            let hers = try await harness.call(.post, "/v1/users/jane/badges/clear", token: jane, body: #"{"path": "root", "force": true, "action_id": "tap-1"}"#)
+            #expect(try hers.status == .ok && hers.headers[.init("RedDot-Action-Repeated")!] == nil && hers.tree().tree == nil)
+            // A clear refused for its version records nothing: the same id with a version the tree has applies.
+            let now = try await harness.get("/v1/users/ivan/badges", token: ivan).tree()
+            let refused = try await harness.call(
+                .post, "/v1/users/ivan/badges/seen", token: ivan, body: #"{"path": "root", "seen_version": \#(now.version + 9), "action_id": "tap-2"}"#)
+            #expect(refused.status == .preconditionFailed, "\(refused.text)")
+            let seen = try await harness.call(
+                .post, "/v1/users/ivan/badges/seen", token: ivan, body: #"{"path": "root", "seen_version": \#(now.version), "action_id": "tap-2"}"#)
+            #expect(try seen.status == .ok && seen.headers[.init("RedDot-Action-Repeated")!] == nil && seen.tree().tree?.unseen == 0, "\(seen.text)")
+            #expect(try await harness.scalar("SELECT count(*)::int FROM applied_action WHERE user_id = 'ivan'", as: Int.self) == 2)
+            // An id that is not one: 400 with the rule.
+            let bad = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: #"{"path": "root", "action_id": "a b"}"#)
+            #expect(bad.status == .badRequest && bad.text.contains("action id"), "\(bad.text)")
+            // The retention prune takes old ids with the applied event ids.
+            try await harness.execute("UPDATE applied_action SET applied_at = now() - interval '8 days' WHERE user_id = 'ivan'")
+            _ = try await harness.store.pool.withConnection { connection in
+                try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 100, on: connection)
+            }
+            #expect(try await harness.scalar("SELECT count(*)::int FROM applied_action", as: Int.self) == 1)
+        }
+    }
+
     @Test("readyz reports a schema behind this build")
     func schemaBehind() async throws {
         try await APIHarness.with { harness in

@@ -108,7 +108,7 @@ struct StreamFollowerTests {
                 } else {
                     // A dismissal: the user clears a broadcast for themselves (a new own version).
                     let target = broadcasts[Int.random(in: 0..<broadcasts.count, using: &random)]
-                    _ = try await harness.store.act(.clear(force: false), at: target.path, for: user, seenVersion: nil, deadline: .now + .seconds(5))
+                    _ = try await harness.store.act(.clear(force: false), at: target.path, for: user, seenVersion: nil, actionID: nil, deadline: .now + .seconds(5))
                     steps.append("\(step): \(user.rawValue) dismisses at \(target.path.rawValue)")
                 }
                 // A change that moved nothing makes no version and sends no notification.

@@ -56,7 +56,7 @@ struct ClientCLITests {
         try await ClientServerHarness.with { harness in
             let client = try await harness.client("ada")
             let chat = Received()
-            var observation: BadgeObservation? = client.observe("root.chat") { chat.append($0) }
+            var observation: BadgeObservation? = try client.observe("root.chat") { chat.append($0) }
             #expect(chat.count == 1, "the first callback comes at once, before observe returns")
             #expect(chat.last?.shown == false)
             client.start()
@@ -90,10 +90,10 @@ struct ClientCLITests {
 
             // 100 observers of overlapping paths.
             let paths = ["root", "root.chat", "root.chat.c1", "root.chat.c2", "root.feed", "root.feed.f1", "root.feed.f1.x", "root.quiet"]
-            let observers = (0..<100).map { index in
+            let observers = try (0..<100).map { index in
                 let received = Received()
                 let path = paths[index % paths.count]
-                return (path, received, client.observe(path) { received.append($0) })
+                return (path, received, try client.observe(path) { received.append($0) })
             }
             var random = SeededRandom(seed: 7)
             let leaves = ["root.chat.c1", "root.chat.c2", "root.feed.f1.x", "root.feed"]
@@ -130,7 +130,7 @@ struct ClientCLITests {
         try await ClientServerHarness.with { harness in
             let client = try await harness.client("bo")
             let versions = Received()
-            let observation = client.observe("root") { versions.append($0) }
+            let observation = try client.observe("root") { versions.append($0) }
             defer { observation.cancel() }
             client.start()
             defer { client.stop() }
@@ -180,7 +180,7 @@ struct ClientCLITests {
             let schedule = RedDotClient.Polling(interval: .seconds(2), toleranceWindow: .seconds(5))
             let client = try await harness.client("cy", options: .init(transport: .polling(schedule)))
             let chat = Received()
-            let observation = client.observe("root.chat") { chat.append($0) }
+            let observation = try client.observe("root.chat") { chat.append($0) }
             defer { observation.cancel() }
             let started = ContinuousClock.now
             client.start()
@@ -201,7 +201,7 @@ struct ClientCLITests {
         try await ClientServerHarness.with { harness in
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-client-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: folder) }
-            let options = RedDotClient.Options(cacheFile: folder.appendingPathComponent("dee.json"))
+            let options = RedDotClient.Options(cacheDirectory: folder)
             let first = try await harness.client("dee", options: options)
             #expect(first.cacheError == nil)
             first.start()
@@ -211,7 +211,7 @@ struct ClientCLITests {
             first.stop()
             let cachedVersion = first.version
             #expect(first.cacheError == nil)
-            #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("dee.json").path))
+            #expect(FileManager.default.fileExists(atPath: try #require(first.cacheFile).path))
 
             #expect(try await harness.stopServer() == 0)
             let second = try await harness.client("dee", options: options)
@@ -231,6 +231,54 @@ struct ClientCLITests {
         }
     }
 
+    @Test("offline taps: a clear with the server down shows at once, survives an app restart, applies once when it is back; two accounts keep their own trees")
+    func offlineTaps() async throws {
+        try await ClientServerHarness.with { harness in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-taps-\(UUID().uuidString)", isDirectory: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let options = RedDotClient.Options(cacheDirectory: folder)
+            try await harness.increment([("kim", "root.chat.c1", 3), ("kim", "root.feed.f1", 1), ("lee", "root.chat.c9", 5)])
+            try await harness.waitForServer("kim") { $0.nodes["root"]?.count == 4 }
+            try await harness.waitForServer("lee") { $0.nodes["root"]?.count == 5 }
+            for name in ["kim", "lee"] {
+                let client = try await harness.client(name, options: options)
+                client.start()
+                #expect(try await Self.converged(client, harness))
+                client.stop()
+            }
+            #expect(try await harness.stopServer() == 0)
+
+            // The server is down: the tap shows at once and is queued, not thrown.
+            let kim = try await harness.client("kim", options: options)
+            let lee = try await harness.client("lee", options: options)
+            #expect(kim.badge("root.chat").count == 3 && lee.badge("root.chat").count == 5, "each account restores its own tree")
+            #expect(kim.cacheFile != lee.cacheFile)
+            kim.start()
+            #expect(await eventually(seconds: 10) { if case .waiting = kim.connectionState { true } else { false } })
+            let shown = try await kim.clear("root.chat", force: true)
+            #expect(!shown.shown && !kim.badge("root.chat").shown && kim.badge("root").count == 1)
+            #expect(kim.queuedActionCount == 1)
+            kim.stop()
+
+            // The app restarts, still offline: the tap is still there.
+            let restarted = try await harness.client("kim", options: options)
+            #expect(!restarted.badge("root.chat").shown && restarted.badge("root").count == 1 && restarted.queuedActionCount == 1)
+            // Something arrives meanwhile, after the version the tap was made at: it must stay.
+            try await harness.increment([("kim", "root.chat.c2", 1)])
+            try await harness.startServer()
+            try await harness.waitForServer("kim") { $0.nodes["root.chat.c2"]?.count == 1 }
+            restarted.start()
+            defer { restarted.stop() }
+            #expect(await eventually(seconds: 30) { restarted.queuedActionCount == 0 })
+            let server = try await harness.serverTree("kim")
+            #expect(server.nodes["root.chat.c1"] == nil, "the tap cleared what was shown")
+            #expect(server.nodes["root.chat"]?.count == 1 && server.nodes["root.chat.c2"]?.count == 1, "the arrival after it stays")
+            #expect(try await Self.converged(restarted, harness, seconds: 30))
+            #expect(restarted.badge("root.chat").count == 1 && restarted.badge("root").count == 2)
+            #expect(try await harness.pipeline.count("SELECT count(*) FROM applied_action WHERE user_id = 'kim'") == 1, "applied once")
+        }
+    }
+
     @Test("the race: shown at V, two arrivals, clear: the arrivals stay, here and on the server")
     func clearRace() async throws {
         try await ClientServerHarness.with { harness in
@@ -240,7 +288,7 @@ struct ClientCLITests {
             let schedule = RedDotClient.Polling(interval: .seconds(60), toleranceWindow: .seconds(1))
             let client = try await harness.client("eve", options: .init(transport: .polling(schedule)))
             let chat = Received()
-            let observation = client.observe("root.chat") { chat.append($0) }
+            let observation = try client.observe("root.chat") { chat.append($0) }
             defer { observation.cancel() }
             client.start()
             defer { client.stop() }
@@ -277,7 +325,7 @@ extension ClientCLITests {
             let schedule = RedDotClient.Polling(interval: .zero, toleranceWindow: .seconds(1), longPoll: .seconds(20))
             let client = try await harness.client("hux", options: .init(transport: .polling(schedule)))
             let chat = Received()
-            let observation = client.observe("root.chat") { chat.append($0) }
+            let observation = try client.observe("root.chat") { chat.append($0) }
             defer { observation.cancel() }
             client.start()
             defer { client.stop() }

@@ -25,7 +25,7 @@ struct RedDotClientTests {
     func observe() throws {
         let client = RedDotClient(user: "ann")
         let calls = Calls()
-        var observation: BadgeObservation? = client.observe("root.chat.c1") { calls.add($0) }
+        var observation: BadgeObservation? = try client.observe("root.chat.c1") { calls.add($0) }
         #expect(calls.all == [Badge.hidden("root.chat.c1", version: 0)])
         try client.receive(event("snapshot", Self.snapshot))
         #expect(calls.all.last?.count == 3 && calls.all.last?.version == 4)
@@ -55,7 +55,7 @@ struct RedDotClientTests {
         for index in 0..<100 {
             let path = paths[index % paths.count]
             let received = Calls()
-            observations.append(client.observe(path) { received.add($0) })
+            observations.append(try client.observe(path) { received.add($0) })
             calls.append((path, received))
         }
         var expected: [String: [Int64]] = Dictionary(uniqueKeysWithValues: paths.map { ($0, [0]) })
@@ -86,10 +86,67 @@ struct RedDotClientTests {
     func asyncSequence() async throws {
         let client = RedDotClient(user: "ann")
         try client.receive(event("snapshot", Self.snapshot))
-        var iterator = client.badges("root.chat.c2").makeAsyncIterator()
+        var iterator = try client.badges("root.chat.c2").makeAsyncIterator()
         #expect(await iterator.next()?.icon == "hot")
         try client.receive(event("change", #"{"user":"ann","version":5,"changed":[{"path":"root.chat.c2","shown":true,"count":9,"unseen":1,"text":"9","icon":null}]}"#))
         #expect(await iterator.next()?.count == 9)
+    }
+
+    @Test("observe, observeTree and badges refuse a path that is not a badge path, with the rule it broke")
+    func invalidPaths() throws {
+        let client = RedDotClient(user: "ann")
+        for (path, words) in [
+            ("chat", "did you mean 'root.chat'"), ("root..c1", "empty label"), ("root.chat room", "character ' '"), ("", "empty"),
+        ] {
+            do {
+                _ = try client.observe(path) { _ in }
+                Issue.record("observe(\(path)) was accepted")
+            } catch let error as RedDotClientError {
+                #expect(error.kind == .invalidPath && error.description.contains(words), "\(error)")
+            }
+            #expect(throws: RedDotClientError.self) { try client.observeTree(under: path) { _ in } }
+            #expect(throws: RedDotClientError.self) { try client.badges(path) }
+        }
+        #expect(client.observerCount == 0)
+        #expect(RedDotClient.pathProblem("root.chat.c1") == nil && RedDotClient.pathProblem("root") == nil)
+    }
+
+    @Test("a cache file with hostile numbers, paths or kinds is read without a trap; what is not valid is left out")
+    func hostileCacheFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-hostile-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let server = try #require(URL(string: "http://127.0.0.1:9"))
+        let options = RedDotClient.Options(cacheDirectory: folder)
+        let file = try #require(RedDotClient(server: server, user: "ann", options: options).cacheFile)
+        let max = Int64.max
+        let min = Int64.min
+        let contents = """
+            {"format":2,"server":"http://127.0.0.1:9","user":"ann","version":\(max),
+             "nodes":[{"path":"root","shown":true,"count":\(max),"unseen":\(min),"text":"99+","icon":null,"version":\(max)},
+                      {"path":"root.a","shown":true,"count":\(min),"unseen":\(max),"text":null,"icon":null,"version":0}],
+             "queued":[
+               {"action_id":"x","kind":"clear","force":true,"path":"root.a","seen_version":\(min),
+                "losses":{"root.a":{"count":\(min),"unseen":\(max),"hides":true},"root":{"count":\(max),"unseen":\(min),"hides":true}}},
+               {"action_id":"y","kind":"clear","force":false,"path":"chat","seen_version":1,"losses":{}},
+               {"action_id":"z","kind":"explode","force":false,"path":"root","seen_version":1,"losses":{}},
+               {"action_id":"","kind":"seen","force":false,"path":"root","seen_version":1,"losses":{}}]}
+            """
+        try Data(contents.utf8).write(to: file)
+        let client = RedDotClient(server: server, user: "ann", options: options)
+        #expect(client.cacheError == nil)
+        #expect(client.queuedActionCount == 1, "only the valid action is kept")
+        #expect(client.version == max)
+        _ = client.badge("root")
+        _ = client.badges(under: "root")
+        for format in ["3", "\"2\"", "0"] {
+            try Data(contents.replacingOccurrences(of: #""format":2"#, with: #""format":\#(format)"#).utf8).write(to: file)
+            let other = RedDotClient(server: server, user: "ann", options: options)
+            #expect(other.version == 0 && other.queuedActionCount == 0, "format \(format) is not used")
+        }
+        try Data("not json".utf8).write(to: file)
+        let broken = RedDotClient(server: server, user: "ann", options: options)
+        #expect(broken.cacheError?.kind == .cache && broken.version == 0)
     }
 
     @Test("data that is not what the server sends is an error with a sentence, and changes nothing")

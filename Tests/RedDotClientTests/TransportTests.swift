@@ -36,7 +36,7 @@ struct TransportTests {
         let options = RedDotClient.Options(transport: .polling(Self.quickPolls), reconnectDelay: .milliseconds(50))
         let client = RedDotClient(server: server.url, user: "ann", options: options)
         let calls = ClientCalls()
-        let observation = client.observe("root.chat") { calls.add($0) }
+        let observation = try client.observe("root.chat") { calls.add($0) }
         defer { observation.cancel() }
         client.start()
         defer { client.stop() }
@@ -103,12 +103,14 @@ struct TransportTests {
     @Test("a clear the server refuses is taken back: the badges show the server's tree again, and the error is thrown")
     func refusedClearIsUndone() async throws {
         let server = try ScriptedServer { request, _ in
-            request.method == "POST" ? .json(503, #"{"error":{"code":"unavailable","message":"the database is down"}}"#) : .json(200, Self.tree)
+            request.method == "POST"
+                ? .json(412, #"{"error":{"code":"version_changed","message":"version 3 is later than any this tree has had"}}"#)
+                : .json(200, Self.tree)
         }
         defer { server.stop() }
         let client = RedDotClient(server: server.url, user: "ann", options: .init(transport: .polling(.init(interval: .seconds(60)))))
         let calls = ClientCalls()
-        let observation = client.observe("root.chat") { calls.add($0) }
+        let observation = try client.observe("root.chat") { calls.add($0) }
         defer { observation.cancel() }
         client.start()
         defer { client.stop() }
@@ -120,6 +122,94 @@ struct TransportTests {
         #expect(post.target == "/v1/users/ann/badges/clear")
         let body = try JSONSerialization.jsonObject(with: Data(post.body.utf8)) as? [String: Any]
         #expect(body?["seen_version"] as? Int == 3 && body?["force"] as? Bool == true && body?["path"] as? String == "root.chat")
+        #expect((body?["action_id"] as? String)?.isEmpty == false)
+        #expect(client.queuedActionCount == 0)
+    }
+
+    @Test("a clear while the server cannot answer: shown at once, kept in the cache across a restart, sent once when it is back")
+    func offlineClearIsQueued() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-queue-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let online = Atomic<Bool>(true)
+        let delivered = Mutex<[String]>([])
+        let cleared = #"{"user":"ann","version":4,"tree":null}"#
+        let server = try ScriptedServer { request, _ in
+            guard online.load(ordering: .relaxed) else {
+                return .json(503, #"{"error":{"code":"unavailable","message":"the database did not answer in time"}}"#)
+            }
+            if request.method == "POST" {
+                delivered.withLock { $0.append(request.body) }
+                return .json(200, cleared)
+            }
+            return .json(200, delivered.withLock { $0.isEmpty } ? Self.tree : cleared)
+        }
+        defer { server.stop() }
+        let options = RedDotClient.Options(
+            transport: .polling(Self.quickPolls), cacheDirectory: folder, reconnectDelay: .milliseconds(50),
+            maximumReconnectDelay: .milliseconds(200))
+        let first = RedDotClient(server: server.url, user: "ann", options: options)
+        first.start()
+        #expect(await Self.eventually { first.badge("root.chat").count == 2 })
+        online.store(false, ordering: .relaxed)
+        let calls = ClientCalls()
+        let observation = try first.observe("root.chat") { calls.add($0) }
+        let shown = try await first.clear("root.chat", force: true)
+        #expect(!shown.shown && !first.badge("root.chat").shown && first.badge("root").count == 0, "shown at once, not thrown")
+        #expect(calls.all.map(\.shown) == [true, false], "no rollback")
+        #expect(first.queuedActionCount == 1)
+        let attempt = try #require(server.requests.last { $0.method == "POST" })
+        let actionID = try #require((try JSONSerialization.jsonObject(with: Data(attempt.body.utf8)) as? [String: Any])?["action_id"] as? String)
+        // Retries while the server is down send the same action.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(server.requests.filter { $0.method == "POST" }.allSatisfy { $0.body.contains(actionID) })
+        first.stop()
+        observation.cancel()
+        #expect(first.cacheError == nil)
+        let cacheFile = try #require(first.cacheFile)
+        #expect(try String(contentsOf: cacheFile, encoding: .utf8).contains(actionID), "the tap is in the cache file")
+
+        // The app restarts: the tap shows at once, from the cache.
+        let second = RedDotClient(server: server.url, user: "ann", options: options)
+        #expect(!second.badge("root.chat").shown && second.queuedActionCount == 1)
+        #expect(second.version == 3)
+        online.store(true, ordering: .relaxed)
+        second.start()
+        defer { second.stop() }
+        #expect(await Self.eventually { second.queuedActionCount == 0 && second.version == 4 })
+        try await Task.sleep(for: .milliseconds(500))
+        let sent = delivered.withLock { $0 }
+        #expect(sent.count == 1, "sent once when the server is back: \(sent)")
+        let body = try JSONSerialization.jsonObject(with: Data((sent.first ?? "{}").utf8)) as? [String: Any]
+        #expect(body?["action_id"] as? String == actionID && body?["seen_version"] as? Int == 3 && body?["force"] as? Bool == true)
+        #expect(!second.badge("root.chat").shown)
+        #expect(try !String(contentsOf: cacheFile, encoding: .utf8).contains(actionID), "the answered tap left the cache")
+    }
+
+    @Test("two accounts on one device: each user's cache is a file of its own, and each restores its own tree")
+    func accountsKeepTheirOwnCache() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-accounts-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let bobTree = #"{"user":"bob","version":9,"tree":{"path":"root","shown":true,"count":7,"unseen":0,"text":"7","icon":null,"children":[{"path":"root.feed","shown":true,"count":7,"unseen":0,"text":"7","icon":null,"children":[]}]}}"#
+        let server = try ScriptedServer { request, _ in .json(200, request.target.contains("/users/bob/") ? bobTree : Self.tree) }
+        defer { server.stop() }
+        let options = RedDotClient.Options(transport: .polling(Self.quickPolls), cacheDirectory: folder)
+        for user in ["ann", "bob"] {
+            let client = RedDotClient(server: server.url, user: user, options: options)
+            client.start()
+            #expect(await Self.eventually { client.version > 0 })
+            client.stop()
+        }
+        server.stop()
+        let ann = RedDotClient(server: server.url, user: "ann", options: options)
+        let bob = RedDotClient(server: server.url, user: "bob", options: options)
+        #expect(ann.cacheFile != bob.cacheFile)
+        #expect(ann.version == 3 && ann.badge("root.chat").count == 2 && !ann.badge("root.feed").shown)
+        #expect(bob.version == 9 && bob.badge("root.feed").count == 7 && !bob.badge("root.chat").shown)
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(files.count == 2 && files.allSatisfy { $0.hasPrefix("reddot-") && $0.hasSuffix(".json") }, "\(files)")
+        // Another server's client of the same user starts empty.
+        let elsewhere = RedDotClient(server: try #require(URL(string: "http://other.example:1")), user: "ann", options: options)
+        #expect(elsewhere.version == 0 && !elsewhere.badge("root.chat").shown)
     }
 }
 

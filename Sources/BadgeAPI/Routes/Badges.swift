@@ -1,6 +1,7 @@
 import BadgeCore
 import BadgeStore
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 
@@ -179,6 +180,9 @@ extension BadgeAPI {
         return Response(status: .notModified, headers: headers)
     }
 
+    /// On the answer to a clear or a seen whose `action_id` was applied before: nothing was done again.
+    static let actionRepeated = HTTPField.Name("RedDot-Action-Repeated")!
+
     /// `POST …/badges/clear` and `POST …/badges/seen`: the action at the body's path, at the
     /// version the client showed when it gives one (`seen_version`, `If-Match`).
     private func act(_ kind: ActionRequest.Kind, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -187,7 +191,8 @@ extension BadgeAPI {
         let action = try ActionRequest(kind, Array(buffer: body))
         let seenVersion = try action.version(ifMatch: request.headers[.ifMatch])
         let outcome = try await storage { deadline in
-            try await store.act(action.operation, at: action.path, for: user, seenVersion: seenVersion, deadline: deadline)
+            try await store.act(
+                action.operation, at: action.path, for: user, seenVersion: seenVersion, actionID: action.actionID, deadline: deadline)
         }
         if case .changedSince(let current) = outcome, let seenVersion {
             var headers = HTTPFields()
@@ -199,9 +204,11 @@ extension BadgeAPI {
                 headers: headers)
         }
         // The notification follows; the next read on this server must not wait for it.
-        hub.changedHere(user)
+        if outcome != .repeated { hub.changedHere(user) }
         let answer = try await read(user: user, query: TreeQuery(target: .tree(action.path, nil)))
-        return try respond(answer, ifNoneMatch: nil)
+        var response = try respond(answer, ifNoneMatch: nil)
+        if outcome == .repeated { response.headers[Self.actionRepeated] = "true" }
+        return response
     }
 }
 

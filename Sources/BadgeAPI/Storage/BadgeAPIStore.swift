@@ -41,9 +41,11 @@ public protocol BadgeAPIStore: Sendable {
 
     /// Applies a user's action at `path` (a clear, with `force` of the whole subtree, or a seen)
     /// and makes the change visible at once; with `seenVersion`, only if the user's tree is still
-    /// the one at that version (nothing the client did not show is cleared or marked seen).
+    /// the one at that version (nothing the client did not show is cleared or marked seen); with
+    /// `actionID`, only if no action of the user with that id was applied before (`.repeated`).
     func act(
-        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID?,
+        deadline: ContinuousClock.Instant
     ) async throws -> ActionOutcome
 
     /// Why the storage cannot serve (unreachable, a schema this build does not expect), as

@@ -58,10 +58,11 @@ extension BadgeStore: BadgeAPIStore {
     ///
     /// - Throws: ``APIError`` 503 when `deadline` passes first.
     public func act(
-        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID?,
+        deadline: ContinuousClock.Instant
     ) async throws -> ActionOutcome {
         try await Self.racing(deadline) {
-            try await act(operation, at: path, for: user, seenVersion: seenVersion)
+            try await act(operation, at: path, for: user, seenVersion: seenVersion, actionID: actionID)
         }
     }
 

@@ -16,6 +16,8 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         var version: Int64 = 0
         /// The aggregates at each of the latest versions (the change log of this store).
         var history: [Int64: [BadgePath: BadgeAggregate]] = [0: [:]]
+        /// The ids of the actions applied (kept for good here).
+        var actions: Set<ActionID> = []
     }
 
     /// How many versions of each user ``history(for:since:stepwise:limit:deadline:)`` reaches back.
@@ -127,16 +129,21 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
 
     /// Applies the clear or the seen (see ``apply(_:recomputeNow:)``); with `seenVersion`, only
     /// when it is not later than the user's version (for route tests: it then acts on
-    /// everything, where the store acts on what showed in that version; the check and the
-    /// action are two steps here, one transaction in the store).
+    /// everything, where the store acts on what showed in that version); with `actionID`, only
+    /// once per id. The checks and the action are separate steps here, one transaction in the
+    /// store.
     public func act(
-        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, deadline: ContinuousClock.Instant
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID?,
+        deadline: ContinuousClock.Instant
     ) async throws -> ActionOutcome {
+        if let actionID, users.withLock({ $0[user]?.actions.contains(actionID) ?? false }) { return .repeated }
         if let seenVersion {
             let current = users.withLock { $0[user]?.version ?? 0 }
             guard seenVersion <= current else { return .changedSince(current: current) }
         }
-        return .applied(apply([BadgeMutation(user: user, path: path, operation: operation)])[user])
+        let outcome = ActionOutcome.applied(apply([BadgeMutation(user: user, path: path, operation: operation)])[user])
+        if let actionID { _ = users.withLock { $0[user, default: UserBadges()].actions.insert(actionID) } }
+        return outcome
     }
 
     /// Always ready.

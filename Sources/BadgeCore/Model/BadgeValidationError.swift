@@ -1,4 +1,4 @@
-/// Why a text is not a valid ``UserID``, ``BadgeIcon``, ``EventID`` or ``ItemID``.
+/// Why a text is not a valid ``UserID``, ``BadgeIcon``, ``EventID``, ``ItemID`` or ``ActionID``.
 ///
 /// Each case names the kind of value; ``description`` quotes the value safely and states the rule.
 public enum BadgeValidationError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -12,6 +12,8 @@ public enum BadgeValidationError: Error, Equatable, Sendable, CustomStringConver
         case eventID = "event id"
         /// An ``ItemID``.
         case itemID = "item id"
+        /// An ``ActionID``.
+        case actionID = "action id"
     }
 
     /// The value is the empty string.
@@ -45,6 +47,7 @@ public enum BadgeValidationError: Error, Equatable, Sendable, CustomStringConver
         case .icon: return "an icon is 1-32 characters of a-z, 0-9, _ and -"
         case .eventID: return "an event id is 1-128 visible ASCII characters (no spaces)"
         case .itemID: return "an item id is 1-128 visible ASCII characters (no spaces)"
+        case .actionID: return "an action id is 1-128 visible ASCII characters (no spaces)"
         }
     }
 

@@ -122,6 +122,16 @@ enum IngestSQL {
             SELECT event_id FROM applied_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
         """)
 
+    /// One chunk of the clients' action ids older than the dedupe retention (a replay of such
+    /// an action later would apply again, at its `seen_version`).
+    static let pruneAppliedActions = PGStatement(
+        "ingest.prune_applied_actions",
+        """
+        DELETE FROM applied_action
+        WHERE (user_id, action_id) IN (
+            SELECT user_id, action_id FROM applied_action WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """)
+
     /// One chunk of item tombstones older than the dedupe retention (an add of such an item
     /// arriving later would count again, as would a duplicate of its event).
     static let pruneGoneItems = PGStatement(

@@ -181,8 +181,8 @@ public enum IngestTransaction {
             })
     }
 
-    /// Deletes the applied event ids recorded before `olderThan`, and the item tombstones and
-    /// clear marks of the same age, `limit` rows per statement (each its own transaction unless
+    /// Deletes the applied event ids recorded before `olderThan`, and the clients' action ids,
+    /// item tombstones and clear marks of the same age, `limit` rows per statement (each its own transaction unless
     /// the caller opened one), skipping rows another transaction holds; then folds the
     /// increments stored before `olderThan` into their states (`BadgeStore.foldIncrements`, in
     /// transactions of its own).
@@ -191,7 +191,9 @@ public enum IngestTransaction {
     public static func pruneAppliedEvents(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
         guard limit > 0 else { return 0 }
         var total = 0
-        for statement in [IngestSQL.pruneAppliedEvents, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks] {
+        for statement in [
+            IngestSQL.pruneAppliedEvents, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
+        ] {
             while true {
                 let deleted = try connection.query(statement, [olderThan, limit]).affectedRows
                 total += deleted

@@ -329,6 +329,9 @@ public enum ActionOutcome: Sendable, Hashable {
     /// Nothing was done: the version the client sent is later than any the user's tree has had.
     /// `current`: the visible version now.
     case changedSince(current: Int64)
+    /// Nothing was done: an action with the same id was applied before (a client's retry, or
+    /// the replay of a tap it queued offline).
+    case repeated
 }
 
 extension BadgeStore {
@@ -341,53 +344,77 @@ extension BadgeStore {
     /// after it, with its count and unseen. A version later than the user's tree ever had is
     /// `.changedSince`.
     ///
+    /// With `actionID`, an action applied once is not applied again (`.repeated`): the id is
+    /// recorded with the action, and kept for the event-id retention (pruned with the applied
+    /// event ids). An action that did nothing (`.changedSince`) records no id.
+    ///
     /// The transaction takes the user's rollup lock (waiting for a round that holds the user),
     /// then the user's write number: an ingest transaction for this user waits for the rest of
     /// this one (short: the recount is of one user), never for a rollup round, and what it
     /// writes shows first in a later version.
-    public func act(_ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?) async throws -> ActionOutcome {
-        var batch = BadgeBatch()
-        batch.append(BadgeMutation(user: user, path: path, operation: operation))
-        let finalBatch = batch
-        return try await PGRetryPolicy().run(logger: pool.logger) {
+    public func act(
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID? = nil
+    ) async throws -> ActionOutcome {
+        try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection throws(PGError) -> ActionOutcome in
-                guard let seenVersion else {
-                    return try Self.visibleOutcome(Self.applyAndRecompute(finalBatch, on: connection)[user], for: user, on: connection)
-                }
+                // The user's lock orders the user's actions, so the id's check and its record
+                // (with the action, or not at all) see no other action of the user in between.
                 try Self.lockForRecount([user], on: connection)
-                try Self.takeWriteNumbers([user], on: connection)
-                let pending = try connection.query(BadgeSQL.hasPendingWrites, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? true
-                let versions = try connection.query(BadgeSQL.versions, [user.rawValue]).rows.first
-                let own = try versions?.decode(0, as: Int64.self) ?? 0
-                let broadcasts = try versions?.decode(1, as: Int64.self) ?? 0
-                let (sum, overflow) = own.addingReportingOverflow(broadcasts)
-                let current = overflow ? Int64.max : sum
-                guard seenVersion <= current else { return .changedSince(current: current) }
-                // What the client showed of the user's own tree: at most this version (less when
-                // broadcasts moved since, which takes less).
-                let (difference, below) = seenVersion.subtractingReportingOverflow(broadcasts)
-                let through = below ? Int64.min : difference
-                // Rows stamped with a write the rendered version covers showed in it; when it is
-                // the current version and nothing waits for the rollup, every row did.
-                let reach = try connection.query(BadgeSQL.writesThroughVersion, [user.rawValue, through]).rows.first?
-                    .decode(0, as: Int64.self) ?? 0
-                let settled = !pending && through == own
-                var bumping: [UserID] = []
-                switch operation {
-                case .clear(let force):
-                    try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
-                    try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
-                    let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
-                    if !dismissed.rows.isEmpty { bumping = [user] }
-                case .seen:
-                    try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
-                case .set, .increment, .decrement, .addItem, .removeItem:
-                    try Self.apply(finalBatch, on: connection)
+                if let actionID {
+                    guard try connection.query(BadgeSQL.actionApplied, [user.rawValue, actionID.rawValue]).rows.isEmpty else {
+                        return .repeated
+                    }
                 }
-                let changed = try Self.recomputeAggregates(for: [user], bumping: bumping, recountAll: true, on: connection)[user]
-                return try Self.visibleOutcome(changed, for: user, on: connection)
+                let outcome = try Self.act(operation, at: path, for: user, seenVersion: seenVersion, on: connection)
+                if let actionID, case .applied = outcome {
+                    try connection.query(BadgeSQL.recordAction, [user.rawValue, actionID.rawValue])
+                }
+                return outcome
             }
         }
+    }
+
+    /// The action of ``act(_:at:for:seenVersion:actionID:)`` in the caller's transaction, which
+    /// holds the user's rollup lock.
+    private static func act(
+        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, on connection: PGConnection
+    ) throws(PGError) -> ActionOutcome {
+        var batch = BadgeBatch()
+        batch.append(BadgeMutation(user: user, path: path, operation: operation))
+        guard let seenVersion else {
+            return try visibleOutcome(applyAndRecompute(batch, on: connection)[user], for: user, on: connection)
+        }
+        try takeWriteNumbers([user], on: connection)
+        let pending = try connection.query(BadgeSQL.hasPendingWrites, [user.rawValue]).rows.first?.decode(0, as: Bool.self) ?? true
+        let versions = try connection.query(BadgeSQL.versions, [user.rawValue]).rows.first
+        let own = try versions?.decode(0, as: Int64.self) ?? 0
+        let broadcasts = try versions?.decode(1, as: Int64.self) ?? 0
+        let (sum, overflow) = own.addingReportingOverflow(broadcasts)
+        let current = overflow ? Int64.max : sum
+        guard seenVersion <= current else { return .changedSince(current: current) }
+        // What the client showed of the user's own tree: at most this version (less when
+        // broadcasts moved since, which takes less).
+        let (difference, below) = seenVersion.subtractingReportingOverflow(broadcasts)
+        let through = below ? Int64.min : difference
+        // Rows stamped with a write the rendered version covers showed in it; when it is
+        // the current version and nothing waits for the rollup, every row did.
+        let reach = try connection.query(BadgeSQL.writesThroughVersion, [user.rawValue, through]).rows.first?
+            .decode(0, as: Int64.self) ?? 0
+        let settled = !pending && through == own
+        var bumping: [UserID] = []
+        switch operation {
+        case .clear(let force):
+            try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
+            try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
+            let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
+            if !dismissed.rows.isEmpty { bumping = [user] }
+        case .seen:
+            try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
+        case .set, .increment, .decrement, .addItem, .removeItem:
+            try apply(batch, on: connection)
+        }
+        let changed = try recomputeAggregates(for: [user], bumping: bumping, recountAll: true, on: connection)[user]
+        return try visibleOutcome(changed, for: user, on: connection)
     }
 
     /// `.applied` with the user's visible version when their own version moved (`changed`).

@@ -1,12 +1,12 @@
 /// Helpers that put untrusted text into error messages safely.
-enum Quoting {
+package enum Quoting {
     /// The most Unicode scalars of untrusted text quoted in a message; longer text is cut with `…`.
-    static let maximumQuotedScalars = 80
+    package static let maximumQuotedScalars = 80
 
     /// `text` in single quotes, cut to ``maximumQuotedScalars`` scalars, with quotes, backslashes,
     /// control characters and bidirectional overrides escaped so that a message stays on one line
     /// and reads as it looks.
-    static func quoted(_ text: some StringProtocol) -> String {
+    package static func quoted(_ text: some StringProtocol) -> String {
         var result = "'"
         var count = 0
         for scalar in text.unicodeScalars {
@@ -22,7 +22,7 @@ enum Quoting {
     }
 
     /// One scalar as it appears inside a quoted message.
-    static func escaped(_ scalar: Unicode.Scalar) -> String {
+    package static func escaped(_ scalar: Unicode.Scalar) -> String {
         switch scalar {
         case "'": return "\\'"
         case "\\": return "\\\\"
@@ -38,7 +38,7 @@ enum Quoting {
     }
 
     /// Control characters, bidirectional controls, zero-width and other invisible format characters.
-    static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
+    package static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
         let value = scalar.value
         if value < 0x20 || (0x7F...0x9F).contains(value) { return true }
         switch scalar.properties.generalCategory {

@@ -92,13 +92,13 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     }
 
     /// A path from labels that are known to be valid.
-    init(trustedLabels: [String]) {
+    package init(trustedLabels: [String]) {
         self.depth = trustedLabels.count - 1
         self.rawValue = trustedLabels.joined(separator: ".")
     }
 
     /// Checks one label; `position` counts from 1 with `root` at 1.
-    static func check(label: String, position: Int, path: String) throws(BadgePathError) {
+    package static func check(label: String, position: Int, path: String) throws(BadgePathError) {
         if label.isEmpty { throw .emptyLabel(path: path, position: position) }
         for scalar in label.unicodeScalars where !isLabelScalar(scalar) {
             throw .invalidCharacter(path: path, position: position, label: label, character: scalar)
@@ -110,7 +110,7 @@ public struct BadgePath: Hashable, Sendable, Comparable, CustomStringConvertible
     }
 
     /// Whether `scalar` may appear in a label: `A-Z`, `a-z`, `0-9` or `_`.
-    static func isLabelScalar(_ scalar: Unicode.Scalar) -> Bool {
+    package static func isLabelScalar(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar {
         case "A"..."Z", "a"..."z", "0"..."9", "_": return true
         default: return false
