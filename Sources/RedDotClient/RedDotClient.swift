@@ -146,10 +146,10 @@ public final class RedDotClient: Sendable {
     /// nil without a cache folder.
     public var cacheFile: URL? { cache?.file }
 
-    /// How many clears and seens wait to be sent: made while the server could not be reached
-    /// (they show already, and go out when it can be).
+    /// How many clears and seens the server has not answered yet: on their way, or queued while
+    /// it cannot be reached (they show already, and go out when it can be).
     public var queuedActionCount: Int {
-        state.withLock { state in state.pending.count { $0.answer == nil && $0.delivery == .queued } }
+        state.withLock { state in state.pending.count { $0.answer == nil } }
     }
 
     /// Why the server refused the last clear or seen sent from the queue (the badges it had
