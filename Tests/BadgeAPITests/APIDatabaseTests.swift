@@ -55,6 +55,31 @@ struct APIDatabaseTests {
             let erinNews = try await harness.get("/v1/users/erin/badges", token: erin).tree()
             #expect(erinNews.version > erinEmpty.version)
             #expect(erinNews.tree?.count == 1)
+
+            // Rendered at V, a broadcast launches, a clear at V: the new broadcast was not
+            // shown, so it stays; the one shown in V goes.
+            let rendered = try await harness.get("/v1/users/erin/badges", token: erin).tree()
+            try await harness.broadcast("b4", at: "root.news.launch", count: 2)
+            let atRendered = try await harness.call(
+                .post, "/v1/users/erin/badges/clear", token: erin, body: #"{"path": "root.news", "force": true, "seen_version": \#(rendered.version)}"#)
+            #expect(atRendered.status == .ok, "\(atRendered.text)")
+            let news = try await harness.get("/v1/users/erin/badges?path=root.news", token: erin).tree()
+            #expect(news.tree?.count == 2 && news.tree?.children.map(\.path.rawValue) == ["root.news.launch"], "b3 went, b4 stays")
+            // At the version that shows it, it goes too.
+            _ = try await harness.call(
+                .post, "/v1/users/erin/badges/clear", token: erin, body: #"{"path": "root.news", "force": true, "seen_version": \#(news.version)}"#)
+            #expect(try await harness.get("/v1/users/erin/badges", token: erin).tree().tree?.shown == false)
+
+            // An event clear that occurred before a broadcast was stored leaves it; one without a
+            // time (applied now) takes it.
+            try await harness.broadcast("b5", at: "root.promo.flash", count: 1)
+            let earlier = BadgeMutation(
+                user: user("frank"), path: path("root.promo"), operation: .clear(force: true), occurredAt: Date(timeIntervalSinceNow: -3600))
+            try await harness.apply([earlier])
+            let promo = try await harness.get("/v1/users/frank/badges?path=root.promo", token: frank).tree()
+            #expect(promo.tree?.children.map(\.path.rawValue) == ["root.promo.flash", "root.promo.sale"], "an hour-old clear takes neither")
+            try await harness.apply([BadgeMutation(user: user("frank"), path: path("root.promo"), operation: .clear(force: true))])
+            #expect(try await harness.get("/v1/users/frank/badges?path=root.promo", token: frank).tree().tree == nil)
         }
     }
 

@@ -101,6 +101,9 @@ struct BroadcastModel {
     var path: BadgePath
     var count: Int64
     var icon: BadgeIcon?
+    /// When the database stored it, and the broadcast version it first showed in.
+    var storedAt = Date.distantPast
+    var shownIn: Int64 = 0
 }
 
 /// What a user must see: their own tree's aggregates plus the broadcasts they did not dismiss,
@@ -152,21 +155,43 @@ struct APIEndToEndTests {
                     try connection.query(PGStatement("test.count", "SELECT count(*) FROM broadcast", prepared: false)).singleRow().decode(0, as: Int64.self)
                 } == 4
             }
+            let stored = try await harness.pool.withConnection { connection in
+                try connection.query(PGStatement("test.stored", "SELECT event_id, created_at, shown_in FROM broadcast", prepared: false)).rows.map {
+                    (try $0.decode(0, as: String.self), try $0.decode(1, as: Date.self), try $0.decode(2, as: Int64.self))
+                }
+            }
+            for (eventID, storedAt, shownIn) in stored {
+                guard let index = Int(eventID.split(separator: "b").last ?? "") else { continue }
+                broadcasts[index].storedAt = storedAt
+                broadcasts[index].shownIn = shownIn
+            }
 
             // Then random user operations, straight to Kafka.
             var models: [UserID: BadgeTree] = [:]
             var dismissed: [UserID: Set<Int>] = [:]
-            for index in 0..<1_500 {
-                let mutation = generator.next()
+            // The generator's times are before the broadcasts were stored (its clears dismiss none
+            // of them, by the time rule); then clears without a time, at the broadcasts' paths and
+            // above them, for every third user.
+            var mutations = (0..<1_500).map { _ in generator.next() }
+            for (number, user) in users.enumerated() where number % 3 == 0 {
+                let broadcast = broadcasts[number % broadcasts.count]
+                let path = number % 2 == 0 ? broadcast.path : (broadcast.path.parent ?? .root)
+                mutations.append(BadgeMutation(user: user, path: path, operation: .clear(force: number % 2 == 1)))
+            }
+            for (index, mutation) in mutations.enumerated() {
                 try await pipeline.send(mutation, id: "s\(seed)-\(index)")
                 models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
                 if case .clear(let force) = mutation.operation {
                     for (number, broadcast) in broadcasts.enumerated()
-                    where broadcast.path == mutation.path || (force && broadcast.path.isWithin(mutation.path)) {
+                    where BroadcastBadge.isDismissed(
+                        at: broadcast.path, storedAt: broadcast.storedAt, shownIn: broadcast.shownIn, byClearOf: mutation.path, force: force,
+                        clearedAt: mutation.occurredAt, shownThrough: nil)
+                    {
                         dismissed[mutation.user, default: []].insert(number)
                     }
                 }
             }
+            #expect(dismissed.values.reduce(0) { $0 + $1.count } >= users.count / 6, "the test dismisses broadcasts: \(dismissed)")
 
             var tokens: [UserID: String] = [:]
             for user in users { tokens[user] = try await harness.token(user.rawValue) }

@@ -153,9 +153,12 @@ public struct BadgeBatch: Sendable {
     /// microseconds, so that arrival order is kept).
     var appended = 0
 
-    /// Every clear appended, in order: each also dismisses, for its user, the broadcasts stored
-    /// at its path (with force, within its subtree), which coalescing the writes would forget.
-    public private(set) var dismissals: [(user: UserID, path: BadgePath, force: Bool)] = []
+    /// Every clear appended, in order, with its time when it carries one (`occurred_at`, at most
+    /// the read time): each also dismisses, for its user, the broadcasts stored at its path
+    /// (with force, within its subtree) up to that time
+    /// (``BroadcastBadge/isDismissed(at:storedAt:shownIn:byClearOf:force:clearedAt:shownThrough:)``),
+    /// which coalescing the writes would forget.
+    public private(set) var dismissals: [(user: UserID, path: BadgePath, force: Bool, time: Date?)] = []
 
     /// When the batch is read: the time of mutations without `occurredAt`, and the latest time
     /// one with `occurredAt` may claim (a time in the future is taken as the read time).
@@ -204,7 +207,7 @@ public struct BadgeBatch: Sendable {
             removed.insert(ItemKey(user: mutation.user, path: path, item: item))
             return
         case .clear(let force):
-            dismissals.append((mutation.user, path, force))
+            dismissals.append((mutation.user, path, force, mutation.occurredAt == nil ? nil : time))
             let key = MarkKey(user: mutation.user, path: path, subtree: force)
             marks[key] = max(marks[key] ?? time, time)
         case .seen:

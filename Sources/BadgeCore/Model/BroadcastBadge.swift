@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A broadcast badge ("audience": "all") as a user sees it: stored once, shown in every user's
 /// tree until that user dismisses it (DESIGN §2).
 public struct BroadcastBadge: Hashable, Sendable {
@@ -16,6 +18,30 @@ public struct BroadcastBadge: Hashable, Sendable {
         self.path = path
         self.count = max(count, 0)
         self.icon = icon
+    }
+}
+
+extension BroadcastBadge {
+    /// Whether a user's clear of `path` (with `force`, of its subtree) dismisses, for that user,
+    /// a broadcast at `broadcastPath` that was stored at `storedAt` and first shown in broadcast
+    /// version `shownIn` (DESIGN §2, broadcasts under the clear's time and version rules):
+    ///
+    /// - it is at `path`, or, forced, within it;
+    /// - when the clear carries its time (`occurred_at`, `clearedAt`), it was stored at or before
+    ///   it (a clear applies to what occurred up to its time; a broadcast counts from when it is
+    ///   stored, by the database's clock); without one, every broadcast stored when it applies;
+    /// - for a clear at a version the client rendered, it showed in that version: `shownIn` at
+    ///   or below `shownThrough`, the broadcast version the rendered version certainly
+    ///   included (the rendered version less the user's own version now: less when the user's
+    ///   own tree moved since, which dismisses less, never more).
+    public static func isDismissed(
+        at broadcastPath: BadgePath, storedAt: Date, shownIn: Int64,
+        byClearOf path: BadgePath, force: Bool, clearedAt: Date?, shownThrough: Int64?
+    ) -> Bool {
+        guard broadcastPath == path || (force && broadcastPath.isWithin(path)) else { return false }
+        if let clearedAt, storedAt > clearedAt { return false }
+        if let shownThrough, shownIn > shownThrough { return false }
+        return true
     }
 }
 

@@ -26,7 +26,10 @@ extension BadgeStore {
             var users: Set<UserID> = []
             let result = try connection.query(
                 BadgeSQL.dismissBroadcasts,
-                [dismissals.map(\.user.rawValue), dismissals.map(\.path.rawValue), dismissals.map(\.force)])
+                [
+                    dismissals.map(\.user.rawValue), dismissals.map(\.path.rawValue), dismissals.map(\.force), dismissals.map(\.time),
+                    dismissals.map { _ in Int64?.none },
+                ])
             for row in result.rows {
                 if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.insert(user) }
             }
@@ -406,7 +409,12 @@ extension BadgeStore {
         case .clear(let force):
             try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
             try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
-            let dismissed = try connection.query(BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force]])
+            // The broadcasts the rendered version certainly showed: its broadcast part is at
+            // least the rendered version less the own version now.
+            let (shownThrough, beyond) = seenVersion.subtractingReportingOverflow(own)
+            let dismissed = try connection.query(
+                BadgeSQL.dismissBroadcasts,
+                [[user.rawValue], [path.rawValue], [force], [Date?.none], [beyond ? Int64.min : shownThrough]])
             if !dismissed.rows.isEmpty { bumping = [user] }
         case .seen:
             try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])

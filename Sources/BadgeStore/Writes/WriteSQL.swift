@@ -372,14 +372,20 @@ extension BadgeSQL {
         """)
 
     /// Records, per user, the dismissal of the active broadcasts each clear hits (the path
-    /// itself; with force, its subtree). Returns the users with a new dismissal.
+    /// itself; with force, its subtree), stored up to the clear's time `$4` (NULL: any) and, for
+    /// a clear at a rendered version, first shown in broadcast version `$5` or before (NULL: any;
+    /// a broadcast from before the change log has none: version 0): the rule of
+    /// `BroadcastBadge.isDismissed`. Returns the users with a new dismissal.
     static let dismissBroadcasts = PGStatement(
         "badges.dismiss_broadcasts",
         """
         INSERT INTO broadcast_clear (user_id, broadcast_id, shown_in)
         SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id"))
-        FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS c(user_id, path, force)
+        FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::bigint[])
+            AS c(user_id, path, force, cleared_at, shown_through)
         JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
+            AND (c.cleared_at IS NULL OR b.created_at <= c.cleared_at)
+            AND (c.shown_through IS NULL OR coalesce(b.shown_in, 0) <= c.shown_through)
         ORDER BY 1, 2
         ON CONFLICT (user_id, broadcast_id) DO NOTHING
         RETURNING user_id
