@@ -83,6 +83,53 @@ struct APIDatabaseTests {
         }
     }
 
+    @Test("seen marks broadcasts seen: unseen 0 everywhere with the broadcasts still shown; one launched after the render stays unseen")
+    func seenBroadcasts() async throws {
+        try await APIHarness.with { harness in
+            let kai = try await harness.token("kai")
+            try await harness.apply([BadgeMutation(user: user("kai"), path: path("root.chat.c1"), operation: .increment(by: 2))])
+            try await harness.broadcast("s1", at: "root.settings.dark_mode", icon: "new")
+            try await harness.broadcast("s2", at: "root.promo.sale", count: 3)
+            let shown = try await harness.get("/v1/users/kai/badges", token: kai).tree()
+            #expect(shown.tree?.count == 5 && shown.tree?.unseen == 5)
+            // The bell reaches 0 with the "new feature" dot and the sale still live.
+            let seen = try await harness.call(
+                .post, "/v1/users/kai/badges/seen", token: kai, body: #"{"path": "root", "seen_version": \#(shown.version)}"#)
+            #expect(seen.status == .ok, "\(seen.text)")
+            let after = try await harness.get("/v1/users/kai/badges", token: kai).tree()
+            #expect(after.version > shown.version)
+            #expect(after.tree?.count == 5 && after.tree?.unseen == 0, "\(after)")
+            let nodes = Self.flatten(after.tree)
+            #expect(nodes["root.settings.dark_mode"]?.shown == true && nodes["root.settings.dark_mode"]?.icon?.rawValue == "new")
+            #expect(nodes["root.promo.sale"]?.count == 3 && nodes["root.promo.sale"]?.unseen == 0)
+            #expect(nodes.values.allSatisfy { $0.unseen == 0 })
+
+            // Rendered at V, a broadcast launches, a seen at V: the new one stays unseen.
+            try await harness.broadcast("s3", at: "root.promo.flash", count: 1)
+            let late = try await harness.call(
+                .post, "/v1/users/kai/badges/seen", token: kai, body: #"{"path": "root.promo", "seen_version": \#(after.version)}"#)
+            #expect(late.status == .ok, "\(late.text)")
+            let promo = try await harness.get("/v1/users/kai/badges?path=root.promo", token: kai).tree()
+            #expect(promo.tree?.count == 4 && promo.tree?.unseen == 1, "\(promo)")
+            // A clear still dismisses a seen broadcast.
+            _ = try await harness.call(.post, "/v1/users/kai/badges/clear", token: kai, body: #"{"path": "root.promo", "force": true}"#)
+            #expect(try await harness.get("/v1/users/kai/badges?path=root.promo", token: kai).tree().tree == nil)
+            // The change log carries the seen version: a stream resuming from before it replays it.
+            let history = try await harness.store.history(for: user("kai"), since: shown.version, stepwise: true, limit: 100, deadline: .now + .seconds(5))
+            let afterSeen = try #require(history?.first { $0.version == after.version })
+            #expect(afterSeen.aggregates[.root]?.unseen == 0 && afterSeen.aggregates[.root]?.count == 5)
+            let report = try await BadgeVerifier(store: harness.store).run(repair: false)
+            #expect(report.mismatches == 0)
+        }
+    }
+
+    static func flatten(_ node: BadgeNode?) -> [String: BadgeNode] {
+        guard let node else { return [:] }
+        var nodes = [node.path.rawValue: node]
+        for child in node.children { nodes.merge(flatten(child)) { first, _ in first } }
+        return nodes
+    }
+
     @Test("a clear with the version the client showed: arrivals after it stay, with their counts at every ancestor")
     func clearWhatWasSeen() async throws {
         try await APIHarness.with { harness in

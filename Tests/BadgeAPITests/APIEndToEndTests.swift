@@ -107,15 +107,15 @@ struct BroadcastModel {
 }
 
 /// What a user must see: their own tree's aggregates plus the broadcasts they did not dismiss,
-/// each added (to the count and the unseen part) to its node and every ancestor.
-func expectedTree(own: BadgeTree, broadcasts: [BroadcastModel], dismissed: Set<Int>, now: Date) -> BadgeNode? {
+/// each added to its node and every ancestor (to the count, and to the unseen part unless seen).
+func expectedTree(own: BadgeTree, broadcasts: [BroadcastModel], dismissed: Set<Int>, seen: Set<Int> = [], now: Date) -> BadgeNode? {
     var aggregates = own.aggregates(now: now)
     for (index, broadcast) in broadcasts.enumerated() where !dismissed.contains(index) {
         var node: BadgePath? = broadcast.path
         while let current = node {
             var aggregate = aggregates[current] ?? BadgeAggregate(count: 0)
             aggregate.count += broadcast.count
-            aggregate.unseen += broadcast.count  // a broadcast is unseen until the user clears it
+            if !seen.contains(index) { aggregate.unseen += broadcast.count }  // unseen until seen or cleared
             if current == broadcast.path, own.states[current]?.icon == nil, let icon = broadcast.icon { aggregate.icon = icon }
             aggregates[current] = aggregate
             node = current.parent
@@ -169,33 +169,43 @@ struct APIEndToEndTests {
             // Then random user operations, straight to Kafka.
             var models: [UserID: BadgeTree] = [:]
             var dismissed: [UserID: Set<Int>] = [:]
-            // The generator's times are before the broadcasts were stored (its clears dismiss none
-            // of them, by the time rule); then clears without a time, at the broadcasts' paths and
-            // above them, for every third user.
+            // The generator's times are before the broadcasts were stored (its clears and seens
+            // reach none of them, by the time rule); then seens and clears without a time, at the
+            // broadcasts' paths and above them, for two users in three.
             var mutations = (0..<1_500).map { _ in generator.next() }
-            for (number, user) in users.enumerated() where number % 3 == 0 {
+            for (number, user) in users.enumerated() where number % 3 != 2 {
                 let broadcast = broadcasts[number % broadcasts.count]
                 let path = number % 2 == 0 ? broadcast.path : (broadcast.path.parent ?? .root)
-                mutations.append(BadgeMutation(user: user, path: path, operation: .clear(force: number % 2 == 1)))
+                mutations.append(BadgeMutation(user: user, path: path, operation: number % 3 == 0 ? .clear(force: number % 2 == 1) : .seen))
             }
+            var seen: [UserID: Set<Int>] = [:]
             for (index, mutation) in mutations.enumerated() {
                 try await pipeline.send(mutation, id: "s\(seed)-\(index)")
                 models[mutation.user, default: BadgeTree()].apply(mutation, now: now)
-                if case .clear(let force) = mutation.operation {
-                    for (number, broadcast) in broadcasts.enumerated()
-                    where BroadcastBadge.isDismissed(
-                        at: broadcast.path, storedAt: broadcast.storedAt, shownIn: broadcast.shownIn, byClearOf: mutation.path, force: force,
-                        clearedAt: mutation.occurredAt, shownThrough: nil)
-                    {
+                let subtree: Bool
+                switch mutation.operation {
+                case .clear(let force): subtree = force
+                case .seen: subtree = true
+                default: continue
+                }
+                for (number, broadcast) in broadcasts.enumerated()
+                where BroadcastBadge.isReached(
+                    at: broadcast.path, storedAt: broadcast.storedAt, shownIn: broadcast.shownIn, byActionAt: mutation.path, subtree: subtree,
+                    actedAt: mutation.occurredAt, shownThrough: nil)
+                {
+                    if case .seen = mutation.operation {
+                        seen[mutation.user, default: []].insert(number)
+                    } else {
                         dismissed[mutation.user, default: []].insert(number)
                     }
                 }
             }
             #expect(dismissed.values.reduce(0) { $0 + $1.count } >= users.count / 6, "the test dismisses broadcasts: \(dismissed)")
+            #expect(seen.values.reduce(0) { $0 + $1.count } >= users.count / 6, "the test sees broadcasts: \(seen)")
 
             var tokens: [UserID: String] = [:]
             for user in users { tokens[user] = try await harness.token(user.rawValue) }
-            let finalModels = models, finalDismissed = dismissed
+            let finalModels = models, finalDismissed = dismissed, finalSeen = seen
             var mismatched: [String] = []
             // Eventually (ingest and rollup run on their own); on a timeout the expectation below
             // names the users that still differ.
@@ -203,7 +213,8 @@ struct APIEndToEndTests {
                 mismatched = []
                 for user in users {
                     let expected = expectedTree(
-                        own: finalModels[user] ?? BadgeTree(), broadcasts: broadcasts, dismissed: finalDismissed[user] ?? [], now: now)
+                        own: finalModels[user] ?? BadgeTree(), broadcasts: broadcasts, dismissed: finalDismissed[user] ?? [],
+                        seen: finalSeen[user] ?? [], now: now)
                     let answer = try await harness.get("/v1/users/\(user.rawValue)/badges", token: tokens[user])
                     if (try? answer.tree().tree) != expected { mismatched.append(user.rawValue) }
                 }

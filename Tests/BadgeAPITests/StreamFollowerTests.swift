@@ -25,7 +25,7 @@ struct StreamFollowerTests {
     }
 
     @Test(
-        "streams fed by the log and streams fed by reads send the same events, over random own changes, broadcasts and dismissals, with wake-ups dropped at random",
+        "streams fed by the log and streams fed by reads send the same events, over random own changes, broadcasts, dismissals and seens, with wake-ups dropped at random",
         arguments: [UInt64(3), 17, 101])
     func sameEvents(seed: UInt64) async throws {
         try await APIHarness.with { harness in
@@ -106,10 +106,13 @@ struct StreamFollowerTests {
                     if Int.random(in: 0..<3, using: &random) > 0 { try await wake(.broadcasts, users: users) }
                     continue
                 } else {
-                    // A dismissal: the user clears a broadcast for themselves (a new own version).
+                    // A dismissal or a seen: the user clears a broadcast for themselves, or marks
+                    // it seen (a new own version either way).
                     let target = broadcasts[Int.random(in: 0..<broadcasts.count, using: &random)]
-                    _ = try await harness.store.act(.clear(force: false), at: target.path, for: user, seenVersion: nil, actionID: nil, deadline: .now + .seconds(5))
-                    steps.append("\(step): \(user.rawValue) dismisses at \(target.path.rawValue)")
+                    let operation: BadgeOperation = Bool.random(using: &random) ? .clear(force: false) : .seen
+                    _ = try await harness.store.act(
+                        operation, at: target.path, for: user, seenVersion: nil, actionID: nil, deadline: .now + .seconds(5))
+                    steps.append("\(step): \(user.rawValue) \(operation) at \(target.path.rawValue)")
                 }
                 // A change that moved nothing makes no version and sends no notification.
                 if try await ownVersion(user, harness) > versionBefore {
@@ -193,7 +196,7 @@ struct StreamFollowerTests {
     }
 
     @Test(
-        "a cached tree a change made stale is brought current from the log: every answer equals a read, over own changes, broadcasts and dismissals",
+        "a cached tree a change made stale is brought current from the log: every answer equals a read, over own changes, broadcasts, dismissals and seens",
         arguments: [UInt64(5), 23])
     func cacheFollowsLog(seed: UInt64) async throws {
         try await APIHarness.with(treeCacheBytes: 8 << 20) { harness in
@@ -234,11 +237,12 @@ struct StreamFollowerTests {
                 case 4:
                     // Through this server: the next answer shows it without waiting for the notification.
                     let node = broadcasts.isEmpty || Bool.random(using: &random) ? own[0] : broadcasts[0].path
-                    let cleared = try await harness.call(.post, "/v1/users/\(name)/badges/clear", token: token, body: #"{"path": "\#(node.rawValue)"}"#)
+                    let action = Bool.random(using: &random) ? "clear" : "seen"
+                    let cleared = try await harness.call(.post, "/v1/users/\(name)/badges/\(action)", token: token, body: #"{"path": "\#(node.rawValue)"}"#)
                     #expect(cleared.status == .ok)
                     let next = try await harness.get("/v1/users/\(name)/badges", token: token).tree()
-                    #expect(next.version >= (try cleared.tree().version), "seed \(seed) step \(step): a read after a clear went back")
-                    steps.append("clear \(node.rawValue) through the API")
+                    #expect(next.version >= (try cleared.tree().version), "seed \(seed) step \(step): a read after a \(action) went back")
+                    steps.append("\(action) \(node.rawValue) through the API")
                 default:
                     steps.append("nothing")
                     continue

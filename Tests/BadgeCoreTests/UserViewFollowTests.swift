@@ -66,10 +66,10 @@ struct UserViewFollowTests {
 
     @Test("the logged dismissals are read strictly")
     func dismissedLog() throws {
-        #expect(try OwnLayerChange.decodeDismissedLog("[]") == [])
-        #expect(try OwnLayerChange.decodeDismissedLog("[3, 7]") == [3, 7])
+        #expect(try OwnLayerChange.decodeBroadcastLog("[]") == [])
+        #expect(try OwnLayerChange.decodeBroadcastLog("[3, 7]") == [3, 7])
         for bad in ["", "{}", "[\"3\"]", "[1.5]", "[null]", "[1,", "3", "[[1]]", "[99999999999999999999]"] {
-            #expect(throws: ChangeLogFormatError.self, "\(bad)") { try OwnLayerChange.decodeDismissedLog(bad) }
+            #expect(throws: ChangeLogFormatError.self, "\(bad)") { try OwnLayerChange.decodeBroadcastLog(bad) }
         }
     }
 }

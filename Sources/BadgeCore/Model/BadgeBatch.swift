@@ -156,9 +156,12 @@ public struct BadgeBatch: Sendable {
     /// Every clear appended, in order, with its time when it carries one (`occurred_at`, at most
     /// the read time): each also dismisses, for its user, the broadcasts stored at its path
     /// (with force, within its subtree) up to that time
-    /// (``BroadcastBadge/isDismissed(at:storedAt:shownIn:byClearOf:force:clearedAt:shownThrough:)``),
+    /// (``BroadcastBadge/isReached(at:storedAt:shownIn:byActionAt:subtree:actedAt:shownThrough:)``),
     /// which coalescing the writes would forget.
     public private(set) var dismissals: [(user: UserID, path: BadgePath, force: Bool, time: Date?)] = []
+    /// Every seen appended, in order, with its time when it carries one: each also marks seen,
+    /// for its user, the broadcasts stored within its path up to that time (the same rule).
+    public private(set) var broadcastSeens: [(user: UserID, path: BadgePath, time: Date?)] = []
 
     /// When the batch is read: the time of mutations without `occurredAt`, and the latest time
     /// one with `occurredAt` may claim (a time in the future is taken as the read time).
@@ -211,7 +214,7 @@ public struct BadgeBatch: Sendable {
             let key = MarkKey(user: mutation.user, path: path, subtree: force)
             marks[key] = max(marks[key] ?? time, time)
         case .seen:
-            break
+            broadcastSeens.append((mutation.user, path, mutation.occurredAt == nil ? nil : time))
         case .increment(let by):
             guard by > 0, !isCovered(mutation.user, path, at: time) else { return }
         case .set, .decrement:

@@ -16,31 +16,35 @@ public struct BadgeLayers: Hashable, Sendable {
     public var broadcasts: [Int64: BroadcastBadge]
     /// The broadcasts the user dismissed, each with the own version from which the dismissal shows.
     public var dismissals: [Int64: Int64]
+    /// The broadcasts the user marked seen, each with the own version from which the seen shows.
+    public var seens: [Int64: Int64]
 
     /// Layers with the given parts.
     public init(
         userVersion: Int64, broadcastVersion: Int64, aggregates: [BadgePath: BadgeAggregate] = [:],
-        broadcasts: [Int64: BroadcastBadge] = [:], dismissals: [Int64: Int64] = [:]
+        broadcasts: [Int64: BroadcastBadge] = [:], dismissals: [Int64: Int64] = [:], seens: [Int64: Int64] = [:]
     ) {
         self.userVersion = userVersion
         self.broadcastVersion = broadcastVersion
         self.aggregates = aggregates
         self.broadcasts = broadcasts
         self.dismissals = dismissals
+        self.seens = seens
     }
 
     /// The visible version (saturating).
     public var version: Int64 { userVersion.addingSaturating(broadcastVersion) }
 
     /// What the user sees: their aggregates with the active broadcasts they have not dismissed
-    /// (as of their own version) merged in.
+    /// merged in, those they saw without unseen (both as of their own version).
     public var visibleAggregates: [BadgePath: BadgeAggregate] {
         var merged = aggregates
         let shown = broadcasts.values.filter { broadcast in
             guard let from = dismissals[broadcast.id] else { return true }
             return from > userVersion
         }
-        BadgeAggregate.merge(Array(shown), into: &merged)
+        let seen = Set(seens.filter { $0.value <= userVersion }.keys)
+        BadgeAggregate.merge(Array(shown), seen: seen, into: &merged)
         return merged
     }
 }
@@ -74,13 +78,16 @@ public struct OwnLayerChange: Hashable, Sendable {
     /// The broadcasts the user dismissed in this version (known when read for a stream; a
     /// history keeps dismissals in its layers instead).
     public var dismissed: [Int64]
+    /// The broadcasts the user marked seen in this version (as ``dismissed``).
+    public var seenBroadcasts: [Int64]
 
     /// A logged change of a user's own layer.
-    public init(version: Int64, broadcastVersion: Int64, nodes: [Node], dismissed: [Int64] = []) {
+    public init(version: Int64, broadcastVersion: Int64, nodes: [Node], dismissed: [Int64] = [], seenBroadcasts: [Int64] = []) {
         self.version = version
         self.broadcastVersion = broadcastVersion
         self.nodes = nodes
         self.dismissed = dismissed
+        self.seenBroadcasts = seenBroadcasts
     }
 }
 
@@ -157,6 +164,7 @@ public struct BadgeHistory: Sendable {
                 }
                 let undone = point.userVersion
                 point.dismissals = point.dismissals.filter { $0.value < undone }
+                point.seens = point.seens.filter { $0.value < undone }
                 point.userVersion -= 1
                 // The version before was reached at the broadcast version of its own record
                 // (unknown once that record is gone: then no step further back is certain).

@@ -22,24 +22,25 @@ public struct BroadcastBadge: Hashable, Sendable {
 }
 
 extension BroadcastBadge {
-    /// Whether a user's clear of `path` (with `force`, of its subtree) dismisses, for that user,
-    /// a broadcast at `broadcastPath` that was stored at `storedAt` and first shown in broadcast
-    /// version `shownIn` (DESIGN §2, broadcasts under the clear's time and version rules):
+    /// Whether a user's clear or seen of `path` reaches, for that user, a broadcast at
+    /// `broadcastPath` that was stored at `storedAt` and first shown in broadcast version
+    /// `shownIn`: a clear then dismisses it, a seen marks it seen (DESIGN §2, broadcasts under
+    /// the time and version rules of the user's own badges):
     ///
-    /// - it is at `path`, or, forced, within it;
-    /// - when the clear carries its time (`occurred_at`, `clearedAt`), it was stored at or before
-    ///   it (a clear applies to what occurred up to its time; a broadcast counts from when it is
-    ///   stored, by the database's clock); without one, every broadcast stored when it applies;
-    /// - for a clear at a version the client rendered, it showed in that version: `shownIn` at
+    /// - it is at `path`, or, for a forced clear or a seen (`subtree`), within it;
+    /// - when the action carries its time (`occurred_at`, `actedAt`), it was stored at or before
+    ///   it (an action applies to what occurred up to its time; a broadcast counts from when it
+    ///   is stored, by the database's clock); without one, every broadcast stored when it applies;
+    /// - for an action at a version the client rendered, it showed in that version: `shownIn` at
     ///   or below `shownThrough`, the broadcast version the rendered version certainly
     ///   included (the rendered version less the user's own version now: less when the user's
-    ///   own tree moved since, which dismisses less, never more).
-    public static func isDismissed(
+    ///   own tree moved since, which takes less, never more).
+    public static func isReached(
         at broadcastPath: BadgePath, storedAt: Date, shownIn: Int64,
-        byClearOf path: BadgePath, force: Bool, clearedAt: Date?, shownThrough: Int64?
+        byActionAt path: BadgePath, subtree: Bool, actedAt: Date?, shownThrough: Int64?
     ) -> Bool {
-        guard broadcastPath == path || (force && broadcastPath.isWithin(path)) else { return false }
-        if let clearedAt, storedAt > clearedAt { return false }
+        guard broadcastPath == path || (subtree && broadcastPath.isWithin(path)) else { return false }
+        if let actedAt, storedAt > actedAt { return false }
         if let shownThrough, shownIn > shownThrough { return false }
         return true
     }
@@ -47,17 +48,18 @@ extension BroadcastBadge {
 
 extension BadgeAggregate {
     /// Adds broadcasts to one user's aggregates, as if each were own state of its own: its count
-    /// goes to its node and to every ancestor (saturating), each of them is shown, and its icon
-    /// shows at its node when the user's own state there has no icon (the latest broadcast's
-    /// icon when several have one).
+    /// goes to its node and to every ancestor (saturating), and to their unseen numbers unless
+    /// the user saw it (`seen`), each of them is shown, and its icon shows at its node when the
+    /// user's own state there has no icon (the latest broadcast's icon when several have one).
     ///
     /// - Parameters:
+    ///   - seen: the ids of the broadcasts the user marked seen.
     ///   - aggregates: the user's aggregates, possibly only those within `path` and down to
     ///     `maximumDepth` (as the store reads them).
     ///   - path: nodes above it are left out.
     ///   - maximumDepth: nodes deeper than this ``BadgePath/depth`` are left out (nil: none).
     public static func merge(
-        _ broadcasts: [BroadcastBadge], into aggregates: inout [BadgePath: BadgeAggregate],
+        _ broadcasts: [BroadcastBadge], seen: Set<Int64> = [], into aggregates: inout [BadgePath: BadgeAggregate],
         within path: BadgePath = .root, maximumDepth: Int? = nil
     ) {
         guard !broadcasts.isEmpty else { return }
@@ -67,8 +69,8 @@ extension BadgeAggregate {
                 if let maximumDepth, node.depth > maximumDepth { continue }
                 var aggregate = aggregates[node] ?? BadgeAggregate(count: 0)
                 aggregate.count = aggregate.count.addingSaturating(broadcast.count)
-                // A broadcast counts as unseen until the user clears it.
-                aggregate.unseen = aggregate.unseen.addingSaturating(broadcast.count)
+                // A broadcast counts as unseen until the user sees or clears it.
+                if !seen.contains(broadcast.id) { aggregate.unseen = aggregate.unseen.addingSaturating(broadcast.count) }
                 if node == broadcast.path, (ownIcons[node] ?? nil) == nil, let icon = broadcast.icon {
                     aggregate.icon = icon
                 }

@@ -77,16 +77,17 @@ extension OwnLayerChange.Node {
 }
 
 extension OwnLayerChange {
-    /// The ids of the broadcasts a logged version dismissed, read from the JSON array of
-    /// integers the change log's readers select (`[3, 7]`). Safe on any text.
+    /// The ids of the broadcasts a logged version dismissed (or, with `what` "seens", marked
+    /// seen), read from the JSON array of integers the change log's readers select (`[3, 7]`).
+    /// Safe on any text.
     ///
     /// - Throws: ``ChangeLogFormatError`` for anything else.
-    public static func decodeDismissedLog(_ text: String) throws(ChangeLogFormatError) -> [Int64] {
-        let entries = try ChangeLogFormatError.array(text, of: "dismissals")
+    public static func decodeBroadcastLog(_ text: String, of what: String = "dismissals") throws(ChangeLogFormatError) -> [Int64] {
+        let entries = try ChangeLogFormatError.array(text, of: what)
         var ids: [Int64] = []
         ids.reserveCapacity(entries.count)
         for entry in entries {
-            guard case .integer(let id) = entry else { throw ChangeLogFormatError("a logged dismissal is not a broadcast id") }
+            guard case .integer(let id) = entry else { throw ChangeLogFormatError("one of the logged \(what) is not a broadcast id") }
             ids.append(id)
         }
         return ids

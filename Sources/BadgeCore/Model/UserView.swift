@@ -26,8 +26,8 @@ public struct BroadcastSet: Hashable, Sendable {
 /// What one user sees of one subtree, in its parts: their own aggregates within it (down to a
 /// depth), the active broadcasts within it and the ones they dismissed, at an own version and a
 /// broadcast version. A broadcast change moves only the broadcast part, so a view read once can
-/// follow broadcast versions without reading again (``rebased(on:)``): a dismissal, the only
-/// per-user part of broadcasts, always comes with a new own version.
+/// follow broadcast versions without reading again (``rebased(on:)``): a dismissal or a seen,
+/// the only per-user parts of broadcasts, always comes with a new own version.
 public struct UserView: Hashable, Sendable {
     /// The subtree's root.
     public var path: BadgePath
@@ -43,11 +43,13 @@ public struct UserView: Hashable, Sendable {
     public var broadcasts: [Int64: BroadcastBadge]
     /// The broadcasts the user dismissed (as of `userVersion`).
     public var dismissed: Set<Int64>
+    /// The broadcasts the user marked seen (as of `userVersion`): they show, without unseen.
+    public var seenBroadcasts: Set<Int64>
 
     /// A view with the given parts.
     public init(
         path: BadgePath, depth: Int?, userVersion: Int64, broadcastVersion: Int64, aggregates: [BadgePath: BadgeAggregate],
-        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>
+        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>, seenBroadcasts: Set<Int64> = []
     ) {
         self.path = path
         self.depth = depth
@@ -56,18 +58,19 @@ public struct UserView: Hashable, Sendable {
         self.aggregates = aggregates
         self.broadcasts = broadcasts
         self.dismissed = dismissed
+        self.seenBroadcasts = seenBroadcasts
     }
 
     /// The visible version: the own version plus the broadcast version (saturating).
     public var version: Int64 { userVersion.addingSaturating(broadcastVersion) }
 
     /// The aggregates the user sees: their own with the broadcasts they have not dismissed
-    /// merged in, within the subtree and depth.
+    /// merged in (those they saw without unseen), within the subtree and depth.
     public var visibleAggregates: [BadgePath: BadgeAggregate] {
         var merged = aggregates
         let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
         let shown = broadcasts.values.filter { !dismissed.contains($0.id) }
-        BadgeAggregate.merge(Array(shown), into: &merged, within: path, maximumDepth: path.depth + levelsBelow)
+        BadgeAggregate.merge(Array(shown), seen: seenBroadcasts, into: &merged, within: path, maximumDepth: path.depth + levelsBelow)
         return merged
     }
 
@@ -92,6 +95,7 @@ public struct UserView: Hashable, Sendable {
             view.aggregates[node.path] = node.after
         }
         view.dismissed.formUnion(change.dismissed)
+        view.seenBroadcasts.formUnion(change.seenBroadcasts)
         view.userVersion = change.version
         return view
     }

@@ -58,7 +58,7 @@ extension BadgeStore {
             let payload = FeedPayload.user(
                 user: user, ownVersion: try row.decode(3, as: Int64.self), broadcastVersion: try row.decode(4, as: Int64.self),
                 version: try row.decode(5, as: Int64.self), nodes: nodes,
-                dismissedJSON: try row.decode(10, as: String.self),
+                dismissedJSON: try row.decode(10, as: String.self), seenJSON: try row.decode(11, as: String.self),
                 root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
                 atJSON: try row.decode(8, as: String.self), display: display)
             records.append(FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self)))

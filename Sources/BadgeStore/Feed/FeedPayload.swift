@@ -5,11 +5,11 @@ import BadgeCore
 enum FeedPayload {
     /// A `user` record: one version of the user's own layer. `nodes` are the aggregates it
     /// changed, written in path order with the value after the change (a node without one no
-    /// longer shows: count 0); `dismissedJSON` and `atJSON` are JSON as the database wrote them
-    /// (an array of broadcast ids; the time).
+    /// longer shows: count 0); `dismissedJSON`, `seenJSON` and `atJSON` are JSON as the database
+    /// wrote them (arrays of the ids of the broadcasts dismissed and seen; the time).
     static func user(
         user: String, ownVersion: Int64, broadcastVersion: Int64, version: Int64, nodes: [OwnLayerChange.Node],
-        dismissedJSON: String, root: BadgeAggregate, atJSON: String, display: BadgeDisplay
+        dismissedJSON: String, seenJSON: String, root: BadgeAggregate, atJSON: String, display: BadgeDisplay
     ) -> String {
         var json = "{\"type\":\"user\",\"user\":"
         json.reserveCapacity(256 + 96 * nodes.count)
@@ -30,7 +30,7 @@ enum FeedPayload {
             JSONText.appendString(node.after?.icon?.rawValue, orNullTo: &json)
             json += "}"
         }
-        json += "],\"dismissed\":\(dismissedJSON),\"root\":{\"count\":\(root.count),\"unseen\":\(root.unseen)},\"at\":\(atJSON)}"
+        json += "],\"dismissed\":\(dismissedJSON),\"seen\":\(seenJSON),\"root\":{\"count\":\(root.count),\"unseen\":\(root.unseen)},\"at\":\(atJSON)}"
         return json
     }
 }

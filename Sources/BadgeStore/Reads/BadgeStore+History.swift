@@ -32,6 +32,9 @@ extension BadgeStore {
             for row in try connection.query(BadgeSQL.historyDismissals, [user.rawValue]).rows {
                 layers.dismissals[try row.decode(0, as: Int64.self)] = try row.decode(1, as: Int64.self)
             }
+            for row in try connection.query(BadgeSQL.historySeens, [user.rawValue]).rows {
+                layers.seens[try row.decode(0, as: Int64.self)] = try row.decode(1, as: Int64.self)
+            }
             // A step back moves one of the two versions by one, so `since` lies within these.
             var own: [Int64: OwnLayerChange] = [:]
             for row in try connection.query(BadgeSQL.historyOwnChanges, [user.rawValue, since - broadcastVersion]).rows {
@@ -50,7 +53,7 @@ extension BadgeStore {
     }
 
     /// `user`'s logged own versions after own version `after`, in order, up to `limit` of them,
-    /// each with its changed nodes and the broadcasts it dismissed: what a stream that holds
+    /// each with its changed nodes and the broadcasts it dismissed and saw: what a stream that holds
     /// the user's view at `after` applies to follow the user without reading the tree. Empty
     /// when the log has nothing after `after`; nil when it no longer holds the next version
     /// (pruned): read the tree instead. Versions after a gap are left out.
@@ -65,16 +68,20 @@ extension BadgeStore {
             guard expected < Int64.max, version == expected + 1 else { return changes.isEmpty ? nil : changes }
             let nodes: [OwnLayerChange.Node]
             let dismissed: [Int64]
+            let seen: [Int64]
             do {
                 nodes = try OwnLayerChange.Node.decodeLog(try row.decode(2, as: String.self))
-                dismissed = try OwnLayerChange.decodeDismissedLog(try row.decode(3, as: String.self))
+                dismissed = try OwnLayerChange.decodeBroadcastLog(try row.decode(3, as: String.self))
+                seen = try OwnLayerChange.decodeBroadcastLog(try row.decode(4, as: String.self), of: "seens")
             } catch {
                 throw PGError(
                     code: .decoding, message: "the change log of \(user.rawValue) at version \(version) cannot be read: \(error)",
                     statement: BadgeSQL.ownChangesAfter.name)
             }
             changes.append(
-                OwnLayerChange(version: version, broadcastVersion: try row.decode(1, as: Int64.self), nodes: nodes, dismissed: dismissed))
+                OwnLayerChange(
+                    version: version, broadcastVersion: try row.decode(1, as: Int64.self), nodes: nodes, dismissed: dismissed,
+                    seenBroadcasts: seen))
         }
         return changes
     }

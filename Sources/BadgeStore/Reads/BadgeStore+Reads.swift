@@ -3,7 +3,7 @@ public import LibPQ
 
 extension BadgeStore {
     /// One user's view of the subtree at `path`, down to `depth` levels below it (`nil`: all):
-    /// their own aggregates, the active broadcasts within it and the ones they dismissed, with
+    /// their own aggregates, the active broadcasts within it and the ones they dismissed or saw, with
     /// both versions. One statement, one snapshot.
     public static func readView(
         for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
@@ -27,7 +27,11 @@ extension BadgeStore {
             } else {
                 let id = try row.decode(1, as: Int64.self)
                 view.broadcasts[id] = BroadcastBadge(id: id, path: nodePath, count: count, icon: icon)
-                if try row.decode(2, as: Int64.self) != 0 { view.dismissed.insert(id) }
+                switch try row.decode(2, as: Int64.self) {
+                case 1: view.dismissed.insert(id)
+                case 2: view.seenBroadcasts.insert(id)
+                default: break
+                }
             }
         }
         return view

@@ -19,18 +19,24 @@ extension BadgeSQL {
     static let historyBroadcasts = PGStatement(
         "history.broadcasts", "SELECT id, path::text, count, icon FROM broadcast WHERE withdrawn_at IS NULL")
 
-    /// The user's dismissals, with the own version each shows in: the first version whose writes
+    /// The user's dismissals, with the own version each shows in (``broadcastMarks(in:)``).
+    static let historyDismissals = PGStatement("history.dismissals", broadcastMarks(in: "broadcast_clear"))
+
+    /// The user's seen broadcasts, with the own version each shows in (``broadcastMarks(in:)``).
+    static let historySeens = PGStatement("history.seens", broadcastMarks(in: "broadcast_seen"))
+
+    /// The user `$1`'s rows of `table` (`broadcast_clear`, `broadcast_seen`: the broadcasts they
+    /// dismissed or saw), with the own version each shows in: the first version whose writes
     /// reach its stamp, as the log tells; the next version when the current one does not reach
     /// it yet; 0 when it showed before the oldest logged version (or before the log began).
-    static let historyDismissals = PGStatement(
-        "history.dismissals",
+    private static func broadcastMarks(in table: String) -> String {
         """
         SELECT d.broadcast_id,
                CASE WHEN d.shown_in > coalesce(v.writes_through, v.version, 0) THEN coalesce(v.version, 0) + 1
                     WHEN f.version IS NULL OR coalesce(f.prior_writes_through, f.version - 1) >= d.shown_in THEN 0
                     ELSE f.version
                END
-        FROM broadcast_clear d
+        FROM \(table) d
         LEFT JOIN user_version v ON v.user_id = d.user_id
         LEFT JOIN LATERAL (
             SELECT c.version, c.prior_writes_through FROM badge_change c
@@ -38,7 +44,8 @@ extension BadgeSQL {
             ORDER BY c.version LIMIT 1
         ) AS f ON true
         WHERE d.user_id = $1
-        """)
+        """
+    }
 
     /// The user's logged own versions after `$2`, one row per changed node (a version that
     /// changed no aggregate has one row with a NULL path).
@@ -54,13 +61,14 @@ extension BadgeSQL {
         """)
 
     /// Up to `$3` of the user `$1`'s logged own versions after `$2`, in order: the version, the
-    /// broadcast version it was made under, the changed nodes as the log stores them and the
-    /// broadcasts dismissed in it (``dismissedInVersion(_:)``). One index range of the log's
-    /// primary key.
+    /// broadcast version it was made under, the changed nodes as the log stores them, and the
+    /// broadcasts dismissed and seen in it (``broadcastsInVersion(_:table:)``). One index range
+    /// of the log's primary key.
     static let ownChangesAfter = PGStatement(
         "history.own_changes_after",
         """
-        SELECT c.version, c.broadcast_version, c.nodes::text, \(dismissedInVersion("c"))
+        SELECT c.version, c.broadcast_version, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
+               \(broadcastsInVersion("c", table: "broadcast_seen"))
         FROM badge_change c
         WHERE c.user_id = $1 AND c.version > $2
         ORDER BY c.version
@@ -68,12 +76,13 @@ extension BadgeSQL {
         """)
 
     /// The ids of the broadcasts the logged version `record` (an alias of `badge_change`)
-    /// dismissed, as the text of a JSON array (`[]`: none): the user's broadcast clears numbered
-    /// after the writes of the version before and up to this version's.
-    static func dismissedInVersion(_ record: String) -> String {
+    /// dismissed (`table` `broadcast_clear`) or marked seen (`broadcast_seen`), as the text of
+    /// a JSON array (`[]`: none): the user's rows of `table` numbered after the writes of the
+    /// version before and up to this version's.
+    static func broadcastsInVersion(_ record: String, table: String) -> String {
         """
         coalesce((
-                   SELECT json_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM broadcast_clear d
+                   SELECT json_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM \(table) d
                    WHERE d.user_id = \(record).user_id AND d.shown_in <= coalesce(\(record).writes_through, \(record).version)
                      AND d.shown_in > coalesce(\(record).prior_writes_through, \(record).version - 1))::text, '[]')
         """

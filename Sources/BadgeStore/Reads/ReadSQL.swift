@@ -3,10 +3,10 @@ import LibPQ
 /// The reads of one user's tree.
 extension BadgeSQL {
     /// A user's own version and the broadcast version, aggregates within a subtree and the
-    /// active broadcasts within it, each with whether the user dismissed it (a dismissal counts
-    /// from the first own version whose writes reach its stamp): one statement, one snapshot, two single-user range
-    /// scans plus the active broadcasts. Rows: kind 0 (the two versions), 1 (an aggregate), 2
-    /// (a broadcast: its id, then 1 when dismissed).
+    /// active broadcasts within it, each with whether the user dismissed or saw it (each counts
+    /// from the first own version whose writes reach its stamp): one statement, one snapshot,
+    /// two single-user range scans plus the active broadcasts. Rows: kind 0 (the two versions),
+    /// 1 (an aggregate), 2 (a broadcast: its id, then 1 when dismissed, 2 when seen, else 0).
     static let readTree = PGStatement(
         "badges.read_tree",
         """
@@ -23,9 +23,13 @@ extension BadgeSQL {
         WHERE a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
         UNION ALL
         SELECT 2, b.id,
-               (EXISTS (
-                   SELECT 1 FROM broadcast_clear c
-                   WHERE c.user_id = $1 AND c.broadcast_id = b.id AND c.shown_in <= v.reach))::int,
+               CASE WHEN EXISTS (
+                        SELECT 1 FROM broadcast_clear c
+                        WHERE c.user_id = $1 AND c.broadcast_id = b.id AND c.shown_in <= v.reach) THEN 1
+                    WHEN EXISTS (
+                        SELECT 1 FROM broadcast_seen s
+                        WHERE s.user_id = $1 AND s.broadcast_id = b.id AND s.shown_in <= v.reach) THEN 2
+                    ELSE 0 END,
                b.path::text, b.count, b.icon, b.count
         FROM broadcast b CROSS JOIN v
         WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree

@@ -303,14 +303,18 @@ extension BadgeSQL {
                 user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at, writes_through, prior_writes_through)
             SELECT b.user_id, b.version, b.broadcast_version, coalesce(n.nodes, '[]'),
                    least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
-                   least(coalesce(r.unseen, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
+                   least(coalesce(r.unseen, 0) + coalesce(shared.unseen, 0), \(maxCount))::bigint,
                    clock_timestamp(), b.writes_through, r0.covered
             FROM bumped b
             JOIN reach r0 ON r0.user_id = b.user_id
             LEFT JOIN changes n ON n.user_id = b.user_id
             LEFT JOIN roots r ON r.user_id = b.user_id
             LEFT JOIN LATERAL (
-                SELECT sum(x.count) AS total FROM broadcast x
+                SELECT sum(x.count) AS total,
+                       sum(x.count) FILTER (WHERE NOT EXISTS (
+                           SELECT 1 FROM broadcast_seen s
+                           WHERE s.user_id = b.user_id AND s.broadcast_id = x.id AND s.shown_in <= b.writes_through)) AS unseen
+                FROM broadcast x
                 WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
                     SELECT 1 FROM broadcast_clear c
                     WHERE c.user_id = b.user_id AND c.broadcast_id = x.id AND c.shown_in <= b.writes_through)

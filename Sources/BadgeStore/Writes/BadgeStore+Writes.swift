@@ -4,38 +4,48 @@ public import LibPQ
 
 extension BadgeStore {
     /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
-    /// one statement over arrays; then the batch's clears dismiss, for their users, the active
-    /// broadcasts they hit. Does not mark users dirty: call `markDirty` for the batch's users
+    /// one statement over arrays; then the batch's clears dismiss, and its seens mark seen, for
+    /// their users, the active broadcasts they reach. Does not mark users dirty: call `markDirty` for the batch's users
     /// first, in the same transaction, which takes the write number every row is stamped with
     /// (see `BadgeSQL.writeNumber(of:)`; without it the write fails).
     ///
     /// - Parameter conflicts: what the batch's increments and item additions do when their row is
     ///   stored already (``RowConflicts``); `.fail` is for a caller that writes again with
     ///   `.merge` after rolling back to a savepoint.
-    /// - Returns: the own-state rows written or deleted, and the users who dismissed a broadcast
-    ///   (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view changed
-    ///   though no aggregate did).
+    /// - Returns: the own-state rows written or deleted, and the users who dismissed or saw a
+    ///   broadcast (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view
+    ///   changed though no aggregate did).
     @discardableResult
     public static func apply(
         _ batch: BadgeBatch, conflicts: RowConflicts = .merge, on connection: PGConnection
     ) throws(PGError) -> BadgeApplyOutcome {
         var outcome = BadgeApplyOutcome()
         outcome.touchedRows = try applyOwnState(batch, conflicts: conflicts, on: connection)
+        var users: Set<UserID> = []
         let dismissals = batch.dismissals
         if !dismissals.isEmpty {
-            var users: Set<UserID> = []
             let result = try connection.query(
                 BadgeSQL.dismissBroadcasts,
                 [
                     dismissals.map(\.user.rawValue), dismissals.map(\.path.rawValue), dismissals.map(\.force), dismissals.map(\.time),
                     dismissals.map { _ in Int64?.none },
                 ])
-            for row in result.rows {
-                if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.insert(user) }
-            }
-            outcome.dismissedBroadcasts = users.sorted()
+            users.formUnion(returnedUsers(result))
         }
+        let seens = batch.broadcastSeens
+        if !seens.isEmpty {
+            let result = try connection.query(
+                BadgeSQL.seeBroadcasts,
+                [seens.map(\.user.rawValue), seens.map(\.path.rawValue), seens.map(\.time), seens.map { _ in Int64?.none }])
+            users.formUnion(returnedUsers(result))
+        }
+        outcome.dismissedBroadcasts = users.sorted()
         return outcome
+    }
+
+    /// The valid user ids of the first column of `result`.
+    private static func returnedUsers(_ result: PGResult) -> [UserID] {
+        result.rows.compactMap { row in (try? row.decode(0, as: String.self)).flatMap { try? UserID(validating: $0) } }
     }
 
     private static func applyOwnState(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) -> Int {
@@ -404,20 +414,22 @@ extension BadgeStore {
         let reach = try connection.query(BadgeSQL.writesThroughVersion, [user.rawValue, through]).rows.first?
             .decode(0, as: Int64.self) ?? 0
         let settled = !pending && through == own
+        // The broadcasts the rendered version certainly showed: its broadcast part is at least
+        // the rendered version less the own version now.
+        let (broadcastPart, beyond) = seenVersion.subtractingReportingOverflow(own)
+        let shownThrough = beyond ? Int64.min : broadcastPart
         var bumping: [UserID] = []
         switch operation {
         case .clear(let force):
             try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
             try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
-            // The broadcasts the rendered version certainly showed: its broadcast part is at
-            // least the rendered version less the own version now.
-            let (shownThrough, beyond) = seenVersion.subtractingReportingOverflow(own)
             let dismissed = try connection.query(
-                BadgeSQL.dismissBroadcasts,
-                [[user.rawValue], [path.rawValue], [force], [Date?.none], [beyond ? Int64.min : shownThrough]])
+                BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force], [Date?.none], [shownThrough]])
             if !dismissed.rows.isEmpty { bumping = [user] }
         case .seen:
             try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
+            let seen = try connection.query(BadgeSQL.seeBroadcasts, [[user.rawValue], [path.rawValue], [Date?.none], [shownThrough]])
+            if !seen.rows.isEmpty { bumping = [user] }
         case .set, .increment, .decrement, .addItem, .removeItem:
             try apply(batch, on: connection)
         }
@@ -470,7 +482,7 @@ extension BadgeStore {
 public struct BadgeApplyOutcome: Sendable, Hashable {
     /// Own-state rows written or deleted.
     public var touchedRows = 0
-    /// Users with a newly dismissed broadcast, sorted.
+    /// Users with a newly dismissed or seen broadcast, sorted.
     public var dismissedBroadcasts: [UserID] = []
 
     /// An outcome with nothing done.

@@ -391,6 +391,23 @@ extension BadgeSQL {
         RETURNING user_id
         """)
 
+    /// Records, per user, that each seen `$2` (it covers its subtree) marks seen the active
+    /// broadcasts within it, under the same time (`$3`) and version (`$4`) rules as
+    /// ``dismissBroadcasts``. Returns the users with a new seen broadcast.
+    static let seeBroadcasts = PGStatement(
+        "badges.see_broadcasts",
+        """
+        INSERT INTO broadcast_seen (user_id, broadcast_id, shown_in)
+        SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id"))
+        FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[]) AS c(user_id, path, seen_at, shown_through)
+        JOIN broadcast b ON b.withdrawn_at IS NULL AND b.path <@ c.path
+            AND (c.seen_at IS NULL OR b.created_at <= c.seen_at)
+            AND (c.shown_through IS NULL OR coalesce(b.shown_in, 0) <= c.shown_through)
+        ORDER BY 1, 2
+        ON CONFLICT (user_id, broadcast_id) DO NOTHING
+        RETURNING user_id
+        """)
+
     /// Bumps the version of the set of active broadcasts, logs what the new version added and
     /// withdrew (the broadcasts whose `shown_in` or `withdrawn_in` it is), and notifies every
     /// query service. Hold `lockBroadcastsExclusive` from before those rows were written.
