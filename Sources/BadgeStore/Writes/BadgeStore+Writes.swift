@@ -36,7 +36,10 @@ extension BadgeStore {
         if !seens.isEmpty {
             let result = try connection.query(
                 BadgeSQL.seeBroadcasts,
-                [seens.map(\.user.rawValue), seens.map(\.path.rawValue), seens.map(\.time), seens.map { _ in Int64?.none }])
+                [
+                    seens.map(\.user.rawValue), seens.map(\.path.rawValue), seens.map { _ in true }, seens.map(\.time),
+                    seens.map { _ in Int64?.none },
+                ])
             users.formUnion(returnedUsers(result))
         }
         outcome.dismissedBroadcasts = users.sorted()
@@ -428,7 +431,7 @@ extension BadgeStore {
             if !dismissed.rows.isEmpty { bumping = [user] }
         case .seen:
             try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
-            let seen = try connection.query(BadgeSQL.seeBroadcasts, [[user.rawValue], [path.rawValue], [Date?.none], [shownThrough]])
+            let seen = try connection.query(BadgeSQL.seeBroadcasts, [[user.rawValue], [path.rawValue], [true], [Date?.none], [shownThrough]])
             if !seen.rows.isEmpty { bumping = [user] }
         case .set, .increment, .decrement, .addItem, .removeItem:
             try apply(batch, on: connection)

@@ -371,42 +371,35 @@ extension BadgeSQL {
         FROM numbered n JOIN unnest($1::text[], $2::bool[], $3::bool[]) AS f(user_id, bump, recount) ON f.user_id = n.user_id
         """)
 
-    /// Records, per user, the dismissal of the active broadcasts each clear hits (the path
-    /// itself; with force, its subtree), stored up to the clear's time `$4` (NULL: any) and, for
-    /// a clear at a rendered version, first shown in broadcast version `$5` or before (NULL: any;
-    /// a broadcast from before the change log has none: version 0): the rule of
-    /// `BroadcastBadge.isDismissed`. Returns the users with a new dismissal.
-    static let dismissBroadcasts = PGStatement(
-        "badges.dismiss_broadcasts",
+    /// Records, per user, the dismissal of the active broadcasts each clear reaches
+    /// (``markBroadcasts(in:)``). Returns the users with a new dismissal.
+    static let dismissBroadcasts = PGStatement("badges.dismiss_broadcasts", markBroadcasts(in: "broadcast_clear"))
+
+    /// Records, per user, that each seen marks seen the active broadcasts it reaches (a seen
+    /// covers its subtree: pass `true` as its force) (``markBroadcasts(in:)``). Returns the users
+    /// with a new seen broadcast.
+    static let seeBroadcasts = PGStatement("badges.see_broadcasts", markBroadcasts(in: "broadcast_seen"))
+
+    /// Inserts into `table` (`broadcast_clear`, `broadcast_seen`), per user `$1[i]`, the active
+    /// broadcasts an action at `$2[i]` reaches: the path itself, with `$3[i]` (force) its subtree;
+    /// stored up to the action's time `$4[i]` (NULL: any); for an action at a rendered version,
+    /// first shown in broadcast version `$5[i]` or before (NULL: any; a broadcast from before the
+    /// change log has none: version 0). The rule of `BroadcastBadge.isReached`. Returns the users
+    /// with a new row.
+    private static func markBroadcasts(in table: String) -> String {
         """
-        INSERT INTO broadcast_clear (user_id, broadcast_id, shown_in)
+        INSERT INTO \(table) (user_id, broadcast_id, shown_in)
         SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id"))
         FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::bigint[])
-            AS c(user_id, path, force, cleared_at, shown_through)
-        JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.force AND b.path <@ c.path))
-            AND (c.cleared_at IS NULL OR b.created_at <= c.cleared_at)
+            AS c(user_id, path, subtree, acted_at, shown_through)
+        JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.subtree AND b.path <@ c.path))
+            AND (c.acted_at IS NULL OR b.created_at <= c.acted_at)
             AND (c.shown_through IS NULL OR coalesce(b.shown_in, 0) <= c.shown_through)
         ORDER BY 1, 2
         ON CONFLICT (user_id, broadcast_id) DO NOTHING
         RETURNING user_id
-        """)
-
-    /// Records, per user, that each seen `$2` (it covers its subtree) marks seen the active
-    /// broadcasts within it, under the same time (`$3`) and version (`$4`) rules as
-    /// ``dismissBroadcasts``. Returns the users with a new seen broadcast.
-    static let seeBroadcasts = PGStatement(
-        "badges.see_broadcasts",
         """
-        INSERT INTO broadcast_seen (user_id, broadcast_id, shown_in)
-        SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id"))
-        FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[]) AS c(user_id, path, seen_at, shown_through)
-        JOIN broadcast b ON b.withdrawn_at IS NULL AND b.path <@ c.path
-            AND (c.seen_at IS NULL OR b.created_at <= c.seen_at)
-            AND (c.shown_through IS NULL OR coalesce(b.shown_in, 0) <= c.shown_through)
-        ORDER BY 1, 2
-        ON CONFLICT (user_id, broadcast_id) DO NOTHING
-        RETURNING user_id
-        """)
+    }
 
     /// Bumps the version of the set of active broadcasts, logs what the new version added and
     /// withdrew (the broadcasts whose `shown_in` or `withdrawn_in` it is), and notifies every
