@@ -66,7 +66,8 @@ struct IngestDuringRollupTests {
             return
         }
         #expect(cleared != nil)
-        #expect(try await fixture.store.tree(for: carol).tree?.count == 5)
+        let carolTree = try await fixture.store.tree(for: carol)
+        #expect(carolTree.tree?.count == 5, "\(carolTree)")
 
         // The round's version covers only what it saw; the batch shows in the next one.
         var shown = try await fixture.store.tree(for: alice)

@@ -371,7 +371,12 @@ extension BadgeStore {
     public func act(
         _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID? = nil
     ) async throws -> ActionOutcome {
-        try await PGRetryPolicy().run(logger: pool.logger) {
+        // Timed when the request came, not when the user's lock was had: what occurred while it
+        // waited (for a rollup round that holds the user) stays.
+        var batch = BadgeBatch()
+        batch.append(BadgeMutation(user: user, path: path, operation: operation))
+        let timed = batch
+        return try await PGRetryPolicy().run(logger: pool.logger) {
             try await pool.withTransaction { connection throws(PGError) -> ActionOutcome in
                 // The user's lock orders the user's actions, so the id's check and its record
                 // (with the action, or not at all) see no other action of the user in between.
@@ -381,7 +386,7 @@ extension BadgeStore {
                         return .repeated
                     }
                 }
-                let outcome = try Self.act(operation, at: path, for: user, seenVersion: seenVersion, on: connection)
+                let outcome = try Self.act(operation, timed, at: path, for: user, seenVersion: seenVersion, on: connection)
                 if let actionID, case .applied = outcome {
                     try connection.query(BadgeSQL.recordAction, [user.rawValue, actionID.rawValue])
                 }
@@ -390,13 +395,12 @@ extension BadgeStore {
         }
     }
 
-    /// The action of ``act(_:at:for:seenVersion:actionID:)`` in the caller's transaction, which
-    /// holds the user's rollup lock.
+    /// The action of ``act(_:at:for:seenVersion:actionID:)`` (`operation`, as `batch`) in the
+    /// caller's transaction, which holds the user's rollup lock.
     private static func act(
-        _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, on connection: PGConnection
+        _ operation: BadgeOperation, _ batch: BadgeBatch, at path: BadgePath, for user: UserID, seenVersion: Int64?,
+        on connection: PGConnection
     ) throws(PGError) -> ActionOutcome {
-        var batch = BadgeBatch()
-        batch.append(BadgeMutation(user: user, path: path, operation: operation))
         guard let seenVersion else {
             return try visibleOutcome(applyAndRecompute(batch, on: connection)[user], for: user, on: connection)
         }
