@@ -17,6 +17,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// An HTTP/1.1 response as RedDotClient's own transport reads it (the first byte picks a
     /// chunk size).
     case response
+    /// RedDotClient's offline cache file (the tree and the queued taps), read at start.
+    case cache
 
     /// Runs the target on one input.
     func run(_ bytes: [UInt8]) {
@@ -27,6 +29,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .migrations: MigrationsFuzzTarget.run(bytes)
         case .sse: ServerSentEventsFuzzTarget.run(bytes)
         case .response: HTTPResponseFuzzTarget.run(bytes)
+        case .cache: CacheFileFuzzTarget.run(bytes)
         }
     }
 
