@@ -51,6 +51,9 @@ public final class IngestService: Service {
                         }
                     }
                     group.addTask { [configuration, logger] in
+                        if configuration.rules.declaresModes {
+                            await Self.storeModes(configuration.rules.modes, pool: pool, logger: logger)
+                        }
                         var lastPrune = ContinuousClock.now - .seconds(3600)
                         var iterator = signals.makeAsyncIterator()
                         while !Task.isCancelled {
@@ -75,6 +78,31 @@ public final class IngestService: Service {
         }
         await deadLetters.publishPending()
         logger.info("ingest stopped")
+    }
+
+    /// Stores the rules file's aggregation modes for the rollup (DESIGN §2), retrying every 5
+    /// seconds until the database takes them; ingest does not wait for it.
+    private static func storeModes(_ modes: AggregationModes, pool: PGPool, logger: Logger) async {
+        while !Task.isCancelled {
+            do {
+                let changed = try await BadgeStore(pool: pool).storeAggregationModes(modes)
+                let declared = modes.entries.map { "\($0.pattern)=\($0.mode.rawValue)" }.joined(separator: " ")
+                if changed {
+                    logger.notice(
+                        """
+                        aggregation modes stored from the rules file; aggregates counted before keep the old modes until \
+                        their user changes: run reddot verify --repair to recount them now
+                        """,
+                        metadata: ["rules.modes": "\(declared.isEmpty ? "none" : declared)"])
+                }
+                return
+            } catch {
+                logger.error(
+                    "storing the rules file's aggregation modes failed; retrying in 5 s",
+                    metadata: [LibPQ.LogKey.error: "\(error)"])
+                try? await Task.sleep(for: .seconds(5))
+            }
+        }
     }
 
     private static func prune(pool: PGPool, retention: Duration, logger: Logger) async {

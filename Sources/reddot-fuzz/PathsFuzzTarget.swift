@@ -2,7 +2,9 @@ import BadgeCore
 
 /// Paths: ``BadgePath``'s 1-pass validator and its rule-by-rule one agree; a valid path
 /// round-trips to the same text, and its parent, ancestors and order are consistent; a path
-/// template without placeholders is valid exactly when the same text is a valid path.
+/// template without placeholders is valid exactly when the same text is a valid path; an
+/// aggregation-mode pattern parses from every valid path and matches it, round-trips, and
+/// becomes an lquery of label characters, dots and `*{1}` only.
 enum PathsFuzzTarget {
     static let target = FuzzTarget.paths
 
@@ -33,6 +35,7 @@ enum PathsFuzzTarget {
         } catch {
             FuzzFailure.check(fast == nil, target, "BadgePath rejects a path both validators accept")
             checkTemplate(text, pathIsValid: false)
+            checkPattern(text, path: nil)
             return
         }
         FuzzFailure.check(fast != nil, target, "BadgePath accepts a path the validators reject")
@@ -56,6 +59,26 @@ enum PathsFuzzTarget {
         }
         FuzzFailure.check(path.isWithin(.root) && !(path < .root), target, "the path is not within root")
         checkTemplate(text, pathIsValid: true)
+        checkPattern(text, path: path)
+    }
+
+    /// The text as an aggregation-mode pattern (see the type's summary).
+    static func checkPattern(_ text: String, path: BadgePath?) {
+        let entry: AggregationModes.Entry
+        do throws(RuleSetError) {
+            entry = try AggregationModes.entry(pattern: text, mode: .children)
+        } catch {
+            FuzzFailure.check(path == nil, target, "a valid path is not a valid pattern: \(error)")
+            FuzzFailure.checkMessage(error.message, target)
+            return
+        }
+        FuzzFailure.check(entry.pattern == text, target, "the pattern does not round-trip: \(entry.pattern.debugDescription)")
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.*{}")
+        FuzzFailure.check(entry.lquery.allSatisfy(allowed.contains), target, "the lquery has other characters: \(entry.lquery.debugDescription)")
+        if let path {
+            FuzzFailure.check(entry.matches(path), target, "the pattern of a path does not match it")
+            FuzzFailure.check(AggregationModes(entries: [entry]).mode(of: path) == .children, target, "the mode of a matched path")
+        }
     }
 
     /// A template is parsed with the same label rules; without placeholders it renders the path.

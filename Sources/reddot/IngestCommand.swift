@@ -18,7 +18,9 @@ struct IngestCommand: AsyncParsableCommand {
             offsets with a compare-and-set (the offsets in PostgreSQL are the authoritative ones; \
             they are also committed to Kafka afterwards for lag tools). Rejected records are \
             published to the dead-letter topic with headers reddot.reason, reddot.message, \
-            reddot.original.topic, reddot.original.partition and reddot.original.offset.
+            reddot.original.topic, reddot.original.partition and reddot.original.offset. At \
+            start it stores the rules file's aggregation modes (its modes list, if it has one) \
+            for the rollup.
 
             Run as many instances as the topic has partitions. Each is a static member of the \
             group (--instance-id, default the host name): after a crash, the restarted ingest \

@@ -11,10 +11,11 @@ struct VerifyCommand: AsyncParsableCommand {
         abstract: "Recount every aggregate from the badge state and report (or --repair) each mismatch.",
         discussion: """
             Reads every user's own badge state, recounts each node's aggregate (its own count plus \
-            everything below it), and compares with the stored aggregates the API answers from. \
+            everything below it, under the aggregation modes ingest stored from the rules file), \
+            and compares with the stored aggregates the API answers from. \
             Users with a pending rollup are skipped. Prints one line per mismatch (or JSON with \
             --json) and a summary on stderr. With --repair, each user with a mismatch is \
-            recomputed by the rollup's own step.
+            recomputed by the rollup's own step: run it after the rules file's modes changed.
 
             Exit codes: 0 no mismatch; 2 mismatches found (repaired with --repair); 1 a database \
             error; 69 the database cannot be reached.

@@ -421,8 +421,10 @@ public struct BadgeTree: Sendable, Equatable {
     ///
     /// A node's count is its own count (counter plus live items) plus its children's (saturating
     /// at `Int64.max`); it is shown when it has an own state, a live item or a shown child; its
-    /// icon is its own.
-    public func aggregates(now: Date) -> [BadgePath: BadgeAggregate] {
+    /// icon is its own. With `modes`, counts follow them
+    /// (``AggregationModes/aggregate(own:)``).
+    public func aggregates(now: Date, modes: AggregationModes = .none) -> [BadgePath: BadgeAggregate] {
+        guard modes.entries.isEmpty else { return modes.aggregate(own: ownCounts(now: now)) }
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, own) in ownCounts(now: now) {
             result[path, default: BadgeAggregate(count: 0)].count.addSaturating(own.count)
@@ -441,9 +443,9 @@ public struct BadgeTree: Sendable, Equatable {
     /// The node at `path` as answers show it, or nil when nothing is shown there (`root` always
     /// answers; see ``BadgeNode/build(aggregates:at:depth:display:)``).
     public func node(
-        at path: BadgePath, depth: Int? = nil, now: Date, display: BadgeDisplay = BadgeDisplay()
+        at path: BadgePath, depth: Int? = nil, now: Date, display: BadgeDisplay = BadgeDisplay(), modes: AggregationModes = .none
     ) -> BadgeNode? {
-        BadgeNode.build(aggregates: aggregates(now: now), at: path, depth: depth, display: display)
+        BadgeNode.build(aggregates: aggregates(now: now, modes: modes), at: path, depth: depth, display: display)
     }
 }
 

@@ -20,6 +20,9 @@ import Yams
 ///     op: remove               # add | remove: an item, `{name}` filled from attrs
 ///     item: "{message}"
 ///     path: root.chat.{conversation}
+/// modes:                       # optional: how nodes aggregate (DESIGN §2), first match wins
+///   - path: root.chat          # root, then labels or * (any one label)
+///     mode: children           # sum | children | dot | exclude
 /// ```
 public struct RuleSet: Sendable {
     /// One rule: a type, the operation it makes, and the path template.
@@ -35,13 +38,20 @@ public struct RuleSet: Sendable {
     package let rules: [Rule]
     /// The rules by type.
     let rulesByType: [String: Rule]
+    /// The aggregation modes the file declares (`modes`), applied by the rollup.
+    public let modes: AggregationModes
+    /// Whether the file has the `modes` key (an empty list included): ingest stores the modes
+    /// only then, so a file without it leaves the stored ones as they are.
+    public let declaresModes: Bool
 
     /// A rule set without rules: every content event is `unknown_type`.
     public static let empty = RuleSet(rules: [])
 
-    init(rules: [Rule]) {
+    init(rules: [Rule], modes: AggregationModes? = nil) {
         self.rules = rules
         self.rulesByType = Dictionary(rules.map { ($0.type, $0) }, uniquingKeysWith: { first, _ in first })
+        self.modes = modes ?? .none
+        self.declaresModes = modes != nil
     }
 
     /// The types the rules map, in file order.
@@ -82,16 +92,24 @@ public struct RuleSet: Sendable {
             throw RuleSetError(message: "rules file must be a mapping with a 'rules' list")
         }
         var list: Node.Sequence?
+        var modes: AggregationModes?
         for (key, value) in top {
-            guard let name = key.scalar?.string, name == "rules" else {
+            switch key.scalar?.string {
+            case "rules":
+                guard let sequence = value.sequence else {
+                    throw RuleSetError(message: "'rules' must be a list of rules")
+                }
+                list = sequence
+            case "modes":
+                guard let sequence = value.sequence else {
+                    throw RuleSetError(message: "'modes' must be a list of modes, each with 'path' and 'mode'")
+                }
+                modes = try Self.modes(sequence)
+            default:
                 throw RuleSetError(
                     message: "rules file has the unknown key \(Quoting.quoted(key.scalar?.string ?? "?")); "
-                        + "the only key is 'rules'")
+                        + "the keys are 'rules' and 'modes'")
             }
-            guard let sequence = value.sequence else {
-                throw RuleSetError(message: "'rules' must be a list of rules")
-            }
-            list = sequence
         }
         guard let list else {
             throw RuleSetError(message: "rules file has no 'rules' list")
@@ -108,7 +126,51 @@ public struct RuleSet: Sendable {
             positions[rule.type] = index + 1
             rules.append(rule)
         }
-        self.init(rules: rules)
+        self.init(rules: rules, modes: modes)
+    }
+
+    /// Reads the `modes` list: each entry a mapping with `path` (a pattern) and `mode`.
+    static func modes(_ list: Node.Sequence) throws(RuleSetError) -> AggregationModes {
+        var entries: [AggregationModes.Entry] = []
+        var positions: [String: Int] = [:]
+        let names = AggregationMode.allCases.map(\.rawValue).joined(separator: ", ")
+        for (index, node) in list.enumerated() {
+            let position = index + 1
+            guard let mapping = node.mapping else {
+                throw RuleSetError(message: "mode \(position): must be a mapping with 'path' and 'mode'")
+            }
+            var path: String?
+            var mode: String?
+            for (key, value) in mapping {
+                let name = key.scalar?.string ?? "?"
+                guard let text = value.scalar?.string else {
+                    throw RuleSetError(message: "mode \(position): \(Quoting.quoted(name)) must be a single value")
+                }
+                switch name {
+                case "path" where path == nil: path = text
+                case "mode" where mode == nil: mode = text
+                case "path", "mode": throw RuleSetError(message: "mode \(position): duplicate key \(Quoting.quoted(name))")
+                default: throw RuleSetError(message: "mode \(position): unknown key \(Quoting.quoted(name)); the keys are path and mode")
+                }
+            }
+            guard let path else { throw RuleSetError(message: "mode \(position): missing field 'path'") }
+            guard let mode else { throw RuleSetError(message: "mode \(position): missing field 'mode'") }
+            guard let parsed = AggregationMode(rawValue: mode) else {
+                throw RuleSetError(message: "mode \(position) (path \(Quoting.quoted(path))): the mode \(Quoting.quoted(mode)) is not one of \(names)")
+            }
+            let entry: AggregationModes.Entry
+            do {
+                entry = try AggregationModes.entry(pattern: path, mode: parsed)
+            } catch {
+                throw RuleSetError(message: "mode \(position): \(error.message)")
+            }
+            if let earlier = positions[entry.pattern] {
+                throw RuleSetError(message: "mode \(position) (path \(Quoting.quoted(path))): duplicate path; mode \(earlier) already declares it")
+            }
+            positions[entry.pattern] = position
+            entries.append(entry)
+        }
+        return AggregationModes(entries: entries)
     }
 
     static let knownKeys = Set(["type", "op", "path"] + OperationGrammar.fieldNames)

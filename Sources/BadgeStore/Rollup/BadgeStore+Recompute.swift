@@ -38,12 +38,16 @@ extension BadgeStore {
         var bumped = Set(bumping.map(\.rawValue))
         var marked: Set<String> = []
         var additive: Set<String> = []
+        var moded = false
         for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
             let name = try row.decode(0, as: String.self)
             marked.insert(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
             if try !row.decode(2, as: Bool.self) { additive.insert(name) }
+            if try row.decode(3, as: Bool.self) { moded = true }
         }
+        // A round with no marked user (a bump, a repair) learns of the modes on its own.
+        if marked.isEmpty { moded = try Self.modesDeclared(on: connection) }
         if onlyMarked {
             names = names.filter { marked.contains($0) || bumped.contains($0) }
             guard !names.isEmpty else { return RollupOutcome() }
@@ -62,10 +66,12 @@ extension BadgeStore {
         }
         let recounted = names.filter { !additive.contains($0) }
         if !recounted.isEmpty {
-            try collect(try connection.query(BadgeSQL.recompute, [recounted, changeChannel, bumped.sorted()]))
+            let statement = moded ? BadgeSQL.recomputeModed : BadgeSQL.recompute
+            try collect(try connection.query(statement, [recounted, changeChannel, bumped.sorted()]))
         }
         if !additive.isEmpty {
-            try collect(try connection.query(BadgeSQL.addDeltas, [additive.sorted(), changeChannel, [String]()]))
+            let statement = moded ? BadgeSQL.addDeltasModed : BadgeSQL.addDeltas
+            try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()]))
         }
         outcome.recounted = recounted.count
         outcome.added = additive.count

@@ -15,11 +15,22 @@ extension BadgeSQL {
     /// keep other rounds out; writers only add marks. Planned for each round (not prepared): a
     /// generic plan made while the queue was small scans the whole queue once it has grown, and
     /// compares each mark with every user of the round (0.5 s a round at 10k marks).
+    ///
+    /// With aggregation modes declared (`aggregation_mode` has rows; the fourth column says so), a
+    /// user with a delta under a node that has a mode other than sum is recounted too: adding an
+    /// increment to every ancestor is the sum rule. Without modes, that check is not made.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
         """
-        SELECT user_id, bool_or(bump), bool_or(recount) FROM dirty_mark WHERE user_id = ANY($1::text[])
-        GROUP BY user_id
+        WITH modes AS MATERIALIZED (
+            SELECT array_agg(below) AS below, count(*) > 0 AS declared FROM aggregation_mode WHERE mode <> 'sum'
+        )
+        SELECT m.user_id, bool_or(m.bump),
+               bool_or(m.recount) OR CASE WHEN (SELECT declared FROM modes) THEN EXISTS (
+                   SELECT 1 FROM badge_delta d WHERE d.user_id = m.user_id AND d.path ? (SELECT below FROM modes)) ELSE false END,
+               (SELECT declared FROM modes)
+        FROM dirty_mark m WHERE m.user_id = ANY($1::text[])
+        GROUP BY m.user_id
         """, prepared: false)
 
     /// Up to `$1` users with dirty marks, in user order after `$2` (and at most `$3`, when it is
@@ -142,8 +153,14 @@ extension BadgeSQL {
     /// them are visible to this statement), and the new version covers them. Planned for each
     /// round, as `addDeltas` is (not prepared): a generic plan takes a round for 10 users and
     /// joins its hundreds of rows with nested loops.
-    static let recompute = PGStatement(
-        "badges.recompute",
+    static let recompute = recompute(moded: false)
+
+    /// `recompute` with the aggregation modes of `aggregation_mode` (`modedFresh`).
+    static let recomputeModed = recompute(moded: true)
+
+    private static func recompute(moded: Bool) -> PGStatement {
+        PGStatement(
+        moded ? "badges.recompute_moded" : "badges.recompute",
         """
         WITH users AS (
             SELECT DISTINCT unnest($1::text[]) AS user_id
@@ -157,16 +174,7 @@ extension BadgeSQL {
                 SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))
         ), own AS (
             \(ownRows)
-        ), fresh AS (
-            SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
-                   least(sum(e.unseen), \(maxCount))::bigint AS unseen
-            FROM (
-                SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count, o.unseen
-                FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS level
-            ) e
-            LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
-            GROUP BY e.user_id, e.path
-        ), diff AS (
+        )\(moded ? modedFresh : plainFresh), diff AS (
             SELECT coalesce(f.user_id, a.user_id) AS user_id, coalesce(f.path, a.path) AS path,
                    a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
                    f.count, f.icon, f.unseen, f.user_id IS NOT NULL AS kept
@@ -183,6 +191,84 @@ extension BadgeSQL {
             SELECT user_id, count, unseen FROM fresh WHERE path = 'root'
         )\(versionAndLog)
         """, prepared: false)
+    }
+
+    /// The CTE `fresh` after `own` (each node's own count, icon and unseen): every node at or
+    /// above an own row, with the sum of the own rows within it, and its own icon.
+    static let plainFresh = """
+        , fresh AS (
+            SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
+                   least(sum(e.unseen), \(maxCount))::bigint AS unseen
+            FROM (
+                SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count, o.unseen
+                FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS level
+            ) e
+            LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
+            GROUP BY e.user_id, e.path
+        )
+        """
+
+    /// `plainFresh` under the aggregation modes of `aggregation_mode` (DESIGN §2; the model is
+    /// `AggregationModes.aggregate(own:)`). Each own row reaches its node and every ancestor, as
+    /// in `plainFresh`, but as 0 (count and unseen; the node still shows) at and above the deepest
+    /// node on its path that takes its number: a `dot` or `children` node, or the parent of an
+    /// `exclude` node (`zero_through`, a level). A `children` node gets one more row of its own:
+    /// the number of its shown children that are not `exclude`, and of those with something
+    /// unseen (an own row below with unseen, not hidden on the way: no `dot` at or below the
+    /// child, no `exclude` below it, not the own count of a `children` node), which reaches its
+    /// ancestors by the same rule.
+    static let modedFresh = """
+        , levels AS (
+            SELECT o.user_id, o.path AS source, o.count, o.unseen, k AS level, subpath(o.path, 0, k) AS node
+            FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS k
+        ), node_modes AS (
+            SELECT n.user_id, n.node, m.mode
+            FROM (SELECT DISTINCT user_id, node FROM levels) AS n
+            CROSS JOIN LATERAL (
+                SELECT a.mode FROM aggregation_mode a WHERE n.node ~ a.query ORDER BY a.position LIMIT 1
+            ) AS m
+            WHERE m.mode <> 'sum'
+        ), marked AS (
+            SELECT l.*, m.mode FROM levels l LEFT JOIN node_modes m ON m.user_id = l.user_id AND m.node = l.node
+        ), row_modes AS (
+            SELECT user_id, source,
+                   coalesce(max(CASE mode WHEN 'exclude' THEN level - 1 WHEN 'dot' THEN level WHEN 'children' THEN level END), 0)
+                       AS zero_through,
+                   coalesce(max(CASE WHEN mode = 'exclude' THEN level - 1 WHEN mode = 'dot' THEN level
+                                     WHEN mode = 'children' AND level = nlevel(source) THEN level END), 0) AS unseen_hidden_through
+            FROM marked GROUP BY user_id, source
+        ), children_of AS (
+            SELECT x.user_id, x.node AS path, c.node AS child,
+                   bool_or(c.unseen > 0 AND r.unseen_hidden_through < c.level) AS has_unseen
+            FROM marked x
+            JOIN marked c ON c.user_id = x.user_id AND c.source = x.source AND c.level = x.level + 1
+            JOIN row_modes r ON r.user_id = c.user_id AND r.source = c.source
+            WHERE x.mode = 'children' AND c.mode IS DISTINCT FROM 'exclude'
+            GROUP BY 1, 2, 3
+        ), synthetic AS (
+            SELECT s.user_id, s.path, count(*) AS count, count(*) FILTER (WHERE s.has_unseen) AS unseen,
+                   coalesce((
+                       SELECT max(CASE WHEN n.mode = 'exclude' THEN nlevel(n.node) - 1 ELSE nlevel(n.node) END)
+                       FROM node_modes n WHERE n.user_id = s.user_id AND n.node @> s.path AND n.node <> s.path), 0) AS zero_through
+            FROM children_of s GROUP BY s.user_id, s.path
+        ), contributions AS (
+            SELECT l.user_id, l.node AS path,
+                   CASE WHEN l.level <= r.zero_through THEN 0 ELSE l.count END AS count,
+                   CASE WHEN l.level <= r.zero_through THEN 0 ELSE l.unseen END AS unseen
+            FROM levels l JOIN row_modes r ON r.user_id = l.user_id AND r.source = l.source
+            UNION ALL
+            SELECT s.user_id, subpath(s.path, 0, k),
+                   CASE WHEN k <= s.zero_through THEN 0 ELSE s.count END,
+                   CASE WHEN k <= s.zero_through THEN 0 ELSE s.unseen END
+            FROM synthetic s CROSS JOIN LATERAL generate_series(1, nlevel(s.path)) AS k
+        ), fresh AS (
+            SELECT c.user_id, c.path, least(sum(c.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
+                   least(sum(c.unseen), \(maxCount))::bigint AS unseen
+            FROM contributions c
+            LEFT JOIN own o ON o.user_id = c.user_id AND o.path = c.path
+            GROUP BY c.user_id, c.path
+        )
+        """
 
     /// Adds the listed users' deltas (what ingest recorded of their new increments) to the
     /// stored aggregates of each delta's node and its ancestors, consuming them (a delta of a
@@ -194,8 +280,25 @@ extension BadgeSQL {
     /// marks asks for a recount). The new version covers the user's writes up to the first one
     /// whose mark asks for a recount or a bump (`reach.top`); that mark and the ones after it stay
     /// for the next round. `$3` is empty. Planned for each round (see `recompute`).
-    static let addDeltas = PGStatement(
-        "badges.add_deltas",
+    static let addDeltas = addDeltas(moded: false)
+
+    /// The last write before the user's first delta under a node with a mode other than sum
+    /// (`addDeltasModed`'s added bound on `top`).
+    private static let modedDeltaStop = """
+        , coalesce((
+            SELECT min(d.seq) - 1 FROM badge_delta d
+            WHERE d.user_id = k.user_id AND d.seq > k.covered
+              AND d.path ? (SELECT array_agg(a.below) FROM aggregation_mode a WHERE a.mode <> 'sum')), k.written)
+        """
+
+    /// `addDeltas` that also stops before the first delta under a node with a mode other than
+    /// sum (`aggregation_mode`'s `below`): a writer may commit one after the round's claim, and
+    /// such a delta needs a recount (its mark stays, and the next round's claim sees it).
+    static let addDeltasModed = addDeltas(moded: true)
+
+    private static func addDeltas(moded: Bool) -> PGStatement {
+        PGStatement(
+        moded ? "badges.add_deltas_moded" : "badges.add_deltas",
         """
         WITH known AS MATERIALIZED (
             -- Materialized: inlined into `reach`, each of its lookups ran twice.
@@ -207,7 +310,7 @@ extension BadgeSQL {
             SELECT k.user_id, k.covered, k.user_id = ANY($3::text[]) AS bump,
                    least(k.written, coalesce((
                        SELECT min(m.seq) - 1 FROM dirty_mark m
-                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)) AS top
+                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : "")) AS top
             FROM known k
         )\(consumeMarks), consumed AS (
             DELETE FROM badge_delta d
@@ -238,6 +341,7 @@ extension BadgeSQL {
             SELECT user_id, count, unseen FROM updated WHERE path = 'root'
         )\(versionAndLog)
         """, prepared: false)
+    }
 
     /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
     /// write the new version covers, and `covered`, the one the current version covers):

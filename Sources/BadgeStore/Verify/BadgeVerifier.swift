@@ -152,9 +152,10 @@ enum VerifySQL {
         LIMIT $2
         """)
 
-    /// Recounts the listed users' aggregates (each shown node: the sum of the own counts and
-    /// unseen parts within it, counters and live items; its icon: its own counter's) and returns
-    /// every row that differs from the stored one.
+    /// Recounts the listed users' aggregates (each shown node: the own counts and unseen parts
+    /// within it, counters and live items, under the stored aggregation modes, as the rollup's
+    /// recount does; its icon: its own counter's) and returns every row that differs from the
+    /// stored one.
     static let compare = PGStatement(
         "verify.compare",
         """
@@ -164,16 +165,8 @@ enum VerifySQL {
               AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now())
         ), own AS (
             \(BadgeSQL.ownRows)
-        ), nodes AS (
-            SELECT DISTINCT o.user_id, subpath(o.path, 0, n) AS path
-            FROM own o, generate_series(1, nlevel(o.path)) AS n
-        ), expected AS (
-            SELECT n.user_id, n.path, least(sum(o.count), \(BadgeSQL.maxCount))::bigint AS count,
-                   -- The node's own icon: of the own rows in its subtree, the one at the node.
-                   max(o.icon) FILTER (WHERE o.path = n.path) AS icon,
-                   least(sum(o.unseen), \(BadgeSQL.maxCount))::bigint AS unseen
-            FROM nodes n JOIN own o ON o.user_id = n.user_id AND o.path <@ n.path
-            GROUP BY n.user_id, n.path
+        )\(BadgeSQL.modedFresh), expected AS (
+            SELECT user_id, path, count, icon, unseen FROM fresh
         ), stored AS (
             SELECT a.user_id, a.path, a.count, a.icon, a.unseen FROM badge_aggregate a JOIN users USING (user_id)
         )
