@@ -229,7 +229,12 @@ extension BadgeSQL {
             ) AS m
             WHERE m.mode <> 'sum'
         ), marked AS (
-            SELECT l.*, m.mode FROM levels l LEFT JOIN node_modes m ON m.user_id = l.user_id AND m.node = l.node
+            -- zero_above: how far up the modes of the node's ancestors take a number from it.
+            SELECT l.*, m.mode,
+                   max(CASE m.mode WHEN 'exclude' THEN l.level - 1 WHEN 'dot' THEN l.level WHEN 'children' THEN l.level END)
+                       OVER (PARTITION BY l.user_id, l.source ORDER BY l.level ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                       AS zero_above
+            FROM levels l LEFT JOIN node_modes m ON m.user_id = l.user_id AND m.node = l.node
         ), row_modes AS (
             SELECT user_id, source,
                    coalesce(max(CASE mode WHEN 'exclude' THEN level - 1 WHEN 'dot' THEN level WHEN 'children' THEN level END), 0)
@@ -238,7 +243,7 @@ extension BadgeSQL {
                                      WHEN mode = 'children' AND level = nlevel(source) THEN level END), 0) AS unseen_hidden_through
             FROM marked GROUP BY user_id, source
         ), children_of AS (
-            SELECT x.user_id, x.node AS path, c.node AS child,
+            SELECT x.user_id, x.node AS path, c.node AS child, max(x.zero_above) AS zero_above,
                    bool_or(c.unseen > 0 AND r.unseen_hidden_through < c.level) AS has_unseen
             FROM marked x
             JOIN marked c ON c.user_id = x.user_id AND c.source = x.source AND c.level = x.level + 1
@@ -247,9 +252,7 @@ extension BadgeSQL {
             GROUP BY 1, 2, 3
         ), synthetic AS (
             SELECT s.user_id, s.path, count(*) AS count, count(*) FILTER (WHERE s.has_unseen) AS unseen,
-                   coalesce((
-                       SELECT max(CASE WHEN n.mode = 'exclude' THEN nlevel(n.node) - 1 ELSE nlevel(n.node) END)
-                       FROM node_modes n WHERE n.user_id = s.user_id AND n.node @> s.path AND n.node <> s.path), 0) AS zero_through
+                   coalesce(max(s.zero_above), 0) AS zero_through
             FROM children_of s GROUP BY s.user_id, s.path
         ), contributions AS (
             SELECT l.user_id, l.node AS path,
