@@ -114,6 +114,14 @@ struct AggregationModeStoreTests {
         #expect(node("root.chat")?.unseen == 2)
         #expect(tree.unseen == 4)
         #expect(try await fixture.latestRoots()[alice.rawValue]?.count == 5)
+        // The change feed's record of that version says the same: the root and the moded nodes.
+        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0) }
+        let record = try FeedRecordTests.object(try #require(records.last { $0.key == alice.rawValue }).payload)
+        #expect(FeedRecordTests.integer((record["root"] as? [String: Any])?["count"]) == 5)
+        #expect(FeedRecordTests.integer((record["root"] as? [String: Any])?["unseen"]) == 4)
+        let changed = try #require(record["changed"] as? [[String: Any]])
+        func logged(_ text: String) -> Int64? { FeedRecordTests.integer(changed.first { $0["path"] as? String == text }?["count"]) }
+        #expect(logged("root.chat") == 3 && logged("root.discover") == 0 && logged("root.archive") == 7 && logged("root") == 5)
 
         // A read of a chat takes one from root.chat and from the root.
         try await fixture.ingest([BadgeMutation(user: alice, path: try path("root.chat.c1"), operation: .clear(force: false))])

@@ -1,5 +1,5 @@
 public import BadgeCore
-public import LibPQ
+import LibPQ
 
 extension BadgeStore {
     /// Stores `modes` as the aggregation modes every recount follows (`aggregation_mode`),
