@@ -160,6 +160,30 @@ struct AggregationModeStoreTests {
     }
 }
 
+extension AggregationModeStoreTests {
+    @Test("ingest processes starting together store their modes one after the other, without an error")
+    func concurrentStores() async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let first = AggregationModes(entries: [try AggregationModes.entry(pattern: "root.chat", mode: .children)])
+        let second = AggregationModes(entries: [
+            try AggregationModes.entry(pattern: "root.chat", mode: .dot), try AggregationModes.entry(pattern: "root.a.*", mode: .exclude),
+        ])
+        // Rounds of four at once, each round alternating which set is stored first: without
+        // the lock, two of them insert position 1 together and one fails on the key.
+        for round in 0..<30 {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<4 {
+                    group.addTask { try await fixture.store.storeAggregationModes((index + round).isMultiple(of: 2) ? first : second) }
+                }
+                for try await _ in group {}
+            }
+        }
+        let stored = try await fixture.store.aggregationModes()
+        #expect(stored == first || stored == second)
+    }
+}
+
 extension StoreFixture {
     /// Each user's root totals in their latest change-log record (what the feed publishes).
     func latestRoots() async throws -> [String: (count: Int64, unseen: Int64)] {

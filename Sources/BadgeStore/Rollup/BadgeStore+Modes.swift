@@ -13,6 +13,8 @@ extension BadgeStore {
     @discardableResult
     public func storeAggregationModes(_ modes: AggregationModes) async throws -> Bool {
         try await pool.withTransaction { connection throws(PGError) in
+            // Ingest processes starting together store one after the other (not a key conflict).
+            try connection.query(BadgeSQL.lockModes)
             let stored = try Self.aggregationModes(on: connection)
             guard stored != modes else { return false }
             try connection.query(BadgeSQL.clearModes)
@@ -48,6 +50,8 @@ extension BadgeStore {
 }
 
 extension BadgeSQL {
+    /// The lock of `storeAggregationModes` (the class of the broadcast lock, key 1).
+    static let lockModes = PGStatement("modes.lock", "SELECT pg_advisory_xact_lock(1919247461, 1)")
     static let selectModes = PGStatement("modes.select", "SELECT pattern, mode FROM aggregation_mode ORDER BY position")
     static let clearModes = PGStatement("modes.clear", "DELETE FROM aggregation_mode")
     static let insertMode = PGStatement(
