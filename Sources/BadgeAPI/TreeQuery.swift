@@ -73,7 +73,13 @@ extension APIError {
 /// `action_id` is optional in both.
 struct ActionRequest: Sendable {
     /// Which action.
-    enum Kind: Sendable { case clear, seen }
+    enum Kind: Sendable {
+        case clear, seen, mute, unmute
+
+        /// Whether the action applies at a rendered version (clear, seen); a mute or unmute
+        /// applies from now.
+        var takesVersion: Bool { self == .clear || self == .seen }
+    }
 
     var kind: Kind
     var path: BadgePath
@@ -82,15 +88,18 @@ struct ActionRequest: Sendable {
     var seenVersion: Int64?
     /// The client's id of the action: applied once however often it is sent.
     var actionID: ActionID?
+    /// When a snooze ends (mute only).
+    var until: Date?
 
     private struct Body: Decodable {
         var path: String
         var force: Bool?
         var seenVersion: Int64?
         var actionID: String?
+        var until: String?
 
         enum CodingKeys: String, CodingKey {
-            case path, force
+            case path, force, until
             case seenVersion = "seen_version"
             case actionID = "action_id"
         }
@@ -98,12 +107,18 @@ struct ActionRequest: Sendable {
 
     /// The badge operation of the action.
     var operation: BadgeOperation {
-        kind == .clear ? .clear(force: force) : .seen
+        switch kind {
+        case .clear: return .clear(force: force)
+        case .seen: return .seen
+        case .mute: return .mute(until: until)
+        case .unmute: return .unmute
+        }
     }
 
     /// - Throws: ``APIError`` 400 for a body that is not such an object, an invalid path, a
-    ///   negative `seen_version`, an invalid `action_id`, or `force` on a seen (a seen always
-    ///   covers the subtree).
+    ///   negative `seen_version`, an invalid `action_id`, `force` on a seen, mute or unmute (they
+    ///   always cover the subtree), `seen_version` on a mute or unmute, `root` for a mute or
+    ///   unmute, or `until` on anything but a mute or not an RFC 3339 time.
     init(_ kind: Kind, _ bytes: [UInt8]) throws(APIError) {
         self.kind = kind
         let body: Body
@@ -117,6 +132,25 @@ struct ActionRequest: Sendable {
         force = body.force ?? false
         if kind == .seen, body.force != nil {
             throw APIError.badRequest("invalid_body", "force does not apply to seen: a seen always covers the whole subtree")
+        }
+        if !kind.takesVersion {
+            if body.force != nil {
+                throw APIError.badRequest("invalid_body", "force does not apply to \(kind): it always covers the whole subtree")
+            }
+            if body.seenVersion != nil {
+                throw APIError.badRequest("invalid_body", "seen_version does not apply to \(kind): it applies from now")
+            }
+            if let problem = operation.pathProblem(path) { throw APIError.badRequest("invalid_path", problem) }
+        }
+        if let text = body.until {
+            guard kind == .mute else {
+                throw APIError.badRequest("invalid_body", "until applies only to mute (a snooze ends then)")
+            }
+            guard let date = Date(rfc3339: text) else {
+                throw APIError.badRequest(
+                    "invalid_body", "until is \(Quoting.quoted(text)); it must be an RFC 3339 timestamp such as '2026-03-01T12:00:00Z'")
+            }
+            until = date
         }
         if let seen = body.seenVersion, seen < 0 {
             throw APIError.badRequest("invalid_body", "seen_version must be a version (an integer ≥ 0), not \(seen)")

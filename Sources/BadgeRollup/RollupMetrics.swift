@@ -24,6 +24,8 @@ final class RollupMetrics: Sendable {
     /// Expired own-state rows' users marked dirty, and broadcasts expired.
     let expiredUsers = Counter(label: "reddot_rollup_expired_users_total")
     let expiredBroadcasts = Counter(label: "reddot_rollup_expired_broadcasts_total")
+    /// Snoozes that ended and were woken (their users recounted).
+    let wokenSnoozes = Counter(label: "reddot_rollup_woken_snoozes_total")
     /// Failed rollup or sweep transactions (retried).
     let errors = Counter(label: "reddot_rollup_errors_total")
 }

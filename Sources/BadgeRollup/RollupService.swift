@@ -79,7 +79,8 @@ public struct RollupService: Service {
         return claimed.count
     }
 
-    /// One sweep: expires badges (marking their users dirty) and broadcasts.
+    /// One sweep: expires badges (marking their users dirty) and broadcasts, and wakes the
+    /// snoozes whose end has passed (marking their users for a recount).
     ///
     /// - Returns: users marked dirty and broadcasts expired.
     @discardableResult
@@ -93,6 +94,15 @@ public struct RollupService: Service {
             users += marked
             if marked < limit { break }
         }
+        var woken = 0
+        while !Task.isCancelled {
+            let count = try await pool.withTransaction { connection in
+                try BadgeStore.wakeSnoozes(limit: limit, on: connection)
+            }
+            woken += count
+            if count < limit { break }
+        }
+        metrics.wokenSnoozes.increment(by: woken)
         let broadcasts = try await pool.withTransaction { connection in
             try BadgeStore.expireBroadcasts(on: connection)
         }

@@ -53,8 +53,8 @@ struct AggregationPropertyTests {
             }
         case .clear(true):
             states = states.filter { $0.key != key && !$0.key.hasPrefix(key + ".") }
-        case .addItem, .removeItem, .seen:
-            break  // items and seen have their own property tests (ItemModelTests), and are not generated here
+        case .addItem, .removeItem, .seen, .mute, .unmute:
+            break  // items, seen and mutes have their own property tests (ItemModelTests, MuteModelTests), and are not generated here
         }
     }
 
@@ -74,7 +74,7 @@ struct AggregationPropertyTests {
         var checked = 0
         for seed in UInt64(1)...2_000 {
             var generator = RandomBadgeOperations(users: single, seed: seed)
-            generator.weights = RandomBadgeOperations.Weights(forcedClear: seed % 2 == 0 ? 1 : 0, addItem: 0, removeItem: 0, seen: 0)
+            generator.weights = RandomBadgeOperations.Weights(forcedClear: seed % 2 == 0 ? 1 : 0, addItem: 0, removeItem: 0, seen: 0, mute: 0)
             generator.expiries = [now.addingTimeInterval(5), now.addingTimeInterval(20)]
             var tree = BadgeTree()
             var model: [String: (count: Int64, icon: String?, expiresAt: Date?)] = [:]

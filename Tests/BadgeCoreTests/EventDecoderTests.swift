@@ -152,7 +152,7 @@ struct EventDecoderTests {
     func unknownOp() {
         let rejection = rejection(#"{"id":"e","op":"bump","user":"u","path":"root.a"}"#)
         #expect(rejection?.reason == .unknownOp)
-        #expect(rejection?.message == "field 'op' is 'bump'; it must be 'set', 'incr', 'decr', 'clear', 'add', 'remove' or 'seen'")
+        #expect(rejection?.message == "field 'op' is 'bump'; it must be 'set', 'incr', 'decr', 'clear', 'add', 'remove', 'seen', 'mute' or 'unmute'")
     }
 
     @Test("invalid_path: the message is the path error", arguments: [

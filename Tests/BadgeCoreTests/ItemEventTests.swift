@@ -95,7 +95,7 @@ struct ItemEventTests {
             _ = try BadgeOperation.named("bump", OperationFields())
             Issue.record("an unknown op")
         } catch {
-            #expect(error.description == "--op 'bump' is not an op; the ops are 'set', 'incr', 'decr', 'clear', 'add', 'remove' or 'seen'")
+            #expect(error.description == "--op 'bump' is not an op; the ops are 'set', 'incr', 'decr', 'clear', 'add', 'remove', 'seen', 'mute' or 'unmute'")
         }
     }
 }

@@ -20,13 +20,15 @@ struct OperationGrammarTests {
         rejection(#"{"id":"e","op":"\#(op)","user":"u","path":"root.a","\#(field)":\#(value)}"#)
     }
 
-    static let sampleValues = ["count": "3", "by": "2", "icon": #""new""#, "force": "true", "item": #""m1""#]
+    static let sampleValues = [
+        "count": "3", "by": "2", "icon": #""new""#, "force": "true", "item": #""m1""#, "until": #""2026-12-01T08:00:00Z""#,
+    ]
 
     /// The fields each op takes, as the event contract lists them (written out here, not read
     /// from the grammar, so that the test checks it).
     static let opFields: [String: Set<String>] = [
         "set": ["count", "icon"], "incr": ["by"], "decr": ["by"], "clear": ["force"], "add": ["item"], "remove": ["item"],
-        "seen": [],
+        "seen": [], "mute": ["until"], "unmute": [],
     ]
 
     @Test("every op refuses the fields of the other ops, in events and in rules alike")

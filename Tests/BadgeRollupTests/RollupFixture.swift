@@ -29,7 +29,7 @@ struct RollupFixture: PooledFixture, Sendable {
             try await pool.withTransaction { connection in
                 try BadgeStore.markDirty(finished.users, on: connection)
                 let outcome = try BadgeStore.apply(finished, on: connection)
-                try BadgeStore.markDirty([], bumping: outcome.dismissedBroadcasts, on: connection)
+                try BadgeStore.markDirty([], bumping: outcome.viewChangedUsers, on: connection)
             }
         }
     }

@@ -5,7 +5,8 @@ public import Foundation
 /// (labels `a`–`d` at depths 0–4 by default), so that paths, parents and subtrees collide often.
 ///
 /// It mixes sets (dots and counts, with and without icons), increments, decrements, plain clears,
-/// forced clears, item adds, item removes and seens with configurable weights. Mutations carry no expiry
+/// forced clears, item adds, item removes, seens and mutes (mutes, snoozes and unmutes) with
+/// configurable weights. Mutations carry no expiry
 /// unless ``expiries`` is set. Each carries an `occurredAt`, the previous one's plus a millisecond
 /// from ``firstTime`` (a fixed time in the past): the generated order is the order they occurred
 /// in, so a model that applies them in order agrees with a batch of them.
@@ -30,11 +31,13 @@ public struct RandomBadgeOperations: Sendable {
         public var removeItem: Int
         /// A seen (of the node's subtree).
         public var seen: Int
+        /// A mute, a snooze (ended, or ending far ahead) or an unmute of a node below `root`.
+        public var mute: Int
 
         /// Weights with the given values; the defaults favour sets and increments.
         public init(
             setDot: Int = 3, setCount: Int = 3, increment: Int = 5, clear: Int = 3, forcedClear: Int = 1,
-            decrement: Int = 2, addItem: Int = 4, removeItem: Int = 2, seen: Int = 2
+            decrement: Int = 2, addItem: Int = 4, removeItem: Int = 2, seen: Int = 2, mute: Int = 2
         ) {
             self.setDot = setDot
             self.setCount = setCount
@@ -45,17 +48,20 @@ public struct RandomBadgeOperations: Sendable {
             self.addItem = addItem
             self.removeItem = removeItem
             self.seen = seen
+            self.mute = mute
         }
 
         /// Mostly increments, with now and then the other kinds that follow the order-free
         /// rules: most users' rollups add their deltas, and some recount.
         public static let additive = Weights(
-            setDot: 0, setCount: 0, increment: 60, clear: 2, forcedClear: 1, decrement: 0, addItem: 2, removeItem: 1, seen: 3)
+            setDot: 0, setCount: 0, increment: 60, clear: 2, forcedClear: 1, decrement: 0, addItem: 2, removeItem: 1, seen: 3,
+            mute: 1)
 
-        /// Only what follows the order-free rules: increments, item adds and removes, clears and
-        /// seens.
+        /// Only what follows the order-free rules: increments, item adds and removes, clears,
+        /// seens and mutes.
         public static let orderFree = Weights(
-            setDot: 0, setCount: 0, increment: 4, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2, seen: 2)
+            setDot: 0, setCount: 0, increment: 4, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2, seen: 2,
+            mute: 2)
     }
 
     /// The users mutations are for (never empty).
@@ -110,10 +116,14 @@ public struct RandomBadgeOperations: Sendable {
     /// The next random mutation.
     public mutating func next() -> BadgeMutation {
         let user = users[Int.random(in: 0..<users.count, using: &random)]
-        let path = nextPath()
+        var path = nextPath()
         let icon = Bool.random(using: &random) ? icons.randomElement(using: &random) : nil
         let count = Int64.random(in: 1...max(maximumCount, 1), using: &random)
         let item = items.randomElement(using: &random) ?? ItemID(rawValue: "m")!
+        // A snooze that has ended (at 2023-11-15) or ends far ahead; nil: a mute.
+        let until = [nil, Date(timeIntervalSince1970: 1_700_050_000), Date(timeIntervalSince1970: 4_100_000_000)]
+            .randomElement(using: &random) ?? nil
+        let muting: BadgeOperation = Int.random(in: 0..<3, using: &random) == 0 ? .unmute : .mute(until: until)
         let kinds: [(Int, BadgeOperation)] = [
             (weights.setDot, .set(count: 0, icon: icon)),
             (weights.setCount, .set(count: count, icon: icon)),
@@ -124,6 +134,7 @@ public struct RandomBadgeOperations: Sendable {
             (weights.addItem, .addItem(item)),
             (weights.removeItem, .removeItem(item)),
             (weights.seen, .seen),
+            (weights.mute, muting),
         ]
         var pick = Int.random(in: 0..<max(kinds.map { max($0.0, 0) }.reduce(0, +), 1), using: &random)
         var operation = kinds[0].1
@@ -133,6 +144,9 @@ public struct RandomBadgeOperations: Sendable {
                 break
             }
             pick -= weight
+        }
+        if operation.isMuteOperation, path == .root, let label = labels.first, let child = try? path.appending(label: label) {
+            path = child
         }
         var expiresAt: Date?
         if !expiries.isEmpty, Int.random(in: 0..<3, using: &random) == 0 {

@@ -20,6 +20,8 @@ extension BadgeAPI {
             },
             APIRoute(.post, "/v1/users/:user/badges/clear") { request, context in try await self.act(.clear, request, context) },
             APIRoute(.post, "/v1/users/:user/badges/seen") { request, context in try await self.act(.seen, request, context) },
+            APIRoute(.post, "/v1/users/:user/badges/mute") { request, context in try await self.act(.mute, request, context) },
+            APIRoute(.post, "/v1/users/:user/badges/unmute") { request, context in try await self.act(.unmute, request, context) },
         ]
     }
 
@@ -183,12 +185,16 @@ extension BadgeAPI {
     /// On the answer to a clear or a seen whose `action_id` was applied before: nothing was done again.
     static let actionRepeated = HTTPField.Name("RedDot-Action-Repeated")!
 
-    /// `POST …/badges/clear` and `POST …/badges/seen`: the action at the body's path, at the
-    /// version the client showed when it gives one (`seen_version`, `If-Match`).
+    /// `POST …/badges/clear`, `…/seen`, `…/mute` and `…/unmute`: the action at the body's path,
+    /// a clear or seen at the version the client showed when it gives one (`seen_version`,
+    /// `If-Match`), a mute or unmute from now. Answers the subtree at the path after it.
     private func act(_ kind: ActionRequest.Kind, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (_, user) = try await authorize(request, context)
         let body = try await collectBody(request, limit: configuration.maximumBodySize)
         let action = try ActionRequest(kind, Array(buffer: body))
+        if !kind.takesVersion, request.headers[.ifMatch] != nil {
+            throw APIError.badRequest("invalid_if_match", "If-Match does not apply to \(kind): it applies from now")
+        }
         let seenVersion = try action.version(ifMatch: request.headers[.ifMatch])
         let outcome = try await storage { deadline in
             try await store.act(

@@ -250,6 +250,7 @@ struct EventFields: OperationFieldSource {
         } catch {
             throw EventRejection(reason: .invalidPath, message: error.description)
         }
+        if let problem = operation.pathProblem(path) { throw EventRejection(reason: .invalidPath, message: problem) }
         return .operation(path: path, operation: operation)
     }
 

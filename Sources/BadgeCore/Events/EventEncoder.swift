@@ -25,7 +25,9 @@ public struct EventEncoder: Sendable {
                 if force { fields.append(("force", "true")) }
             case .addItem(let item), .removeItem(let item):
                 fields.append(("item", Self.string(item.rawValue)))
-            case .seen:
+            case .mute(let until):
+                if let until { fields.append(("until", Self.string(RFC3339.format(until)))) }
+            case .seen, .unmute:
                 break
             }
             fields.append(("path", Self.string(path.rawValue)))

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Parses and formats RFC 3339 timestamps (`2025-03-01T12:00:00Z`, `2025-03-01T12:00:00.250+02:00`)
 /// without a calendar or locale.
@@ -145,5 +145,15 @@ enum RFC3339 {
         let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
         return (year, month, day)
+    }
+}
+
+extension Date {
+    /// The time an RFC 3339 timestamp from 1970 to 9999 names (`2025-03-01T12:00:00Z`,
+    /// `2025-03-01T14:00:00.5+02:00`), to the microsecond; nil for anything else. The one parser
+    /// of events' times, for the API and the command line too.
+    public init?(rfc3339 text: String) {
+        guard let date = RFC3339.parse(text) else { return nil }
+        self = date.toMicroseconds
     }
 }

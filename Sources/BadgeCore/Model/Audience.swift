@@ -8,12 +8,12 @@ public enum Audience: Hashable, Sendable {
 
 extension Audience {
     /// Why a broadcast cannot carry `operation`, or nil: a broadcast sets, increments or clears;
-    /// decrements, items and seen are per user.
+    /// decrements, items, seen and mutes are per user.
     public static func broadcastProblem(_ operation: BadgeOperation) -> String? {
         switch operation {
         case .set, .increment, .clear:
             return nil
-        case .decrement, .addItem, .removeItem, .seen:
+        case .decrement, .addItem, .removeItem, .seen, .mute, .unmute:
             let op = OperationGrammar.Op(operation).rawValue
             return "op '\(op)' is per user; a broadcast ('audience': 'all') takes 'set', 'incr' or 'clear'"
         }

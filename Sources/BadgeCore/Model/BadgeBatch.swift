@@ -4,7 +4,7 @@ public import Foundation
 ///
 /// Contract: for any prior state, applying each of ``rounds`` in order (its forced clears, its
 /// seens with their marks, its writes, then its increments), then recording ``clearMarks``, then
-/// ``itemRemovals``, then ``itemAdditions``, gives the same tree as applying the appended
+/// ``itemRemovals``, then ``itemAdditions``, then ``mutes``, gives the same tree as applying the appended
 /// mutations one by one, in order, at the same instant (``BadgeTree/apply(_:for:now:)`` does
 /// exactly that).
 ///
@@ -130,6 +130,12 @@ public struct BadgeBatch: Sendable {
         var item: ItemID
     }
 
+    /// A (user, path) key of a mute.
+    struct MuteKey: Hashable, Sendable {
+        var user: UserID
+        var path: BadgePath
+    }
+
     /// A clear's reach: one node, or (`subtree`) a node and everything below it.
     struct MarkKey: Hashable, Sendable {
         var user: UserID
@@ -143,6 +149,8 @@ public struct BadgeBatch: Sendable {
     var added: [ItemKey: Date] = [:]
     /// Items removed.
     var removed: Set<ItemKey> = []
+    /// The mute or unmute of each node that holds among the batch's (see ``BadgeMute``).
+    var muteChanges: [MuteKey: BadgeMute] = [:]
     /// Clear marks: the latest time each clear of the batch applies up to.
     var marks: [MarkKey: Date] = [:]
     /// Users that any mutation touched (even a no-op).
@@ -208,6 +216,12 @@ public struct BadgeBatch: Sendable {
             return
         case .removeItem(let item):
             removed.insert(ItemKey(user: mutation.user, path: path, item: item))
+            return
+        case .mute(let until):
+            recordMute(BadgeMute(muted: true, until: until, occurredAt: time), of: mutation.user, at: path)
+            return
+        case .unmute:
+            recordMute(BadgeMute(muted: false, until: nil, occurredAt: time), of: mutation.user, at: path)
             return
         case .clear(let force):
             dismissals.append((mutation.user, path, force, mutation.occurredAt == nil ? nil : time))
@@ -341,9 +355,18 @@ public struct BadgeBatch: Sendable {
                 entry.seenRoots.removeAll { $0.isWithin(path) }
                 entry.seenRoots.append(path)
             }
-        case .addItem, .removeItem:
+        case .addItem, .removeItem, .mute, .unmute:
             break
         }
+    }
+
+    /// Keeps the mute or unmute of `path` that holds (``BadgeMute/supersedes(_:)``); `root` is
+    /// never muted.
+    mutating func recordMute(_ mute: BadgeMute, of user: UserID, at path: BadgePath) {
+        guard path != .root else { return }
+        let key = MuteKey(user: user, path: path)
+        if let held = muteChanges[key], !mute.supersedes(held) { return }
+        muteChanges[key] = mute
     }
 
     /// Adds mutations in order.
@@ -380,6 +403,14 @@ public struct BadgeBatch: Sendable {
         added.filter { !removed.contains($0.key) }
             .sorted { ($0.key.user, $0.key.path, $0.key.item) < ($1.key.user, $1.key.path, $1.key.item) }
             .map { (user: $0.key.user, path: $0.key.path, item: $0.key.item, occurredAt: $0.value) }
+    }
+
+    /// The mutes and unmutes to record (each node's that holds, see ``BadgeMute``), sorted by user
+    /// then path. They need no order with the other writes: the store keeps each node's that
+    /// holds.
+    public var mutes: [(user: UserID, path: BadgePath, mute: BadgeMute)] {
+        muteChanges.sorted { ($0.key.user, $0.key.path) < ($1.key.user, $1.key.path) }
+            .map { (user: $0.key.user, path: $0.key.path, mute: $0.value) }
     }
 
     /// Every user the batch touches (even by a no-op clear), sorted and unique.
@@ -428,6 +459,9 @@ extension BadgeTree {
         }
         for addition in batch.itemAdditions where addition.user == user {
             addItem(addition.item, at: addition.path, occurredAt: addition.occurredAt)
+        }
+        for change in batch.mutes where change.user == user {
+            recordMute(change.mute, at: change.path)
         }
     }
 }

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// An operation on one node's own state (DESIGN §2).
 ///
 /// Counts are meant to stay within `0...maximumCount` (and `by` within `1...maximumCount`); the
@@ -32,6 +34,13 @@ public enum BadgeOperation: Hashable, Sendable {
     /// Marks the node and its whole subtree seen: their counters' counts and their items that
     /// occurred up to then stop counting as `unseen`; nothing is cleared.
     case seen
+    /// Mutes the node's subtree for its user: the node keeps its own count and unseen but gives
+    /// its ancestors nothing (no number, no unseen, no dot) until `until` (a snooze; nil: until
+    /// unmuted). Mutes and unmutes of a node apply by their time, whatever order they arrive in
+    /// (see ``BadgeMute``). Not at `root`.
+    case mute(until: Date?)
+    /// Ends a mute or snooze of the node (by time, as ``mute(until:)``).
+    case unmute
 
     /// The largest `count` of a set and `by` of an increment accepted from events and rules.
     public static let maximumCount: Int64 = 1_000_000_000
@@ -42,7 +51,7 @@ public enum BadgeOperation: Hashable, Sendable {
         switch self {
         case .set(let count, _): return OperationGrammar.countRange.contains(count)
         case .increment(let by), .decrement(let by): return OperationGrammar.byRange.contains(by)
-        case .clear, .addItem, .removeItem, .seen: return true
+        case .clear, .addItem, .removeItem, .seen, .mute, .unmute: return true
         }
     }
 
@@ -50,8 +59,23 @@ public enum BadgeOperation: Hashable, Sendable {
     public var isItemOperation: Bool {
         switch self {
         case .addItem, .removeItem: return true
-        case .set, .increment, .decrement, .clear, .seen: return false
+        case .set, .increment, .decrement, .clear, .seen, .mute, .unmute: return false
         }
+    }
+
+    /// Whether the operation mutes or unmutes rather than changing counts.
+    public var isMuteOperation: Bool {
+        switch self {
+        case .mute, .unmute: return true
+        case .set, .increment, .decrement, .clear, .addItem, .removeItem, .seen: return false
+        }
+    }
+
+    /// Why the operation cannot apply at `path`, or nil: `root` cannot be muted (its count is
+    /// the app-icon total; mute the subtrees below it).
+    public func pathProblem(_ path: BadgePath) -> String? {
+        guard isMuteOperation, path == .root else { return nil }
+        return "path 'root' cannot be muted or unmuted; mute a subtree below it, such as 'root.chat'"
     }
 }
 

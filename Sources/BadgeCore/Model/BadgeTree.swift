@@ -59,6 +59,9 @@ public struct BadgeTree: Sendable, Equatable {
     public private(set) var goneItems: Set<ItemKey> = []
     /// The latest time of the clears of each reach.
     public private(set) var clearMarks: [MarkKey: Date] = [:]
+    /// The latest mute or unmute of each node (``BadgeMute``): a node muted at a time gives its
+    /// ancestors nothing then.
+    public private(set) var mutes: [BadgePath: BadgeMute] = [:]
     /// The latest time of the `seen`s of each node (each covers the node's subtree).
     public private(set) var seenMarks: [BadgePath: Date] = [:]
     /// The first version of the tree each live item can show in (see ``nextVersion``).
@@ -115,6 +118,12 @@ public struct BadgeTree: Sendable, Equatable {
             increment(path, by: by, occurredAt: time, expiresAt: expiresAt, now: now)
         case .decrement(let by):
             apply(.decrement(by: by), at: path, now: now)
+        case .mute(let until):
+            guard path != .root else { return }
+            recordMute(BadgeMute(muted: true, until: until, occurredAt: time), at: path)
+        case .unmute:
+            guard path != .root else { return }
+            recordMute(BadgeMute(muted: false, until: nil, occurredAt: time), at: path)
         }
     }
 
@@ -187,6 +196,18 @@ public struct BadgeTree: Sendable, Equatable {
             node = current.parent
         }
         return latest
+    }
+
+    /// Records a mute or unmute of `path` unless one of a later time holds
+    /// (``BadgeMute/supersedes(_:)``), whatever order they arrive in.
+    public mutating func recordMute(_ mute: BadgeMute, at path: BadgePath) {
+        if let held = mutes[path], !mute.supersedes(held) { return }
+        mutes[path] = mute
+    }
+
+    /// The nodes muted at `now` (``BadgeMute/isActive(at:)``).
+    public func mutedPaths(at now: Date) -> Set<BadgePath> {
+        Set(mutes.compactMap { $0.value.isActive(at: now) ? $0.key : nil })
     }
 
     /// Applies one mutation (its operation, path, expiry and time).
@@ -421,10 +442,11 @@ public struct BadgeTree: Sendable, Equatable {
     ///
     /// A node's count is its own count (counter plus live items) plus its children's (saturating
     /// at `Int64.max`); it is shown when it has an own state, a live item or a shown child; its
-    /// icon is its own. With `modes`, counts follow them
-    /// (``AggregationModes/aggregate(own:)``).
+    /// icon is its own. With `modes`, counts follow them, and a node muted at `now` gives its
+    /// ancestors nothing (``AggregationModes/aggregate(own:muted:)``).
     public func aggregates(now: Date, modes: AggregationModes = .none) -> [BadgePath: BadgeAggregate] {
-        guard modes.entries.isEmpty else { return modes.aggregate(own: ownCounts(now: now)) }
+        let muted = mutedPaths(at: now)
+        guard modes.entries.isEmpty, muted.isEmpty else { return modes.aggregate(own: ownCounts(now: now), muted: muted) }
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, own) in ownCounts(now: now) {
             result[path, default: BadgeAggregate(count: 0)].count.addSaturating(own.count)

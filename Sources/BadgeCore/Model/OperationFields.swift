@@ -11,14 +11,19 @@ public struct OperationFields: Sendable {
     public var force: Bool
     /// `item` (add, remove).
     public var item: String?
+    /// `until` (mute): an RFC 3339 time.
+    public var until: String?
 
     /// Fields with the given values.
-    public init(count: Int64? = nil, by: Int64? = nil, icon: String? = nil, force: Bool = false, item: String? = nil) {
+    public init(
+        count: Int64? = nil, by: Int64? = nil, icon: String? = nil, force: Bool = false, item: String? = nil, until: String? = nil
+    ) {
         self.count = count
         self.by = by
         self.icon = icon
         self.force = force
         self.item = item
+        self.until = until
     }
 }
 
@@ -36,6 +41,7 @@ extension OperationFields: OperationFieldSource {
         case "icon": return icon != nil
         case "force": return force
         case "item": return item != nil
+        case "until": return until != nil
         default: return false
         }
     }
@@ -49,7 +55,12 @@ extension OperationFields: OperationFieldSource {
     }
 
     func text(_ name: String) throws(OperationFieldsError) -> String? {
-        name == "icon" ? icon : name == "item" ? item : nil
+        switch name {
+        case "icon": return icon
+        case "item": return item
+        case "until": return until
+        default: return nil
+        }
     }
 
     func flag(_ name: String) throws(OperationFieldsError) -> Bool? {
@@ -66,11 +77,12 @@ extension OperationFields: OperationFieldSource {
 }
 
 extension BadgeOperation {
-    /// The operation `op` (`set`, `incr`, `decr`, `clear`, `add`, `remove`) with `fields`, checked
+    /// The operation `op` (`set`, `incr`, `decr`, `clear`, `add`, `remove`, `seen`, `mute`,
+    /// `unmute`) with `fields`, checked
     /// by the grammar events and rules use.
     ///
     /// - Throws: ``OperationFieldsError`` naming the flag: a field of another op, a number out
-    ///   of range, an invalid icon or item, a missing item.
+    ///   of range, an invalid icon, item or time, a missing item.
     public static func named(_ op: String, _ fields: OperationFields) throws(OperationFieldsError) -> BadgeOperation {
         try OperationGrammar.operation(op, from: fields)
     }

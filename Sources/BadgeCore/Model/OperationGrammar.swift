@@ -3,20 +3,21 @@
 ///
 /// `set` takes `count` (0…``BadgeOperation/maximumCount``, default 0) and `icon`; `incr` and
 /// `decr` take `by` (1…``BadgeOperation/maximumCount``, default 1); `clear` takes `force`
-/// (default false); `add` and `remove` take `item` (required, an ``ItemID``); `seen` takes no
-/// field. A field of another op is refused.
+/// (default false); `add` and `remove` take `item` (required, an ``ItemID``); `mute` takes
+/// `until` (an RFC 3339 time: a snooze); `seen` and `unmute` take no field. A field of another op
+/// is refused.
 enum OperationGrammar {
     /// The ops, by the name events and rules give them.
     typealias Op = OperationName
 
-    /// The ops in words, for messages: `'set', 'incr', 'decr', 'clear', 'add', 'remove' or 'seen'`.
+    /// The ops in words, for messages: `'set', 'incr', …, 'mute' or 'unmute'`.
     static let opList: String = {
         let names = Op.allCases.map { "'\($0.rawValue)'" }
         return names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
     }()
 
     /// Every op's fields, in the order they are checked.
-    static let fieldNames = ["count", "by", "icon", "force", "item"]
+    static let fieldNames = ["count", "by", "icon", "force", "item", "until"]
     /// The range of a set's `count`.
     static let countRange: ClosedRange<Int64> = 0...BadgeOperation.maximumCount
     /// The range of an increment's `by`.
@@ -64,6 +65,17 @@ enum OperationGrammar {
             return kind == .add ? .addItem(item) : .removeItem(item)
         case .seen:
             return .seen
+        case .mute:
+            guard let text = try fields.text("until") else { return .mute(until: nil) }
+            guard let until = RFC3339.parse(text) else {
+                throw fields.problem(
+                    field: "until",
+                    " is \(Quoting.quoted(text)); it must be an RFC 3339 timestamp from 1970 to 9999 (UTC), "
+                        + "such as '2025-03-01T12:00:00Z'")
+            }
+            return .mute(until: until.toMicroseconds)
+        case .unmute:
+            return .unmute
         }
     }
 }
@@ -106,6 +118,10 @@ public enum OperationName: String, CaseIterable, Sendable {
     case remove
     /// `seen`: the node's subtree seen.
     case seen
+    /// `mute`: the node's subtree gives its ancestors nothing (until `until`: a snooze).
+    case mute
+    /// `unmute`: ends a mute or snooze.
+    case unmute
 
     /// The name of an operation.
     public init(_ operation: BadgeOperation) {
@@ -117,6 +133,8 @@ public enum OperationName: String, CaseIterable, Sendable {
         case .addItem: self = .add
         case .removeItem: self = .remove
         case .seen: self = .seen
+        case .mute: self = .mute
+        case .unmute: self = .unmute
         }
     }
 
@@ -128,7 +146,8 @@ public enum OperationName: String, CaseIterable, Sendable {
         case .incr, .decr: return name == "by"
         case .clear: return name == "force"
         case .add, .remove: return name == "item"
-        case .seen: return false
+        case .mute: return name == "until"
+        case .seen, .unmute: return false
         }
     }
 }

@@ -99,13 +99,15 @@ public struct AggregationModes: Hashable, Sendable {
     /// - `dot`: 0 and 0.
     ///
     /// A child passes up its count and unseen, except a `dot` or `exclude` child, which passes 0
-    /// (its ancestors still show). Sums saturate at `Int64.max`.
-    public func aggregate(own: [BadgePath: BadgeAggregate]) -> [BadgePath: BadgeAggregate] {
+    /// (its ancestors still show). A `muted` node passes nothing at all: it is counted in place
+    /// by its mode, but is no child of its parent, which shows only when something else makes it
+    /// (DESIGN §2, Mute and snooze). Sums saturate at `Int64.max`.
+    public func aggregate(own: [BadgePath: BadgeAggregate], muted: Set<BadgePath> = []) -> [BadgePath: BadgeAggregate] {
         var shown: Set<BadgePath> = []
         var children: [BadgePath: [BadgePath]] = [:]
         for path in own.keys {
             var node: BadgePath? = path
-            while let current = node, shown.insert(current).inserted {
+            while let current = node, shown.insert(current).inserted, !muted.contains(current) {
                 if let parent = current.parent { children[parent, default: []].append(current) }
                 node = current.parent
             }

@@ -181,7 +181,7 @@ public struct RuleSet: Sendable {
         for name in fields.order where !knownKeys.contains(name) {
             throw fields.problem(
                 "unknown key \(Quoting.quoted(name)); the keys are type, op, path, and by (incr, decr), count and "
-                    + "icon (set), force (clear) or item (add, remove)")
+                    + "icon (set), force (clear), item (add, remove) or until (mute)")
         }
         let type = try fields.required("type")
         if let typeProblem = typeProblem(type) { throw fields.problem(typeProblem) }
@@ -202,9 +202,10 @@ public struct RuleSet: Sendable {
             } catch {
                 throw fields.problem(error.message)
             }
-        case .set, .increment, .decrement, .clear, .seen:
+        case .set, .increment, .decrement, .clear, .seen, .mute, .unmute:
             break
         }
+        if template.labels.count == 1, let problem = operation.pathProblem(.root) { throw fields.problem(problem) }
         return Rule(type: type, template: template, operation: operation, item: item)
     }
 
@@ -233,6 +234,7 @@ public struct RuleSet: Sendable {
             }
             do throws(EventRejection) {
                 let path = try rule.template.render(attributes: attributes, type: type)
+                if let problem = rule.operation.pathProblem(path) { throw EventRejection(reason: .invalidPath, message: problem) }
                 var operation = rule.operation
                 if let item = try rule.item?.render(attributes: attributes, type: type) {
                     if case .removeItem = operation { operation = .removeItem(item) } else { operation = .addItem(item) }

@@ -38,7 +38,7 @@ struct BroadcastWrites {
                 }
             }
             clears.append((operation.path, force))
-        case .decrement, .addItem, .removeItem, .seen:
+        case .decrement, .addItem, .removeItem, .seen, .mute, .unmute:
             // The decoder and the rules refuse these for broadcasts (they are per user).
             break
         }

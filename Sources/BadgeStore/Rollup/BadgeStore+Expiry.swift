@@ -18,6 +18,23 @@ extension BadgeStore {
         return try connection.query(BadgeSQL.expireBadges, [limit, candidates.map(\.rawValue)]).rows.count
     }
 
+    /// Wakes up to `limit` snoozes whose end has passed (DESIGN §2, Mute and snooze): marks their
+    /// users for a recount and a new version, in the caller's transaction, so the next rollup
+    /// counts the nodes in their ancestors again.
+    ///
+    /// - Returns: how many snoozes woke.
+    @discardableResult
+    public static func wakeSnoozes(limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        var users: [UserID] = []
+        for row in try connection.query(BadgeSQL.endedSnoozeUsers, [limit]).rows {
+            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.append(user) }
+        }
+        guard !users.isEmpty else { return 0 }
+        // The marks first, as ingest takes them (one lock order), then the rows.
+        try markDirty(users, bumping: users, on: connection)
+        return try connection.query(BadgeSQL.wakeSnoozes, [limit, users.map(\.rawValue)]).affectedRows
+    }
+
     /// Withdraws the broadcasts whose expiry has passed and, if any, bumps the broadcast version
     /// (every user's view changes), in the caller's transaction. The exclusive broadcast lock,
     /// which waits for every rollup round and holds up the next ones, is taken only when a

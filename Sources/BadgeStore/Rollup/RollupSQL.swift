@@ -18,7 +18,8 @@ extension BadgeSQL {
     ///
     /// With aggregation modes declared (`aggregation_mode` has rows; the fourth column says so), a
     /// user with a delta under a node that has a mode other than sum is recounted too: adding an
-    /// increment to every ancestor is the sum rule. Without modes, that check is not made.
+    /// increment to every ancestor is the sum rule. Without modes, that check is not made. So is
+    /// a user with a delta under a node they muted (`deltaUnderMute`): its ancestors get nothing.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
         """
@@ -27,7 +28,8 @@ extension BadgeSQL {
         )
         SELECT m.user_id, bool_or(m.bump),
                bool_or(m.recount) OR CASE WHEN (SELECT declared FROM modes) THEN EXISTS (
-                   SELECT 1 FROM badge_delta d WHERE d.user_id = m.user_id AND d.path ? (SELECT below FROM modes)) ELSE false END,
+                   SELECT 1 FROM badge_delta d WHERE d.user_id = m.user_id AND d.path ? (SELECT below FROM modes)) ELSE false END
+               OR EXISTS (\(deltaUnderMute(user: "m.user_id", after: nil))),
                (SELECT declared FROM modes)
         FROM dirty_mark m WHERE m.user_id = ANY($1::text[])
         GROUP BY m.user_id
@@ -95,6 +97,31 @@ extension BadgeSQL {
             DELETE FROM badge_increment i USING expired x WHERE i.user_id = x.user_id AND i.path = x.path
         )
         SELECT DISTINCT user_id FROM expired
+        """)
+
+    /// The users of up to `$1` snoozes whose end has passed and that have not woken (the index
+    /// `badge_mute_wake`), to be marked dirty before `wakeSnoozes` records them woken.
+    static let endedSnoozeUsers = PGStatement(
+        "badges.ended_snooze_users",
+        """
+        SELECT DISTINCT user_id FROM (
+            SELECT user_id FROM badge_mute WHERE muted AND NOT woken AND until IS NOT NULL AND until <= now() ORDER BY until LIMIT $1
+        ) AS e
+        """)
+
+    /// Records up to `$1` ended snoozes of the users `$2` as woken (rows another transaction
+    /// holds are left for next time).
+    static let wakeSnoozes = PGStatement(
+        "badges.wake_snoozes",
+        """
+        UPDATE badge_mute m SET woken = true
+        FROM (
+            SELECT user_id, path FROM badge_mute
+            WHERE muted AND NOT woken AND until IS NOT NULL AND until <= now() AND user_id = ANY($2::text[])
+            ORDER BY until LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) AS e
+        WHERE m.user_id = e.user_id AND m.path = e.path
         """)
 
     /// Whether an active broadcast's expiry has passed (an index scan of `broadcast_expiry`).
@@ -193,15 +220,35 @@ extension BadgeSQL {
         """, prepared: false)
     }
 
+    /// The CTE `muted` after `users`: per user with a node muted now (DESIGN §2, Mute and snooze),
+    /// those nodes, deepest first, so that `paths ?@> path` is the deepest muted node at or above
+    /// `path`. An own row reaches no node above it (`reachFrom`).
+    static let mutedNodes = """
+        , muted AS (
+            SELECT u.user_id, array_agg(m.path ORDER BY nlevel(m.path) DESC) AS paths
+            FROM users u JOIN badge_mute m ON m.user_id = u.user_id
+            WHERE m.muted AND (m.until IS NULL OR m.until > now())
+            GROUP BY u.user_id
+        )
+        """
+
+    /// The first level (from 1, `root`) that a row at `path` of `user` reaches up to: the level of
+    /// the deepest node muted at or above it (`mutedNodes`), else 1. The model is
+    /// `AggregationModes.aggregate(own:muted:)`: a muted node is no child of its parent.
+    static func reachFrom(user: String, path: String) -> String {
+        "coalesce((SELECT nlevel(mu.paths ?@> \(path)) FROM muted mu WHERE mu.user_id = \(user)), 1)"
+    }
+
     /// The CTE `fresh` after `own` (each node's own count, icon and unseen): every node at or
-    /// above an own row, with the sum of the own rows within it, and its own icon.
+    /// above an own row, up to the deepest muted node on its way (`mutedNodes`), with the sum of
+    /// the own rows within it, and its own icon.
     static let plainFresh = """
-        , fresh AS (
+        \(mutedNodes), fresh AS (
             SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
                    least(sum(e.unseen), \(maxCount))::bigint AS unseen
             FROM (
                 SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count, o.unseen
-                FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS level
+                FROM own o CROSS JOIN LATERAL generate_series(\(reachFrom(user: "o.user_id", path: "o.path")), nlevel(o.path)) AS level
             ) e
             LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
             GROUP BY e.user_id, e.path
@@ -216,11 +263,12 @@ extension BadgeSQL {
     /// the number of its shown children that are not `exclude`, and of those with something
     /// unseen (an own row below with unseen, not hidden on the way: no `dot` at or below the
     /// child, no `exclude` below it, not the own count of a `children` node), which reaches its
-    /// ancestors by the same rule.
+    /// ancestors by the same rule. Rows reach up to the deepest muted node on their way only, as
+    /// in `plainFresh`.
     static let modedFresh = """
-        , levels AS (
+        \(mutedNodes), levels AS (
             SELECT o.user_id, o.path AS source, o.count, o.unseen, k AS level, subpath(o.path, 0, k) AS node
-            FROM own o CROSS JOIN LATERAL generate_series(1, nlevel(o.path)) AS k
+            FROM own o CROSS JOIN LATERAL generate_series(\(reachFrom(user: "o.user_id", path: "o.path")), nlevel(o.path)) AS k
         ), node_modes AS (
             SELECT n.user_id, n.node, m.mode
             FROM (SELECT DISTINCT user_id, node FROM levels) AS n
@@ -263,7 +311,7 @@ extension BadgeSQL {
             SELECT s.user_id, subpath(s.path, 0, k),
                    CASE WHEN k <= s.zero_through THEN 0 ELSE s.count END,
                    CASE WHEN k <= s.zero_through THEN 0 ELSE s.unseen END
-            FROM synthetic s CROSS JOIN LATERAL generate_series(1, nlevel(s.path)) AS k
+            FROM synthetic s CROSS JOIN LATERAL generate_series(\(reachFrom(user: "s.user_id", path: "s.path")), nlevel(s.path)) AS k
         ), fresh AS (
             SELECT c.user_id, c.path, least(sum(c.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
                    least(sum(c.unseen), \(maxCount))::bigint AS unseen
@@ -282,8 +330,20 @@ extension BadgeSQL {
     /// users whose only changes since their last round were increments (none of their dirty
     /// marks asks for a recount). The new version covers the user's writes up to the first one
     /// whose mark asks for a recount or a bump (`reach.top`); that mark and the ones after it stay
-    /// for the next round. `$3` is empty. Planned for each round (see `recompute`).
+    /// for the next round; so does a delta under a node the user muted (`deltaUnderMute`), which
+    /// a writer may commit after the claim. `$3` is empty. Planned for each round (see
+    /// `recompute`).
     static let addDeltas = addDeltas(moded: false)
+
+    /// The deltas (`seq`) of `user` after write `after` (nil: any) under a node the user has
+    /// muted now: such a delta gives the ancestors nothing, so the user is recounted. Starts
+    /// from the user's mutes, so a user without one costs one index probe.
+    static func deltaUnderMute(user: String, after: String?) -> String {
+        """
+        SELECT d.seq FROM badge_mute mu JOIN badge_delta d ON d.user_id = mu.user_id AND d.path <@ mu.path
+        WHERE mu.user_id = \(user) AND mu.muted AND (mu.until IS NULL OR mu.until > now())\(after.map { " AND d.seq > \($0)" } ?? "")
+        """
+    }
 
     /// The last write before the user's first delta under a node with a mode other than sum
     /// (`addDeltasModed`'s added bound on `top`).
@@ -313,7 +373,8 @@ extension BadgeSQL {
             SELECT k.user_id, k.covered, k.user_id = ANY($3::text[]) AS bump,
                    least(k.written, coalesce((
                        SELECT min(m.seq) - 1 FROM dirty_mark m
-                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : "")) AS top
+                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
+                   coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)) AS top
             FROM known k
         )\(consumeMarks), consumed AS (
             DELETE FROM badge_delta d

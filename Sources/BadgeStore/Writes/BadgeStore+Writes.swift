@@ -5,7 +5,7 @@ public import LibPQ
 extension BadgeStore {
     /// Applies a coalesced batch: forced clears first, then every node's net write, each kind as
     /// one statement over arrays; then the batch's clears dismiss, and its seens mark seen, for
-    /// their users, the active broadcasts they reach. Does not mark users dirty: call `markDirty` for the batch's users
+    /// their users, the active broadcasts they reach; then its mutes and unmutes are stored. Does not mark users dirty: call `markDirty` for the batch's users
     /// first, in the same transaction, which takes the write number every row is stamped with
     /// (see `BadgeSQL.writeNumber(of:)`; without it the write fails).
     ///
@@ -13,7 +13,7 @@ extension BadgeStore {
     ///   stored already (``RowConflicts``); `.fail` is for a caller that writes again with
     ///   `.merge` after rolling back to a savepoint.
     /// - Returns: the own-state rows written or deleted, and the users who dismissed or saw a
-    ///   broadcast (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view
+    ///   broadcast or changed a mute (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view
     ///   changed though no aggregate did).
     @discardableResult
     public static func apply(
@@ -42,7 +42,17 @@ extension BadgeStore {
                 ])
             users.formUnion(returnedUsers(result))
         }
-        outcome.dismissedBroadcasts = users.sorted()
+        let mutes = batch.mutes
+        if !mutes.isEmpty {
+            let result = try connection.query(
+                BadgeSQL.storeMutes,
+                [
+                    mutes.map(\.user.rawValue), mutes.map(\.path.rawValue), mutes.map(\.mute.muted), mutes.map(\.mute.until),
+                    mutes.map(\.mute.occurredAt),
+                ])
+            users.formUnion(returnedUsers(result))
+        }
+        outcome.viewChangedUsers = users.sorted()
         return outcome
     }
 
@@ -257,7 +267,7 @@ extension BadgeStore {
     public static func applyMarked(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) {
         try markDirty(batch.users, additive: conflicts == .fail ? batch.additiveUsers : [], on: connection)
         let applied = try apply(batch, conflicts: conflicts, on: connection)
-        try markDirty([], bumping: applied.dismissedBroadcasts, on: connection)
+        try markDirty([], bumping: applied.viewChangedUsers, on: connection)
     }
 
     /// Runs `write` with `.fail` inside a savepoint, and when a key it writes is stored already
@@ -318,7 +328,7 @@ extension BadgeStore {
                 if recomputeNow { return try Self.applyAndRecompute(finalBatch, on: connection) }
                 try Self.markDirty(finalBatch.users, on: connection)
                 let outcome = try Self.apply(finalBatch, on: connection)
-                try Self.markDirty([], bumping: outcome.dismissedBroadcasts, on: connection)
+                try Self.markDirty([], bumping: outcome.viewChangedUsers, on: connection)
                 return [:]
             }
         }
@@ -334,7 +344,7 @@ extension BadgeStore {
         try lockForRecount(batch.users, on: connection)
         try takeWriteNumbers(batch.users, on: connection)
         let outcome = try apply(batch, on: connection)
-        return try recomputeAggregates(for: batch.users, bumping: outcome.dismissedBroadcasts, recountAll: true, on: connection)
+        return try recomputeAggregates(for: batch.users, bumping: outcome.viewChangedUsers, recountAll: true, on: connection)
     }
 }
 
@@ -437,8 +447,8 @@ extension BadgeStore {
             try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
             let seen = try connection.query(BadgeSQL.seeBroadcasts, [[user.rawValue], [path.rawValue], [true], [Date?.none], [shownThrough]])
             if !seen.rows.isEmpty { bumping = [user] }
-        case .set, .increment, .decrement, .addItem, .removeItem:
-            try apply(batch, on: connection)
+        case .set, .increment, .decrement, .addItem, .removeItem, .mute, .unmute:
+            bumping = try apply(batch, on: connection).viewChangedUsers
         }
         let changed = try recomputeAggregates(for: [user], bumping: bumping, recountAll: true, on: connection)[user]
         return try visibleOutcome(changed, for: user, on: connection)
@@ -489,8 +499,9 @@ extension BadgeStore {
 public struct BadgeApplyOutcome: Sendable, Hashable {
     /// Own-state rows written or deleted.
     public var touchedRows = 0
-    /// Users with a newly dismissed or seen broadcast, sorted.
-    public var dismissedBroadcasts: [UserID] = []
+    /// Users whose view changed though maybe no aggregate did (a broadcast newly dismissed or
+    /// seen; a node muted, unmuted or snoozed to another time), sorted: they get a new version.
+    public var viewChangedUsers: [UserID] = []
 
     /// An outcome with nothing done.
     public init() {}
