@@ -104,7 +104,9 @@ final class TreeCache: Sendable {
         if let found, let set = found.broadcasts, set.version > found.entry.view.broadcastVersion,
             let rebased = found.entry.view.rebased(on: set)
         {
-            let tree = UserBadgeTree(user: user, version: rebased.version, aggregates: rebased.visibleAggregates, at: .root, depth: nil, display: found.display)
+            let tree = UserBadgeTree(
+                user: user, version: rebased.version, aggregates: rebased.visibleAggregates, at: .root, depth: nil, display: found.display,
+                mutes: rebased.mutes)
             let fresh = Entry(view: rebased, bytes: Array(TreeJSON.encode(tree).readableBytesView), storedAt: found.entry.storedAt)
             rebases.increment()
             entry = fresh

@@ -6,11 +6,19 @@ import NIOCore
 /// `JSONEncoder` with sorted keys gives: the hot path of every read, where Foundation's encoder
 /// cost more than the database query.
 enum TreeJSON {
-    /// `{"tree": …, "user": …, "version": …}` and a newline.
+    /// `{"mutes": […], "tree": …, "user": …, "version": …}` and a newline.
     static func encode(_ answer: UserBadgeTree) -> ByteBuffer {
         var buffer = ByteBuffer()
-        buffer.reserveCapacity(256 + 96 * nodeCount(answer.tree))
-        buffer.writeStaticString("{\"tree\":")
+        buffer.reserveCapacity(256 + 96 * nodeCount(answer.tree) + 64 * answer.mutes.count)
+        buffer.writeStaticString("{\"mutes\":[")
+        for (index, mute) in answer.mutes.enumerated() {
+            buffer.writeStaticString(index == 0 ? "{\"path\":" : ",{\"path\":")
+            writePlain(mute.path.rawValue, into: &buffer)
+            buffer.writeStaticString(",\"until\":")
+            if let until = mute.until { writePlain(until.rfc3339, into: &buffer) } else { buffer.writeStaticString("null") }
+            buffer.writeStaticString("}")
+        }
+        buffer.writeStaticString("],\"tree\":")
         if let tree = answer.tree { write(tree, into: &buffer) } else { buffer.writeStaticString("null") }
         buffer.writeStaticString(",\"user\":")
         writeString(answer.user.rawValue, into: &buffer)

@@ -8,7 +8,7 @@ import Testing
 
 @Suite("The hand-written tree JSON")
 struct TreeJSONTests {
-    @Test("writes exactly what JSONEncoder with sorted keys writes, for random trees and awkward user ids")
+    @Test("writes exactly what JSONEncoder with sorted keys writes, for random trees, mutes and awkward user ids")
     func sameAsFoundation() throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -23,7 +23,8 @@ struct TreeJSONTests {
             let tree = trees[mutation.user] ?? BadgeTree()
             for path in [BadgePath.root, mutation.path] {
                 let answer = UserBadgeTree(
-                    user: mutation.user, version: Int64(round), tree: tree.node(at: path, now: now, display: BadgeDisplay(countCap: 9)))
+                    user: mutation.user, version: Int64(round), tree: tree.node(at: path, now: now, display: BadgeDisplay(countCap: 9)),
+                    mutes: tree.mutedNodes(at: now).filter { $0.concerns(path) })
                 let expected = String(decoding: try encoder.encode(answer), as: UTF8.self) + "\n"
                 #expect(String(buffer: TreeJSON.encode(answer)) == expected)
             }

@@ -198,15 +198,20 @@ struct BadgeTreeTests {
         #expect(node.children.map(\.path.rawValue) == ["root.chat.c7"])
     }
 
-    @Test("build gives the tree of the plain definition for random maps, subtrees and depths, missing parents included")
+    @Test("build gives the tree of the plain definition for random maps, subtrees and depths, missing parents unlit")
     func buildMatchesDefinition() throws {
-        // The definition: a node's children are the map's paths whose parent it is, in path
-        // order, down to the depth limit; a path whose parent is missing is unreachable.
+        // The definition: a node is there when the map has it, or a path below it within the
+        // depth limit (then it is unlit: not shown, 0); its children are the nodes one level
+        // down that are there, in path order.
         func reference(_ aggregates: [BadgePath: BadgeAggregate], _ nodePath: BadgePath, levels: Int?) -> BadgeNode? {
-            guard let aggregate = aggregates[nodePath] else { return nil }
-            let children =
-                levels == 0
-                ? [] : aggregates.keys.filter { $0.parent == nodePath }.sorted().compactMap { reference(aggregates, $0, levels: levels.map { $0 - 1 }) }
+            let below = aggregates.keys.filter { key in
+                key.depth > nodePath.depth && key.isWithin(nodePath) && levels.map { key.depth - nodePath.depth <= $0 } ?? true
+            }
+            let childPaths = Set(below.map { key in key.depth == nodePath.depth + 1 ? key : key.ancestors[nodePath.depth + 1] })
+            let children = childPaths.sorted().compactMap { reference(aggregates, $0, levels: levels.map { $0 - 1 }) }
+            guard let aggregate = aggregates[nodePath] else {
+                return below.isEmpty ? nil : BadgeNode(path: nodePath, shown: false, count: 0, text: nil, icon: nil, children: children)
+            }
             return BadgeNode(
                 path: nodePath, shown: true, count: aggregate.count, unseen: aggregate.unseen,
                 text: BadgeDisplay().text(for: aggregate.count), icon: aggregate.icon, children: children)
@@ -225,9 +230,8 @@ struct BadgeTreeTests {
             let depth: Int? = Bool.random(using: &random) ? nil : Int.random(in: -1...3, using: &random)
             let built = BadgeNode.build(aggregates: aggregates, at: at, depth: depth, display: BadgeDisplay())
             let expected =
-                aggregates[at] == nil && at == .root
-                ? BadgeNode(path: .root, shown: false, count: 0, text: nil, icon: nil)
-                : reference(aggregates, at, levels: depth.map { max($0, 0) })
+                reference(aggregates, at, levels: depth.map { max($0, 0) })
+                ?? (at == .root ? BadgeNode(path: .root, shown: false, count: 0, text: nil, icon: nil) : nil)
             #expect(built == expected, "at \(at), depth \(String(describing: depth)), paths \(aggregates.keys.sorted())")
         }
     }

@@ -34,8 +34,13 @@ struct MuteModelTests {
         #expect(after[try path("root.chat")] == nil)
         #expect(after[try path("root.chat.c1")]?.count == 40)
         #expect(after[try path("root")] == BadgeAggregate(count: 2, unseen: 2))
+        // The muted chat hangs under an unlit root.chat: no dot, no number, but the tree stays a tree.
         let node = try #require(tree.node(at: .root, now: now))
-        #expect(node.children.map(\.path.rawValue) == ["root.inbox"], "the muted chat hangs under no shown parent")
+        #expect(node.children.map(\.path.rawValue) == ["root.chat", "root.inbox"])
+        let unlit = try #require(node.children.first)
+        #expect(!unlit.shown && unlit.count == 0 && unlit.unseen == 0 && unlit.text == nil)
+        #expect(unlit.children.map(\.path.rawValue) == ["root.chat.c1"] && unlit.children.first?.shown == true)
+        #expect(tree.node(at: try path("root.chat"), now: now)?.shown == false)
         #expect(tree.node(at: try path("root.chat.c1"), now: now)?.count == 40, "the app reads the muted chat itself")
     }
 

@@ -21,6 +21,7 @@ struct BadgeStorePropertyTests {
         var generator = RandomBadgeOperations(users: users, seed: seed)
         var models: [UserID: BadgeTree] = [:]
         var shownTrees: [UserID: BadgeNode] = [:]
+        var shownMutes: [UserID: [MutedNode]] = [:]
         var versions: [UserID: Int64] = [:]
         let now = Date()
         var applied = 0
@@ -45,16 +46,20 @@ struct BadgeStorePropertyTests {
             for name in touched {
                 let id = user(name)
                 let stored = try await fixture.store.tree(for: id)
-                let expected = models[id, default: BadgeTree()].node(at: .root, now: now)
+                let model = models[id, default: BadgeTree()]
+                let expected = model.node(at: .root, now: now)
                 #expect(stored.tree == expected, "user \(name) after \(applied) mutations (seed \(seed))")
+                #expect(stored.mutes == model.mutedNodes(at: now), "mutes of \(name) after \(applied) mutations (seed \(seed))")
                 let previousVersion = versions[id] ?? 0
-                if expected == shownTrees[id] ?? BadgeTree().node(at: .root, now: now) {
+                // What the user sees: the tree and the muted nodes.
+                if expected == shownTrees[id] ?? BadgeTree().node(at: .root, now: now), model.mutedNodes(at: now) == shownMutes[id] ?? [] {
                     #expect(stored.version == previousVersion, "user \(name): version moved without a visible change")
                 } else {
                     #expect(stored.version == previousVersion + 1, "user \(name): version did not move by one on a change")
                 }
                 versions[id] = stored.version
                 shownTrees[id] = expected
+                shownMutes[id] = model.mutedNodes(at: now)
             }
         }
         try await fixture.drainDirtyUsers()
@@ -121,12 +126,18 @@ struct ClearShownPropertyTests {
         var dirty = false
         var renders: [Int64] = []
 
-        /// What a recompute of the user does: a new version when what shows changed.
+        /// The muted nodes that version shows.
+        var shownMutes: [MutedNode] = []
+
+        /// What a recompute of the user does: a new version when what shows (counts or muted
+        /// nodes) changed.
         mutating func rollUp(now: Date) {
             let aggregates = tree.aggregates(now: now)
-            if aggregates != shown {
+            let mutes = tree.mutedNodes(at: now)
+            if aggregates != shown || mutes != shownMutes {
                 version += 1
                 shown = aggregates
+                shownMutes = mutes
             }
             dirty = false
         }

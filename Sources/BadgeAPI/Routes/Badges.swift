@@ -132,7 +132,8 @@ extension BadgeAPI {
     /// The answer shape of `view`.
     func tree(_ user: UserID, _ view: UserView) -> UserBadgeTree {
         UserBadgeTree(
-            user: user, version: view.version, aggregates: view.visibleAggregates, at: view.path, depth: view.depth, display: configuration.display)
+            user: user, version: view.version, aggregates: view.visibleAggregates, at: view.path, depth: view.depth, display: configuration.display,
+            mutes: view.mutes)
     }
 
     private func respond(_ answer: Answer, ifNoneMatch: EntityTags?) throws -> Response {

@@ -44,7 +44,8 @@ extension BadgeAPI {
     ///   come first as `change` events, one per version, in order (up to
     ///   ``maximumReplayVersions`` back; a client further behind gets a snapshot).
     /// - `event: change`, `id: VERSION`, data `{"user", "version", "changed": [nodes]}`: the
-    ///   nodes whose display changed (a node that disappeared has `shown` false, count 0).
+    ///   nodes whose display changed (a node that disappeared has `shown` false, count 0), and
+    ///   `"mutes"` (the muted nodes now) when they changed.
     /// - `: heartbeat` comments every heartbeat interval, so proxies keep the connection.
     ///
     /// The token may come as `?access_token=` (for browsers' EventSource).
@@ -126,12 +127,16 @@ extension BadgeAPI {
             })
     }
 
-    /// The `change` event from one tree to the next; nil when what the stream shows did not
-    /// change (a change elsewhere in the user's tree moves the version of a subtree stream).
+    /// The `change` event from one tree to the next; nil when what the stream shows (its nodes
+    /// and mutes) did not change (a change elsewhere in the user's tree moves the version of a
+    /// subtree stream).
     static func changeEvent(from before: UserBadgeTree, to after: UserBadgeTree) throws -> String? {
         let changed = changedNodes(from: before.tree, to: after.tree)
-        guard !changed.isEmpty else { return nil }
-        return event("change", id: after.version, data: try encode(TreeChange(user: after.user, version: after.version, changed: changed)))
+        let mutes = before.mutes == after.mutes ? nil : after.mutes
+        guard !changed.isEmpty || mutes != nil else { return nil }
+        return event(
+            "change", id: after.version,
+            data: try encode(TreeChange(user: after.user, version: after.version, changed: changed, mutes: mutes)))
     }
 
     /// The most versions a stream replays on resume; a client further behind gets a snapshot.
@@ -190,4 +195,6 @@ struct TreeChange: Encodable {
     var user: UserID
     var version: Int64
     var changed: [FlatNode]
+    /// The muted nodes after the change, when they changed (left out otherwise).
+    var mutes: [MutedNode]?
 }

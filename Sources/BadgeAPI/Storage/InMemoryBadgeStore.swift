@@ -43,20 +43,20 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     public func apply(_ mutations: [BadgeMutation], recomputeNow: Bool = true) -> [UserID: Int64] {
         let now = Date()
         let changed = users.withLock { users -> [UserID: Int64] in
-            var before: [UserID: [BadgePath: BadgeAggregate]] = [:]
+            var before: [UserID: ([BadgePath: BadgeAggregate], [MutedNode])] = [:]
             for mutation in mutations where before[mutation.user] == nil {
                 let badges = users[mutation.user] ?? UserBadges()
                 users[mutation.user] = badges
-                before[mutation.user] = badges.tree.aggregates(now: now)
+                before[mutation.user] = (badges.tree.aggregates(now: now), badges.tree.mutedNodes(at: now))
             }
             for mutation in BadgeBatch.timed(mutations, readAt: now) {
                 users[mutation.user]?.tree.apply(mutation, now: now)
             }
             var versions: [UserID: Int64] = [:]
-            for (user, aggregates) in before {
+            for (user, (aggregates, mutes)) in before {
                 guard var badges = users[user] else { continue }
                 let after = badges.tree.aggregates(now: now)
-                guard after != aggregates else { continue }
+                guard after != aggregates || badges.tree.mutedNodes(at: now) != mutes else { continue }
                 badges.version += 1
                 badges.history[badges.version] = after
                 badges.history[badges.version - Self.historyVersions] = nil
@@ -72,24 +72,28 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     /// One user's tree (or the subtree at `path`, down to `depth`) in the answer shape; the call
     /// shape of `BadgeStore`'s, though it never suspends nor throws.
     public func tree(for user: UserID, at path: BadgePath = .root, depth: Int? = nil) async throws -> UserBadgeTree {
-        let (version, aggregates) = read(user, within: path, depth: depth)
-        return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: display)
+        let (version, aggregates, mutes) = read(user, within: path, depth: depth)
+        return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: display, mutes: mutes)
     }
 
-    /// The aggregates within `path` down to `depth` levels below it, as the store's read
-    /// statement selects them.
-    private func read(_ user: UserID, within path: BadgePath, depth: Int?) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
+    /// The aggregates within `path` down to `depth` levels below it, and the muted nodes that
+    /// concern it, as the store's read statement selects them.
+    private func read(
+        _ user: UserID, within path: BadgePath, depth: Int?
+    ) -> (version: Int64, aggregates: [BadgePath: BadgeAggregate], mutes: [MutedNode]) {
         let badges = users.withLock { $0[user] } ?? UserBadges()
         let deepest = path.depth + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
-        let aggregates = badges.tree.aggregates(now: Date()).filter { $0.key.isWithin(path) && $0.key.depth <= deepest }
-        return (badges.version, aggregates)
+        let now = Date()
+        let aggregates = badges.tree.aggregates(now: now).filter { $0.key.isWithin(path) && $0.key.depth <= deepest }
+        return (badges.version, aggregates, badges.tree.mutedNodes(at: now).filter { $0.concerns(path) })
     }
 
     /// Answers at once; `deadline` is never reached. No broadcasts.
     public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
-        let (version, aggregates) = read(user, within: path, depth: depth)
+        let (version, aggregates, mutes) = read(user, within: path, depth: depth)
         return UserView(
-            path: path, depth: depth, userVersion: version, broadcastVersion: 0, aggregates: aggregates, broadcasts: [:], dismissed: [])
+            path: path, depth: depth, userVersion: version, broadcastVersion: 0, aggregates: aggregates, broadcasts: [:], dismissed: [],
+            mutes: mutes)
     }
 
     /// No broadcasts: version 0, none active.

@@ -156,4 +156,8 @@ extension Date {
         guard let date = RFC3339.parse(text) else { return nil }
         self = date.toMicroseconds
     }
+
+    /// The time as events and answers write it: UTC RFC 3339, to the microsecond
+    /// (`2025-03-01T12:00:00.25Z`).
+    public var rfc3339: String { RFC3339.format(self) }
 }

@@ -80,14 +80,21 @@ public struct OwnLayerChange: Hashable, Sendable {
     public var dismissed: [Int64]
     /// The broadcasts the user marked seen in this version (as ``dismissed``).
     public var seenBroadcasts: [Int64]
+    /// The user's muted nodes after this version, when it changed them (known when read for a
+    /// stream); nil when it did not.
+    public var mutes: [MutedNode]?
 
     /// A logged change of a user's own layer.
-    public init(version: Int64, broadcastVersion: Int64, nodes: [Node], dismissed: [Int64] = [], seenBroadcasts: [Int64] = []) {
+    public init(
+        version: Int64, broadcastVersion: Int64, nodes: [Node], dismissed: [Int64] = [], seenBroadcasts: [Int64] = [],
+        mutes: [MutedNode]? = nil
+    ) {
         self.version = version
         self.broadcastVersion = broadcastVersion
         self.nodes = nodes
         self.dismissed = dismissed
         self.seenBroadcasts = seenBroadcasts
+        self.mutes = mutes
     }
 }
 

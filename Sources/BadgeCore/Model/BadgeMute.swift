@@ -47,3 +47,68 @@ public struct BadgeMute: Hashable, Sendable {
         }
     }
 }
+
+/// A node muted at a version, as answers list it: the path, and when its snooze ends (nil: a
+/// mute until unmuted).
+public struct MutedNode: Hashable, Sendable, Codable {
+    /// The muted node.
+    public var path: BadgePath
+    /// When the snooze ends; nil for none.
+    public var until: Date?
+
+    /// A muted node.
+    public init(path: BadgePath, until: Date?) {
+        self.path = path
+        self.until = until
+    }
+
+    enum CodingKeys: String, CodingKey { case path, until }
+
+    /// Reads `{"path": …, "until": RFC 3339 time or null}`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        path = try container.decode(BadgePath.self, forKey: .path)
+        guard let text = try container.decodeIfPresent(String.self, forKey: .until) else {
+            until = nil
+            return
+        }
+        guard let date = Date(rfc3339: text) else {
+            throw DecodingError.dataCorruptedError(forKey: .until, in: container, debugDescription: "until is not an RFC 3339 time")
+        }
+        until = date
+    }
+
+    /// Writes `{"path": …, "until": RFC 3339 time or null}`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path, forKey: .path)
+        try container.encode(until?.rfc3339, forKey: .until)
+    }
+
+    /// Whether the mute concerns the subtree at `path`: it is within it, or mutes it from above.
+    public func concerns(_ path: BadgePath) -> Bool {
+        self.path.isWithin(path) || path.isWithin(self.path)
+    }
+
+    /// The muted nodes of a version, read from the change log's JSON (`badge_change.mutes`): an
+    /// array of `[path, until]`, until in microseconds since 1970 or null. Safe on any text.
+    ///
+    /// - Throws: ``ChangeLogFormatError`` for anything else.
+    public static func decodeLog(_ text: String) throws(ChangeLogFormatError) -> [MutedNode] {
+        var nodes: [MutedNode] = []
+        for entry in try ChangeLogFormatError.array(text, of: "mutes") {
+            guard case .array(let parts) = entry, parts.count == 2, case .string(let name) = parts[0],
+                let path = try? BadgePath(validating: name)
+            else { throw ChangeLogFormatError("a logged mute is not [path, until]") }
+            switch parts[1] {
+            case .null:
+                nodes.append(MutedNode(path: path, until: nil))
+            case .integer(let microseconds):
+                nodes.append(MutedNode(path: path, until: Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)))
+            default:
+                throw ChangeLogFormatError("the logged end of the mute of \(Quoting.quoted(name)) is not a time")
+            }
+        }
+        return nodes
+    }
+}

@@ -5,7 +5,9 @@
 public struct BadgeNode: Hashable, Sendable {
     /// The node's path.
     public var path: BadgePath
-    /// Whether the node shows a badge; false only for an empty tree's `root`.
+    /// Whether the node shows a badge; false for an empty tree's `root`, and for a node that
+    /// shows nothing itself but holds a muted node that does (it is there so the tree stays a
+    /// tree: count and unseen 0, no dot).
     public var shown: Bool
     /// The aggregate count (own count plus the children's).
     public var count: Int64
@@ -35,24 +37,19 @@ public struct BadgeNode: Hashable, Sendable {
     /// Builds the node at `path` from a flat map of one user's aggregates.
     ///
     /// Any subset of the user's aggregates may be passed, as long as it holds `path` and the
-    /// nodes of its subtree to show (for example only the rows within `path`); a node whose
-    /// parent is missing from the map is not reachable and is left out.
+    /// nodes of its subtree to show (for example only the rows within `path`). A node whose
+    /// parent has no aggregate (a muted node gives its ancestors nothing) hangs under unlit nodes
+    /// (`shown` false, count 0) down from the nearest one that has.
     ///
     /// - Parameters:
     ///   - depth: how many levels below `path` to include: nil for all, 0 for the node only,
     ///     1 for the node and its children, … A negative depth is taken as 0, one above
     ///     ``BadgePath/maximumDepth`` as that.
-    /// - Returns: nil if `path` has no aggregate (nothing shown), except for `root`, which always
+    /// - Returns: nil if nothing is shown at or below `path`, except for `root`, which always
     ///   answers: an empty tree's root has `shown` false and count 0.
     public static func build(
         aggregates: [BadgePath: BadgeAggregate], at path: BadgePath, depth: Int?, display: BadgeDisplay
     ) -> BadgeNode? {
-        guard let aggregate = aggregates[path] else {
-            if path == .root {
-                return BadgeNode(path: .root, shown: false, count: 0, text: nil, icon: nil)
-            }
-            return nil
-        }
         // Clamped first: no path is deeper than maximumDepth, and `path.depth + Int.max` traps.
         let deepest = depth.map { path.depth + min(max($0, 0), BadgePath.maximumDepth) }
         // Sorted by path, a node's descendants directly follow it (`.` sorts below every label
@@ -64,18 +61,30 @@ public struct BadgeNode: Hashable, Sendable {
             below.append((candidate, candidateAggregate))
         }
         below.sort { $0.path < $1.path }
-        var open = [
-            BadgeNode(
+        let top: BadgeNode
+        if let aggregate = aggregates[path] {
+            top = BadgeNode(
                 path: path, shown: true, count: aggregate.count, unseen: aggregate.unseen, text: display.text(for: aggregate.count),
                 icon: aggregate.icon)
-        ]
+        } else if path == .root || !below.isEmpty {
+            top = BadgeNode(path: path, shown: false, count: 0, text: nil, icon: nil)
+        } else {
+            return nil
+        }
+        var open = [top]
         func closeInnermost() {
             let closed = open.removeLast()
             open[open.count - 1].children.append(closed)
         }
         for (candidate, candidateAggregate) in below {
             while open.count > 1, !candidate.isWithin(open[open.count - 1].path) { closeInnermost() }
-            // A node whose parent is missing is not reachable, nor is anything below it.
+            // Unlit nodes down to the candidate's parent, where none has an aggregate.
+            let ancestors = candidate.ancestors
+            while candidate.depth > open[open.count - 1].path.depth + 1,
+                let unlit = ancestors.first(where: { $0.depth == open[open.count - 1].path.depth + 1 })
+            {
+                open.append(BadgeNode(path: unlit, shown: false, count: 0, text: nil, icon: nil))
+            }
             guard candidate.depth == open[open.count - 1].path.depth + 1 else { continue }
             open.append(
                 BadgeNode(

@@ -210,6 +210,11 @@ public struct BadgeTree: Sendable, Equatable {
         Set(mutes.compactMap { $0.value.isActive(at: now) ? $0.key : nil })
     }
 
+    /// The nodes muted at `now` as answers list them, by path.
+    public func mutedNodes(at now: Date) -> [MutedNode] {
+        mutes.compactMap { $0.value.isActive(at: now) ? MutedNode(path: $0.key, until: $0.value.until) : nil }.sorted { $0.path < $1.path }
+    }
+
     /// Applies one mutation (its operation, path, expiry and time).
     public mutating func apply(_ mutation: BadgeMutation, now: Date) {
         apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, occurredAt: mutation.occurredAt, now: now)

@@ -45,11 +45,13 @@ public struct UserView: Hashable, Sendable {
     public var dismissed: Set<Int64>
     /// The broadcasts the user marked seen (as of `userVersion`): they show, without unseen.
     public var seenBroadcasts: Set<Int64>
+    /// The user's muted nodes that concern the subtree (``MutedNode/concerns(_:)``), by path.
+    public var mutes: [MutedNode]
 
     /// A view with the given parts.
     public init(
         path: BadgePath, depth: Int?, userVersion: Int64, broadcastVersion: Int64, aggregates: [BadgePath: BadgeAggregate],
-        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>, seenBroadcasts: Set<Int64> = []
+        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>, seenBroadcasts: Set<Int64> = [], mutes: [MutedNode] = []
     ) {
         self.path = path
         self.depth = depth
@@ -59,6 +61,7 @@ public struct UserView: Hashable, Sendable {
         self.broadcasts = broadcasts
         self.dismissed = dismissed
         self.seenBroadcasts = seenBroadcasts
+        self.mutes = mutes
     }
 
     /// The visible version: the own version plus the broadcast version (saturating).
@@ -96,6 +99,7 @@ public struct UserView: Hashable, Sendable {
         }
         view.dismissed.formUnion(change.dismissed)
         view.seenBroadcasts.formUnion(change.seenBroadcasts)
+        if let mutes = change.mutes { view.mutes = mutes.filter { $0.concerns(path) }.sorted { $0.path < $1.path } }
         view.userVersion = change.version
         return view
     }

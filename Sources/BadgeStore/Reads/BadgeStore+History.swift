@@ -53,7 +53,8 @@ extension BadgeStore {
     }
 
     /// `user`'s logged own versions after own version `after`, in order, up to `limit` of them,
-    /// each with its changed nodes and the broadcasts it dismissed and saw: what a stream that holds
+    /// each with its changed nodes, the broadcasts it dismissed and saw and the muted nodes when it
+    /// changed them: what a stream that holds
     /// the user's view at `after` applies to follow the user without reading the tree. Empty
     /// when the log has nothing after `after`; nil when it no longer holds the next version
     /// (pruned): read the tree instead. Versions after a gap are left out.
@@ -69,10 +70,12 @@ extension BadgeStore {
             let nodes: [OwnLayerChange.Node]
             let dismissed: [Int64]
             let seen: [Int64]
+            let mutes: [MutedNode]?
             do {
                 nodes = try OwnLayerChange.Node.decodeLog(try row.decode(2, as: String.self))
                 dismissed = try OwnLayerChange.decodeBroadcastLog(try row.decode(3, as: String.self))
                 seen = try OwnLayerChange.decodeBroadcastLog(try row.decode(4, as: String.self), of: "seens")
+                mutes = try row.decode(5, as: String?.self).map { text throws(ChangeLogFormatError) in try MutedNode.decodeLog(text) }
             } catch {
                 throw PGError(
                     code: .decoding, message: "the change log of \(user.rawValue) at version \(version) cannot be read: \(error)",
@@ -81,7 +84,7 @@ extension BadgeStore {
             changes.append(
                 OwnLayerChange(
                     version: version, broadcastVersion: try row.decode(1, as: Int64.self), nodes: nodes, dismissed: dismissed,
-                    seenBroadcasts: seen))
+                    seenBroadcasts: seen, mutes: mutes))
         }
         return changes
     }

@@ -3,8 +3,8 @@ public import LibPQ
 
 extension BadgeStore {
     /// One user's view of the subtree at `path`, down to `depth` levels below it (`nil`: all):
-    /// their own aggregates, the active broadcasts within it and the ones they dismissed or saw, with
-    /// both versions. One statement, one snapshot.
+    /// their own aggregates, the active broadcasts within it and the ones they dismissed or saw, the
+    /// nodes they muted that concern it, with both versions. One statement, one snapshot.
     public static func readView(
         for user: UserID, within path: BadgePath = .root, depth: Int? = nil, on connection: PGConnection
     ) throws(PGError) -> UserView {
@@ -17,6 +17,15 @@ extension BadgeStore {
             if kind == 0 {
                 view.userVersion = try row.decode(1, as: Int64.self)
                 view.broadcastVersion = try row.decode(2, as: Int64.self)
+                if let text = try row.decode(3, as: String?.self) {
+                    do {
+                        view.mutes = try MutedNode.decodeLog(text).filter { $0.concerns(path) }
+                    } catch {
+                        throw PGError(
+                            code: .decoding, message: "the muted nodes of \(user.rawValue) cannot be read: \(error)",
+                            statement: BadgeSQL.readTree.name)
+                    }
+                }
                 continue
             }
             let nodePath = try storedPath(row, 3)
@@ -65,8 +74,10 @@ extension BadgeStore {
     public func tree(for user: UserID, at path: BadgePath = .root, depth: Int? = nil) async throws -> UserBadgeTree {
         let display = self.display
         return try await pool.withConnection { connection in
-            let (version, aggregates) = try Self.readAggregates(for: user, within: path, depth: depth, on: connection)
-            return UserBadgeTree(user: user, version: version, aggregates: aggregates, at: path, depth: depth, display: display)
+            let view = try Self.readView(for: user, within: path, depth: depth, on: connection)
+            return UserBadgeTree(
+                user: user, version: view.version, aggregates: view.visibleAggregates, at: path, depth: depth, display: display,
+                mutes: view.mutes)
         }
     }
 }

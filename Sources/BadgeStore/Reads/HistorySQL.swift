@@ -68,7 +68,7 @@ extension BadgeSQL {
         "history.own_changes_after",
         """
         SELECT c.version, c.broadcast_version, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
-               \(broadcastsInVersion("c", table: "broadcast_seen"))
+               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
         FROM badge_change c
         WHERE c.user_id = $1 AND c.version > $2
         ORDER BY c.version

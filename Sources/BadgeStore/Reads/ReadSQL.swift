@@ -5,17 +5,18 @@ extension BadgeSQL {
     /// A user's own version and the broadcast version, aggregates within a subtree and the
     /// active broadcasts within it, each with whether the user dismissed or saw it (each counts
     /// from the first own version whose writes reach its stamp): one statement, one snapshot,
-    /// two single-user range scans plus the active broadcasts. Rows: kind 0 (the two versions),
-    /// 1 (an aggregate), 2 (a broadcast: its id, then 1 when dismissed, 2 when seen, else 0).
+    /// two single-user range scans plus the active broadcasts. Rows: kind 0 (the two versions and
+    /// the muted nodes of the own version, as `user_version.mutes` keeps them), 1 (an aggregate), 2
+    /// (a broadcast: its id, then 1 when dismissed, 2 when seen, else 0).
     static let readTree = PGStatement(
         "badges.read_tree",
         """
         WITH v AS (
-            SELECT coalesce(u.version, 0) AS own, coalesce(u.writes_through, u.version, 0) AS reach
+            SELECT coalesce(u.version, 0) AS own, coalesce(u.writes_through, u.version, 0) AS reach, u.mutes
             FROM (SELECT 1) AS one LEFT JOIN user_version u ON u.user_id = $1
         )
         SELECT 0 AS kind, v.own, coalesce((SELECT version FROM broadcast_version), 0),
-               NULL::text, NULL::bigint, NULL::text, NULL::bigint
+               v.mutes::text, NULL::bigint, NULL::text, NULL::bigint
         FROM v
         UNION ALL
         SELECT 1, 0, 0, a.path::text, a.count, a.icon, a.unseen
@@ -33,6 +34,7 @@ extension BadgeSQL {
                b.path::text, b.count, b.icon, b.count
         FROM broadcast b CROSS JOIN v
         WHERE b.withdrawn_at IS NULL AND b.path <@ $2::ltree
+
         """)
 
     /// The broadcast version and the active broadcasts (kind 0: the version; 1: a broadcast).

@@ -19,8 +19,8 @@ extension BadgeStore {
     }
 
     /// Wakes up to `limit` snoozes whose end has passed (DESIGN §2, Mute and snooze): marks their
-    /// users for a recount and a new version, in the caller's transaction, so the next rollup
-    /// counts the nodes in their ancestors again.
+    /// users for a recount, in the caller's transaction, so the next rollup counts the nodes in
+    /// their ancestors again and makes a version without them among the muted nodes.
     ///
     /// - Returns: how many snoozes woke.
     @discardableResult
@@ -31,7 +31,7 @@ extension BadgeStore {
         }
         guard !users.isEmpty else { return 0 }
         // The marks first, as ingest takes them (one lock order), then the rows.
-        try markDirty(users, bumping: users, on: connection)
+        try markDirty(users, on: connection)
         return try connection.query(BadgeSQL.wakeSnoozes, [limit, users.map(\.rawValue)]).affectedRows
     }
 

@@ -109,12 +109,13 @@ extension BadgeSQL {
         ) AS e
         """)
 
-    /// Records up to `$1` ended snoozes of the users `$2` as woken (rows another transaction
-    /// holds are left for next time).
+    /// Records up to `$1` ended snoozes of the users `$2` as woken, stamped with the write number
+    /// `markDirty` took, so the version that covers it logs the muted nodes (rows another
+    /// transaction holds are left for next time).
     static let wakeSnoozes = PGStatement(
         "badges.wake_snoozes",
         """
-        UPDATE badge_mute m SET woken = true
+        UPDATE badge_mute m SET woken = true, written_in = \(writeNumber(of: "m.user_id"))
         FROM (
             SELECT user_id, path FROM badge_mute
             WHERE muted AND NOT woken AND until IS NOT NULL AND until <= now() AND user_id = ANY($2::text[])
@@ -227,7 +228,7 @@ extension BadgeSQL {
         , muted AS (
             SELECT u.user_id, array_agg(m.path ORDER BY nlevel(m.path) DESC) AS paths
             FROM users u JOIN badge_mute m ON m.user_id = u.user_id
-            WHERE m.muted AND (m.until IS NULL OR m.until > now())
+            WHERE \(isMutedNow("m"))
             GROUP BY u.user_id
         )
         """
@@ -341,7 +342,7 @@ extension BadgeSQL {
     static func deltaUnderMute(user: String, after: String?) -> String {
         """
         SELECT d.seq FROM badge_mute mu JOIN badge_delta d ON d.user_id = mu.user_id AND d.path <@ mu.path
-        WHERE mu.user_id = \(user) AND mu.muted AND (mu.until IS NULL OR mu.until > now())\(after.map { " AND d.seq > \($0)" } ?? "")
+        WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND d.seq > \($0)" } ?? "")
         """
     }
 
@@ -434,10 +435,26 @@ extension BadgeSQL {
     /// recording how far its writes reach, logs each new version with the aggregates it changed
     /// (before and after), how far its writes and the previous version's reach, the broadcast version it was
     /// made under and the visible root totals (broadcasts the user has not dismissed included;
-    /// hold `lockBroadcastsShared`, so that set is the one of that version), and notifies `$2`.
+    /// hold `lockBroadcastsShared`, so that set is the one of that version) and the user's muted
+    /// nodes when they changed, and notifies `$2`. The muted nodes are recounted for a user with
+    /// a mute written since the version (`badge_mute.written_in` after `covered`, up to `top`);
+    /// when they differ from the version's (`user_version.mutes`), that is a change: a new
+    /// version keeps and logs them.
     /// Returns each new version's user and version.
     private static let versionAndLog = """
-        , removed AS (
+        , mute_lists AS (
+            -- The muted nodes of each user with a mute written since the version, when they
+            -- differ from the version's.
+            SELECT r.user_id, l.list
+            FROM reach r
+            CROSS JOIN LATERAL (
+                SELECT coalesce(jsonb_agg(jsonb_build_array(m.path::text, \(microseconds("m.until"))) ORDER BY m.path)
+                                FILTER (WHERE \(isMutedNow("m"))), '[]') AS list
+                FROM badge_mute m WHERE m.user_id = r.user_id
+            ) l
+            WHERE EXISTS (SELECT 1 FROM badge_mute m WHERE m.user_id = r.user_id AND m.written_in > r.covered AND m.written_in <= r.top)
+              AND l.list IS DISTINCT FROM coalesce((SELECT v.mutes FROM user_version v WHERE v.user_id = r.user_id), '[]')
+        ), removed AS (
             DELETE FROM badge_aggregate a
             USING diff d
             WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path
@@ -449,16 +466,17 @@ extension BadgeSQL {
             SET count = excluded.count, icon = excluded.icon, unseen = excluded.unseen
             RETURNING a.user_id
         ), bumped AS (
-            INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through)
-            SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top
+            INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through, mutes)
+            SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top, ml.list
             FROM reach r
             -- A join, not `IN` under `OR`: that runs a subplan per user over every changed row.
             LEFT JOIN (SELECT user_id FROM removed UNION SELECT user_id FROM written) AS c ON c.user_id = r.user_id
-            WHERE r.bump OR c.user_id IS NOT NULL
+            LEFT JOIN mute_lists ml ON ml.user_id = r.user_id
+            WHERE r.bump OR c.user_id IS NOT NULL OR ml.user_id IS NOT NULL
             ORDER BY r.user_id
             ON CONFLICT (user_id) DO UPDATE
             SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version,
-                writes_through = excluded.writes_through
+                writes_through = excluded.writes_through, mutes = coalesce(excluded.mutes, v.mutes)
             RETURNING v.user_id, v.version, v.broadcast_version, v.writes_through
         ), changes AS (
             SELECT d.user_id, jsonb_agg(jsonb_build_array(
@@ -468,15 +486,17 @@ extension BadgeSQL {
             FROM diff d GROUP BY d.user_id
         ), logged AS (
             INSERT INTO badge_change (
-                user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at, writes_through, prior_writes_through)
+                user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at, writes_through, prior_writes_through,
+                mutes)
             SELECT b.user_id, b.version, b.broadcast_version, coalesce(n.nodes, '[]'),
                    least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
                    least(coalesce(r.unseen, 0) + coalesce(shared.unseen, 0), \(maxCount))::bigint,
-                   clock_timestamp(), b.writes_through, r0.covered
+                   clock_timestamp(), b.writes_through, r0.covered, ml.list
             FROM bumped b
             JOIN reach r0 ON r0.user_id = b.user_id
             LEFT JOIN changes n ON n.user_id = b.user_id
             LEFT JOIN roots r ON r.user_id = b.user_id
+            LEFT JOIN mute_lists ml ON ml.user_id = b.user_id
             LEFT JOIN LATERAL (
                 SELECT sum(x.count) AS total,
                        sum(x.count) FILTER (WHERE NOT EXISTS (
@@ -494,6 +514,17 @@ extension BadgeSQL {
 }
 
 extension BadgeSQL {
+    /// Whether the `badge_mute` row `row` (an alias) mutes its node now: a mute, or a snooze that
+    /// has not ended (`BadgeMute.isActive(at:)`).
+    static func isMutedNow(_ row: String) -> String {
+        "\(row).muted AND (\(row).until IS NULL OR \(row).until > now())"
+    }
+
+    /// The timestamp `column` as microseconds since 1970 (NULL stays NULL).
+    static func microseconds(_ column: String) -> String {
+        "(extract(epoch FROM \(column)) * 1000000)::bigint"
+    }
+
     /// The last write number of the user in `column` (0: none yet), read without a lock.
     static func writtenThrough(_ column: String) -> String {
         "coalesce((SELECT w.seq FROM user_write w WHERE w.user_id = \(column)), 0)"

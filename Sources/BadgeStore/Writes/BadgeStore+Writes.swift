@@ -12,8 +12,8 @@ extension BadgeStore {
     /// - Parameter conflicts: what the batch's increments and item additions do when their row is
     ///   stored already (``RowConflicts``); `.fail` is for a caller that writes again with
     ///   `.merge` after rolling back to a savepoint.
-    /// - Returns: the own-state rows written or deleted, and the users who dismissed or saw a
-    ///   broadcast or changed a mute (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view
+    /// - Returns: the own-state and mute rows written or deleted, and the users who dismissed or saw a
+    ///   broadcast (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view
     ///   changed though no aggregate did).
     @discardableResult
     public static func apply(
@@ -44,13 +44,13 @@ extension BadgeStore {
         }
         let mutes = batch.mutes
         if !mutes.isEmpty {
-            let result = try connection.query(
+            outcome.touchedRows += try connection.query(
                 BadgeSQL.storeMutes,
                 [
                     mutes.map(\.user.rawValue), mutes.map(\.path.rawValue), mutes.map(\.mute.muted), mutes.map(\.mute.until),
                     mutes.map(\.mute.occurredAt),
-                ])
-            users.formUnion(returnedUsers(result))
+                ]
+            ).affectedRows
         }
         outcome.viewChangedUsers = users.sorted()
         return outcome
@@ -500,7 +500,8 @@ public struct BadgeApplyOutcome: Sendable, Hashable {
     /// Own-state rows written or deleted.
     public var touchedRows = 0
     /// Users whose view changed though maybe no aggregate did (a broadcast newly dismissed or
-    /// seen; a node muted, unmuted or snoozed to another time), sorted: they get a new version.
+    /// seen), sorted: they get a new version. (A change of muted nodes is found by the rollup,
+    /// which compares them with the version's.)
     public var viewChangedUsers: [UserID] = []
 
     /// An outcome with nothing done.

@@ -306,28 +306,19 @@ extension BadgeSQL {
 
     /// Stores mutes and unmutes (`$1` users, `$2` paths, `$3` muted, `$4` until, `$5` times):
     /// each node keeps the one that holds, by `BadgeMute.supersedes`'s order (the later time; at
-    /// one time an unmute, then the longer mute). Returns the users whose muted nodes changed
-    /// (a node muted or no longer muted now, or a snooze's end moved): their view changed.
+    /// one time an unmute, then the longer mute), stamped with the user's write number
+    /// (`markDirty` takes it first): the version that covers it recounts the user's muted nodes.
     static let storeMutes = PGStatement(
         "badges.store_mutes",
         """
-        WITH input AS (
-            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::timestamptz[]) AS r(u, p, muted, until, t)
-        ), before AS (
-            SELECT m.user_id, m.path, m.muted AND (m.until IS NULL OR m.until > now()) AS active, m.until
-            FROM input i JOIN badge_mute m ON m.user_id = i.u AND m.path = i.p
-        ), stored AS (
-            INSERT INTO badge_mute AS m (user_id, path, muted, until, occurred_at)
-            SELECT u, p, muted, until, t FROM input
-            ON CONFLICT (user_id, path) DO UPDATE
-            SET muted = excluded.muted, until = excluded.until, occurred_at = excluded.occurred_at, woken = false,
-                stored_at = now()
-            WHERE (excluded.occurred_at, NOT excluded.muted, coalesce(excluded.until, 'infinity'))
-                > (m.occurred_at, NOT m.muted, coalesce(m.until, 'infinity'))
-            RETURNING m.user_id, m.path, m.muted AND (m.until IS NULL OR m.until > now()) AS active, m.until
-        )
-        SELECT DISTINCT s.user_id FROM stored s LEFT JOIN before b ON b.user_id = s.user_id AND b.path = s.path
-        WHERE s.active IS DISTINCT FROM coalesce(b.active, false) OR (s.active AND s.until IS DISTINCT FROM b.until)
+        INSERT INTO badge_mute AS m (user_id, path, muted, until, occurred_at, written_in)
+        SELECT u, p, muted, until, t, \(writeNumber(of: "u"))
+        FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::timestamptz[]) AS r(u, p, muted, until, t)
+        ON CONFLICT (user_id, path) DO UPDATE
+        SET muted = excluded.muted, until = excluded.until, occurred_at = excluded.occurred_at, woken = false,
+            written_in = excluded.written_in, stored_at = now()
+        WHERE (excluded.occurred_at, NOT excluded.muted, coalesce(excluded.until, 'infinity'))
+            > (m.occurred_at, NOT m.muted, coalesce(m.until, 'infinity'))
         """)
 
     /// Adds items: a live row with the earliest time an add said, unless the item is gone (a
