@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -49,6 +49,61 @@ extension RedDotClient {
     @discardableResult
     public func seen(_ path: String) async throws -> Badge {
         try await act(.seen, at: [path])[0]
+    }
+
+    /// Mutes the subtree at `path` for the user (until `until`: a snooze), as a chat app's
+    /// "mute conversation": the badges inside keep their numbers, and give their ancestors
+    /// (the tab, the app icon) nothing until ``unmute(_:)`` or `until`. Sent at once; the tree
+    /// follows with the version the server made (a stream brings it, a poll is made).
+    ///
+    /// - Returns: the badge at `path` as the server answered it.
+    /// - Throws: ``RedDotClientError``: `.invalidPath` for a path that is not a badge path, the
+    ///   server's refusal (`root` cannot be muted), or `.transport` when it cannot be reached
+    ///   (nothing is queued: mute again when the connection is back).
+    @discardableResult
+    public func mute(_ path: String, until: Date? = nil) async throws -> Badge {
+        var body: [String: Any] = ["path": path]
+        if let until { body["until"] = Self.rfc3339(until) }
+        return try await sendMute("mute", path: path, body: body)
+    }
+
+    /// Ends a mute or snooze of the subtree at `path` (see ``mute(_:until:)``).
+    ///
+    /// - Returns: the badge at `path` as the server answered it.
+    /// - Throws: ``RedDotClientError`` as ``mute(_:until:)``.
+    @discardableResult
+    public func unmute(_ path: String) async throws -> Badge {
+        try await sendMute("unmute", path: path, body: ["path": path])
+    }
+
+    /// `until` as the server reads it: RFC 3339 in UTC, with milliseconds.
+    static func rfc3339(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: date)
+    }
+
+    /// Posts a mute or unmute (`route`) and asks for the tree it changed.
+    private func sendMute(_ route: String, path: String, body: [String: Any]) async throws -> Badge {
+        try Self.checkPath(path)
+        guard server != nil else { throw RedDotClientError(.invalidResponse, "the client has no server to send the \(route) to") }
+        let running = state.withLock { $0.transport }
+        let transport = running ?? HTTPTransport()
+        defer { if running == nil { transport.close() } }
+        do {
+            var request = try await request("badges/\(route)", query: [])
+            request.httpMethod = "POST"
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
+            let (head, answer) = try await send(request, transport, timeout: options.requestTimeout)
+            guard head.statusCode == 200 else { throw Self.statusError(head.statusCode, head, answer, what: "\(route) \(path)") }
+            let snapshot = try Self.decode(BadgeTreeState.Snapshot.self, answer, what: "a subtree")
+            wakeup.fire()
+            return BadgeTreeState.shownNodes(snapshot.tree, version: snapshot.version)[path] ?? .hidden(path, version: snapshot.version)
+        } catch {
+            throw Self.clientError(error)
+        }
     }
 
     /// A stream sends no event for a version that changed nothing it shows, so an answered

@@ -230,10 +230,10 @@ struct CLITests {
             #expect(promotion.child("root.promotion.item1")?.icon == "new")
             #expect(promotion.child("root.promotion.item2")?.text == "99+")
 
-            // Every node carries all six keys, nulls included; the answer has three.
+            // Every node carries all six keys, nulls included; the answer has four.
             let raw = try await reddot(["show"].badgesCommand + user)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(raw.stdout.utf8)) as? [String: Any])
-            #expect(Set(object.keys) == ["tree", "user", "version"])
+            #expect(Set(object.keys) == ["mutes", "tree", "user", "version"])
             let rootObject = try #require(object["tree"] as? [String: Any])
             #expect(Set(rootObject.keys) == ["children", "count", "icon", "path", "shown", "text", "unseen"])
             #expect(rootObject["icon"] is NSNull)
