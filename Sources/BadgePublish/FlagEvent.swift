@@ -27,6 +27,8 @@ public struct FlagEvent: Sendable {
     public var force = false
     /// `--item`.
     public var item: String?
+    /// `--until`.
+    public var until: String?
     /// `--type`.
     public var type: String?
     /// `--attr key=value`, repeatable.
@@ -44,7 +46,8 @@ public struct FlagEvent: Sendable {
         let flags: [(String, Bool)] = [
             ("--id", id != nil), ("--user", !users.isEmpty), ("--all", everyone), ("--op", operation != nil),
             ("--path", path != nil), ("--count", count != nil), ("--by", by != nil), ("--icon", icon != nil),
-            ("--force", force), ("--item", item != nil), ("--type", type != nil), ("--attr", !attributes.isEmpty),
+            ("--force", force), ("--item", item != nil), ("--until", until != nil), ("--type", type != nil),
+            ("--attr", !attributes.isEmpty),
             ("--occurred-at", occurredAt != nil), ("--expires-at", expiresAt != nil),
         ]
         return flags.filter(\.1).map(\.0)
@@ -68,7 +71,7 @@ public struct FlagEvent: Sendable {
         } else {
             let operationFlags = [
                 ("--path", path != nil), ("--count", count != nil), ("--by", by != nil),
-                ("--icon", icon != nil), ("--force", force), ("--item", item != nil),
+                ("--icon", icon != nil), ("--force", force), ("--item", item != nil), ("--until", until != nil),
             ]
             if let given = operationFlags.first(where: { $0.1 }) {
                 return "\(given.0) goes with --op, not --type"
@@ -90,6 +93,7 @@ public struct FlagEvent: Sendable {
         let takesItem = operation == .add || operation == .remove
         if item != nil, !takesItem { return "--item goes with --op add or remove" }
         if item == nil, takesItem { return "--op \(operation.rawValue) needs --item" }
+        if until != nil, operation != .mute { return "--until goes with --op mute" }
         return nil
     }
 
@@ -117,6 +121,7 @@ public struct FlagEvent: Sendable {
             if let icon { object["icon"] = icon }
             if force { object["force"] = true }
             if let item { object["item"] = item }
+            if let until { object["until"] = until }
         }
         if let type {
             object["type"] = type

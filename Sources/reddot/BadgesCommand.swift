@@ -47,10 +47,11 @@ struct BadgesCommand: AsyncParsableCommand {
                 set: shown with --count N (default 0, a dot) and optional --icon; incr, decr: count +/-= \
                 --by K (default 1; decr removes the number at 0); clear: the node's own state and items \
                 (--force: and its whole subtree); add, remove: an --item of the node; seen: the node \
-                and its subtree stop counting as unseen. Goes through the same store functions as ingest.
+                and its subtree stop counting as unseen; mute: the node gives its ancestors nothing \
+                (--until: a snooze's end); unmute: ends that. Goes through the same store functions as ingest.
                 """)
         @OptionGroup var common: Common
-        @Option(help: "set, incr, decr, clear, add, remove or seen.")
+        @Option(help: "set, incr, decr, clear, add, remove, seen, mute or unmute.")
         var op: String
         @Option(help: "The node, e.g. root.chat.c7.")
         var path: String
@@ -64,10 +65,12 @@ struct BadgesCommand: AsyncParsableCommand {
         var force = false
         @Option(help: "add, remove: the item's id (1–128 visible ASCII).")
         var item: String?
+        @Option(help: "mute: when the snooze ends (RFC 3339, e.g. 2026-12-01T08:00:00Z).")
+        var until: String?
 
         var operation: BadgeOperation {
             get throws(OperationFieldsError) {
-                try .named(op, OperationFields(count: count, by: by, icon: icon, force: force, item: item))
+                try .named(op, OperationFields(count: count, by: by, icon: icon, force: force, item: item, until: until))
             }
         }
 
@@ -80,6 +83,7 @@ struct BadgesCommand: AsyncParsableCommand {
             let badgePath: BadgePath
             do { badgePath = try BadgePath(validating: path) } catch { throw fail("\(error)", code: ExitCodes.usage) }
             let operation = try operation
+            if let problem = operation.pathProblem(badgePath) { throw fail(problem, code: ExitCodes.usage) }
             let store = try common.store()
             defer { store.pool.close() }
             do {

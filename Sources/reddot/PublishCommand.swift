@@ -43,6 +43,7 @@ struct PublishCommand: ParsableCommand {
               reddot publish --user u42 --op set --path root.promotion.item1 --icon new
               reddot publish --user u42 --op clear --path root.promotion --force
               reddot publish --user u42 --op add --path root.chat.c7 --item m123
+              reddot publish --user u42 --op mute --path root.chat.c7 --until 2026-12-01T08:00:00Z
               reddot publish --user u42 --user u43 --type chat.message \\
                 --attr conversation=c7
               reddot publish --all --type feature.launched --attr feature=dark_mode
@@ -76,7 +77,8 @@ struct PublishCommand: ParsableCommand {
     @Flag(name: .customLong("all"), help: "The event is for every user (a broadcast, keyed \"*\").")
     var everyone = false
 
-    @Option(help: ArgumentHelp("A direct operation: set, incr, decr, clear, add, remove or seen (with --path).", valueName: "op"))
+    @Option(
+        help: ArgumentHelp("A direct operation: set, incr, decr, clear, add, remove, seen, mute or unmute (with --path).", valueName: "op"))
     var op: FlagEvent.Operation?
 
     @Option(help: ArgumentHelp("The badge path of --op, e.g. root.chat.c7.", valueName: "path"))
@@ -95,6 +97,8 @@ struct PublishCommand: ParsableCommand {
     var force = false
     @Option(help: ArgumentHelp("--op add, remove: the item (a message id: 1–128 visible ASCII).", valueName: "id"))
     var item: String?
+    @Option(help: ArgumentHelp("--op mute: when the snooze ends (RFC 3339); without it, until --op unmute.", valueName: "time"))
+    var until: String?
 
     @Option(help: ArgumentHelp("A content event's type, mapped by the ingest rules (instead of --op).", valueName: "type"))
     var type: String?
@@ -146,6 +150,7 @@ struct PublishCommand: ParsableCommand {
         event.icon = icon
         event.force = force
         event.item = item
+        event.until = until
         event.type = type
         event.attributes = attributes
         event.occurredAt = occurredAt
