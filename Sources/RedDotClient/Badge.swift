@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// What one node of a user's badge tree shows, as an app draws it: RJBadgeKit's badge, from the
 /// server.
@@ -80,10 +80,45 @@ public struct RedDotClientError: Error, Sendable, Hashable, CustomStringConverti
     }
 }
 
-/// A user's badge tree as the client holds it: every shown node, flat, at one version.
+/// A node the user muted (or snoozed until a time): it keeps its numbers, and gives its
+/// ancestors and the app icon nothing (``RedDotClient/mute(_:until:)``).
+public struct MutedPath: Sendable, Hashable, Decodable {
+    /// The muted node.
+    public var path: String
+    /// When the snooze ends; nil for a mute until unmuted.
+    public var until: Date?
+
+    enum CodingKeys: String, CodingKey { case path, until }
+
+    /// A muted node.
+    public init(path: String, until: Date?) {
+        self.path = path
+        self.until = until
+    }
+
+    /// Reads `{"path", "until": RFC 3339 or null}`; an `until` that is not a time is refused.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        path = try container.decode(String.self, forKey: .path)
+        guard let text = try container.decodeIfPresent(String.self, forKey: .until) else {
+            until = nil
+            return
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = text.contains(".") ? [.withInternetDateTime, .withFractionalSeconds] : [.withInternetDateTime]
+        guard let date = formatter.date(from: text) else {
+            throw DecodingError.dataCorruptedError(forKey: .until, in: container, debugDescription: "until is not an RFC 3339 time")
+        }
+        until = date
+    }
+}
+
+/// A user's badge tree as the client holds it: every shown node, flat, at one version, and the
+/// muted nodes.
 struct BadgeTreeState: Sendable {
     private(set) var version: Int64 = -1
     private(set) var nodes: [String: Badge] = [:]
+    private(set) var mutes: [MutedPath] = []
 
     /// The node at `path` (hidden when it does not show).
     func badge(_ path: String) -> Badge {
@@ -105,12 +140,16 @@ struct BadgeTreeState: Sendable {
     struct Snapshot: Decodable {
         var version: Int64
         var tree: Node?
+        /// The muted nodes (a server before mutes sends none).
+        var mutes: [MutedPath]?
     }
 
     /// `{"user", "version", "changed"}`: a stream's change event (also GET …/badges/changes).
     struct Change: Decodable {
         var version: Int64
         var changed: [Node]
+        /// The muted nodes after the change, when they changed.
+        var mutes: [MutedPath]?
     }
 
     /// Replaces the tree with a snapshot when it is newer than the tree held, or whatever its
@@ -120,6 +159,7 @@ struct BadgeTreeState: Sendable {
         guard snapshot.version > version || authoritative else { return false }
         version = snapshot.version
         nodes = Self.shownNodes(snapshot.tree, version: snapshot.version)
+        mutes = snapshot.mutes ?? []
         return true
     }
 
@@ -129,6 +169,7 @@ struct BadgeTreeState: Sendable {
         for node in change.changed {
             nodes[node.path] = node.shown ? Self.badge(node, version: change.version) : nil
         }
+        if let changed = change.mutes { mutes = changed }
         version = change.version
         return true
     }

@@ -132,6 +132,10 @@ public final class RedDotClient: Sendable {
     /// The version of the tree held (0 before anything arrived).
     public var version: Int64 { state.withLock { max($0.tree.version, 0) } }
 
+    /// The nodes the user muted, at ``version``, by path (not kept in the offline cache: empty
+    /// until the first answer of a run).
+    public var mutes: [MutedPath] { state.withLock { $0.tree.mutes } }
+
     /// The badge at `path` as the app sees it now (with its clears and seens not yet confirmed).
     public func badge(_ path: String) -> Badge {
         state.withLock { $0.badge(path) }

@@ -43,6 +43,7 @@ struct ClientAgainstServerTests {
                     try client.receive(ServerSentEvent(name: event.name, data: event.data, lastEventID: event.id))
                 }
                 #expect(client.version == server.version)
+                #expect(client.mutes.map(\.path) == server.mutes.map(\.path.rawValue), "round \(round)")
                 var shown: [String: BadgeNode] = [:]
                 func visit(_ node: BadgeNode) {
                     if node.shown { shown[node.path.rawValue] = node }

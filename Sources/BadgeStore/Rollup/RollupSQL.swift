@@ -223,7 +223,7 @@ extension BadgeSQL {
 
     /// The CTE `muted` after `users`: per user with a node muted now (DESIGN §2, Mute and snooze),
     /// those nodes, deepest first, so that `paths ?@> path` is the deepest muted node at or above
-    /// `path`. An own row reaches no node above it (`reachFrom`).
+    /// `path`. An own row reaches no node above it (`reachedLevels`).
     static let mutedNodes = """
         , muted AS (
             SELECT u.user_id, array_agg(m.path ORDER BY nlevel(m.path) DESC) AS paths
@@ -233,11 +233,15 @@ extension BadgeSQL {
         )
         """
 
-    /// The first level (from 1, `root`) that a row at `path` of `user` reaches up to: the level of
-    /// the deepest node muted at or above it (`mutedNodes`), else 1. The model is
-    /// `AggregationModes.aggregate(own:muted:)`: a muted node is no child of its parent.
-    static func reachFrom(user: String, path: String) -> String {
-        "coalesce((SELECT nlevel(mu.paths ?@> \(path)) FROM muted mu WHERE mu.user_id = \(user)), 1)"
+    /// The rows of `source` (an alias, with `user_id` and `path`) each with the levels it reaches
+    /// (`level`, from the deepest node muted at or above it, else 1 for `root`, down to its
+    /// own), for a `FROM`: the model is `AggregationModes.aggregate(own:muted:)`, where a muted
+    /// node is no child of its parent. A hash join with `muted`, not a lookup per row.
+    static func reachedLevels(_ table: String, _ source: String, level: String) -> String {
+        """
+        \(table) \(source) LEFT JOIN muted mu ON mu.user_id = \(source).user_id
+                CROSS JOIN LATERAL generate_series(coalesce(nlevel(mu.paths ?@> \(source).path), 1), nlevel(\(source).path)) AS \(level)
+        """
     }
 
     /// The CTE `fresh` after `own` (each node's own count, icon and unseen): every node at or
@@ -249,7 +253,7 @@ extension BadgeSQL {
                    least(sum(e.unseen), \(maxCount))::bigint AS unseen
             FROM (
                 SELECT o.user_id, subpath(o.path, 0, level) AS path, o.count, o.unseen
-                FROM own o CROSS JOIN LATERAL generate_series(\(reachFrom(user: "o.user_id", path: "o.path")), nlevel(o.path)) AS level
+                FROM \(reachedLevels("own", "o", level: "level"))
             ) e
             LEFT JOIN own o ON o.user_id = e.user_id AND o.path = e.path
             GROUP BY e.user_id, e.path
@@ -269,7 +273,7 @@ extension BadgeSQL {
     static let modedFresh = """
         \(mutedNodes), levels AS (
             SELECT o.user_id, o.path AS source, o.count, o.unseen, k AS level, subpath(o.path, 0, k) AS node
-            FROM own o CROSS JOIN LATERAL generate_series(\(reachFrom(user: "o.user_id", path: "o.path")), nlevel(o.path)) AS k
+            FROM \(reachedLevels("own", "o", level: "k"))
         ), node_modes AS (
             SELECT n.user_id, n.node, m.mode
             FROM (SELECT DISTINCT user_id, node FROM levels) AS n
@@ -312,7 +316,7 @@ extension BadgeSQL {
             SELECT s.user_id, subpath(s.path, 0, k),
                    CASE WHEN k <= s.zero_through THEN 0 ELSE s.count END,
                    CASE WHEN k <= s.zero_through THEN 0 ELSE s.unseen END
-            FROM synthetic s CROSS JOIN LATERAL generate_series(\(reachFrom(user: "s.user_id", path: "s.path")), nlevel(s.path)) AS k
+            FROM \(reachedLevels("synthetic", "s", level: "k"))
         ), fresh AS (
             SELECT c.user_id, c.path, least(sum(c.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
                    least(sum(c.unseen), \(maxCount))::bigint AS unseen
