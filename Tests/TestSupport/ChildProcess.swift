@@ -14,7 +14,7 @@ public enum ChildProcess {
                     process.executableURL = URL(fileURLWithPath: executable)
                     process.arguments = arguments
                     if let directory { process.currentDirectoryURL = directory }
-                    let output = Pipe()
+                    let output = Pipe.closedOnExec()
                     process.standardOutput = output
                     process.standardError = mergingStandardError ? output : FileHandle.nullDevice
                     try process.run()
@@ -26,5 +26,20 @@ public enum ChildProcess {
                 }
             }
         }
+    }
+}
+
+extension Pipe {
+    /// A pipe whose two descriptors close in every program this process starts (`FD_CLOEXEC`),
+    /// for a child's standard output or error: the child gets its end as descriptor 1 or 2 (a
+    /// copy, which stays open), and no other program started meanwhile keeps a copy of it. Without
+    /// it, a server a parallel test started inherited a captured command's output pipe, and the
+    /// capture never read to its end (the suite hung).
+    public static func closedOnExec() -> Pipe {
+        let pipe = Pipe()
+        for descriptor in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
+            _ = fcntl(descriptor, F_SETFD, fcntl(descriptor, F_GETFD) | FD_CLOEXEC)
+        }
+        return pipe
     }
 }

@@ -47,9 +47,9 @@ extension ChildProcess {
         process.arguments = arguments
         process.environment = environment
         if let directory { process.currentDirectoryURL = directory }
-        let output = Pipe()
-        let errors = Pipe()
-        let standardInput = Pipe()
+        let output = Pipe.closedOnExec()
+        let errors = Pipe.closedOnExec()
+        let standardInput = Pipe.closedOnExec()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = input == nil ? FileHandle.nullDevice : standardInput
