@@ -85,23 +85,8 @@ public struct RollupService: Service {
     /// - Returns: users marked dirty and broadcasts expired.
     @discardableResult
     public func sweepExpired() async throws -> (users: Int, broadcasts: Int) {
-        let limit = configuration.expiryBatchSize
-        var users = 0
-        while !Task.isCancelled {
-            let marked = try await pool.withTransaction { connection in
-                try BadgeStore.expireBadges(limit: limit, on: connection)
-            }
-            users += marked
-            if marked < limit { break }
-        }
-        var woken = 0
-        while !Task.isCancelled {
-            let count = try await pool.withTransaction { connection in
-                try BadgeStore.wakeSnoozes(limit: limit, on: connection)
-            }
-            woken += count
-            if count < limit { break }
-        }
+        let users = try await inBatches { connection, limit throws(PGError) in try BadgeStore.expireBadges(limit: limit, on: connection) }
+        let woken = try await inBatches { connection, limit throws(PGError) in try BadgeStore.wakeSnoozes(limit: limit, on: connection) }
         metrics.wokenSnoozes.increment(by: woken)
         let broadcasts = try await pool.withTransaction { connection in
             try BadgeStore.expireBroadcasts(on: connection)
@@ -109,6 +94,19 @@ public struct RollupService: Service {
         metrics.expiredUsers.increment(by: users)
         metrics.expiredBroadcasts.increment(by: broadcasts)
         return (users, broadcasts)
+    }
+
+    /// Runs `step` (up to the expiry batch size of rows, in a transaction of its own) until a
+    /// step does fewer than that or the task is cancelled; returns the sum of what the steps did.
+    private func inBatches(_ step: @escaping @Sendable (PGConnection, Int) throws(PGError) -> Int) async throws -> Int {
+        let limit = configuration.expiryBatchSize
+        var total = 0
+        while !Task.isCancelled {
+            let done = try await pool.withTransaction { connection in try step(connection, limit) }
+            total += done
+            if done < limit { break }
+        }
+        return total
     }
 
     /// Deletes change-log records older than the retention, in batches, and measures the log.

@@ -8,14 +8,9 @@ extension BadgeStore {
     /// - Returns: how many users had rows deleted (a few more may be marked).
     @discardableResult
     public static func expireBadges(limit: Int, on connection: PGConnection) throws(PGError) -> Int {
-        var candidates: [UserID] = []
-        for row in try connection.query(BadgeSQL.expiredUsers, [limit]).rows {
-            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { candidates.append(user) }
+        try markingUsers(of: BadgeSQL.expiredUsers, limit: limit, on: connection) { users throws(PGError) in
+            try connection.query(BadgeSQL.expireBadges, [limit, users.map(\.rawValue)]).rows.count
         }
-        guard !candidates.isEmpty else { return 0 }
-        // The marks first, as ingest takes them (one lock order), then the rows.
-        try markDirty(candidates, on: connection)
-        return try connection.query(BadgeSQL.expireBadges, [limit, candidates.map(\.rawValue)]).rows.count
     }
 
     /// Wakes up to `limit` snoozes whose end has passed (DESIGN §2, Mute and snooze): marks their
@@ -25,14 +20,24 @@ extension BadgeStore {
     /// - Returns: how many snoozes woke.
     @discardableResult
     public static func wakeSnoozes(limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        try markingUsers(of: BadgeSQL.endedSnoozeUsers, limit: limit, on: connection) { users throws(PGError) in
+            try connection.query(BadgeSQL.wakeSnoozes, [limit, users.map(\.rawValue)]).affectedRows
+        }
+    }
+
+    /// Reads the users `candidates` (a statement of `$1` = `limit`) names, marks them dirty (the
+    /// marks first, as ingest takes them: one lock order), then runs `act` for them; 0 without
+    /// one.
+    private static func markingUsers(
+        of candidates: PGStatement, limit: Int, on connection: PGConnection, then act: ([UserID]) throws(PGError) -> Int
+    ) throws(PGError) -> Int {
         var users: [UserID] = []
-        for row in try connection.query(BadgeSQL.endedSnoozeUsers, [limit]).rows {
+        for row in try connection.query(candidates, [limit]).rows {
             if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.append(user) }
         }
         guard !users.isEmpty else { return 0 }
-        // The marks first, as ingest takes them (one lock order), then the rows.
         try markDirty(users, on: connection)
-        return try connection.query(BadgeSQL.wakeSnoozes, [limit, users.map(\.rawValue)]).affectedRows
+        return try act(users)
     }
 
     /// Withdraws the broadcasts whose expiry has passed and, if any, bumps the broadcast version
