@@ -39,17 +39,20 @@ struct AggregationPropertyTests {
             states[key] = (count, icon?.rawValue, mutation.expiresAt)
         case .increment(let by):
             if let old = states[key], !(old.expiresAt.map { $0 <= now } ?? false) {
-                states[key] = (old.count + by, old.icon, mutation.expiresAt ?? old.expiresAt)
+                states[key] = (max(old.count, 0) + by, old.icon, mutation.expiresAt ?? old.expiresAt)
             } else {
                 states[key] = (by, nil, mutation.expiresAt)
             }
         case .clear(false):
             states[key] = nil
         case .decrement(let by):
-            if let old = states[key], !(old.expiresAt.map { $0 <= now } ?? false), old.count > by {
-                states[key] = (old.count - by, old.icon, old.expiresAt)
+            if let old = states[key], !(old.expiresAt.map { $0 <= now } ?? false) {
+                // One that meets a count of its size or less leaves nothing shown: count 0,
+                // no icon, no dot (a count of -1 here), the expiry kept.
+                states[key] = old.count > by ? (old.count - by, old.icon, old.expiresAt) : (-1, nil, old.expiresAt)
             } else {
-                states[key] = nil
+                // On nothing it stays, taking what follows it: nothing does (they occur later).
+                states[key] = (-1, nil, nil)
             }
         case .clear(true):
             states = states.filter { $0.key != key && !$0.key.hasPrefix(key + ".") }
@@ -86,7 +89,7 @@ struct AggregationPropertyTests {
                 checked += 1
             }
             let modelStates = Dictionary(
-                uniqueKeysWithValues: model.map { key, value in
+                uniqueKeysWithValues: model.filter { $0.value.count >= 0 }.map { key, value in
                     (key, BadgeState(count: value.count, icon: value.icon.flatMap(BadgeIcon.init(rawValue:)),
                                      expiresAt: value.expiresAt))
                 })

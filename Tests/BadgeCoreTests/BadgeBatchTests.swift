@@ -14,104 +14,59 @@ struct BadgeBatchTests {
         return batch
     }
 
-    func writes(_ batch: BadgeBatch) -> [String] {
-        batch.writes.map { "\($0.user) \($0.path) \($0.write)" }
+    func time(_ batch: BadgeBatch, position: Int) -> Date {
+        // The read time in whole microseconds, plus the position.
+        Date(timeIntervalSince1970: ((batch.now.timeIntervalSince1970 * 1_000_000).rounded() + Double(position)) / 1_000_000).toMicroseconds
     }
 
     @Test("an empty batch")
     func empty() {
         let batch = BadgeBatch()
         #expect(batch.isEmpty)
-        #expect(batch.writes.isEmpty)
-        #expect(batch.forcedClears.isEmpty)
+        #expect(batch.sets.isEmpty)
+        #expect(batch.clearMarks.isEmpty)
+        #expect(batch.increments.isEmpty)
         #expect(batch.users.isEmpty)
     }
 
     func increments(_ batch: BadgeBatch) -> [String] {
-        batch.rounds.flatMap(\.increments).map { "\($0.user) \($0.path) +\($0.by)" }
+        batch.increments.map { "\($0.user) \($0.path) \($0.by > 0 ? "+" : "")\($0.by)" }
     }
 
-    @Test("a set is a write; increments stay apart, each with its time, applied after the writes")
+    @Test("a set is kept with its time; increments and decrements stay apart, each with its time")
     func compose() throws {
         let batch = try batch([
             ("u1", "root.a", .set(count: 2, icon: try icon("new"))),
             ("u1", "root.a", .increment(by: 3)),
             ("u1", "root.b", .increment(by: 1)),
-            ("u1", "root.b", .increment(by: 4)),
+            ("u1", "root.b", .decrement(by: 4)),
         ])
-        #expect(batch.writes.map(\.write) == [.set(count: 2, icon: try icon("new"), expiresAt: nil)])
-        #expect(increments(batch) == ["u1 root.a +3", "u1 root.b +1", "u1 root.b +4"])
-        #expect(batch.rounds.count == 1)
+        #expect(batch.sets.map(\.set) == [BadgeSet(count: 2, icon: try icon("new"), expiresAt: nil, at: time(batch, position: 0))])
+        #expect(increments(batch) == ["u1 root.a +3", "u1 root.b +1", "u1 root.b -4"])
         #expect(!batch.isEmpty)
     }
 
-    @Test("anything then set is the set; set then clear clears everything; a clear drops the increments it reaches")
+    @Test("of two sets the later-timed holds, whatever the order they arrive in; a clear drops the sets and increments it reaches by time")
     func laterWins() throws {
-        let batch = try batch([
-            ("u1", "root.a", .increment(by: 3)),
-            ("u1", "root.a", .set(count: 1, icon: nil)),
-            ("u1", "root.b", .set(count: 7, icon: nil)),
-            ("u1", "root.b", .clear(force: false)),
-            ("u1", "root.c", .increment(by: 5)),
-            ("u1", "root.c", .clear(force: false)),
-            ("u1", "root.c", .increment(by: 2)),
-        ])
-        // The sixth mutation (position 5): the read time in whole microseconds, plus 5.
-        let clearTime = Date(timeIntervalSince1970: ((batch.now.timeIntervalSince1970 * 1_000_000).rounded() + 5) / 1_000_000).toMicroseconds
-        #expect(batch.writes.map(\.write) == [
-            .set(count: 1, icon: nil, expiresAt: nil),
-            .clear(through: nil),
-            .clear(through: clearTime),
-        ])
-        #expect(increments(batch) == ["u1 root.c +2"])
-    }
-
-    @Test("a decrement after an increment of its node, and a clear that leaves a later increment, start a new round")
-    func rounds() throws {
         var batch = BadgeBatch()
-        let user = user("u1")
-        let a = path("root.a")
-        let later = batch.now.addingTimeInterval(-1)
-        batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 3), occurredAt: later))
-        batch.append(BadgeMutation(user: user, path: a, operation: .decrement(by: 1)))
-        #expect(batch.rounds.count == 2)
-        batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 2), occurredAt: later))
-        batch.append(BadgeMutation(user: user, path: a, operation: .clear(force: false), occurredAt: later.addingTimeInterval(-1)))
-        #expect(batch.rounds.count == 3)
-        #expect(batch.rounds.map { $0.writes.map(\.write) } == [[], [.decrement(by: 1)], [.clear(through: later.addingTimeInterval(-1).toMicroseconds)]])
+        let u1 = user("u1")
+        let early = batch.now.addingTimeInterval(-10).toMicroseconds
+        let late = batch.now.addingTimeInterval(-5).toMicroseconds
+        batch.append(BadgeMutation(user: u1, path: path("root.a"), operation: .set(count: 5, icon: nil), occurredAt: late))
+        batch.append(BadgeMutation(user: u1, path: path("root.a"), operation: .set(count: 1, icon: nil), occurredAt: early))
+        batch.append(BadgeMutation(user: u1, path: path("root.b"), operation: .set(count: 7, icon: nil), occurredAt: early))
+        batch.append(BadgeMutation(user: u1, path: path("root.b"), operation: .clear(force: false), occurredAt: late))
+        batch.append(BadgeMutation(user: u1, path: path("root.c"), operation: .increment(by: 5), occurredAt: early))
+        batch.append(BadgeMutation(user: u1, path: path("root.c"), operation: .increment(by: 2)))
+        batch.append(BadgeMutation(user: u1, path: path("root.c"), operation: .clear(force: false), occurredAt: late))
+        batch.append(BadgeMutation(user: u1, path: path("root"), operation: .clear(force: true), occurredAt: early))
+        #expect(batch.sets.map { "\($0.path) \($0.set.count)" } == ["root.a 5"])
+        #expect(increments(batch) == ["u1 root.c +2"])
+        #expect(batch.clearMarks.allSatisfy { $0.through == late || $0.path == .root })
+        #expect(batch.clearMarks.map { "\($0.path) \($0.subtree)" } == ["root true", "root.b false", "root.c false"])
     }
 
-    @Test("a forced clear drops the pending increments it reaches; later increments within it stay")
-    func forcedClear() throws {
-        let batch = try batch([
-            ("u1", "root.p.x", .increment(by: 3)),
-            ("u1", "root.q", .increment(by: 1)),
-            ("u1", "root.p", .clear(force: true)),
-            ("u1", "root.p.y", .increment(by: 2)),
-            ("u2", "root.p.x", .increment(by: 9)),
-        ])
-        #expect(batch.forcedClears.map { "\($0.user) \($0.path)" } == ["u1 root.p"])
-        #expect(batch.writes.isEmpty)
-        #expect(increments(batch) == ["u1 root.p.y +2", "u1 root.q +1", "u2 root.p.x +9"])
-        #expect(batch.users.map(\.rawValue) == ["u1", "u2"])
-    }
-
-    @Test("forced clears are deduplicated: a wider one replaces narrower ones")
-    func forcedClearDeduplication() throws {
-        let batch = try batch([
-            ("u1", "root.a.b", .clear(force: true)),
-            ("u1", "root.a.c", .clear(force: true)),
-            ("u1", "root.a", .clear(force: true)),
-            ("u1", "root.a.b.c", .clear(force: true)),
-            ("u1", "root.d", .clear(force: true)),
-        ])
-        // root.a.b.c's clear is later than root.a's: it reaches more increments, so it waits for
-        // the next round.
-        #expect(batch.rounds.map { $0.forcedClears.map(\.path.rawValue) } == [["root.a"], ["root.a.b.c", "root.d"]])
-        #expect(batch.writes.isEmpty)
-    }
-
-    @Test("a no-op clear still names its user, and writes are ordered by user then path")
+    @Test("a no-op clear still names its user, and sets are ordered by user then path")
     func usersAndOrder() throws {
         let batch = try batch([
             ("u2", "root.b", .set(count: 1, icon: nil)),
@@ -119,10 +74,10 @@ struct BadgeBatchTests {
             ("u2", "root.a", .set(count: 1, icon: nil)),
         ])
         #expect(batch.users.map(\.rawValue) == ["u1", "u2"])
-        #expect(batch.writes.map { "\($0.user) \($0.path)" } == ["u1 root.z", "u2 root.a", "u2 root.b"])
+        #expect(batch.sets.map { "\($0.user) \($0.path)" } == ["u2 root.a", "u2 root.b"])
     }
 
-    @Test("expiries: the later mutation's expiry wins when given, else the earlier one is kept")
+    @Test("expiries: a set's comes with it; each increment carries its own")
     func expiries() throws {
         let soon = now.addingTimeInterval(10)
         let later = now.addingTimeInterval(100)
@@ -131,10 +86,10 @@ struct BadgeBatchTests {
         let a = path("root.a")
         batch.append(BadgeMutation(user: user, path: a, operation: .set(count: 1, icon: nil), expiresAt: soon))
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1)))
-        #expect(batch.writes.first?.write == .set(count: 1, icon: nil, expiresAt: soon))
-        #expect(batch.rounds[0].increments.map(\.expiresAt) == [nil])
+        #expect(batch.sets.first?.set.expiresAt == soon)
+        #expect(batch.increments.map(\.expiresAt) == [nil])
         batch.append(BadgeMutation(user: user, path: a, operation: .increment(by: 1), expiresAt: later))
-        #expect(batch.rounds[0].increments.map(\.expiresAt) == [later, later])
+        #expect(batch.increments.map(\.expiresAt) == [nil, later])
     }
 
     @Test("property: applying the coalesced batches equals applying the mutations one by one")
@@ -162,10 +117,8 @@ struct BadgeBatchTests {
                     sequential[mutation.user, default: BadgeTree()].apply(mutation, now: now)
                 }
                 #expect(Set(batch.users) == Set(mutations[start..<end].map(\.user)))
-                for round in batch.rounds {
-                    let paths = round.writes.map { "\($0.user)/\($0.path)" }
-                    #expect(Set(paths).count == paths.count, "one write per (user, path) and round, seed \(seed)")
-                }
+                let paths = batch.sets.map { "\($0.user)/\($0.path)" }
+                #expect(Set(paths).count == paths.count, "one set per (user, path), seed \(seed)")
                 for user in batch.users {
                     coalesced[user, default: BadgeTree()].apply(batch, for: user, now: now)
                 }

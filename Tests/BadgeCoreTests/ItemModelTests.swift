@@ -66,7 +66,7 @@ struct ItemModelTests {
         #expect(try tree.shownCount("root") == nil)
     }
 
-    @Test("decrement: lowers the count, removes the counter at 0, never makes a dot")
+    @Test("decrement: lowers the count, leaves nothing shown at 0, never makes a dot")
     func decrement() throws {
         var tree = BadgeTree()
         try tree.apply(.decrement(by: 1), "root.a")
@@ -75,7 +75,8 @@ struct ItemModelTests {
         try tree.apply(.decrement(by: 2), "root.a")
         #expect(tree.counters[path("root.a")] == BadgeState(count: 3, icon: try icon("new")))
         try tree.apply(.decrement(by: 7), "root.a")
-        #expect(tree.states[path("root.a")] == nil)
+        #expect(tree.counters[path("root.a")] == nil)
+        #expect(try tree.shownCount("root") == nil)
         // Items are not the counter: a decrement leaves them.
         tree.apply(.addItem(item("m1")), at: path("root.a"), occurredAt: at(1), now: now)
         try tree.apply(.increment(by: 1), "root.a")
@@ -84,7 +85,7 @@ struct ItemModelTests {
         // An expired counter counts as absent.
         try tree.apply(.set(count: 4, icon: nil), "root.b", expiresAt: now.addingTimeInterval(-1))
         try tree.apply(.decrement(by: 1), "root.b")
-        #expect(tree.states[path("root.b")] == nil)
+        #expect(tree.counters[path("root.b")] == nil)
     }
 
     @Test("seen: what arrived after the last seen of the node or an ancestor is unseen, summed up the tree")
@@ -107,17 +108,22 @@ struct ItemModelTests {
         #expect(aggregates[path("root.chat.c2")]?.unseen == 1)
         #expect(aggregates[path("root.chat")]?.unseen == 3)
         #expect(aggregates[path("root.chat")]?.count == 9)
-        // A decrement takes the latest increments first (the 2 unseen, then 2 seen: 2 seen are
-        // left); a set keeps the seen part up to its count.
+        // A decrement after the seen takes from the unseen part first (the 2, then 2 seen: 2
+        // seen are left).
         try tree.apply(.decrement(by: 4), "root.chat.c1")
         aggregates = tree.aggregates(now: now)
         #expect(aggregates[c1]?.count == 2)
         #expect(aggregates[c1]?.unseen == 0)
+        // A set is the node's value as of its time: unseen in full until a seen at or after it.
         try tree.apply(.set(count: 10, icon: nil), "root.chat.c1")
-        #expect(tree.states[c1]?.unseen == 8)
-        tree.apply(.seen, at: path("root"), occurredAt: at(4), now: now)
-        try tree.apply(.set(count: 4, icon: nil), "root.chat.c1")
+        #expect(tree.states[c1]?.unseen == 10)
+        tree.apply(.seen, at: path("root"), occurredAt: now.addingTimeInterval(-50), now: now)
         #expect(tree.states[c1]?.unseen == 0)
+        // A later set that occurred before that seen arrives late: seen in full; an earlier one
+        // changes nothing.
+        tree.apply(.set(count: 4, icon: nil), at: c1, occurredAt: now.addingTimeInterval(-60), now: now)
+        tree.apply(.set(count: 7, icon: nil), at: c1, occurredAt: now.addingTimeInterval(-99), now: now)
+        #expect(tree.counters[c1] == BadgeState(count: 4, seenCount: 4))
     }
 
     @Test("a clear at a rendered version takes what showed in it; what arrived after, late or not, stays")
@@ -169,33 +175,41 @@ struct ItemModelTests {
         #expect(aggregates[c1]?.count == 5)
         #expect(aggregates[c1]?.unseen == 2)
         #expect(aggregates[.root]?.unseen == 2)
-        // A set keeps the seen part up to its count, increments marked seen included.
+        // A set is the node's value as of its time: the increments before it go, and no seen
+        // covers it, so all of it is unseen (the items stay, m0 unseen).
         tree.nextVersion = 3
         try tree.apply(.set(count: 10, icon: nil), "root.chat.c1")
         aggregates = tree.aggregates(now: now)
         #expect(aggregates[c1]?.count == 12)
-        #expect(aggregates[c1]?.unseen == 9)
+        #expect(aggregates[c1]?.unseen == 11)
     }
 
-    @Test("a batch with an increment then a decrement of a node takes two rounds")
-    func rounds() throws {
-        var batch = BadgeBatch(now: now)
+    @Test("increments and decrements of a node apply by time: a batch, and any order of arrival, give the same counter")
+    func decrementsByTime() throws {
         let node = path("root.a")
-        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .increment(by: 2)))
-        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .decrement(by: 5)))
-        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .decrement(by: 1)))
-        batch.append(BadgeMutation(user: user("u1"), path: node, operation: .increment(by: 4)))
-        #expect(batch.rounds.count == 2)
-        #expect(batch.rounds.map { $0.writes.map(\.write) } == [[], [.decrement(by: 6)]])
-        #expect(batch.rounds.map { $0.increments.map(\.by) } == [[2], [4]])
+        let operations: [(BadgeOperation, Double)] = [(.increment(by: 2), 1), (.decrement(by: 5), 2), (.decrement(by: 1), 3), (.increment(by: 4), 4)]
+        var batch = BadgeBatch(now: now)
+        for (operation, time) in operations.reversed() {
+            batch.append(BadgeMutation(user: user("u1"), path: node, operation: operation, occurredAt: at(time)))
+        }
+        #expect(batch.increments.map(\.by) == [2, -5, -1, 4])
+        // In time order: 2, then the decrement by 5 leaves nothing (no dot), the one by 1 meets
+        // nothing, and 4 follows.
         for start in [nil, BadgeState(count: 1), BadgeState(count: 10)] {
             var sequential = BadgeTree(states: start.map { [node: $0] } ?? [:])
+            var reversed = sequential
             var coalesced = sequential
-            for operation: BadgeOperation in [.increment(by: 2), .decrement(by: 5), .decrement(by: 1), .increment(by: 4)] {
-                sequential.apply(operation, at: node, now: now)
+            for (operation, time) in operations {
+                sequential.apply(operation, at: node, occurredAt: at(time), now: now)
+            }
+            for (operation, time) in operations.reversed() {
+                reversed.apply(operation, at: node, occurredAt: at(time), now: now)
             }
             coalesced.apply(batch, for: user("u1"), now: now)
             #expect(coalesced.counters == sequential.counters, "from \(String(describing: start))")
+            #expect(reversed.counters == sequential.counters, "from \(String(describing: start))")
+            let expected: Int64 = start?.count == 10 ? 10 : 4
+            #expect(sequential.counters[node]?.count == expected, "from \(String(describing: start))")
         }
     }
 

@@ -1,5 +1,6 @@
 import BadgeCore
 import Foundation
+import Synchronization
 import TestSupport
 
 /// A fixed instant for tests.
@@ -20,10 +21,18 @@ func event(_ json: String) -> BadgeEvent? {
     try? EventDecoder().decode(Array(json.utf8)).get()
 }
 
+/// The helper's clock: each operation applied with ``BadgeTree/apply(_:_:expiresAt:)`` occurs a
+/// microsecond after the one before (in every test), so that they keep the order they are
+/// written in, as a batch's mutations do.
+private let helperClock = Atomic<Int>(0)
+
 extension BadgeTree {
-    /// Applies `operation` at the path `text`.
+    /// Applies `operation` at the path `text`, as occurred a microsecond after the operation the
+    /// helper applied before (from `now` less 100 s: later than `at(_:)`'s times).
     mutating func apply(_ operation: BadgeOperation, _ text: String, expiresAt: Date? = nil) throws {
-        apply(operation, at: path(text), expiresAt: expiresAt, now: now)
+        let tick = helperClock.add(1, ordering: .relaxed).newValue
+        let time = Date(timeIntervalSince1970: ((now.timeIntervalSince1970 - 100) * 1_000_000 + Double(tick)) / 1_000_000)
+        apply(operation, at: path(text), expiresAt: expiresAt, occurredAt: time, now: now)
     }
 
     /// The aggregate count shown at `text`, or nil when nothing is shown there.

@@ -2,125 +2,38 @@ public import Foundation
 
 /// Coalesces a sequence of mutations into the net writes the store applies set-based in SQL.
 ///
-/// Contract: for any prior state, applying each of ``rounds`` in order (its forced clears, its
-/// seens with their marks, its writes, then its increments), then recording ``clearMarks``, then
-/// ``itemRemovals``, then ``itemAdditions``, then ``mutes``, gives the same tree as applying the appended
-/// mutations one by one, in order, at the same instant (``BadgeTree/apply(_:for:now:)`` does
-/// exactly that).
+/// Every operation follows rules that do not depend on the order operations arrive in (see
+/// ``BadgeTree``), so a batch keeps, per node, what holds among its own: the latest time of each
+/// clear (``clearMarks``, which clear counters and items) and of each seen (``seens``), the set
+/// that supersedes the others (``sets``, ``BadgeSet/supersedes(_:)``), the increments and
+/// decrements by time (``increments``: amounts at one microsecond add up, a decrement as a
+/// negative amount), the items added (with the earliest time) and removed, and each node's mute
+/// that holds.
 ///
-/// Composition of consecutive counter operations on one node within a round: anything then set
-/// is the set (the round's earlier increments of the node are dropped); set then decrement is the
-/// set of the difference, or a clear of everything when nothing is left; decrement then
-/// decrement is one decrement of the sum; set or clear then clear is a clear; a clear drops the
-/// round's increments of its reach that occurred up to it. Increments are not composed into
-/// writes: each is kept with its time (amounts at one microsecond add up) and applied after the
-/// round's writes, with the latest expiry given. These do not compose, so the later one starts a
-/// new round: a decrement after an increment or a clear of its node; a clear or a set after a
-/// decrement; a clear that leaves a pending increment of its reach (one that occurred after it);
-/// a forced clear over a pending write within its subtree, or overlapping a forced clear of the
-/// round that applies up to a later time; a seen and a write within its subtree,
-/// whichever comes second. A set carries the seen part the operations before it in the batch
-/// left (its `seenCap`: 0 after a clear).
+/// Contract: for any prior state, applying the clears' counter part, then the seens (their marks,
+/// then the counters), then the sets, then the increments, then recording the clear marks, the
+/// item removals, the item additions and the mutes, gives the same tree as applying the appended
+/// mutations one by one, at the same instant (``BadgeTree/apply(_:for:now:)`` does exactly
+/// that). The sets and increments that a clear of the batch reaches by time are left out here, as
+/// the clear marks are recorded last. A mutation without `occurredAt` takes the batch's ``now``
+/// plus its position in microseconds (so arrival order is kept); a later `occurredAt` is taken as
+/// that time.
 ///
-/// Increments and items need no order among themselves and with clears and seens (see
-/// ``BadgeTree``): an increment that a clear appended earlier reaches by time is dropped here,
-/// the batch keeps per item whether it was removed and the earliest time it was added, and per
-/// clear the latest time it applies up to. A mutation without `occurredAt` takes the batch's
-/// ``now`` plus its position in microseconds (so arrival order is kept); a later `occurredAt` is
-/// taken as that time.
-///
-/// Whether a stored state has expired is decided when the store applies a write, at its own
-/// `now`: an increment of an expired state starts from nothing, also when a set of the same
-/// batch gave it an expiry that has passed.
+/// One thing still follows arrival order: whether a stored state has expired, decided when the
+/// store applies the batch, at its own `now`: an increment of an expired state starts from
+/// nothing.
 public struct BadgeBatch: Sendable {
-    /// The pending writes, forced clears, seens and increments of one user in one round.
+    /// The pending sets, seens and increments of one user.
     struct Pending: Sendable {
-        var writes: [BadgePath: BadgeWrite] = [:]
-        /// Forced-clear roots, none within another, each with the time it applies up to.
-        var forcedClears: [BadgePath: Date] = [:]
-        /// Roots of `seen`s (each covers its subtree), none within another; no write of the
-        /// round lies within one (such a write, or such a seen, starts a new round).
-        var seenRoots: [BadgePath] = []
-        /// The latest time of the round's seens of each node (each covers its subtree).
+        /// The set of each node that supersedes the batch's others.
+        var sets: [BadgePath: BadgeSet] = [:]
+        /// The latest time of the seens of each node (each covers its subtree).
         var seenMarks: [BadgePath: Date] = [:]
-        /// The increments of each node, by time (to the microsecond).
+        /// The increments (above 0) and decrements (below 0) of each node, by time (to the
+        /// microsecond).
         var increments: [BadgePath: [Date: Int64]] = [:]
-        /// The latest expiry the increments of each node gave.
-        var incrementExpiries: [BadgePath: Date] = [:]
-
-        /// Whether the node is known empty because a forced clear of this round covers it.
-        func isCleared(_ path: BadgePath) -> Bool {
-            forcedClears.keys.contains { path.isWithin($0) }
-        }
-
-        /// Drops the pending increments that a clear of `path` (with `subtree`, of its subtree)
-        /// up to `through` reaches.
-        mutating func dropIncrements(of path: BadgePath, subtree: Bool, through: Date) {
-            for node in increments.keys where subtree ? node.isWithin(path) : node == path {
-                increments[node] = increments[node]?.filter { $0.key > through }
-                if increments[node]?.isEmpty == true {
-                    increments[node] = nil
-                    incrementExpiries[node] = nil
-                }
-            }
-        }
-    }
-
-    /// One round of net counter writes: its forced clears first, then its seens, then its
-    /// writes, then its increments. A batch has more than one round only when operations that
-    /// do not compose follow each other (see ``BadgeBatch``): the later one starts a new round.
-    public struct Round: Sendable {
-        var pending: [UserID: Pending] = [:]
-
-        /// The users whose pending entry has something of one kind, sorted (only those are
-        /// sorted: most rounds have no clears or seens, and sorting every user for each kind
-        /// was a large part of ingest's own time).
-        func users(with kind: (Pending) -> Bool) -> [UserID] {
-            pending.compactMap { kind($0.value) ? $0.key : nil }.sorted()
-        }
-
-        /// The subtrees to clear before the writes, each with the time it applies up to, sorted
-        /// by user then path; within one user no entry lies within another.
-        public var forcedClears: [(user: UserID, path: BadgePath, through: Date)] {
-            users { !$0.forcedClears.isEmpty }.flatMap { user in
-                (pending[user]?.forcedClears ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, through: $0.value) }
-            }
-        }
-
-        /// The roots of the round's seens (each covers its subtree), sorted by user then path.
-        public var seens: [(user: UserID, path: BadgePath)] {
-            users { !$0.seenRoots.isEmpty }.flatMap { user in
-                (pending[user]?.seenRoots ?? []).sorted().map { (user: user, path: $0) }
-            }
-        }
-
-        /// The seen marks to record with the round's seens, one per (user, path), with the
-        /// latest time it applies up to; sorted by user then path.
-        public var seenMarks: [(user: UserID, path: BadgePath, through: Date)] {
-            users { !$0.seenMarks.isEmpty }.flatMap { user in
-                (pending[user]?.seenMarks ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, through: $0.value) }
-            }
-        }
-
-        /// The net write of each node, at most one per (user, path), sorted by user then path.
-        public var writes: [(user: UserID, path: BadgePath, write: BadgeWrite)] {
-            users { !$0.writes.isEmpty }.flatMap { user in
-                (pending[user]?.writes ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, write: $0.value) }
-            }
-        }
-
-        /// The increments to add after the writes, one per (user, path, time), with the
-        /// latest expiry the increments of the node gave; sorted by user, path, then time.
-        public var increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)] {
-            users { !$0.increments.isEmpty }.flatMap { user -> [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)] in
-                guard let entry = pending[user] else { return [] }
-                return entry.increments.sorted { $0.key < $1.key }.flatMap { path, amounts in
-                    amounts.sorted { $0.key < $1.key }.map {
-                        (user: user, path: path, occurredAt: $0.key, by: $0.value, expiresAt: entry.incrementExpiries[path])
-                    }
-                }
-            }
-        }
+        /// The expiry the increments of each node gave, by time (at one time, the latest).
+        var incrementExpiries: [BadgePath: [Date: Date]] = [:]
     }
 
     /// A (user, path, item) key.
@@ -143,8 +56,8 @@ public struct BadgeBatch: Sendable {
         var subtree: Bool
     }
 
-    /// The counter rounds, in order; the last takes new mutations.
-    public private(set) var rounds: [Round] = [Round()]
+    /// What the batch holds of each user's sets, seens and increments.
+    var pending: [UserID: Pending] = [:]
     /// Items added, with the earliest time any add of the batch says they occurred.
     var added: [ItemKey: Date] = [:]
     /// Items removed.
@@ -229,14 +142,29 @@ public struct BadgeBatch: Sendable {
             marks[key] = max(marks[key] ?? time, time)
         case .seen:
             broadcastSeens.append((mutation.user, path, mutation.occurredAt == nil ? nil : time))
+            pending[mutation.user, default: Pending()].seenMarks[path] = max(pending[mutation.user]?.seenMarks[path] ?? time, time)
         case .increment(let by):
-            guard by > 0, !isCovered(mutation.user, path, at: time) else { return }
-        case .set, .decrement:
-            break
+            addIncrement(of: mutation.user, at: path, by: max(by, 0), time: time, expiresAt: mutation.expiresAt)
+        case .decrement(let by):
+            addIncrement(of: mutation.user, at: path, by: -max(by, 0), time: time, expiresAt: nil)
+        case .set(let count, let icon):
+            let set = BadgeSet(count: count, icon: icon, expiresAt: mutation.expiresAt, at: time)
+            if let held = pending[mutation.user]?.sets[path], !set.supersedes(held) { return }
+            pending[mutation.user, default: Pending()].sets[path] = set
         }
-        if startsRound(mutation, at: time) { rounds.append(Round()) }
+    }
+
+    /// Keeps an increment (a decrement when `by` is below 0) unless a clear appended earlier
+    /// reaches it by time (``increments`` leaves out those a later one reaches).
+    private mutating func addIncrement(of user: UserID, at path: BadgePath, by: Int64, time: Date, expiresAt: Date?) {
+        guard by != 0, !isCovered(user, path, at: time) else { return }
+        let time = time.toMicroseconds
         // In place: a copy of the entry would copy its dictionaries at the first change.
-        Self.coalesce(mutation, at: time, into: &rounds[rounds.count - 1].pending[mutation.user, default: Pending()])
+        pending[user, default: Pending()].increments[path, default: [:]][time, default: 0].addSaturating(by)
+        if let expiresAt {
+            let given = pending[user]?.incrementExpiries[path]?[time]
+            pending[user]?.incrementExpiries[path, default: [:]][time] = max(expiresAt, given ?? expiresAt)
+        }
     }
 
     /// Whether the mutation can only add to counts: an increment without an expiry.
@@ -245,7 +173,7 @@ public struct BadgeBatch: Sendable {
         return mutation.expiresAt == nil
     }
 
-    /// Whether a clear appended earlier reaches `path` of `user` at or after `time`.
+    /// Whether a clear of the batch reaches `path` of `user` at or after `time`.
     func isCovered(_ user: UserID, _ path: BadgePath, at time: Date) -> Bool {
         guard !marks.isEmpty else { return false }
         let time = time.toMicroseconds
@@ -258,105 +186,44 @@ public struct BadgeBatch: Sendable {
         return false
     }
 
-    /// Whether `mutation` (taking effect at `time`) cannot compose with what its user's current
-    /// round holds (see ``BadgeBatch``).
-    func startsRound(_ mutation: BadgeMutation, at time: Date) -> Bool {
-        guard let entry = rounds[rounds.count - 1].pending[mutation.user] else { return false }
-        let path = mutation.path
-        if case .clear(let force) = mutation.operation {
-            // Increments it leaves were applied, with their expiry, before it.
-            let time = time.toMicroseconds
-            let keeps = entry.increments.contains { node, amounts in
-                (force ? node.isWithin(path) : node == path) && amounts.keys.contains { $0 > time }
-            }
-            if keeps { return true }
-        }
-        switch mutation.operation {
-        case .seen:
-            return entry.writes.keys.contains { $0.isWithin(path) }
-        case .increment:
-            return false
-        case .clear(force: true):
-            if entry.writes.keys.contains(where: { $0.isWithin(path) }) { return true }
-            let time = time.toMicroseconds
-            return entry.forcedClears.contains { root, through in
-                (root.isWithin(path) && through > time) || (path.isWithin(root) && through < time)
-            }
-        default:
-            break
-        }
-        if entry.seenRoots.contains(where: { path.isWithin($0) }) { return true }
-        switch (mutation.operation, entry.writes[path]) {
-        case (.decrement, .clear?), (.set, .decrement?), (.clear, .decrement?): return true
-        case (.decrement, _): return entry.increments[path] != nil
-        default: return false
+    /// The users with pending entries of one kind, sorted (only those are sorted: most batches
+    /// have no sets or seens, and sorting every user for each kind was a large part of ingest's
+    /// own time).
+    private func users(with kind: (Pending) -> Bool) -> [UserID] {
+        pending.compactMap { kind($0.value) ? $0.key : nil }.sorted()
+    }
+
+    /// The seens: one per (user, path), with the latest time it applies up to; sorted by user
+    /// then path. Each marks seen what occurred in its subtree up to then, and the counters whose
+    /// set occurred up to then.
+    public var seens: [(user: UserID, path: BadgePath, through: Date)] {
+        users { !$0.seenMarks.isEmpty }.flatMap { user in
+            (pending[user]?.seenMarks ?? [:]).sorted { $0.key < $1.key }.map { (user: user, path: $0.key, through: $0.value) }
         }
     }
 
-    /// Composes a counter mutation taking effect at `time` with the pending writes of its user
-    /// in the current round.
-    static func coalesce(_ mutation: BadgeMutation, at time: Date, into entry: inout Pending) {
-        let path = mutation.path
-        let time = time.toMicroseconds
-        switch mutation.operation {
-        case .clear(force: true):
-            entry.dropIncrements(of: path, subtree: true, through: time)
-            if !entry.forcedClears.contains(where: { path.isWithin($0.key) }) {
-                entry.forcedClears = entry.forcedClears.filter { !$0.key.isWithin(path) }
-                entry.forcedClears[path] = time
+    /// The sets that hold, one per (user, path), sorted by user then path; those a clear of the
+    /// batch reaches by time are left out.
+    public var sets: [(user: UserID, path: BadgePath, set: BadgeSet)] {
+        users { !$0.sets.isEmpty }.flatMap { user in
+            (pending[user]?.sets ?? [:]).sorted { $0.key < $1.key }.compactMap { path, set in
+                isCovered(user, path, at: set.at) ? nil : (user: user, path: path, set: set)
             }
-        case .clear(force: false):
-            entry.dropIncrements(of: path, subtree: false, through: time)
-            switch entry.writes[path] {
-            case .set?:
-                entry.writes[path] = .clear(through: nil)
-            case .clear(let through)?:
-                entry.writes[path] = .clear(through: through.map { max($0, time) })
-            case .decrement?, nil:
-                // After a pending decrement a new round began (see startsRound).
-                entry.writes[path] = .clear(through: time)
+        }
+    }
+
+    /// The increments and decrements (`by` below 0), one per (user, path, time), each with the
+    /// expiry an increment at that time gave (the latest); sorted by user, path, then time. Those
+    /// a clear of the batch reaches by time are left out.
+    public var increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)] {
+        users { !$0.increments.isEmpty }.flatMap { user -> [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)] in
+            guard let entry = pending[user] else { return [] }
+            return entry.increments.sorted { $0.key < $1.key }.flatMap { path, amounts in
+                amounts.sorted { $0.key < $1.key }.compactMap { time, by in
+                    guard !isCovered(user, path, at: time) else { return nil }
+                    return (user: user, path: path, occurredAt: time, by: by, expiresAt: entry.incrementExpiries[path]?[time])
+                }
             }
-        case .set(let count, let icon):
-            let count = max(count, 0)
-            entry.increments[path] = nil
-            entry.incrementExpiries[path] = nil
-            var seenCap: Int64?
-            switch entry.writes[path] {
-            case .set(let previousCount, _, _, let previousCap):
-                seenCap = min(previousCap ?? previousCount, count)
-            case .clear:
-                seenCap = 0
-            case nil where entry.isCleared(path):
-                seenCap = 0
-            case .decrement, nil:
-                // After a pending decrement a new round began (see startsRound).
-                break
-            }
-            entry.writes[path] = .set(count: count, icon: icon, expiresAt: mutation.expiresAt, seenCap: seenCap == count ? nil : seenCap)
-        case .increment(let by):
-            entry.increments[path, default: [:]][time, default: 0].addSaturating(by)
-            if let expiresAt = mutation.expiresAt { entry.incrementExpiries[path] = expiresAt }
-        case .decrement(let by):
-            let by = max(by, 0)
-            switch entry.writes[path] {
-            case .set(let count, let icon, let expiresAt, let seenCap):
-                let left = count - min(by, count)
-                let cap = min(seenCap ?? count, left)
-                entry.writes[path] = left > 0 ? .set(count: left, icon: icon, expiresAt: expiresAt, seenCap: cap == left ? nil : cap) : .clear(through: nil)
-            case .decrement(let previousBy):
-                entry.writes[path] = .decrement(by: previousBy.addingSaturating(by))
-            case .clear, nil:
-                // After a pending clear or increment a new round began (see startsRound).
-                entry.writes[path] = .decrement(by: by)
-            }
-        case .seen:
-            entry.seenMarks[path] = max(entry.seenMarks[path] ?? time, time)
-            if !entry.seenRoots.contains(where: { path.isWithin($0) }) {
-                entry.seenRoots.removeAll { $0.isWithin(path) }
-                entry.seenRoots.append(path)
-            }
-        case .addItem, .removeItem, .mute, .unmute:
-            break
         }
     }
 
@@ -376,13 +243,6 @@ public struct BadgeBatch: Sendable {
 
     /// Whether nothing was appended.
     public var isEmpty: Bool { touched.isEmpty }
-
-    /// The first round's forced clears (see ``Round/forcedClears``); the store applies
-    /// ``rounds``.
-    public var forcedClears: [(user: UserID, path: BadgePath, through: Date)] { rounds.first?.forcedClears ?? [] }
-
-    /// The first round's writes (see ``Round/writes``); the store applies ``rounds``.
-    public var writes: [(user: UserID, path: BadgePath, write: BadgeWrite)] { rounds.first?.writes ?? [] }
 
     /// The clear marks to record, one per (user, path, reach), with the latest time it applies
     /// up to; sorted by user, path, then reach.
@@ -426,30 +286,30 @@ public struct BadgeBatch: Sendable {
 }
 
 extension BadgeTree {
-    /// Applies the net form of `batch` for `user`, in the store's order: each round's forced
-    /// clears, seens, writes then increments; then the clear marks (at their times), the item removals and the
-    /// item additions (see ``BadgeBatch`` for the contract; the item rules do not depend on the
-    /// order, see ``BadgeTree``).
+    /// Applies the net form of `batch` for `user`, in the store's order: the clears' counter
+    /// part, the seens (marks, then counters), the sets, the increments; then the clear marks (at
+    /// their times), the item removals, the item additions and the mutes (see ``BadgeBatch`` for
+    /// the contract).
     public mutating func apply(_ batch: BadgeBatch, for user: UserID, now: Date) {
-        for round in batch.rounds {
-            guard let entry = round.pending[user] else { continue }
-            for (path, through) in entry.forcedClears {
-                clearSubtree(at: path, through: through, now: now)
+        for mark in batch.clearMarks where mark.user == user {
+            if mark.subtree {
+                clearSubtree(at: mark.path, through: mark.through, now: now)
+            } else {
+                clearCounter(mark.path, through: mark.through, now: now)
             }
-            for (path, through) in entry.seenMarks {
-                markItemsSeen(path, through: through)
-            }
-            for path in entry.seenRoots {
-                markCountersSeen(path, now: now)
-            }
-            for (path, write) in entry.writes {
-                apply(write, at: path, now: now)
-            }
-            for (path, amounts) in entry.increments {
-                for (time, by) in amounts {
-                    increment(path, by: by, occurredAt: time, expiresAt: entry.incrementExpiries[path], now: now)
-                }
-            }
+        }
+        let seens = batch.seens.filter { $0.user == user }
+        for seen in seens {
+            markItemsSeen(seen.path, through: seen.through)
+        }
+        for seen in seens {
+            markCountersSeen(seen.path, through: seen.through, now: now)
+        }
+        for set in batch.sets where set.user == user {
+            applySet(set.set, at: set.path, now: now)
+        }
+        for increment in batch.increments where increment.user == user {
+            self.increment(increment.path, by: increment.by, occurredAt: increment.occurredAt, expiresAt: increment.expiresAt, now: now)
         }
         for mark in batch.clearMarks where mark.user == user {
             markCleared(mark.path, subtree: mark.subtree, through: mark.through)

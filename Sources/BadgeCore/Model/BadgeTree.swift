@@ -7,26 +7,30 @@ public import Foundation
 /// the property tests compare the two.
 ///
 /// A node's own count is its counter plus its live items (``items``). The counter is the state
-/// that sets and decrements leave (``states``, in the order they arrive) plus the node's
-/// increments (``increments``), each kept with the time it occurred. Increments and items
-/// follow rules that give the same tree whatever order the operations arrive in:
+/// the node's latest set left (``states``, with the set's time) plus the node's increments and
+/// decrements (``increments``, a decrement as a negative amount), each kept with the time it
+/// occurred, folded in that order (``BadgeState/folded(_:)``). Every operation follows rules
+/// that give the same tree whatever order the operations arrive in:
 ///
 /// - an item is live when it was added, never removed, and the earliest time it was added is
 ///   later than every clear of its node (and every forced clear of an ancestor or of the node);
-/// - an increment counts when it occurred later than every such clear;
-/// - so adding twice counts once, a remove that arrives before its add wins, and a clear applies
-///   to the items and increments that occurred up to its time, whichever arrives first.
-///
-/// A set replaces the whole counter (its increments go), and a decrement takes from the latest
-/// increments first: those two apply in the order they arrive. Icons and expiries too.
+/// - an increment or a decrement counts when it occurred later than every such clear and than
+///   the set its state holds;
+/// - a set is the node's value as of its time: it holds unless a later set holds or a clear
+///   that reaches the node occurred at or after it, and the increments and decrements that
+///   occurred up to it go; its icon and expiry come with it;
+/// - a clear takes a set only when the set occurred at or before it;
+/// - so adding twice counts once, a remove that arrives before its add wins, a decrement that
+///   arrives before its increment still takes it, and a clear applies to what occurred up to
+///   its time, whichever arrives first.
 ///
 /// The model keeps what those rules need: removed and cleared items (``goneItems``, the store's
 /// tombstones) and each clear's latest time (``clearMarks``).
 ///
 /// Seen: a `seen` of a node covers its whole subtree. Each counter state keeps how much of its
-/// count was seen (``BadgeState/seenCount``, set to the count by a `seen`, in arrival order like
-/// the state); an increment or an item is unseen while it occurred after every `seen` that covers
-/// its node (``seenMarks``: order-free, like clears). A node's `unseen` is the unseen part of its
+/// count was seen (``BadgeState/seenCount``: all of it when a `seen` that covers the node
+/// occurred at or after the set, else none); an increment, a decrement or an item is unseen while
+/// it occurred after every `seen` that covers its node (``seenMarks``: order-free, like clears). A node's `unseen` is the unseen part of its
 /// state, increments and items, summed up the tree like counts.
 public struct BadgeTree: Sendable, Equatable {
     /// A node and an item of it.
@@ -46,10 +50,10 @@ public struct BadgeTree: Sendable, Equatable {
     }
 
     /// The own counter state of each node that has one (expired states stay until overwritten or
-    /// cleared, but count as absent).
+    /// cleared, but count as absent): what its latest set left, or a carrier of its increments.
     public private(set) var states: [BadgePath: BadgeState]
-    /// The increments of each node that has a state, by the time they occurred (to the
-    /// microsecond; amounts at one time add up).
+    /// The increments (above 0) and decrements (below 0) of each node that has a state, by the
+    /// time they occurred (to the microsecond; amounts at one time add up).
     public private(set) var increments: [BadgePath: [Date: Int64]] = [:]
     /// The first version of the tree each increment can show in (see ``nextVersion``).
     public private(set) var incrementVersions: [BadgePath: [Date: Int64]] = [:]
@@ -108,16 +112,18 @@ public struct BadgeTree: Sendable, Equatable {
             if force {
                 clearSubtree(at: path, through: time, now: now)
             } else {
-                apply(.clear(through: time), at: path, now: now)
+                clearCounter(path, through: time, now: now)
             }
         case .seen:
             markSeen(path, through: time, now: now)
         case .set(let count, let icon):
-            apply(.set(count: count, icon: icon, expiresAt: expiresAt), at: path, now: now)
+            applySet(BadgeSet(count: count, icon: icon, expiresAt: expiresAt, at: time), at: path, now: now)
         case .increment(let by):
+            guard by > 0 else { return }
             increment(path, by: by, occurredAt: time, expiresAt: expiresAt, now: now)
         case .decrement(let by):
-            apply(.decrement(by: by), at: path, now: now)
+            guard by > 0 else { return }
+            increment(path, by: -by, occurredAt: time, expiresAt: nil, now: now)
         case .mute(let until):
             guard path != .root else { return }
             recordMute(BadgeMute(muted: true, until: until, occurredAt: time), at: path)
@@ -127,17 +133,19 @@ public struct BadgeTree: Sendable, Equatable {
         }
     }
 
-    /// Adds an increment of `by` that occurred at `occurredAt` to the node at `path`, unless a
-    /// clear that reaches the node is at or after that time. The node's state is made or kept:
-    /// an absent or expired one becomes a ``BadgeState/carrier(expiresAt:)`` (an expired one's
-    /// increments go); an unexpired one takes `expiresAt` when given.
+    /// Adds an increment of `by` (a decrement when below 0) that occurred at `occurredAt` to the
+    /// node at `path`, unless a clear that reaches the node, or the set its state holds, is at or
+    /// after that time. The node's state is made or kept: an absent or expired one becomes a
+    /// ``BadgeState/carrier(expiresAt:shownIn:setAt:expiresFrom:)`` (an expired one's increments
+    /// go); an unexpired one takes `expiresAt` when given, unless its expiry was given later.
     public mutating func increment(_ path: BadgePath, by: Int64, occurredAt: Date, expiresAt: Date?, now: Date) {
         let time = occurredAt.toMicroseconds
-        guard by > 0, clearedThrough(path).map({ time > $0 }) ?? true else { return }
+        guard clearedThrough(path).map({ time > $0 }) ?? true else { return }
         if let state = states[path], !state.isExpired(at: now) {
-            if let expiresAt { states[path]?.expiresAt = expiresAt }
+            if let setAt = state.setAt, time <= setAt { return }
+            if let expiresAt { states[path]?.takeExpiry(expiresAt, givenAt: time) }
         } else {
-            states[path] = .carrier(expiresAt: expiresAt, shownIn: nextVersion)
+            states[path] = .carrier(expiresAt: expiresAt, shownIn: nextVersion, expiresFrom: time)
             setIncrements(path, nil)
         }
         increments[path, default: [:]][time, default: 0].addSaturating(by)
@@ -167,22 +175,25 @@ public struct BadgeTree: Sendable, Equatable {
         min(first, settled ?? first) <= version
     }
 
-    /// Marks `path` and its subtree seen up to `through`: each unexpired counter within it has
-    /// seen its whole count, and items that occurred up to then are seen.
+    /// Marks `path` and its subtree seen up to `through`: each unexpired counter within it whose
+    /// set occurred up to then has seen its whole count, and the increments and items that
+    /// occurred up to then are seen.
     public mutating func markSeen(_ path: BadgePath, through: Date, now: Date) {
         markItemsSeen(path, through: through)
-        markCountersSeen(path, now: now)
+        markCountersSeen(path, through: through, now: now)
     }
 
-    /// The items' part of a `seen` of `path` up to `through` (a batch's seen marks).
+    /// The items' and increments' part of a `seen` of `path` up to `through` (a batch's seen
+    /// marks).
     public mutating func markItemsSeen(_ path: BadgePath, through: Date) {
         seenMarks[path] = max(seenMarks[path] ?? through, through)
     }
 
-    /// The counters' part of a `seen` of `path`: each unexpired counter within it has seen its
-    /// whole count (a batch round's seens).
-    public mutating func markCountersSeen(_ path: BadgePath, now: Date) {
+    /// The counters' part of a `seen` of `path` up to `through`: each unexpired counter within it
+    /// whose set occurred up to then (or that no timed set left) has seen its whole count.
+    public mutating func markCountersSeen(_ path: BadgePath, through: Date, now: Date) {
         for (node, state) in states where node.isWithin(path) && !state.isExpired(at: now) {
+            if let setAt = state.setAt, setAt > through { continue }
             states[node]?.seenCount = state.count
         }
     }
@@ -220,67 +231,58 @@ public struct BadgeTree: Sendable, Equatable {
         apply(mutation.operation, at: mutation.path, expiresAt: mutation.expiresAt, occurredAt: mutation.occurredAt, now: now)
     }
 
-    /// Applies one write of a coalesced batch to the node at `path` (see ``BadgeWrite``).
-    public mutating func apply(_ write: BadgeWrite, at path: BadgePath, now: Date) {
-        guard let state = states[path], !state.isExpired(at: now) else {
-            if case .set(let count, let icon, let expiresAt, _) = write {
-                states[path] = BadgeState(count: max(count, 0), icon: icon, expiresAt: expiresAt, shownIn: nextVersion)
-            } else {
-                states[path] = nil
-            }
+    /// Applies a set of the node at `path` (``BadgeSet``): nothing when a clear that reaches the
+    /// node occurred at or after it, or when the node's unexpired state holds a set that
+    /// supersedes it; else the increments and decrements that occurred up to it go (all of an
+    /// expired state's) and the state becomes the set's, a dot even at 0, seen in full when a seen
+    /// that covers the node occurred at or after it.
+    public mutating func applySet(_ set: BadgeSet, at path: BadgePath, now: Date) {
+        if let cleared = clearedThrough(path), set.at <= cleared { return }
+        if let state = states[path], !state.isExpired(at: now) {
+            guard set.supersedes(state) else { return }
+            setIncrements(path, (increments[path] ?? [:]).filter { $0.key > set.at })
+        } else {
             setIncrements(path, nil)
-            return
         }
-        switch write {
-        case .set(let count, let icon, let expiresAt, let seenCap):
-            let count = max(count, 0)
-            let cap = min(max(seenCap ?? count, 0), count)
-            let seen = seenIncrements(of: path).addingSaturating(max(state.seenCount, 0))
-            states[path] = BadgeState(count: count, icon: icon, expiresAt: expiresAt, seenCount: min(seen, cap), shownIn: nextVersion)
-            setIncrements(path, nil)
-        case .decrement(let by):
-            decrement(path, state: state, by: max(by, 0))
-        case .clear(let through):
-            let later = (increments[path] ?? [:]).filter { time, _ in through.map { time > $0 } ?? false }
-            states[path] = later.isEmpty ? nil : .carrier(expiresAt: state.expiresAt, shownIn: state.shownIn)
-            setIncrements(path, later)
-        }
+        let seen = seenThrough(path).map { set.at <= $0 } ?? false
+        states[path] = BadgeState(
+            count: set.count, icon: set.icon, expiresAt: set.expiresAt, seenCount: seen ? set.count : 0, shownIn: nextVersion,
+            setAt: set.at, expiresFrom: set.at)
     }
 
-    /// The sum of the increments of `path` that a seen covers.
-    func seenIncrements(of path: BadgePath) -> Int64 {
-        (increments[path] ?? [:]).reduce(0) { sum, entry in
-            isSeenIncrement(path, at: entry.key) ? sum.addingSaturating(entry.value) : sum
-        }
-    }
-
-    /// Lowers the unexpired counter of `path` by `by`: the latest increments first, then the
-    /// state's count; the state goes when that leaves 0 or less.
-    private mutating func decrement(_ path: BadgePath, state: BadgeState, by: Int64) {
-        let counted = increments[path] ?? [:]
-        let total = counted.values.reduce(state.count) { $0.addingSaturating($1) }
-        guard total > by else {
+    /// Clears the counter of `path` up to `through`: the increments and decrements that occurred
+    /// up to then go, and the state too unless its set occurred later (then nothing changes) or
+    /// later increments stay (then it carries them: count 0, no icon, nothing seen, the expiry
+    /// only when given after `through`). An expired state goes with all its increments.
+    public mutating func clearCounter(_ path: BadgePath, through: Date, now: Date) {
+        guard let state = states[path] else { return }
+        guard !state.isExpired(at: now) else {
             states[path] = nil
             setIncrements(path, nil)
             return
         }
-        var left = by
-        var kept = counted
-        for time in counted.keys.sorted(by: >) where left > 0 {
-            let amount = counted[time] ?? 0
-            kept[time] = amount > left ? amount - left : nil
-            left -= min(amount, left)
-        }
-        setIncrements(path, kept)
-        states[path]?.count = state.count - left
-        states[path]?.seenCount = min(state.seenCount, state.count - left)
+        if let setAt = state.setAt, setAt > through { return }
+        let later = (increments[path] ?? [:]).filter { $0.key > through }
+        let expiryStays = state.expiresFrom.map { $0 > through } ?? false
+        states[path] = later.isEmpty
+            ? nil
+            : .carrier(
+                expiresAt: expiryStays ? state.expiresAt : nil, shownIn: state.shownIn, setAt: state.setAt,
+                expiresFrom: state.expiresFrom)
+        setIncrements(path, later)
+    }
+
+    /// The node's increments and decrements in the order they occurred, each with whether it is
+    /// seen, as ``BadgeState/folded(_:)`` takes them.
+    func contributions(of path: BadgePath) -> [(amount: Int64, seen: Bool)] {
+        (increments[path] ?? [:]).sorted { $0.key < $1.key }.map { (amount: $0.value, seen: isSeenIncrement(path, at: $0.key)) }
     }
 
     /// A forced clear's counter part: every counter within the subtree of `path` is cleared
     /// through `through` (its items go with ``markCleared(_:subtree:through:)``).
     public mutating func clearSubtree(at path: BadgePath, through: Date, now: Date) {
         for node in states.keys where node.isWithin(path) {
-            apply(.clear(through: through), at: node, now: now)
+            clearCounter(node, through: through, now: now)
         }
     }
 
@@ -355,8 +357,12 @@ public struct BadgeTree: Sendable, Equatable {
             let versions = incrementVersions[node] ?? [:]
             let later = (increments[node] ?? [:]).filter { !shown(versions[$0.key] ?? 0) }
             setIncrements(node, later)
+            // A state a timed set left stays as a carrier of its time: a set or an increment that
+            // occurred before it and arrives later would have been replaced by it.
             if shown(state.shownIn) {
-                states[node] = later.isEmpty ? nil : .carrier(expiresAt: state.expiresAt, shownIn: state.shownIn)
+                states[node] = later.isEmpty && state.setAt == nil
+                    ? nil
+                    : .carrier(expiresAt: state.expiresAt, shownIn: state.shownIn, setAt: state.setAt, expiresFrom: state.expiresFrom)
             }
         }
     }
@@ -379,26 +385,27 @@ public struct BadgeTree: Sendable, Equatable {
         }
     }
 
-    /// Folds the increments that show in version `version` (their first version at most that)
-    /// into their states: each state's count takes their amounts, and its seen part the seen
-    /// ones. What shows stays the same; from then on they go as what sets left does (a clear
-    /// takes them whatever its time). The store folds increments stored longer than the dedupe
-    /// retention, so that a counter that only grows keeps few rows.
+    /// Folds the increments and decrements that show in version `version` (their first version
+    /// at most that) into their states, as far as none that shows in no such version occurred
+    /// before them: each state becomes its counter with them (``BadgeState/folded(_:)``: count,
+    /// seen part, dot and icon), its set's time kept. What shows stays the same; from then on
+    /// they go as what sets left does (a clear takes them whatever its time). The store folds
+    /// increments stored longer than the dedupe retention, so that a counter keeps few rows.
     public mutating func foldIncrements(shownThrough version: Int64) {
         for (path, versions) in incrementVersions {
-            let old = Set(versions.filter { $0.value <= version }.keys)
-            guard !old.isEmpty, var state = states[path] else { continue }
-            var total: Int64 = 0
-            var seen: Int64 = 0
-            for time in old {
-                let amount = increments[path]?[time] ?? 0
-                total.addSaturating(amount)
-                if isSeenIncrement(path, at: time) { seen.addSaturating(amount) }
-            }
-            state.seenCount = min(max(state.seenCount, 0).addingSaturating(seen), state.count.addingSaturating(total))
-            state.count.addSaturating(total)
+            guard var state = states[path] else { continue }
+            let rows = increments[path] ?? [:]
+            let firstYoung = rows.keys.filter { (versions[$0] ?? 0) > version }.min()
+            let old = rows.keys.filter { time in (versions[time] ?? 0) <= version && firstYoung.map { time < $0 } ?? true }.sorted()
+            guard !old.isEmpty else { continue }
+            let folded = state.folded(old.map { (amount: rows[$0] ?? 0, seen: isSeenIncrement(path, at: $0)) })
+            state.count = folded.count
+            state.seenCount = folded.count - folded.unseen
+            state.keepsDot = folded.dot
+            if !folded.icon { state.icon = nil }
             states[path] = state
-            setIncrements(path, increments[path]?.filter { !old.contains($0.key) })
+            let gone = Set(old)
+            setIncrements(path, rows.filter { !gone.contains($0.key) })
         }
     }
 
@@ -407,12 +414,10 @@ public struct BadgeTree: Sendable, Equatable {
     public func ownCounts(now: Date) -> [BadgePath: BadgeAggregate] {
         var result: [BadgePath: BadgeAggregate] = [:]
         for (path, state) in states where !state.isExpired(at: now) {
-            var own = BadgeAggregate(count: max(state.count, 0), icon: state.icon, unseen: state.unseen)
-            for (time, amount) in increments[path] ?? [:] {
-                own.count.addSaturating(amount)
-                if !isSeenIncrement(path, at: time) { own.unseen.addSaturating(amount) }
+            let counter = state.folded(contributions(of: path))
+            if counter.dot || counter.count > 0 {
+                result[path] = BadgeAggregate(count: counter.count, icon: counter.icon ? state.icon : nil, unseen: counter.unseen)
             }
-            if state.keepsDot || own.count > 0 { result[path] = own }
         }
         for (path, live) in items where !live.isEmpty {
             let seen = seenThrough(path)
@@ -425,20 +430,17 @@ public struct BadgeTree: Sendable, Equatable {
         return result
     }
 
-    /// Each node's counter as one state, its increments folded in: the count with them, and
-    /// the seen part with those a seen covers. A state that only carried increments, none left,
-    /// is left out; the others show a dot. Expired states are kept, as in ``states``; versions
-    /// (``BadgeState/shownIn``) are left out.
+    /// Each node's counter as one state, its increments and decrements folded in
+    /// (``BadgeState/folded(_:)``). A counter that shows nothing is left out; the others show a
+    /// dot. Expired states are kept, as in ``states``; versions and sets' times are left out.
     public var counters: [BadgePath: BadgeState] {
         var result: [BadgePath: BadgeState] = [:]
         for (path, state) in states {
-            var counter = state
-            counter.count = (increments[path] ?? [:]).values.reduce(state.count) { $0.addingSaturating($1) }
-            counter.seenCount.addSaturating(seenIncrements(of: path))
-            guard counter.keepsDot || counter.count > 0 else { continue }
-            counter.keepsDot = true
-            counter.shownIn = 0
-            result[path] = counter
+            let folded = state.folded(contributions(of: path))
+            guard folded.dot || folded.count > 0 else { continue }
+            result[path] = BadgeState(
+                count: folded.count, icon: folded.icon ? state.icon : nil, expiresAt: state.expiresAt,
+                seenCount: folded.count - folded.unseen)
         }
         return result
     }

@@ -140,23 +140,31 @@ extension BadgeSQL {
 
     /// The own count, icon and unseen part of each node of the users in the CTE `users`: the
     /// unexpired counter state with its increments (shown when it keeps a dot or adds up to more
-    /// than 0), or the increments of a node without a state, plus the live items (a node with
-    /// only increments or items has no icon); an increment or an item
-    /// is unseen while no seen at a version marked it and no seen mark of its node or of an
-    /// ancestor reaches its time.
+    /// than 0; a debited one's is the fold of its rows in time order, `badge_fold`, which gives
+    /// the plain sum where no decrement is), or the increments of a node without a state, plus
+    /// the live items (a node with only increments or items has no icon); an increment, a
+    /// decrement or an item is unseen while no seen at a version marked it and no seen mark of
+    /// its node or of an ancestor reaches its time.
     static let ownRows = """
         SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon,
                        least(sum(unseen), \(maxCount))::bigint AS unseen
                 FROM (
-                    SELECT s.user_id, s.path, s.count + coalesce(c.total, 0) AS count, s.icon,
-                           greatest(s.count - coalesce(s.seen_count, s.count), 0) + coalesce(c.unseen, 0) AS unseen
+                    SELECT s.user_id, s.path,
+                           CASE WHEN s.debited THEN d.f[1] ELSE s.count + coalesce(c.total, 0) END AS count,
+                           CASE WHEN NOT s.debited OR d.f[4] = 1 THEN s.icon END AS icon,
+                           CASE WHEN s.debited THEN d.f[2]
+                               ELSE greatest(s.count - coalesce(s.seen_count, s.count), 0) + coalesce(c.unseen, 0) END AS unseen
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     LEFT JOIN LATERAL (
                         SELECT sum(i.amount) AS total,
                                sum(i.amount) FILTER (WHERE NOT \(isSeen("i"))) AS unseen
                         FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path
                     ) c ON true
-                    WHERE (s.expires_at IS NULL OR s.expires_at > now()) AND (s.keeps_dot OR s.count > 0 OR c.total > 0)
+                    LEFT JOIN LATERAL (
+                        \(foldedCounter("s"))
+                    ) d ON true
+                    WHERE (s.expires_at IS NULL OR s.expires_at > now())
+                      AND CASE WHEN s.debited THEN d.f[3] = 1 OR d.f[1] > 0 ELSE s.keeps_dot OR s.count > 0 OR c.total > 0 END
                     UNION ALL
                     SELECT i.user_id, i.path, sum(i.amount), NULL,
                            coalesce(sum(i.amount) FILTER (WHERE NOT \(isSeen("i"))), 0)
@@ -172,6 +180,26 @@ extension BadgeSQL {
                 ) AS own_parts
                 GROUP BY user_id, path
         """
+
+    /// The fold of the debited state `state` (an alias) with its increments and decrements in
+    /// time order, as `f` ({count, unseen, dot, icon}, see migration 0013 and
+    /// `BadgeState.folded`); no row for a state that is not debited.
+    static func foldedCounter(_ state: String) -> String {
+        """
+        SELECT badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) AS f
+                        FROM (
+                            SELECT '-infinity'::timestamptz AS at, \(state).count AS amount,
+                                   greatest(\(state).count - coalesce(\(state).seen_count, \(state).count), 0) AS unseen,
+                                   \(state).keeps_dot AS keeps
+                            UNION ALL
+                            SELECT i.occurred_at, i.amount,
+                                   CASE WHEN \(isSeen("i")) THEN 0 WHEN i.amount >= 0 THEN i.amount ELSE 1 END, false
+                            FROM badge_increment i WHERE i.user_id = \(state).user_id AND i.path = \(state).path
+                        ) AS x
+                        WHERE \(state).debited
+                        HAVING \(state).debited
+        """
+    }
 
     /// Recomputes every aggregate of the listed users from unexpired own state (and consumes their
     /// deltas, which the recount includes), writes only the rows that changed, and versions and

@@ -61,12 +61,36 @@ extension BadgeStore {
         result.rows.compactMap { row in (try? row.decode(0, as: String.self)).flatMap { try? UserID(validating: $0) } }
     }
 
+    /// The batch's own-state writes, in the order ``BadgeTree/apply(_:for:now:)`` models: the
+    /// clears' counter part (on the states that reach increments, `carryIncrements`), the seens
+    /// (marks, then counters), the sets, the increments and decrements; then the clear marks, the
+    /// item removals and the item additions.
     private static func applyOwnState(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) -> Int {
         var touched = 0
-        for round in batch.rounds {
-            touched += try applyRound(round, conflicts: conflicts, on: connection)
-        }
         let marks = batch.clearMarks
+        if !marks.isEmpty {
+            let users = marks.map(\.user.rawValue), paths = marks.map(\.path.rawValue), subtrees = marks.map(\.subtree)
+            try connection.query(BadgeSQL.carryIncrements, [users, paths, subtrees])
+            let result = try connection.query(BadgeSQL.clearCounters, [users, paths, marks.map(\.through), subtrees])
+            touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
+        }
+        let seens = batch.seens
+        if !seens.isEmpty {
+            let users = seens.map(\.user.rawValue), paths = seens.map(\.path.rawValue), times = seens.map(\.through)
+            touched += try connection.query(BadgeSQL.markSeen, [users, paths, times]).affectedRows
+            touched += try connection.query(BadgeSQL.markCountersSeen, [users, paths, times]).affectedRows
+        }
+        let sets = batch.sets
+        if !sets.isEmpty {
+            touched += try connection.query(
+                BadgeSQL.set,
+                [
+                    sets.map(\.user.rawValue), sets.map(\.path.rawValue), sets.map(\.set.count), sets.map(\.set.icon?.rawValue),
+                    sets.map(\.set.expiresAt), sets.map(\.set.at),
+                ]
+            ).affectedRows
+        }
+        touched += try addIncrements(batch.increments, conflicts: conflicts, on: connection)
         if !marks.isEmpty {
             touched += try connection.query(
                 BadgeSQL.markCleared,
@@ -93,92 +117,7 @@ extension BadgeStore {
         return touched
     }
 
-    /// One round's counter writes: the states that clears and decrements reach increments
-    /// through (`carryIncrements`), forced clears, seens (their marks, then the
-    /// counters), each kind of write as one statement, then the increments.
-    private static func applyRound(
-        _ round: BadgeBatch.Round, conflicts: RowConflicts, on connection: PGConnection
-    ) throws(PGError) -> Int {
-        var touched = 0
-        let forced = round.forcedClears
-        let writes = round.writes
-        try carryIncrements(forced: forced, writes: writes, on: connection)
-        if !forced.isEmpty {
-            touched += try clearCounters(
-                forced.map { (user: $0.user, path: $0.path, through: Optional($0.through)) }, subtree: true, on: connection)
-        }
-        let seenMarks = round.seenMarks
-        if !seenMarks.isEmpty {
-            touched += try connection.query(
-                BadgeSQL.markSeen,
-                [seenMarks.map(\.user.rawValue), seenMarks.map(\.path.rawValue), seenMarks.map(\.through)]
-            ).affectedRows
-        }
-        let seens = round.seens
-        if !seens.isEmpty {
-            touched += try connection.query(
-                BadgeSQL.markCountersSeen, [seens.map(\.user.rawValue), seens.map(\.path.rawValue)]
-            ).affectedRows
-        }
-        var clears: [(user: UserID, path: BadgePath, through: Date?)] = []
-        var setUsers: [String] = [], setPaths: [String] = [], setCounts: [Int64] = [], setIcons: [String?] = [], setExpiries: [Date?] = []
-        var setAboveCaps: [Int64] = []
-        var decrementUsers: [String] = [], decrementPaths: [String] = [], decrements: [Int64] = []
-        for (user, path, write) in writes {
-            switch write {
-            case .clear(let through):
-                clears.append((user: user, path: path, through: through))
-            case .set(let count, let icon, let expiresAt, let seenCap):
-                setUsers.append(user.rawValue)
-                setPaths.append(path.rawValue)
-                setCounts.append(count)
-                setIcons.append(icon?.rawValue)
-                setExpiries.append(expiresAt)
-                setAboveCaps.append(count - min(max(seenCap ?? count, 0), count))
-            case .decrement(let amount):
-                decrementUsers.append(user.rawValue)
-                decrementPaths.append(path.rawValue)
-                decrements.append(amount)
-            }
-        }
-        if !clears.isEmpty {
-            touched += try clearCounters(clears, subtree: false, on: connection)
-        }
-        if !setUsers.isEmpty {
-            touched += try connection.query(BadgeSQL.set, [setUsers, setPaths, setCounts, setIcons, setExpiries, setAboveCaps])
-                .affectedRows
-        }
-        if !decrementUsers.isEmpty {
-            let result = try connection.query(BadgeSQL.decrement, [decrementUsers, decrementPaths, decrements])
-            touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
-        }
-        touched += try addIncrements(round.increments, conflicts: conflicts, on: connection)
-        return touched
-    }
-
-    /// Gives the nodes the round clears (forced: their subtrees) or decrements a state for the
-    /// increments they have without one (`BadgeSQL.carryIncrements`).
-    private static func carryIncrements(
-        forced: [(user: UserID, path: BadgePath, through: Date)], writes: [(user: UserID, path: BadgePath, write: BadgeWrite)],
-        on connection: PGConnection
-    ) throws(PGError) {
-        var users: [String] = [], paths: [String] = [], subtrees: [Bool] = []
-        for clear in forced {
-            users.append(clear.user.rawValue)
-            paths.append(clear.path.rawValue)
-            subtrees.append(true)
-        }
-        for (user, path, write) in writes {
-            if case .set = write { continue }  // a set counts a node's increments without a state
-            users.append(user.rawValue)
-            paths.append(path.rawValue)
-            subtrees.append(false)
-        }
-        guard !users.isEmpty else { return }
-        try connection.query(BadgeSQL.carryIncrements, [users, paths, subtrees])
-    }
-
-    /// Adds a round's increments; those of nodes whose state has expired go in a second step,
+    /// Adds a batch's increments and decrements; those of nodes whose state has expired go in a second step,
     /// after the expired states (and their increments) are dropped.
     private static func addIncrements(
         _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)],
@@ -210,17 +149,6 @@ extension BadgeStore {
             BadgeSQL.addIncrements(conflicts),
             [again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)])
         return increments.count
-    }
-
-    /// Clears the counters of the given nodes (with `subtree`, of their subtrees) through each
-    /// time (see `BadgeSQL.clearCounters`); returns the states hit.
-    private static func clearCounters(
-        _ clears: [(user: UserID, path: BadgePath, through: Date?)], subtree: Bool, on connection: PGConnection
-    ) throws(PGError) -> Int {
-        let result = try connection.query(
-            BadgeSQL.clearCounters,
-            [clears.map(\.user.rawValue), clears.map(\.path.rawValue), clears.map(\.through), clears.map { _ in subtree }])
-        return Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
     }
 
     /// Marks users dirty so a rollup worker recomputes them: takes each user's next write number

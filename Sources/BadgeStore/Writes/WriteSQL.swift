@@ -27,22 +27,29 @@ extension BadgeSQL {
         """
     }
 
-    /// Clears counters: of each node (with `$4`, of each node of its subtree), the increments
-    /// that occurred up to `$3` (all of them when NULL) go, and the state goes too unless later
-    /// increments stay: then it carries them (count 0, no icon, nothing seen, no dot of its own;
-    /// the expiry kept). An expired state goes with all its increments. Returns the states hit.
+    /// Clears counters: of each node (with `$4`, of each node of its subtree; a node several
+    /// clears reach takes the latest time), the increments and decrements that occurred up to
+    /// `$3` go, and the state goes too unless its set occurred later (then nothing changes) or
+    /// later increments stay: then it carries them (count 0, no icon, nothing seen, no dot of its
+    /// own; the expiry and the set's time kept). An expired state goes with all its increments.
+    /// Returns the states hit.
     static let clearCounters = PGStatement(
         "badges.clear_counters",
         """
         WITH c AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bool[]) AS c(user_id, path, through, subtree)
+        ), reached AS (
+            SELECT s.user_id, s.path, max(c.through) AS through, s.set_at, coalesce(s.expires_at <= now(), false) AS expired
+            FROM badge_state s JOIN c ON s.user_id = c.user_id AND (s.path = c.path OR (c.subtree AND s.path <@ c.path))
+            GROUP BY s.user_id, s.path
         ), hit AS (
-            SELECT s.user_id, s.path, c.through, coalesce(s.expires_at <= now(), false) AS expired,
+            SELECT r.user_id, r.path, r.through, r.expired,
                    EXISTS (
                        SELECT 1 FROM badge_increment i
-                       WHERE i.user_id = s.user_id AND i.path = s.path AND i.occurred_at > c.through
+                       WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at > r.through
                    ) AS keeps
-            FROM badge_state s JOIN c ON s.user_id = c.user_id AND (s.path = c.path OR (c.subtree AND s.path <@ c.path))
+            FROM reached r
+            WHERE r.expired OR r.set_at IS NULL OR r.set_at <= r.through
         ), wiped AS (
             DELETE FROM badge_increment i USING hit h
             WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR NOT h.keeps OR i.occurred_at <= h.through)
@@ -57,32 +64,42 @@ extension BadgeSQL {
         SELECT count(*) FROM hit
         """)
 
-    /// Sets: the node's increments go, and the state is replaced (a dot even at count 0). The
-    /// seen part becomes the smaller of the stored one (the state's, with the increments a seen
-    /// covers; a node without a state has only its increments') and the write's cap, the count
-    /// less `$6` (how much of it lies above the cap: 0 for a plain set); 0 on an expired state.
-    /// A NULL `seen_count` (a row stored before migration 3) is all of its count.
+    /// Sets (`BadgeTree.applySet`): a set holds unless a clear mark that reaches its node is at
+    /// or after its time `$6`, or the node's unexpired state holds a set that supersedes it (a
+    /// later time; at one time the larger count, then icon, then expiry, none the largest:
+    /// `BadgeSet.supersedes`). One that holds takes the node's increments and decrements that
+    /// occurred up to it (all of an expired state's) and replaces the state: a dot even at
+    /// count 0, seen in full when a seen mark of the node or of an ancestor reaches its time.
     static let set = PGStatement(
         "badges.set",
         """
         WITH w AS (
-            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[])
-                AS w(user_id, path, count, icon, expires_at, above)
+            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+                AS w(user_id, path, count, icon, expires_at, at)
+        ), held AS (
+            SELECT w.*, coalesce(o.expires_at <= now(), false) AS expired
+            FROM w LEFT JOIN badge_state o ON o.user_id = w.user_id AND o.path = w.path
+            WHERE NOT EXISTS (
+                    SELECT 1 FROM badge_clear_mark m
+                    WHERE m.user_id = w.user_id AND m.cleared_through >= w.at AND (m.path = w.path OR (m.subtree AND m.path @> w.path))
+                )
+              AND (o.set_at IS NULL OR o.expires_at <= now()
+                   OR (w.at, w.count, coalesce(w.icon, '') COLLATE "C", coalesce(w.expires_at, 'infinity'))
+                    > (o.set_at, o.count, coalesce(o.icon, '') COLLATE "C", coalesce(o.expires_at, 'infinity')))
         ), wiped AS (
-            DELETE FROM badge_increment i USING w WHERE i.user_id = w.user_id AND i.path = w.path
+            DELETE FROM badge_increment i USING held h
+            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR i.occurred_at <= h.at)
         )
-        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-        SELECT w.user_id, w.path, w.count, w.icon, w.expires_at,
-               CASE WHEN o.expires_at <= now() THEN 0
-                   ELSE least(coalesce(o.seen_count, o.count, 0) + (
-                       SELECT coalesce(sum(i.amount), 0) FROM badge_increment i
-                       WHERE i.user_id = w.user_id AND i.path = w.path AND \(isSeen("i"))
-                   ), w.count - w.above)::bigint END,
-               true, \(writeNumber(of: "w.user_id"))
-        FROM w LEFT JOIN badge_state o ON o.user_id = w.user_id AND o.path = w.path
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, set_at)
+        SELECT h.user_id, h.path, h.count, h.icon, h.expires_at,
+               CASE WHEN EXISTS (
+                   SELECT 1 FROM badge_seen_mark m WHERE m.user_id = h.user_id AND m.path @> h.path AND m.seen_through >= h.at
+               ) THEN h.count ELSE 0 END,
+               true, \(writeNumber(of: "h.user_id")), h.at
+        FROM held h
         ON CONFLICT (user_id, path) DO UPDATE
         SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
-            keeps_dot = true, shown_in = excluded.shown_in, seen_count = excluded.seen_count
+            keeps_dot = true, shown_in = excluded.shown_in, seen_count = excluded.seen_count, set_at = excluded.set_at
         """)
 
     /// The expired states of the given nodes go, with their increments (an increment of an
@@ -100,18 +117,21 @@ extension BadgeSQL {
         DELETE FROM badge_state s USING expired e WHERE s.user_id = e.user_id AND s.path = e.path
         """)
 
-    /// Adds increments, each at the time it occurred (amounts at one time add up, saturating,
-    /// and show first in the next version), unless a clear mark that reaches its node is at or
-    /// after that time. A node needs no state for its increments (see `carryIncrements`): one is
-    /// made (count 0, no icon, no dot of its own) only to hold an expiry given with them; an
-    /// existing state takes the expiry. An existing state is not locked unless its expiry
-    /// changes (writers of one user hold its dirty mark anyway). The increments of a node whose
+    /// Adds increments and decrements (negative amounts), each at the time it occurred (amounts
+    /// at one time add up, within ±the largest count, and show first in the next version),
+    /// unless a clear mark that reaches its node, or the set its state holds, is at or after that
+    /// time. A node needs no state for its increments (see `carryIncrements`): one is made
+    /// (count 0, no icon, no dot of its own) only to hold an expiry given with them, or to mark
+    /// it `debited` (its count is then a fold in time order, see `ownRows`) when a decrement
+    /// comes; an existing state takes the expiry and the mark. An existing state is not locked
+    /// unless one of them changes (writers of one user hold its dirty mark anyway). The increments of a node whose
     /// state has expired are left out: the nodes come back, for `dropExpiredStates` and a
     /// second call. With `.fail`, an increment at a time its node already has fails the
     /// statement instead of adding up (see ``RowConflicts``), and what the new rows add to
     /// their nodes (count, and unseen unless a seen mark reaches their time) is recorded in
     /// `badge_delta` for the rollup to add; a user whose increments meet a state with an expiry
-    /// gets a recount instead (their dirty mark, which the writer holds, says so).
+    /// or a debited one gets a recount instead (their dirty mark, which the writer holds, says
+    /// so).
     static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
         switch conflicts {
         case .merge: return addIncrementsMerging
@@ -123,7 +143,7 @@ extension BadgeSQL {
         "badges.add_increments",
         onConflict: """
             ON CONFLICT (user_id, path, occurred_at) DO UPDATE
-            SET amount = CASE WHEN i.amount > \(maxCount) - excluded.amount THEN \(maxCount) ELSE i.amount + excluded.amount END,
+            SET amount = least(greatest(i.amount + excluded.amount, -\(maxCount)), \(maxCount)),
                 shown_in = excluded.shown_in, seen = false
             """,
         deltas: "")
@@ -139,6 +159,7 @@ extension BadgeSQL {
                            WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint,
                        min(a.shown_in)
                 FROM added a
+                WHERE a.amount > 0
                 GROUP BY a.user_id, a.path
             ), recounted AS (
                 UPDATE dirty_mark d SET recount = true
@@ -157,23 +178,30 @@ extension BadgeSQL {
             ), kept AS (
                 SELECT a.*, w.seq AS next, s.user_id IS NOT NULL AS stored,
                        coalesce(s.expires_at <= now(), false) AS expired,
-                       s.expires_at IS NOT NULL OR a.expires_at IS NOT NULL AS timed
+                       s.expires_at IS NOT NULL OR a.expires_at IS NOT NULL OR coalesce(s.debited, false) OR a.amount < 0 AS timed
                 FROM a
                 LEFT JOIN user_write w ON w.user_id = a.user_id
                 LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
-                WHERE NOT EXISTS (
+                WHERE (s.set_at IS NULL OR a.occurred_at > s.set_at OR s.expires_at <= now())
+                  AND NOT EXISTS (
                     SELECT 1 FROM badge_clear_mark m
                     WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
                       AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
                 )
             ), carried AS (
-                INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-                SELECT DISTINCT ON (user_id, path) user_id, path, 0, NULL, expires_at, 0, false, next
-                FROM kept WHERE NOT stored AND expires_at IS NOT NULL ORDER BY user_id, path
+                INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, debited)
+                SELECT user_id, path, 0, NULL, max(expires_at), 0, false, min(next), bool_or(amount < 0)
+                FROM kept WHERE NOT stored AND (expires_at IS NOT NULL OR amount < 0)
+                GROUP BY user_id, path ORDER BY user_id, path
                 ON CONFLICT (user_id, path) DO NOTHING
             ), expiring AS (
-                UPDATE badge_state s SET expires_at = k.expires_at, updated_at = now()
-                FROM (SELECT DISTINCT user_id, path, expires_at FROM kept WHERE stored AND NOT expired AND expires_at IS NOT NULL) AS k
+                UPDATE badge_state s
+                SET expires_at = coalesce(k.expires_at, s.expires_at), debited = s.debited OR k.debits, updated_at = now()
+                FROM (
+                    SELECT user_id, path, max(expires_at) AS expires_at, bool_or(amount < 0) AS debits
+                    FROM kept WHERE stored AND NOT expired AND (expires_at IS NOT NULL OR amount < 0)
+                    GROUP BY user_id, path
+                ) AS k
                 WHERE s.user_id = k.user_id AND s.path = k.path
             ), added AS (
                 INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
@@ -213,47 +241,6 @@ extension BadgeSQL {
         ON CONFLICT (user_id, path) DO NOTHING
         """)
 
-    /// Decrements: the count with the increments goes down by `by`, the latest increments
-    /// first, then the state's count; a state left at 0 or less, or expired, goes with its
-    /// increments (a decrement never makes a dot). Returns the states hit.
-    static let decrement = PGStatement(
-        "badges.decrement",
-        """
-        WITH d AS (
-            SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[]) AS d(user_id, path, by)
-        ), live AS (
-            SELECT s.user_id, s.path, d.by, s.count, coalesce(s.expires_at <= now(), false) AS expired,
-                   coalesce((SELECT sum(i.amount) FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path), 0) AS counted
-            FROM badge_state s JOIN d ON s.user_id = d.user_id AND s.path = d.path
-        ), ranked AS (
-            SELECT i.user_id, i.path, i.occurred_at, i.amount, l.by,
-                   sum(i.amount) OVER (PARTITION BY i.user_id, i.path ORDER BY i.occurred_at DESC) AS running
-            FROM badge_increment i JOIN live l ON i.user_id = l.user_id AND i.path = l.path
-            WHERE NOT l.expired AND l.count + l.counted > l.by
-        ), wiped AS (
-            DELETE FROM badge_increment i USING live l
-            WHERE i.user_id = l.user_id AND i.path = l.path AND (l.expired OR l.count + l.counted <= l.by)
-        ), taken AS (
-            DELETE FROM badge_increment i USING ranked r
-            WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at = r.occurred_at AND r.running <= r.by
-        ), lowered_increment AS (
-            UPDATE badge_increment i SET amount = (r.running - r.by)::bigint
-            FROM ranked r
-            WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at = r.occurred_at
-              AND r.running > r.by AND r.running - r.amount < r.by
-        ), gone AS (
-            DELETE FROM badge_state s USING live l
-            WHERE s.user_id = l.user_id AND s.path = l.path AND (l.expired OR l.count + l.counted <= l.by)
-        ), lowered AS (
-            UPDATE badge_state s
-            SET count = (s.count - (l.by - l.counted))::bigint,
-                seen_count = least(coalesce(s.seen_count, s.count), s.count - (l.by - l.counted))::bigint, updated_at = now()
-            FROM live l
-            WHERE s.user_id = l.user_id AND s.path = l.path AND NOT l.expired AND l.count + l.counted > l.by AND l.by > l.counted
-        )
-        SELECT count(*) FROM live
-        """)
-
     /// Records clear marks (keeping the latest time of each) and removes for good the live items
     /// they reach that occurred up to then. Returns the items removed.
     static let markCleared = PGStatement(
@@ -273,15 +260,15 @@ extension BadgeSQL {
           AND (i.path = c.path OR (c.subtree AND i.path <@ c.path))
         """)
 
-    /// The counters' part of `seen`s: every unexpired counter within each root has seen its
-    /// whole count.
+    /// The counters' part of `seen`s: every unexpired counter within each root whose set
+    /// occurred up to the seen's time `$3` (or that no timed set left) has seen its whole count.
     static let markCountersSeen = PGStatement(
         "badges.mark_counters_seen",
         """
         UPDATE badge_state s SET seen_count = s.count
-        FROM unnest($1::text[], $2::ltree[]) AS c(user_id, path)
+        FROM unnest($1::text[], $2::ltree[], $3::timestamptz[]) AS c(user_id, path, through)
         WHERE s.user_id = c.user_id AND s.path <@ c.path AND s.seen_count IS DISTINCT FROM s.count
-          AND (s.expires_at IS NULL OR s.expires_at > now())
+          AND (s.expires_at IS NULL OR s.expires_at > now()) AND (s.set_at IS NULL OR s.set_at <= c.through)
         """)
 
     /// The items' part of `seen`s: the latest time each applies up to.
@@ -488,13 +475,14 @@ extension BadgeSQL {
     /// (rows stamped with a write at or below `$4`, that version's `writes_through`) — items for
     /// good, increments, and states (one that keeps later increments carries them); with `$5`
     /// (the version is the user's current one and no change waits for the rollup), every row
-    /// counts as shown in it. An expired state goes with its increments.
-    /// Returns the rows hit.
+    /// counts as shown in it. An expired state goes with its increments; a shown state a timed
+    /// set left stays as a carrier of its time, so that what occurred before it and arrives
+    /// later stays replaced. Returns the rows hit.
     static let clearShown = PGStatement(
         "badges.clear_shown",
         """
         WITH hit AS (
-            SELECT s.user_id, s.path, coalesce(s.expires_at <= now(), false) AS expired,
+            SELECT s.user_id, s.path, coalesce(s.expires_at <= now(), false) AS expired, s.set_at IS NOT NULL AS timed,
                    (s.shown_in <= $4 OR $5) AS shown,
                    EXISTS (
                        SELECT 1 FROM badge_increment i
@@ -508,10 +496,10 @@ extension BadgeSQL {
         ), carried AS (
             UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now()
             FROM hit h
-            WHERE s.user_id = h.user_id AND s.path = h.path AND h.shown AND h.keeps AND NOT h.expired
+            WHERE s.user_id = h.user_id AND s.path = h.path AND h.shown AND (h.keeps OR h.timed) AND NOT h.expired
         ), gone AS (
             DELETE FROM badge_state s USING hit h
-            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR (h.shown AND NOT h.keeps))
+            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR (h.shown AND NOT h.keeps AND NOT h.timed))
         ), items AS (
             UPDATE badge_item i SET removed_at = now()
             WHERE i.user_id = $1 AND i.removed_at IS NULL AND (i.path = $2::ltree OR ($3 AND i.path <@ $2::ltree))
@@ -558,36 +546,54 @@ extension BadgeSQL {
         ) AS c
         """)
 
-    /// Folds, for the users `$2`, the increments stored before `$1` that their tree already
-    /// shows into their states (`BadgeTree.foldIncrements`): the count takes their amounts, the
-    /// seen part the seen ones; a node without a state gets one that carries them (no dot of
-    /// its own). Returns the increments folded.
+    /// Folds, for the users `$2`, the increments and decrements stored before `$1` that their
+    /// tree already shows into their states (`BadgeTree.foldIncrements`), as far as none that
+    /// does not occurred before them: each state becomes its counter with them (`badge_fold`:
+    /// count, seen part, dot, icon), its set's time kept; a node without a state gets one that
+    /// carries them (no dot of its own). Returns the increments folded.
     static let foldIncrements = PGStatement(
         "badges.fold_increments",
         """
-        WITH old AS (
+        WITH u AS (
+            SELECT DISTINCT unnest($2::text[]) AS user_id
+        ), young AS (
+            SELECT i.user_id, i.path, min(i.occurred_at) AS first
+            FROM badge_increment i JOIN u ON i.user_id = u.user_id
+            WHERE NOT (i.arrived_at < $1 AND i.shown_in <= \(writesThrough(of: "i.user_id")))
+            GROUP BY i.user_id, i.path
+        ), old AS (
             -- Joined with the users rather than filtered with `user_id = ANY($2)`, which costs
             -- the whole array per row when it is not an index condition (the arrival index
             -- matches every row): over a minute per chunk was seen at a million increments.
             DELETE FROM badge_increment i
-            USING (SELECT DISTINCT unnest($2::text[]) AS user_id) AS u
+            USING u
             WHERE i.user_id = u.user_id AND i.arrived_at < $1
               AND i.shown_in <= \(writesThrough(of: "i.user_id"))
-            RETURNING i.user_id, i.path, i.amount, i.shown_in, \(isSeen("i")) AS seen
-        ), sums AS (
-            SELECT user_id, path, count(*) AS rows, sum(amount) AS total, coalesce(sum(amount) FILTER (WHERE seen), 0) AS seen,
-                   min(shown_in) AS first
-            FROM old GROUP BY user_id, path
+              AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
+            RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
+        ), nodes AS (
+            SELECT user_id, path, count(*) AS rows, min(shown_in) AS first FROM old GROUP BY user_id, path
         ), folded AS (
+            SELECT n.user_id, n.path, n.rows, n.first, s.icon, s.shown_in, (
+                SELECT badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) FROM (
+                    SELECT '-infinity'::timestamptz AS at, s.count AS amount,
+                           greatest(s.count - coalesce(s.seen_count, s.count), 0) AS unseen, s.keeps_dot AS keeps
+                    WHERE s.user_id IS NOT NULL
+                    UNION ALL
+                    SELECT o.occurred_at, o.amount, CASE WHEN o.seen THEN 0 WHEN o.amount >= 0 THEN o.amount ELSE 1 END, false
+                    FROM old o WHERE o.user_id = n.user_id AND o.path = n.path
+                ) AS x
+            ) AS f
+            FROM nodes n LEFT JOIN badge_state s ON s.user_id = n.user_id AND s.path = n.path
+        ), stored AS (
             INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-            SELECT user_id, path, least(total, \(maxCount))::bigint, NULL, NULL, least(seen, total, \(maxCount))::bigint, false, first
-            FROM sums ORDER BY 1, 2
+            SELECT user_id, path, least(f[1], \(maxCount))::bigint, CASE WHEN f[4] = 1 THEN icon END, NULL,
+                   least(f[1] - f[2], \(maxCount))::bigint, f[3] = 1, coalesce(shown_in, first)
+            FROM folded ORDER BY 1, 2
             ON CONFLICT (user_id, path) DO UPDATE
-            SET count = least(s.count::numeric + excluded.count, \(maxCount))::bigint,
-                seen_count = least(coalesce(s.seen_count, s.count)::numeric + excluded.seen_count,
-                                   s.count::numeric + excluded.count, \(maxCount))::bigint
+            SET count = excluded.count, icon = excluded.icon, seen_count = excluded.seen_count, keeps_dot = excluded.keeps_dot
         )
-        SELECT coalesce(sum(rows), 0)::bigint FROM sums
+        SELECT coalesce(sum(rows), 0)::bigint FROM nodes
         """)
 
     /// A user's own version and the broadcasts'.
