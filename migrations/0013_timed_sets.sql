@@ -15,6 +15,10 @@
 -- Processes of an older build write decrements and sets the old way; stop them before this one
 -- starts writing (the runbook's upgrade notes).
 ALTER TABLE badge_state ADD COLUMN set_at timestamptz;
+-- When the operation that gave `expires_at` occurred (the set, or the latest increment that gave
+-- one): an increment's expiry applies only when it occurred later, whatever order they arrive
+-- in, and a clear keeps on a carrier only an expiry given after it.
+ALTER TABLE badge_state ADD COLUMN expires_from timestamptz;
 ALTER TABLE badge_state ADD COLUMN debited boolean NOT NULL DEFAULT false;
 ALTER TABLE badge_increment DROP CONSTRAINT badge_increment_amount_check;
 

@@ -213,7 +213,7 @@ struct ItemModelTests {
         }
     }
 
-    @Test("property: any arrival order of timed increments, item adds and removes, clears and seens gives the same tree", arguments: [UInt64(1), 2, 3, 4, 5])
+    @Test("property: any arrival order of timed sets, increments, decrements, item adds and removes, clears, seens and mutes gives the same tree", arguments: [UInt64(1), 2, 3, 4, 5])
     func orderFree(seed: UInt64) throws {
         var random = SeededRandom(seed: seed &* 31)
         for round in 0..<200 {

@@ -23,6 +23,13 @@ struct ItemOrderIngestTests {
           - type: chat.read
             op: clear
             path: root.chat.{conversation}
+          - type: feature.launched
+            op: set
+            icon: new
+            path: root.settings.{feature}
+          - type: feature.opened
+            op: clear
+            path: root.settings.{feature}
         """
 
     /// A record of `json` keyed by `key`.
@@ -111,6 +118,88 @@ struct ItemOrderIngestTests {
         #expect(senderTree.tree?.count == 5)
         let senderFeed = try await store.tree(for: try UserID(validating: sender), at: try BadgePath(validating: "root.feed"))
         #expect(senderFeed.tree?.count == 4)
+        #expect(try await harness.count("SELECT count(*)::int FROM rejected_record") == 0)
+    }
+
+    @Test("a multi-user set rule and one user's own clear, and a decrement and its increment, in both orders: the same tree")
+    func timedSetsAndDecrements() async throws {
+        let harness = try await IngestHarness(partitions: 2)
+        defer { Task { await harness.tearDown() } }
+        var configuration = harness.configuration(group: "g-timed", batchSize: 50)
+        configuration.rules = try RuleSet(yaml: Self.rules)
+        let running = RunningIngest.start(IngestService(configuration: configuration, logger: harness.logger), logger: harness.logger)
+        defer { Task { try? await running.stop() } }
+
+        func publishInOrder(_ records: [(key: String, value: [UInt8])]) async throws -> [Int32] {
+            var partitions: [Int32] = []
+            for record in records {
+                let ends = try await harness.publish([record])
+                partitions += ends.keys.map(\.partition)
+                #expect(try await harness.waitForOffsets(group: "g-timed", ends, seconds: 60))
+            }
+            return partitions
+        }
+        let sender = "launcher"
+        let senderPartition = try await publishInOrder([record(sender, #"{"id":"probe-l","op":"incr","user":"launcher","path":"root.probe"}"#)])
+        var reader = ""
+        for candidate in (0..<20).map({ "user\($0)" }) {
+            let probe = try await publishInOrder([record(candidate, #"{"id":"probe-\#(candidate)","op":"incr","user":"\#(candidate)","path":"root.probe"}"#)])
+            if probe != senderPartition {
+                reader = candidate
+                break
+            }
+        }
+        try #require(!reader.isEmpty, "no reader key landed in the other partition")
+
+        // The launch rule is keyed by its first user, the sender; the reader's own events by the
+        // reader: they travel in different partitions.
+        let launch = { (feature: String, at: String) in
+            self.record(sender, #"{"id":"launch-\#(feature)","type":"feature.launched","users":["\#(sender)","\#(reader)"],"attrs":{"feature":"\#(feature)"},"occurred_at":"\#(at)"}"#)
+        }
+        let opened = { (feature: String, at: String) in
+            self.record(reader, #"{"id":"open-\#(feature)","type":"feature.opened","user":"\#(reader)","attrs":{"feature":"\#(feature)"},"occurred_at":"\#(at)"}"#)
+        }
+        let increment = { (node: String, by: Int, at: String) in
+            self.record(sender, #"{"id":"incr-\#(node)","op":"incr","users":["\#(sender)","\#(reader)"],"path":"root.inbox.\#(node)","by":\#(by),"occurred_at":"\#(at)"}"#)
+        }
+        let decrement = { (node: String, by: Int, at: String) in
+            self.record(reader, #"{"id":"decr-\#(node)","op":"decr","user":"\#(reader)","path":"root.inbox.\#(node)","by":\#(by),"occurred_at":"\#(at)"}"#)
+        }
+        let set = { (node: String, count: Int, at: String) in
+            self.record(reader, #"{"id":"set-\#(node)-\#(count)","op":"set","user":"\#(reader)","path":"root.count.\#(node)","count":\#(count),"occurred_at":"\#(at)"}"#)
+        }
+        // s1: the launch, then the reader opens it; s2: the open arrives first (the reader's
+        // partition ahead). s3: opened before a later launch (a second launch of the feature):
+        // the dot stays, whichever arrives first; s4 likewise, the other order.
+        // i1: 3 arrive, then 2 are read; i2: the decrement arrives first. i3: a decrement that
+        // occurred before the increment: it meets nothing, so all 3 show.
+        // n1, n2: two sets of a node, the later-timed one arriving first: it holds.
+        let partitions = try await publishInOrder([
+            launch("s1", "2026-11-23T10:00:00Z"), opened("s1", "2026-11-23T10:05:00Z"),
+            opened("s2", "2026-11-23T10:05:00Z"), launch("s2", "2026-11-23T10:00:00Z"),
+            opened("s3", "2026-11-23T10:05:00Z"), launch("s3", "2026-11-23T10:06:00Z"),
+            launch("s4", "2026-11-23T10:06:00Z"), opened("s4", "2026-11-23T10:05:00Z"),
+            increment("i1", 3, "2026-11-23T10:00:00Z"), decrement("i1", 2, "2026-11-23T10:01:00Z"),
+            decrement("i2", 2, "2026-11-23T10:01:00Z"), increment("i2", 3, "2026-11-23T10:00:00Z"),
+            decrement("i3", 2, "2026-11-23T09:59:00Z"), increment("i3", 3, "2026-11-23T10:00:00Z"),
+            set("n1", 7, "2026-11-23T10:02:00Z"), set("n1", 4, "2026-11-23T10:01:00Z"),
+        ])
+        #expect(Set(partitions).count == 2, "the two kinds of record went to different partitions: \(partitions)")
+        try await harness.rollUp()
+
+        let store = BadgeStore(pool: harness.pool)
+        let readerID = try UserID(validating: reader)
+        let settings = try await store.tree(for: readerID, at: try BadgePath(validating: "root.settings"))
+        #expect(settings.tree?.children.map(\.path.rawValue) == ["root.settings.s3", "root.settings.s4"], "\(String(describing: settings.tree))")
+        #expect(settings.tree?.children.allSatisfy { $0.icon?.rawValue == "new" } == true)
+        let inbox = try await store.tree(for: readerID, at: try BadgePath(validating: "root.inbox"))
+        #expect(inbox.tree?.children.map { "\($0.path.rawValue)=\($0.count)" } == ["root.inbox.i1=1", "root.inbox.i2=1", "root.inbox.i3=3"], "\(String(describing: inbox.tree))")
+        let counts = try await store.tree(for: readerID, at: try BadgePath(validating: "root.count"))
+        #expect(counts.tree?.count == 7)
+        // The sender's copies: every launch shows, and every increment in full.
+        let senderID = try UserID(validating: sender)
+        #expect(try await store.tree(for: senderID, at: try BadgePath(validating: "root.settings")).tree?.children.count == 4)
+        #expect(try await store.tree(for: senderID, at: try BadgePath(validating: "root.inbox")).tree?.count == 9)
         #expect(try await harness.count("SELECT count(*)::int FROM rejected_record") == 0)
     }
 }

@@ -80,9 +80,9 @@ struct BadgeStorePropertyTests {
     }
 }
 
-@Suite("Increments, items, clears and seens in PostgreSQL: any arrival order gives the in-order tree")
+@Suite("Every operation in PostgreSQL: any arrival order gives the in-order tree")
 struct ItemOrderPropertyTests {
-    @Test("timed increments, adds, removes, clears and seens, shuffled into random batches, end in the in-order model's tree", arguments: [UInt64(1), 2, 3])
+    @Test("timed sets, increments, decrements, adds, removes, clears, seens and mutes, shuffled into random batches, end in the in-order model's tree", arguments: [UInt64(1), 2, 3])
     func shuffledArrivals(seed: UInt64) async throws {
         let fixture = try await StoreFixture.make()
         defer { Task { await fixture.tearDown() } }

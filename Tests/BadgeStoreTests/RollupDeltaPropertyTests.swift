@@ -27,10 +27,10 @@ struct RollupDeltaPropertyTests {
         let all = generator.sequence(count: 4_000)
         var models: [UserID: BadgeTree] = [:]
         for mutation in all { models[mutation.user, default: BadgeTree()].apply(mutation, now: now) }
-        // The additive family follows the order-free rules only, so it arrives shuffled: an
-        // increment may arrive after a seen or a clear that occurred later.
+        // Every operation follows the order-free rules, so both families arrive shuffled: an
+        // increment may arrive after a seen, a set, a decrement or a clear that occurred later.
         var random = SeededRandom(seed: seed &* 31)
-        var arrivals = additive ? all.shuffled(using: &random) : all
+        var arrivals = all.shuffled(using: &random)
         var recordedDeltas = 0, addedUsers = 0
         while !arrivals.isEmpty {
             let mutations = Array(arrivals.prefix(generator.integer(in: 1...250)))

@@ -51,16 +51,16 @@ public struct RandomBadgeOperations: Sendable {
             self.mute = mute
         }
 
-        /// Mostly increments, with now and then the other kinds that follow the order-free
-        /// rules: most users' rollups add their deltas, and some recount.
+        /// Mostly increments, with now and then clears, decrements, items, seens and mutes: most
+        /// users' rollups add their deltas, and some recount (a decremented counter always does).
         public static let additive = Weights(
-            setDot: 0, setCount: 0, increment: 60, clear: 2, forcedClear: 1, decrement: 0, addItem: 2, removeItem: 1, seen: 3,
+            setDot: 0, setCount: 0, increment: 60, clear: 2, forcedClear: 1, decrement: 1, addItem: 2, removeItem: 1, seen: 3,
             mute: 1)
 
-        /// Only what follows the order-free rules: increments, item adds and removes, clears,
-        /// seens and mutes.
+        /// Every kind, all of which follow the order-free rules now (sets and decrements by time
+        /// too), with items and clears more often than the defaults, for the arrival-order tests.
         public static let orderFree = Weights(
-            setDot: 0, setCount: 0, increment: 4, clear: 2, forcedClear: 1, decrement: 0, addItem: 6, removeItem: 2, seen: 2,
+            setDot: 2, setCount: 2, increment: 4, clear: 2, forcedClear: 1, decrement: 2, addItem: 6, removeItem: 2, seen: 2,
             mute: 2)
     }
 

@@ -7,18 +7,21 @@ public import Foundation
 /// ``BadgeBatch``, a negative count is taken as 0 and a negative `by` as 0, so that the
 /// arithmetic stays monotone and saturating.
 public enum BadgeOperation: Hashable, Sendable {
-    /// Shows the node with an absolute count (0 is a dot) and replaces its counter: the
-    /// increments counted so far go, the icon becomes `icon` (nil when not given) and the expiry
-    /// the mutation's. Sets and decrements apply in the order they arrive.
+    /// Shows the node with an absolute count (0 is a dot) as of the mutation's time: the
+    /// increments and decrements that occurred up to it go, later ones apply to it, the icon
+    /// becomes `icon` (nil when not given) and the expiry the mutation's. Of two sets the
+    /// later-timed holds, and a clear takes a set only when the set occurred at or before it
+    /// (see ``BadgeTree``), whatever order they arrive in.
     case set(count: Int64, icon: BadgeIcon?)
     /// Adds `by` to the node's count, as an increment that occurred at the mutation's time
     /// (saturating at `Int64.max`); the icon is kept. On a node without (unexpired) state the
     /// count becomes `by` with no icon. An increment that occurred at or before a clear of the
     /// node counts for nothing, whichever arrives first (see ``BadgeTree``).
     case increment(by: Int64)
-    /// Lowers the count by `by`, taking from the latest increments first; when that leaves 0 or
-    /// less, the counter is removed (the node's number and dot go, unless items hold it). On a
-    /// node without (unexpired) counter state it changes nothing: a decrement never makes a dot.
+    /// Lowers the count by `by`, as a negative increment at the mutation's time: it takes from
+    /// what occurred before it, whatever order they arrive in. When it meets a count of `by` or
+    /// less, nothing of the counter shows (its number, dot and icon go, unless items hold the
+    /// node) and what follows starts from 0: a decrement never makes a dot.
     case decrement(by: Int64)
     /// Removes the node's counter (what sets left, and the increments and items that occurred
     /// up to the clear); with `force`, the same for the node and its whole subtree. Clearing

@@ -235,19 +235,25 @@ public struct BadgeTree: Sendable, Equatable {
     /// node occurred at or after it, or when the node's unexpired state holds a set that
     /// supersedes it; else the increments and decrements that occurred up to it go (all of an
     /// expired state's) and the state becomes the set's, a dot even at 0, seen in full when a seen
-    /// that covers the node occurred at or after it.
+    /// that covers the node occurred at or after it, with the set's expiry unless a later
+    /// increment gave one.
     public mutating func applySet(_ set: BadgeSet, at path: BadgePath, now: Date) {
         if let cleared = clearedThrough(path), set.at <= cleared { return }
+        let seen = seenThrough(path).map { set.at <= $0 } ?? false
+        var replacement = BadgeState(
+            count: set.count, icon: set.icon, expiresAt: set.expiresAt, seenCount: seen ? set.count : 0, shownIn: nextVersion,
+            setAt: set.at, expiresFrom: set.at)
         if let state = states[path], !state.isExpired(at: now) {
             guard set.supersedes(state) else { return }
             setIncrements(path, (increments[path] ?? [:]).filter { $0.key > set.at })
+            // An expiry a later increment gave stays, as it would had the set arrived first.
+            if let from = state.expiresFrom, from > set.at, let expiresAt = state.expiresAt {
+                replacement.takeExpiry(expiresAt, givenAt: from)
+            }
         } else {
             setIncrements(path, nil)
         }
-        let seen = seenThrough(path).map { set.at <= $0 } ?? false
-        states[path] = BadgeState(
-            count: set.count, icon: set.icon, expiresAt: set.expiresAt, seenCount: seen ? set.count : 0, shownIn: nextVersion,
-            setAt: set.at, expiresFrom: set.at)
+        states[path] = replacement
     }
 
     /// Clears the counter of `path` up to `through`: the increments and decrements that occurred

@@ -31,7 +31,8 @@ extension BadgeSQL {
     /// clears reach takes the latest time), the increments and decrements that occurred up to
     /// `$3` go, and the state goes too unless its set occurred later (then nothing changes) or
     /// later increments stay: then it carries them (count 0, no icon, nothing seen, no dot of its
-    /// own; the expiry and the set's time kept). An expired state goes with all its increments.
+    /// own; the set's time kept, the expiry only when given after `$3`). An expired state goes
+    /// with all its increments.
     /// Returns the states hit.
     static let clearCounters = PGStatement(
         "badges.clear_counters",
@@ -54,7 +55,9 @@ extension BadgeSQL {
             DELETE FROM badge_increment i USING hit h
             WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR NOT h.keeps OR i.occurred_at <= h.through)
         ), carried AS (
-            UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now()
+            UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now(),
+                   expires_at = CASE WHEN s.expires_from > h.through THEN s.expires_at END,
+                   expires_from = CASE WHEN s.expires_from > h.through THEN s.expires_from END
             FROM hit h
             WHERE s.user_id = h.user_id AND s.path = h.path AND h.keeps AND NOT h.expired
         ), gone AS (
@@ -69,7 +72,8 @@ extension BadgeSQL {
     /// later time; at one time the larger count, then icon, then expiry, none the largest:
     /// `BadgeSet.supersedes`). One that holds takes the node's increments and decrements that
     /// occurred up to it (all of an expired state's) and replaces the state: a dot even at
-    /// count 0, seen in full when a seen mark of the node or of an ancestor reaches its time.
+    /// count 0, seen in full when a seen mark of the node or of an ancestor reaches its time, with
+    /// its expiry unless a later increment gave one.
     static let set = PGStatement(
         "badges.set",
         """
@@ -90,16 +94,19 @@ extension BadgeSQL {
             DELETE FROM badge_increment i USING held h
             WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR i.occurred_at <= h.at)
         )
-        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, set_at)
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, set_at, expires_from)
         SELECT h.user_id, h.path, h.count, h.icon, h.expires_at,
                CASE WHEN EXISTS (
                    SELECT 1 FROM badge_seen_mark m WHERE m.user_id = h.user_id AND m.path @> h.path AND m.seen_through >= h.at
                ) THEN h.count ELSE 0 END,
-               true, \(writeNumber(of: "h.user_id")), h.at
+               true, \(writeNumber(of: "h.user_id")), h.at, h.at
         FROM held h
         ON CONFLICT (user_id, path) DO UPDATE
-        SET count = excluded.count, icon = excluded.icon, expires_at = excluded.expires_at, updated_at = now(),
-            keeps_dot = true, shown_in = excluded.shown_in, seen_count = excluded.seen_count, set_at = excluded.set_at
+        SET count = excluded.count, icon = excluded.icon, updated_at = now(),
+            keeps_dot = true, shown_in = excluded.shown_in, seen_count = excluded.seen_count, set_at = excluded.set_at,
+            -- An expiry a later increment gave stays, as it would had the set arrived first.
+            expires_at = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > now() THEN s.expires_at ELSE excluded.expires_at END,
+            expires_from = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > now() THEN s.expires_from ELSE excluded.expires_from END
         """)
 
     /// The expired states of the given nodes go, with their increments (an increment of an
@@ -188,21 +195,33 @@ extension BadgeSQL {
                     WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
                       AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
                 )
+            ), marked AS (
+                -- Per node: the expiry of its latest increment that gives one (at one time the
+                -- latest expiry), and whether a decrement comes.
+                SELECT user_id, path, bool_or(stored) AS stored, min(next) AS next, bool_or(amount < 0) AS debits,
+                       (array_agg(expires_at ORDER BY occurred_at DESC, expires_at DESC) FILTER (WHERE expires_at IS NOT NULL))[1]
+                           AS expires_at,
+                       max(occurred_at) FILTER (WHERE expires_at IS NOT NULL) AS expires_from
+                FROM kept WHERE NOT expired AND (expires_at IS NOT NULL OR amount < 0)
+                GROUP BY user_id, path
             ), carried AS (
-                INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, debited)
-                SELECT user_id, path, 0, NULL, max(expires_at), 0, false, min(next), bool_or(amount < 0)
-                FROM kept WHERE NOT stored AND (expires_at IS NOT NULL OR amount < 0)
-                GROUP BY user_id, path ORDER BY user_id, path
+                INSERT INTO badge_state (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, debited, expires_from)
+                SELECT user_id, path, 0, NULL, expires_at, 0, false, next, debits, expires_from
+                FROM marked WHERE NOT stored ORDER BY user_id, path
                 ON CONFLICT (user_id, path) DO NOTHING
             ), expiring AS (
                 UPDATE badge_state s
-                SET expires_at = coalesce(k.expires_at, s.expires_at), debited = s.debited OR k.debits, updated_at = now()
+                SET expires_at = CASE WHEN m.later THEN m.expires_at ELSE s.expires_at END,
+                    expires_from = CASE WHEN m.later THEN m.expires_from ELSE s.expires_from END,
+                    debited = s.debited OR m.debits, updated_at = now()
                 FROM (
-                    SELECT user_id, path, max(expires_at) AS expires_at, bool_or(amount < 0) AS debits
-                    FROM kept WHERE stored AND NOT expired AND (expires_at IS NOT NULL OR amount < 0)
-                    GROUP BY user_id, path
-                ) AS k
-                WHERE s.user_id = k.user_id AND s.path = k.path
+                    SELECT m.*, m.expires_from IS NOT NULL AND (
+                               o.expires_from IS NULL
+                               OR (m.expires_from, m.expires_at) > (o.expires_from, coalesce(o.expires_at, 'infinity'))) AS later
+                    FROM marked m JOIN badge_state o ON o.user_id = m.user_id AND o.path = m.path
+                    WHERE m.stored
+                ) AS m
+                WHERE s.user_id = m.user_id AND s.path = m.path AND (m.later OR (m.debits AND NOT s.debited))
             ), added AS (
                 INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
                 SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
