@@ -198,7 +198,12 @@ struct TransportTests {
             client.start()
             #expect(await Self.eventually { client.version > 0 })
             client.stop()
+            // The version shows before its save ends (a save in flight finishes after stop):
+            // wait for the file, as a second start of the app would find it.
+            #expect(await Self.eventually { client.cacheFile.map { FileManager.default.fileExists(atPath: $0.path) } ?? false })
         }
+        func listed() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()) ?? [] }
+        #expect(await Self.eventually { listed().count == 2 && listed().allSatisfy { $0.hasPrefix("reddot-") && $0.hasSuffix(".json") } })
         server.stop()
         let ann = RedDotClient(server: server.url, user: "ann", options: options)
         let bob = RedDotClient(server: server.url, user: "bob", options: options)
