@@ -16,7 +16,8 @@ struct WatchCommand: AsyncParsableCommand {
         discussion: """
             Connects as an app does, with RedDotClient: the stream (Server-Sent Events, resumed \
             after a reconnect), or polling with --poll-seconds. Each shown node is a red dot with \
-            its number; the tree is drawn again in place on every change, with the version and \
+            its number (and its unseen part, its icon, and "muted" or "snoozed until" when the \
+            user muted it); the tree is drawn again in place on every change, with the version and \
             the connection's state on top. When standard output is not a terminal, each tree is \
             printed after the last. Ctrl-C stops it.
 
@@ -70,7 +71,7 @@ struct WatchCommand: AsyncParsableCommand {
         let provider: (@Sendable () async throws -> String?)? = bearer.map { token in { @Sendable in token } }
         let client = RedDotClient(server: server, user: user, options: options, token: provider)
         let screen = WatchScreen(user: user, server: address, interactive: isatty(STDOUT_FILENO) == 1)
-        let tree = try client.observeTree(under: path) { screen.draw(badges: $0, version: client.version) }
+        let tree = try client.observeTree(under: path) { screen.draw(badges: $0, version: client.version, mutes: client.mutes) }
         let refused = Locked<RedDotClientError?>(nil)
         let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
         let connection = client.observeConnection { state in
@@ -105,7 +106,15 @@ final class WatchScreen: Sendable {
     let user: String
     let server: String
     let interactive: Bool
-    private let shown = Mutex<(badges: [Badge], version: Int64, state: String)>(([], 0, "starting"))
+    private let shown = Mutex<Frame>(Frame())
+
+    /// What a frame shows.
+    struct Frame {
+        var badges: [Badge] = []
+        var version: Int64 = 0
+        var state = "starting"
+        var mutes: [MutedPath] = []
+    }
 
     init(user: String, server: String, interactive: Bool) {
         self.user = user
@@ -115,9 +124,10 @@ final class WatchScreen: Sendable {
     }
 
     // Each frame is written under the lock, so frames from two threads never mix or reorder.
-    func draw(badges: [Badge], version: Int64) {
+    func draw(badges: [Badge], version: Int64, mutes: [MutedPath]) {
         shown.withLock { shown in
             shown.badges = badges
+            shown.mutes = mutes
             shown.version = max(shown.version, version)
             Self.write(render(shown))
         }
@@ -135,7 +145,7 @@ final class WatchScreen: Sendable {
         if interactive { Self.write("\u{1B}[?25h") }  // the cursor back
     }
 
-    private func render(_ shown: (badges: [Badge], version: Int64, state: String)) -> String {
+    private func render(_ shown: Frame) -> String {
         let red = interactive ? "\u{1B}[31m" : ""
         let dim = interactive ? "\u{1B}[2m" : ""
         let reset = interactive ? "\u{1B}[0m" : ""
@@ -149,6 +159,10 @@ final class WatchScreen: Sendable {
             if let text = badge.text { line += "  \(red)\(text)\(reset)" }
             if badge.unseen > 0 { line += "  \(dim)\(badge.unseen) unseen\(reset)" }
             if let icon = badge.icon { line += "  [\(icon)]" }
+            // A muted node counts in place and gives its parents nothing (DESIGN §2).
+            if let mute = shown.mutes.first(where: { $0.path == badge.path }) {
+                line += "  \(dim)" + (mute.until.map { "snoozed until \($0.formatted(.iso8601))" } ?? "muted") + "\(reset)"
+            }
             lines.append(line)
         }
         let body = lines.joined(separator: "\n") + "\n"

@@ -409,6 +409,14 @@ struct WatchCLITests {
             #expect(
                 drawn.contains("● root  \(count)") && drawn.contains("  ● chat  \(count)") && drawn.contains("    ● c7  \(count)"),
                 "\(drawn)")
+            // A mute shows on its node's line.
+            let app = try await harness.client("fay")
+            _ = try await app.mute("root.chat.c7")
+            let muted = await eventually(seconds: 10) {
+                (try? await screen())?.split(separator: "\n").contains { $0.contains("● c7") && $0.hasSuffix("muted") } == true
+            }
+            let afterMute = (try? await screen()) ?? ""
+            #expect(muted, "\(afterMute)")
 
             _ = try await ChildProcess.run(tmux, ["-L", socket, "send-keys", "-t", "0", "C-c"])
             #expect(await eventually(seconds: 10) { (try? String(contentsOfFile: status, encoding: .utf8)) == "exit 0\n" })

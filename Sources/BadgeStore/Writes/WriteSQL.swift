@@ -590,29 +590,32 @@ extension BadgeSQL {
               AND i.shown_in <= \(writesThrough(of: "i.user_id"))
               AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
             RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
-        ), nodes AS (
-            SELECT user_id, path, count(*) AS rows, min(shown_in) AS first FROM old GROUP BY user_id, path
         ), folded AS (
-            SELECT n.user_id, n.path, n.rows, n.first, s.icon, s.shown_in, (
-                SELECT badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) FROM (
-                    SELECT '-infinity'::timestamptz AS at, s.count AS amount,
-                           greatest(s.count - coalesce(s.seen_count, s.count), 0) AS unseen, s.keeps_dot AS keeps
-                    WHERE s.user_id IS NOT NULL
-                    UNION ALL
-                    SELECT o.occurred_at, o.amount, CASE WHEN o.seen THEN 0 WHEN o.amount >= 0 THEN o.amount ELSE 1 END, false
-                    FROM old o WHERE o.user_id = n.user_id AND o.path = n.path
-                ) AS x
-            ) AS f
-            FROM nodes n LEFT JOIN badge_state s ON s.user_id = n.user_id AND s.path = n.path
+            -- One grouped fold over the old rows and their states' rows (a scan of `old` per
+            -- node was quadratic: minutes for 300k increments).
+            SELECT x.user_id, x.path, count(*) FILTER (WHERE NOT x.base) AS rows, min(x.shown_in) AS first,
+                   badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) AS f
+            FROM (
+                SELECT o.user_id, o.path, o.occurred_at AS at, o.amount,
+                       CASE WHEN o.seen THEN 0 WHEN o.amount >= 0 THEN o.amount ELSE 1 END AS unseen, false AS keeps, false AS base,
+                       o.shown_in
+                FROM old o
+                UNION ALL
+                SELECT s.user_id, s.path, '-infinity', s.count, greatest(s.count - coalesce(s.seen_count, s.count), 0), s.keeps_dot, true,
+                       NULL
+                FROM badge_state s JOIN (SELECT DISTINCT user_id, path FROM old) AS n ON s.user_id = n.user_id AND s.path = n.path
+            ) AS x
+            GROUP BY x.user_id, x.path
         ), stored AS (
             INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-            SELECT user_id, path, least(f[1], \(maxCount))::bigint, CASE WHEN f[4] = 1 THEN icon END, NULL,
-                   least(f[1] - f[2], \(maxCount))::bigint, f[3] = 1, coalesce(shown_in, first)
-            FROM folded ORDER BY 1, 2
+            SELECT f.user_id, f.path, least(f.f[1], \(maxCount))::bigint, CASE WHEN f.f[4] = 1 THEN o.icon END, NULL,
+                   least(f.f[1] - f.f[2], \(maxCount))::bigint, f.f[3] = 1, f.first
+            FROM folded f LEFT JOIN badge_state o ON o.user_id = f.user_id AND o.path = f.path
+            ORDER BY 1, 2
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, seen_count = excluded.seen_count, keeps_dot = excluded.keeps_dot
         )
-        SELECT coalesce(sum(rows), 0)::bigint FROM nodes
+        SELECT coalesce(sum(rows), 0)::bigint FROM folded
         """)
 
     /// A user's own version and the broadcasts'.
