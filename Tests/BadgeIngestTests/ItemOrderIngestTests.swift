@@ -37,6 +37,34 @@ struct ItemOrderIngestTests {
         (key: key, value: Array(json.utf8))
     }
 
+    /// Publishes one record after another, each applied by the consumer group `group` before
+    /// the next is sent (so the order they are applied in is the order given), and returns the
+    /// partition of each.
+    func publishInOrder(_ records: [(key: String, value: [UInt8])], to harness: IngestHarness, group: String) async throws -> [Int32] {
+        var partitions: [Int32] = []
+        for record in records {
+            let ends = try await harness.publish([record])
+            partitions += ends.keys.map(\.partition)
+            #expect(try await harness.waitForOffsets(group: group, ends, seconds: 60))
+        }
+        return partitions
+    }
+
+    /// A user id named `prefix` and a number whose key lands in another partition than
+    /// `sender`'s (the key of a multi-user event is its first user; a user's own events are keyed
+    /// by the user).
+    func readerInOtherPartition(than sender: String, prefix: String, harness: IngestHarness, group: String) async throws -> String {
+        let senderPartition = try await publishInOrder(
+            [record(sender, #"{"id":"probe-\#(sender)","op":"incr","user":"\#(sender)","path":"root.probe"}"#)], to: harness, group: group)
+        for candidate in (0..<20).map({ "\(prefix)\($0)" }) {
+            let probe = try await publishInOrder(
+                [record(candidate, #"{"id":"probe-\#(candidate)","op":"incr","user":"\#(candidate)","path":"root.probe"}"#)], to: harness,
+                group: group)
+            if probe != senderPartition { return candidate }
+        }
+        throw TestSetupError("no key of \(prefix)0…\(prefix)19 landed in another partition than \(sender)'s")
+    }
+
     @Test("remove or clear first, or content or increment first: the same tree, nothing stuck, nothing lost")
     func bothOrders() async throws {
         let harness = try await IngestHarness(partitions: 2)
@@ -46,31 +74,11 @@ struct ItemOrderIngestTests {
         let running = RunningIngest.start(IngestService(configuration: configuration, logger: harness.logger), logger: harness.logger)
         defer { Task { try? await running.stop() } }
 
-        /// Publishes one record after another, each applied before the next is sent (so the
-        /// order they are applied in is the order given), and returns the partition of each.
         func publishInOrder(_ records: [(key: String, value: [UInt8])]) async throws -> [Int32] {
-            var partitions: [Int32] = []
-            for record in records {
-                let ends = try await harness.publish([record])
-                partitions += ends.keys.map(\.partition)
-                #expect(try await harness.waitForOffsets(group: "g-order", ends, seconds: 60))
-            }
-            return partitions
+            try await self.publishInOrder(records, to: harness, group: "g-order")
         }
-
-        // The key of a multi-user event is its first user; the readers below are keyed by
-        // themselves. Pick a reader whose key lands in the other partition.
         let sender = "alice"
-        let senderPartition = try await publishInOrder([record(sender, #"{"id":"probe-a","op":"incr","user":"alice","path":"root.probe"}"#)])
-        var reader = ""
-        for candidate in (0..<20).map({ "reader\($0)" }) {
-            let probe = try await publishInOrder([record(candidate, #"{"id":"probe-\#(candidate)","op":"incr","user":"\#(candidate)","path":"root.probe"}"#)])
-            if probe != senderPartition {
-                reader = candidate
-                break
-            }
-        }
-        try #require(!reader.isEmpty, "no reader key landed in the other partition")
+        let reader = try await readerInOtherPartition(than: sender, prefix: "reader", harness: harness, group: "g-order")
 
         let content = { (conversation: String, message: String, at: String) in
             self.record(sender, #"{"id":"msg-\#(conversation)-\#(message)","type":"chat.message","users":["\#(sender)","\#(reader)"],"attrs":{"conversation":"\#(conversation)","message":"\#(message)"},"occurred_at":"\#(at)"}"#)
@@ -131,25 +139,10 @@ struct ItemOrderIngestTests {
         defer { Task { try? await running.stop() } }
 
         func publishInOrder(_ records: [(key: String, value: [UInt8])]) async throws -> [Int32] {
-            var partitions: [Int32] = []
-            for record in records {
-                let ends = try await harness.publish([record])
-                partitions += ends.keys.map(\.partition)
-                #expect(try await harness.waitForOffsets(group: "g-timed", ends, seconds: 60))
-            }
-            return partitions
+            try await self.publishInOrder(records, to: harness, group: "g-timed")
         }
         let sender = "launcher"
-        let senderPartition = try await publishInOrder([record(sender, #"{"id":"probe-l","op":"incr","user":"launcher","path":"root.probe"}"#)])
-        var reader = ""
-        for candidate in (0..<20).map({ "user\($0)" }) {
-            let probe = try await publishInOrder([record(candidate, #"{"id":"probe-\#(candidate)","op":"incr","user":"\#(candidate)","path":"root.probe"}"#)])
-            if probe != senderPartition {
-                reader = candidate
-                break
-            }
-        }
-        try #require(!reader.isEmpty, "no reader key landed in the other partition")
+        let reader = try await readerInOtherPartition(than: sender, prefix: "user", harness: harness, group: "g-timed")
 
         // The launch rule is keyed by its first user, the sender; the reader's own events by the
         // reader: they travel in different partitions.
