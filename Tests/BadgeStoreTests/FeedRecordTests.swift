@@ -82,6 +82,42 @@ struct FeedRecordTests {
         }
     }
 
+    @Test("a version that mutes or snoozes carries the muted nodes and the root without them; the others carry no mutes")
+    func recordsCarryMutes() async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let id = user("feed-muter")
+        let chat = try BadgePath(validating: "root.chat"), promo = try BadgePath(validating: "root.promo")
+        let until = Date(timeIntervalSince1970: 4_102_444_800)  // 2100-01-01T00:00:00Z
+        try await fixture.ingest([
+            BadgeMutation(user: id, path: try BadgePath(validating: "root.chat.c1"), operation: .increment(by: 4)),
+            BadgeMutation(user: id, path: promo, operation: .set(count: 1, icon: nil)),
+        ])
+        try await fixture.drainDirtyUsers()
+        try await fixture.ingest([BadgeMutation(user: id, path: chat, operation: .mute(until: nil))])
+        try await fixture.drainDirtyUsers()
+        try await fixture.ingest([BadgeMutation(user: id, path: promo, operation: .mute(until: until))])
+        try await fixture.drainDirtyUsers()
+        try await fixture.ingest([
+            BadgeMutation(user: id, path: chat, operation: .unmute), BadgeMutation(user: id, path: promo, operation: .unmute),
+        ])
+        try await fixture.drainDirtyUsers()
+
+        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0) }
+        let objects = try records.map { try Self.object($0.payload) }
+        try #require(objects.count == 4)
+        #expect(objects[0]["mutes"] == nil, "a version that changed no mute carries none")
+        let muted = try #require(objects[1]["mutes"] as? [[String: Any]])
+        #expect(muted.count == 1 && muted[0]["path"] as? String == "root.chat" && muted[0]["until"] is NSNull)
+        #expect(Self.integer((objects[1]["root"] as? [String: Any])?["count"]) == 1, "the muted chat's 4 leave the root")
+        let snoozed = try #require(objects[2]["mutes"] as? [[String: Any]])
+        #expect(snoozed.map { $0["path"] as? String ?? "" } == ["root.chat", "root.promo"])
+        #expect(snoozed[1]["until"] as? String == "2100-01-01T00:00:00Z")
+        #expect(Self.integer((objects[2]["root"] as? [String: Any])?["count"]) == 0)
+        #expect((objects[3]["mutes"] as? [Any])?.isEmpty == true, "unmuted: an empty list")
+        #expect(Self.integer((objects[3]["root"] as? [String: Any])?["count"]) == 5)
+    }
+
     static func object(_ payload: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any], "\(payload)")
     }

@@ -48,8 +48,10 @@ extension BadgeStore {
             let seq = try row.decode(0, as: Int64.self)
             let user = try row.decode(1, as: String.self)
             let nodes: [OwnLayerChange.Node]
+            let mutes: [MutedNode]?
             do {
                 nodes = try OwnLayerChange.Node.decodeLog(try row.decode(9, as: String.self))
+                mutes = try row.decode(12, as: String?.self).map { text throws(ChangeLogFormatError) in try MutedNode.decodeLog(text) }
             } catch {
                 throw PGError(
                     code: .decoding, message: "change-log record \(seq) cannot be published: \(error)",
@@ -60,7 +62,7 @@ extension BadgeStore {
                 version: try row.decode(5, as: Int64.self), nodes: nodes,
                 dismissedJSON: try row.decode(10, as: String.self), seenJSON: try row.decode(11, as: String.self),
                 root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
-                atJSON: try row.decode(8, as: String.self), display: display)
+                atJSON: try row.decode(8, as: String.self), mutes: mutes, display: display)
             records.append(FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self)))
         }
         for row in try connection.query(BadgeSQL.pendingBroadcastChanges, [limit]).rows {

@@ -6,10 +6,13 @@ enum FeedPayload {
     /// A `user` record: one version of the user's own layer. `nodes` are the aggregates it
     /// changed, written in path order with the value after the change (a node without one no
     /// longer shows: count 0); `dismissedJSON`, `seenJSON` and `atJSON` are JSON as the database
-    /// wrote them (arrays of the ids of the broadcasts dismissed and seen; the time).
+    /// wrote them (arrays of the ids of the broadcasts dismissed and seen; the time); `mutes`,
+    /// the user's muted nodes after the version when it changed them, is written as `"mutes"`
+    /// only then.
     static func user(
         user: String, ownVersion: Int64, broadcastVersion: Int64, version: Int64, nodes: [OwnLayerChange.Node],
-        dismissedJSON: String, seenJSON: String, root: BadgeAggregate, atJSON: String, display: BadgeDisplay
+        dismissedJSON: String, seenJSON: String, root: BadgeAggregate, atJSON: String, mutes: [MutedNode]? = nil,
+        display: BadgeDisplay
     ) -> String {
         var json = "{\"type\":\"user\",\"user\":"
         json.reserveCapacity(256 + 96 * nodes.count)
@@ -30,7 +33,18 @@ enum FeedPayload {
             JSONText.appendString(node.after?.icon?.rawValue, orNullTo: &json)
             json += "}"
         }
-        json += "],\"dismissed\":\(dismissedJSON),\"seen\":\(seenJSON),\"root\":{\"count\":\(root.count),\"unseen\":\(root.unseen)},\"at\":\(atJSON)}"
-        return json
+        json += "],\"dismissed\":\(dismissedJSON),\"seen\":\(seenJSON),\"root\":{\"count\":\(root.count),\"unseen\":\(root.unseen)},\"at\":\(atJSON)"
+        if let mutes {
+            json += ",\"mutes\":["
+            for (index, mute) in mutes.enumerated() {
+                json += index > 0 ? ",{\"path\":" : "{\"path\":"
+                JSONText.appendString(mute.path.rawValue, to: &json)
+                json += ",\"until\":"
+                JSONText.appendString(mute.until?.rfc3339, orNullTo: &json)
+                json += "}"
+            }
+            json += "]"
+        }
+        return json + "}"
     }
 }

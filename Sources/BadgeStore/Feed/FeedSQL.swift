@@ -19,8 +19,9 @@ extension BadgeSQL {
 
     /// Up to `$1` unpublished records of users' versions, in feed order: seq, key (the user),
     /// seconds since the change, own version, broadcast version, visible version (their sum),
-    /// the root totals, the time as JSON, the logged nodes as their JSON text and the ids of the
-    /// broadcasts dismissed and seen in the version as JSON arrays. The record is written from these in
+    /// the root totals, the time as JSON, the logged nodes as their JSON text, the ids of the
+    /// broadcasts dismissed and seen in the version as JSON arrays, and the logged muted nodes
+    /// (NULL when the version did not change them). The record is written from these in
     /// Swift (`FeedPayload`): built as JSON here it cost about 110 µs a record, most of the
     /// feed's database time.
     static let pendingUserChanges = PGStatement(
@@ -29,7 +30,7 @@ extension BadgeSQL {
         SELECT c.seq, c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
                c.version, c.broadcast_version, c.version + c.broadcast_version, c.root_count, c.root_unseen,
                to_json(c.changed_at)::text, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
-               \(broadcastsInVersion("c", table: "broadcast_seen"))
+               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
         FROM badge_change c
         WHERE c.published_at IS NULL
         ORDER BY c.seq
