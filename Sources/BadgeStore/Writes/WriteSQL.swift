@@ -590,20 +590,32 @@ extension BadgeSQL {
               AND i.shown_in <= \(writesThrough(of: "i.user_id"))
               AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
             RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
+        ), nodes AS (
+            SELECT o.user_id, o.path, count(*) AS rows, min(o.shown_in) AS first, sum(o.amount) AS total,
+                   sum(o.amount) FILTER (WHERE NOT o.seen) AS unseen, coalesce(s.debited, false) AS debited
+            FROM old o LEFT JOIN badge_state s ON s.user_id = o.user_id AND s.path = o.path
+            GROUP BY o.user_id, o.path, s.debited
         ), folded AS (
-            -- One grouped fold over the old rows and their states' rows (a scan of `old` per
-            -- node was quadratic: minutes for 300k increments).
-            SELECT x.user_id, x.path, count(*) FILTER (WHERE NOT x.base) AS rows, min(x.shown_in) AS first,
-                   badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) AS f
+            -- A counter without decrements folds as a sum, as `badge_fold` would; a debited one
+            -- in one grouped, ordered pass with its state's row (a scan of `old` per node was
+            -- quadratic: minutes for 300k increments).
+            SELECT n.user_id, n.path, n.rows, n.first,
+                   ARRAY[coalesce(s.count, 0) + n.total, greatest(coalesce(s.count - coalesce(s.seen_count, s.count), 0), 0)
+                         + coalesce(n.unseen, 0), coalesce(s.keeps_dot, false)::int, 1]::bigint[] AS f
+            FROM nodes n LEFT JOIN badge_state s ON s.user_id = n.user_id AND s.path = n.path
+            WHERE NOT n.debited
+            UNION ALL
+            SELECT x.user_id, x.path, count(*) FILTER (WHERE NOT x.base), min(x.shown_in),
+                   badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at)
             FROM (
                 SELECT o.user_id, o.path, o.occurred_at AS at, o.amount,
                        CASE WHEN o.seen THEN 0 WHEN o.amount >= 0 THEN o.amount ELSE 1 END AS unseen, false AS keeps, false AS base,
                        o.shown_in
-                FROM old o
+                FROM old o JOIN nodes n ON n.user_id = o.user_id AND n.path = o.path AND n.debited
                 UNION ALL
                 SELECT s.user_id, s.path, '-infinity', s.count, greatest(s.count - coalesce(s.seen_count, s.count), 0), s.keeps_dot, true,
                        NULL
-                FROM badge_state s JOIN (SELECT DISTINCT user_id, path FROM old) AS n ON s.user_id = n.user_id AND s.path = n.path
+                FROM badge_state s JOIN nodes n ON s.user_id = n.user_id AND s.path = n.path AND n.debited
             ) AS x
             GROUP BY x.user_id, x.path
         ), stored AS (
@@ -615,7 +627,7 @@ extension BadgeSQL {
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, seen_count = excluded.seen_count, keeps_dot = excluded.keeps_dot
         )
-        SELECT coalesce(sum(rows), 0)::bigint FROM folded
+        SELECT coalesce(sum(rows), 0)::bigint FROM nodes
         """)
 
     /// A user's own version and the broadcasts'.
