@@ -591,38 +591,40 @@ extension BadgeSQL {
               AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
             RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
         ), nodes AS (
+            -- Each node with its state (one probe), carried along instead of joined again.
             SELECT o.user_id, o.path, count(*) AS rows, min(o.shown_in) AS first, sum(o.amount) AS total,
-                   sum(o.amount) FILTER (WHERE NOT o.seen) AS unseen, coalesce(s.debited, false) AS debited
+                   sum(o.amount) FILTER (WHERE NOT o.seen) AS unseen, coalesce(s.debited, false) AS debited,
+                   s.count AS base, s.seen_count AS base_seen, s.keeps_dot, s.icon
             FROM old o LEFT JOIN badge_state s ON s.user_id = o.user_id AND s.path = o.path
-            GROUP BY o.user_id, o.path, s.debited
+            GROUP BY o.user_id, o.path, s.debited, s.count, s.seen_count, s.keeps_dot, s.icon
         ), folded AS (
             -- A counter without decrements folds as a sum, as `badge_fold` would; a debited one
             -- in one grouped, ordered pass with its state's row (a scan of `old` per node was
             -- quadratic: minutes for 300k increments).
-            SELECT n.user_id, n.path, n.rows, n.first,
-                   ARRAY[coalesce(s.count, 0) + n.total, greatest(coalesce(s.count - coalesce(s.seen_count, s.count), 0), 0)
-                         + coalesce(n.unseen, 0), coalesce(s.keeps_dot, false)::int, 1]::bigint[] AS f
-            FROM nodes n LEFT JOIN badge_state s ON s.user_id = n.user_id AND s.path = n.path
+            SELECT n.user_id, n.path, n.rows, n.first, n.icon,
+                   ARRAY[coalesce(n.base, 0) + n.total, greatest(coalesce(n.base - coalesce(n.base_seen, n.base), 0), 0)
+                         + coalesce(n.unseen, 0), coalesce(n.keeps_dot, false)::int, 1]::bigint[] AS f
+            FROM nodes n
             WHERE NOT n.debited
             UNION ALL
-            SELECT x.user_id, x.path, count(*) FILTER (WHERE NOT x.base), min(x.shown_in),
+            SELECT x.user_id, x.path, count(*) FILTER (WHERE NOT x.base), min(x.shown_in), max(x.icon),
                    badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at)
             FROM (
                 SELECT o.user_id, o.path, o.occurred_at AS at, o.amount,
                        CASE WHEN o.seen THEN 0 WHEN o.amount >= 0 THEN o.amount ELSE 1 END AS unseen, false AS keeps, false AS base,
-                       o.shown_in
+                       o.shown_in, NULL::text AS icon
                 FROM old o JOIN nodes n ON n.user_id = o.user_id AND n.path = o.path AND n.debited
                 UNION ALL
-                SELECT s.user_id, s.path, '-infinity', s.count, greatest(s.count - coalesce(s.seen_count, s.count), 0), s.keeps_dot, true,
-                       NULL
-                FROM badge_state s JOIN nodes n ON s.user_id = n.user_id AND s.path = n.path AND n.debited
+                SELECT n.user_id, n.path, '-infinity', n.base, greatest(n.base - coalesce(n.base_seen, n.base), 0), n.keeps_dot, true,
+                       NULL, n.icon
+                FROM nodes n WHERE n.debited
             ) AS x
             GROUP BY x.user_id, x.path
         ), stored AS (
             INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in)
-            SELECT f.user_id, f.path, least(f.f[1], \(maxCount))::bigint, CASE WHEN f.f[4] = 1 THEN o.icon END, NULL,
-                   least(f.f[1] - f.f[2], \(maxCount))::bigint, f.f[3] = 1, f.first
-            FROM folded f LEFT JOIN badge_state o ON o.user_id = f.user_id AND o.path = f.path
+            SELECT user_id, path, least(f[1], \(maxCount))::bigint, CASE WHEN f[4] = 1 THEN icon END, NULL,
+                   least(f[1] - f[2], \(maxCount))::bigint, f[3] = 1, first
+            FROM folded
             ORDER BY 1, 2
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, seen_count = excluded.seen_count, keeps_dot = excluded.keeps_dot
