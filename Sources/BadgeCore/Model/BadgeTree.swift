@@ -30,8 +30,9 @@ public import Foundation
 /// Seen: a `seen` of a node covers its whole subtree. Each counter state keeps how much of its
 /// count was seen (``BadgeState/seenCount``: all of it when a `seen` that covers the node
 /// occurred at or after the set, else none); an increment, a decrement or an item is unseen while
-/// it occurred after every `seen` that covers its node (``seenMarks``: order-free, like clears). A node's `unseen` is the unseen part of its
-/// state, increments and items, summed up the tree like counts.
+/// it occurred after every `seen` that covers its node (``seenMarks``: order-free, like clears).
+/// A node's `unseen` is the unseen part of its state, increments and items, summed up the tree
+/// like counts.
 public struct BadgeTree: Sendable, Equatable {
     /// A node and an item of it.
     public struct ItemKey: Hashable, Sendable {
