@@ -32,6 +32,13 @@ struct ItemOrderIngestTests {
             path: root.settings.{feature}
         """
 
+    /// An ingest service with the suite's rules, consuming as `group`, in batches of 50.
+    func startIngest(on harness: IngestHarness, group: String) throws -> RunningIngest {
+        var configuration = harness.configuration(group: group, batchSize: 50)
+        configuration.rules = try RuleSet(yaml: Self.rules)
+        return RunningIngest.start(IngestService(configuration: configuration, logger: harness.logger), logger: harness.logger)
+    }
+
     /// A record of `json` keyed by `key`.
     func record(_ key: String, _ json: String) -> (key: String, value: [UInt8]) {
         (key: key, value: Array(json.utf8))
@@ -69,9 +76,7 @@ struct ItemOrderIngestTests {
     func bothOrders() async throws {
         let harness = try await IngestHarness(partitions: 2)
         defer { Task { await harness.tearDown() } }
-        var configuration = harness.configuration(group: "g-order", batchSize: 50)
-        configuration.rules = try RuleSet(yaml: Self.rules)
-        let running = RunningIngest.start(IngestService(configuration: configuration, logger: harness.logger), logger: harness.logger)
+        let running = try startIngest(on: harness, group: "g-order")
         defer { Task { try? await running.stop() } }
 
         func publishInOrder(_ records: [(key: String, value: [UInt8])]) async throws -> [Int32] {
@@ -133,9 +138,7 @@ struct ItemOrderIngestTests {
     func timedSetsAndDecrements() async throws {
         let harness = try await IngestHarness(partitions: 2)
         defer { Task { await harness.tearDown() } }
-        var configuration = harness.configuration(group: "g-timed", batchSize: 50)
-        configuration.rules = try RuleSet(yaml: Self.rules)
-        let running = RunningIngest.start(IngestService(configuration: configuration, logger: harness.logger), logger: harness.logger)
+        let running = try startIngest(on: harness, group: "g-timed")
         defer { Task { try? await running.stop() } }
 
         func publishInOrder(_ records: [(key: String, value: [UInt8])]) async throws -> [Int32] {

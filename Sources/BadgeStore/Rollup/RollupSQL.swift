@@ -153,7 +153,7 @@ extension BadgeSQL {
                            CASE WHEN s.debited THEN d.f[1] ELSE s.count + coalesce(c.total, 0) END AS count,
                            CASE WHEN NOT s.debited OR d.f[4] = 1 THEN s.icon END AS icon,
                            CASE WHEN s.debited THEN d.f[2]
-                               ELSE greatest(s.count - coalesce(s.seen_count, s.count), 0) + coalesce(c.unseen, 0) END AS unseen
+                               ELSE \(unseenOfState(count: "s.count", seen: "s.seen_count")) + coalesce(c.unseen, 0) END AS unseen
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     LEFT JOIN LATERAL (
                         SELECT sum(i.amount) AS total,
@@ -189,11 +189,11 @@ extension BadgeSQL {
         SELECT badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) AS f
                         FROM (
                             SELECT '-infinity'::timestamptz AS at, \(state).count AS amount,
-                                   greatest(\(state).count - coalesce(\(state).seen_count, \(state).count), 0) AS unseen,
+                                   \(unseenOfState(count: "\(state).count", seen: "\(state).seen_count")) AS unseen,
                                    \(state).keeps_dot AS keeps
                             UNION ALL
                             SELECT i.occurred_at, i.amount,
-                                   CASE WHEN \(isSeen("i")) THEN 0 WHEN i.amount >= 0 THEN i.amount ELSE 1 END, false
+                                   \(foldUnseen(amount: "i.amount", seen: isSeen("i"))), false
                             FROM badge_increment i WHERE i.user_id = \(state).user_id AND i.path = \(state).path
                         ) AS x
                         WHERE \(state).debited

@@ -27,6 +27,18 @@ extension BadgeSQL {
         """
     }
 
+    /// The unseen part of a state's `count` with its `seen_count` (NULL: a row from before
+    /// migration 3, all seen; a NULL count gives 0): `BadgeState.unseen`.
+    static func unseenOfState(count: String, seen: String) -> String {
+        "greatest(\(count) - coalesce(\(seen), \(count)), 0)"
+    }
+
+    /// The `unseen` argument of `badge_fold` for an increment or decrement row: an increment's
+    /// amount when not seen, a decrement's 1 when not seen, else 0 (migration 0013).
+    static func foldUnseen(amount: String, seen: String) -> String {
+        "CASE WHEN \(seen) THEN 0 WHEN \(amount) >= 0 THEN \(amount) ELSE 1 END"
+    }
+
     /// Clears counters: of each node (with `$4`, of each node of its subtree; a node several
     /// clears reach takes the latest time), the increments and decrements that occurred up to
     /// `$3` go, and the state goes too unless its set occurred later (then nothing changes) or
@@ -602,8 +614,8 @@ extension BadgeSQL {
             -- in one grouped, ordered pass with its state's row (a scan of `old` per node was
             -- quadratic: minutes for 300k increments).
             SELECT n.user_id, n.path, n.rows, n.first, n.icon,
-                   ARRAY[coalesce(n.base, 0) + n.total, greatest(coalesce(n.base - coalesce(n.base_seen, n.base), 0), 0)
-                         + coalesce(n.unseen, 0), coalesce(n.keeps_dot, false)::int, 1]::bigint[] AS f
+                   ARRAY[coalesce(n.base, 0) + n.total, \(unseenOfState(count: "n.base", seen: "n.base_seen")) + coalesce(n.unseen, 0),
+                         coalesce(n.keeps_dot, false)::int, 1]::bigint[] AS f
             FROM nodes n
             WHERE NOT n.debited
             UNION ALL
@@ -611,12 +623,12 @@ extension BadgeSQL {
                    badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at)
             FROM (
                 SELECT o.user_id, o.path, o.occurred_at AS at, o.amount,
-                       CASE WHEN o.seen THEN 0 WHEN o.amount >= 0 THEN o.amount ELSE 1 END AS unseen, false AS keeps, false AS base,
+                       \(foldUnseen(amount: "o.amount", seen: "o.seen")) AS unseen, false AS keeps, false AS base,
                        o.shown_in, NULL::text AS icon
                 FROM old o JOIN nodes n ON n.user_id = o.user_id AND n.path = o.path AND n.debited
                 UNION ALL
-                SELECT n.user_id, n.path, '-infinity', n.base, greatest(n.base - coalesce(n.base_seen, n.base), 0), n.keeps_dot, true,
-                       NULL, n.icon
+                SELECT n.user_id, n.path, '-infinity', n.base, \(unseenOfState(count: "n.base", seen: "n.base_seen")), n.keeps_dot,
+                       true, NULL, n.icon
                 FROM nodes n WHERE n.debited
             ) AS x
             GROUP BY x.user_id, x.path
