@@ -25,7 +25,9 @@ struct ChangeFeedTests {
             return MappedOperation(eventID: id, audience: .everyone, path: random.next() % 2 == 0 ? node : .root, operation: operation, expiresAt: nil)
         }
         let operation: BadgeOperation
-        switch random.next() % 9 {
+        switch random.next() % 11 {
+        case 9: operation = .mute(until: nil)
+        case 10: operation = .unmute
         case 8: operation = .clear(force: true)
         case 0: operation = .set(count: Int64(random.next() % 4), icon: random.next() % 2 == 0 ? try BadgeIcon(validating: "hot") : nil)
         case 1: operation = .clear(force: random.next() % 2 == 0)
@@ -52,10 +54,20 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test("every version a user saw is rebuilt exactly from the log, step by step", arguments: [UInt64(1), 2, 3, 4])
+    /// The modes of the odd seeds: every kind on the random paths.
+    static let modes = AggregationModes(entries: [
+        try! AggregationModes.entry(pattern: "root.chat", mode: .children),
+        try! AggregationModes.entry(pattern: "root.feed.f1", mode: .dot),
+        try! AggregationModes.entry(pattern: "root.promo", mode: .exclude),
+    ])
+
+    @Test(
+        "every version a user saw is rebuilt exactly from the log, step by step, with mutes, modes and broadcasts; the log's root totals are the visible root's",
+        arguments: [UInt64(1), 2, 3, 4])
     func rebuildsWhatUsersSaw(seed: UInt64) async throws {
         try await APIHarness.with { harness in
             var random = SplitMix64(seed: seed)
+            if seed % 2 == 1 { _ = try await harness.store.storeAggregationModes(Self.modes) }
             var seen: [UserID: [Int64: [BadgePath: BadgeAggregate]]] = [:]
             try await Self.record(&seen, harness)
             var index = 0
@@ -99,6 +111,18 @@ struct ChangeFeedTests {
                     #expect(ends.first?.aggregates == seen[user]?[since] && ends.last?.aggregates == seen[user]?[latest])
                 }
                 #expect(try await harness.store.history(for: user, since: latest + 1, stepwise: false, limit: .max, deadline: deadline) == nil)
+            }
+            // The change feed's app-icon number is what the user saw at the root (broadcasts
+            // merged in under the modes and mutes).
+            for user in Self.users {
+                for row in try await harness.rows(
+                    "SELECT version + broadcast_version, root_count, root_unseen FROM badge_change WHERE user_id = $1", [user.rawValue])
+                {
+                    let version = try #require(row[0].flatMap { Int64($0) })
+                    guard let shown = seen[user]?[version] else { continue }
+                    let root = shown[.root] ?? BadgeAggregate(count: 0)
+                    #expect(row[1] == String(root.count) && row[2] == String(root.unseen), "\(user)'s log at \(version): \(row) against \(root)")
+                }
             }
             // The log holds every own version and every broadcast version.
             let broadcastVersion = try await harness.scalar("SELECT version FROM broadcast_version", as: Int64.self)
@@ -163,6 +187,47 @@ struct ChangeFeedTests {
             let gone = try await harness.get("/v1/users/dora/badges/changes?since=\(before.version)", token: token)
             #expect(gone.status == .gone)
             #expect(gone.text.contains("read the tree"))
+        }
+    }
+
+    @Test("a muted node's broadcast stays out of its ancestors in trees, depth-limited reads and delta polls, which carry the mutes")
+    func broadcastsUnderMutesAndModes() async throws {
+        try await APIHarness.with { harness in
+            _ = try await harness.store.storeAggregationModes(Self.modes)
+            let token = try await harness.token("finn")
+            let finn = user("finn")
+            try await harness.apply([BadgeMutation(user: finn, path: path("root.chat.c1"), operation: .increment(by: 40))])
+            let start = try await harness.get("/v1/users/finn/badges", token: token).tree()
+            // A broadcast two levels below root.chat, which counts chats (`children`): one more
+            // chat, also for a read that stops at depth 1 and never sees the chat itself.
+            try await harness.broadcast("welcome", at: "root.chat.welcome.tour", count: 3)
+            let shallow = try await harness.get("/v1/users/finn/badges?depth=1", token: token).tree()
+            #expect(shallow.tree?.count == 2 && shallow.tree?.children.first { $0.path.rawValue == "root.chat" }?.count == 2)
+            // Muting the chat that holds the broadcast takes it out of root.chat and the root.
+            try await harness.apply([BadgeMutation(user: finn, path: path("root.chat.welcome"), operation: .mute(until: nil))])
+            let muted = try await harness.get("/v1/users/finn/badges", token: token).tree()
+            #expect(muted.tree?.count == 1, "the app icon: one chat, the muted one not counted")
+            let welcome = try #require(muted.tree?.children.first { $0.path.rawValue == "root.chat" }?.children.first { $0.path.rawValue == "root.chat.welcome" })
+            #expect(welcome.count == 3 && welcome.unseen == 3, "the muted chat shows the broadcast inside")
+            let depthOne = try await harness.get("/v1/users/finn/badges?depth=1", token: token).tree()
+            #expect(depthOne.tree?.count == 1)
+
+            let delta = try await harness.get("/v1/users/finn/badges/changes?since=\(start.version)", token: token)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delta.text.utf8)) as? [String: Any])
+            let mutes = try #require(object["mutes"] as? [[String: Any]], "a delta poll carries the mutes that changed")
+            #expect(mutes.compactMap { $0["path"] as? String } == ["root.chat.welcome"])
+            let changed = try #require(object["changed"] as? [[String: Any]])
+            // root.chat and the root were at one chat before the broadcast and are again: not in
+            // the answer; the muted chat and its broadcast are.
+            #expect(changed.compactMap { $0["path"] as? String } == ["root.chat.welcome", "root.chat.welcome.tour"])
+            // Since a version with the same mutes: no "mutes" key.
+            try await harness.apply([BadgeMutation(user: finn, path: path("root.chat.c1"), operation: .increment(by: 1))])
+            let later = try await harness.get("/v1/users/finn/badges/changes?since=\(muted.version)", token: token)
+            #expect(later.status == .ok && !later.text.contains("mutes"))
+            // The change log's root total (the change feed's app-icon number) agrees.
+            let logged = try await harness.scalar(
+                "SELECT root_count FROM badge_change WHERE user_id = 'finn' ORDER BY version DESC LIMIT 1", as: Int64.self)
+            #expect(logged == 1)
         }
     }
 

@@ -162,11 +162,12 @@ extension BadgeAPI {
             if answer.version != since { return answer }
             for await wake in subscription.stream {
                 if wake == .tick { break }
-                if wake == .broadcasts, let view = answer.view, let set = hub.broadcastSet {
+                if wake == .broadcasts, let view = answer.view, let set = hub.broadcastSet, let rebased = view.rebased(on: set) {
                     // A broadcast change: the view rebased on the hub's set, no read.
-                    guard let rebased = view.rebased(on: set) else { continue }
                     let tree = self.tree(user, rebased)
                     answer = Answer(version: rebased.version, encode: { TreeJSON.encode(tree) }, view: rebased)
+                } else if wake == .broadcasts, let view = answer.view, let set = hub.broadcastSet, set.version <= view.broadcastVersion {
+                    continue
                 } else {
                     answer = try await read(user: user, query: query, atLeast: since)
                 }

@@ -19,8 +19,9 @@ extension BadgeAPI {
     }
 
     /// The nodes (within `?path=`, down to `?depth=`) whose display differs between version
-    /// `since` and now, merged per node: `{"user", "since", "version", "changed": [nodes]}`, a
-    /// node that no longer shows with `shown` false. 304 when the tree is still at `since`; 410
+    /// `since` and now, merged per node: `{"user", "since", "version", "changed": [nodes],
+    /// "mutes"?}`, a node that no longer shows with `shown` false, and the muted nodes that
+    /// concern the subtree when they changed. 304 when the tree is still at `since`; 410
     /// when the change log no longer reaches back to it (or it is later than the tree's version):
     /// the client then reads the tree.
     private func changes(_ request: Request, user: UserID) async throws -> Response {
@@ -55,7 +56,10 @@ extension BadgeAPI {
         let display = configuration.display
         let before = UserBadgeTree(user: user, version: then.version, aggregates: then.aggregates, at: path, depth: depth, display: display)
         let after = UserBadgeTree(user: user, version: now.version, aggregates: now.aggregates, at: path, depth: depth, display: display)
-        let delta = TreeDelta(user: user, since: since, version: now.version, changed: Self.changedNodes(from: before.tree, to: after.tree))
+        let mutesThen = then.mutes.filter { $0.concerns(path) }, mutesNow = now.mutes.filter { $0.concerns(path) }
+        let delta = TreeDelta(
+            user: user, since: since, version: now.version, changed: Self.changedNodes(from: before.tree, to: after.tree),
+            mutes: mutesThen == mutesNow ? nil : mutesNow)
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try Self.encode(delta)))
     }
@@ -67,4 +71,7 @@ struct TreeDelta: Encodable {
     var since: Int64
     var version: Int64
     var changed: [FlatNode]
+    /// The muted nodes now that concern the subtree, when they differ from those at `since`
+    /// (left out otherwise).
+    var mutes: [MutedNode]?
 }

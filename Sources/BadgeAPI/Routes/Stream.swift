@@ -153,7 +153,11 @@ extension BadgeAPI {
         guard let history, history.count > 1 else { return [] }
         replays.increment()
         let display = configuration.display
-        return history.map { UserBadgeTree(user: user, version: $0.version, aggregates: $0.aggregates, at: path, depth: nil, display: display) }
+        return history.map {
+            UserBadgeTree(
+                user: user, version: $0.version, aggregates: $0.aggregates, at: path, depth: nil, display: display,
+                mutes: $0.mutes.filter { $0.concerns(path) })
+        }
     }
 
     static let lastEventID = HTTPField.Name("Last-Event-ID")!

@@ -46,8 +46,14 @@ struct StreamFollower: Sendable {
     ) async throws -> String? {
         let notifications = hub.logReads.generation(of: user)
         let held: UserView
-        if wake == .broadcasts, notifications == generation, let known = view, let set = hub.broadcastSet {
-            guard let rebased = known.rebased(on: set) else { return nil }
+        if wake == .broadcasts, notifications == generation, let known = view, let set = hub.broadcastSet,
+            set.version <= known.broadcastVersion
+        {
+            return nil
+        } else if wake == .broadcasts, notifications == generation, let known = view, let set = hub.broadcastSet,
+            let rebased = known.rebased(on: set)
+        {
+            // A newer set the view can follow (else, read).
             held = rebased
         } else if followsLog, let known = view, let followed = await hub.followLog(of: user, from: known) {
             held = followed

@@ -27,14 +27,14 @@ public protocol BadgeAPIStore: Sendable {
     /// hold the next version or is not kept: the stream reads the tree instead.
     func ownChanges(for user: UserID, after: Int64, limit: Int, deadline: ContinuousClock.Instant) async throws -> [OwnLayerChange]?
 
-    /// `user`'s visible aggregates (the whole tree, broadcasts merged in) at visible version
-    /// `since` and at every version after it up to now, in order, each with its version (with
-    /// `stepwise` false: only at `since` and now). Nil when the change log does not reach back
-    /// to `since`, `since` is later than now, or it is more than `limit` versions back: the
-    /// client then needs the whole tree.
+    /// `user`'s visible aggregates (the whole tree, broadcasts merged in) and muted nodes at
+    /// visible version `since` and at every version after it up to now, in order, each with its
+    /// version (with `stepwise` false: only at `since` and now). Nil when the change log does not
+    /// reach back to `since`, `since` is later than now, or it is more than `limit` versions
+    /// back: the client then needs the whole tree.
     func history(
         for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
-    ) async throws -> [(version: Int64, aggregates: [BadgePath: BadgeAggregate])]?
+    ) async throws -> [HistoryPoint]?
 
     /// Whether anything was ever stored for `user` (the API answers other users as missing).
     func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
@@ -61,5 +61,22 @@ extension BadgeAPIStore {
     ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
         let view = try await readView(for: user, within: path, depth: depth, deadline: deadline)
         return (view.version, view.visibleAggregates)
+    }
+}
+
+/// What a user saw at one visible version (``BadgeAPIStore/history(for:since:stepwise:limit:deadline:)``).
+public struct HistoryPoint: Sendable {
+    /// The visible version.
+    public var version: Int64
+    /// The visible aggregates of the whole tree.
+    public var aggregates: [BadgePath: BadgeAggregate]
+    /// The user's muted nodes.
+    public var mutes: [MutedNode]
+
+    /// A point.
+    public init(version: Int64, aggregates: [BadgePath: BadgeAggregate], mutes: [MutedNode] = []) {
+        self.version = version
+        self.aggregates = aggregates
+        self.mutes = mutes
     }
 }

@@ -36,16 +36,16 @@ extension BadgeStore: BadgeAPIStore {
     /// One repeatable-read transaction on a pooled connection (``BadgeStore/readHistory(for:since:limit:on:)``).
     public func history(
         for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
-    ) async throws -> [(version: Int64, aggregates: [BadgePath: BadgeAggregate])]? {
+    ) async throws -> [HistoryPoint]? {
         let history = try await pool.withConnection(deadline: deadline) { connection in
             try Self.readHistory(for: user, since: since, limit: limit, on: connection)
         }
         guard let history else { return nil }
         if stepwise {
-            return history.layers(since: since, limit: limit)?.map { ($0.version, $0.visibleAggregates) }
+            return history.layers(since: since, limit: limit)?.map(HistoryPoint.init)
         }
         guard let then = history.layers(at: since, limit: limit) else { return nil }
-        return [(then.version, then.visibleAggregates), (history.current.version, history.current.visibleAggregates)]
+        return [HistoryPoint(then), HistoryPoint(history.current)]
     }
 
     /// See ``BadgeStore/userExists(_:on:)``.
@@ -97,5 +97,12 @@ extension BadgeStore: BadgeAPIStore {
             }
             return value
         }
+    }
+}
+
+extension HistoryPoint {
+    /// What the user saw in `layers`.
+    init(_ layers: BadgeLayers) {
+        self.init(version: layers.version, aggregates: layers.visibleAggregates, mutes: layers.mutes)
     }
 }

@@ -115,13 +115,13 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     /// versions are kept).
     public func history(
         for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
-    ) async throws -> [(version: Int64, aggregates: [BadgePath: BadgeAggregate])]? {
+    ) async throws -> [HistoryPoint]? {
         let badges = users.withLock { $0[user] } ?? UserBadges()
         guard since >= 0, since <= badges.version, badges.version - since <= Int64(clamping: limit) else { return nil }
-        var answer: [(version: Int64, aggregates: [BadgePath: BadgeAggregate])] = []
+        var answer: [HistoryPoint] = []
         for version in since...badges.version where stepwise || version == since || version == badges.version {
             guard let aggregates = badges.history[version] else { return nil }
-            answer.append((version, aggregates))
+            answer.append(HistoryPoint(version: version, aggregates: aggregates))
         }
         return answer
     }

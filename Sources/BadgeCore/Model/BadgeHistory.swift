@@ -18,11 +18,16 @@ public struct BadgeLayers: Hashable, Sendable {
     public var dismissals: [Int64: Int64]
     /// The broadcasts the user marked seen, each with the own version from which the seen shows.
     public var seens: [Int64: Int64]
+    /// The user's muted nodes at the own version.
+    public var mutes: [MutedNode]
+    /// The aggregation modes the broadcasts are merged under.
+    public var modes: AggregationModes
 
     /// Layers with the given parts.
     public init(
         userVersion: Int64, broadcastVersion: Int64, aggregates: [BadgePath: BadgeAggregate] = [:],
-        broadcasts: [Int64: BroadcastBadge] = [:], dismissals: [Int64: Int64] = [:], seens: [Int64: Int64] = [:]
+        broadcasts: [Int64: BroadcastBadge] = [:], dismissals: [Int64: Int64] = [:], seens: [Int64: Int64] = [:],
+        mutes: [MutedNode] = [], modes: AggregationModes = .none
     ) {
         self.userVersion = userVersion
         self.broadcastVersion = broadcastVersion
@@ -30,13 +35,16 @@ public struct BadgeLayers: Hashable, Sendable {
         self.broadcasts = broadcasts
         self.dismissals = dismissals
         self.seens = seens
+        self.mutes = mutes
+        self.modes = modes
     }
 
     /// The visible version (saturating).
     public var version: Int64 { userVersion.addingSaturating(broadcastVersion) }
 
     /// What the user sees: their aggregates with the active broadcasts they have not dismissed
-    /// merged in, those they saw without unseen (both as of their own version).
+    /// merged in under the modes and mutes, those they saw without unseen (both as of their own
+    /// version).
     public var visibleAggregates: [BadgePath: BadgeAggregate] {
         var merged = aggregates
         let shown = broadcasts.values.filter { broadcast in
@@ -44,7 +52,7 @@ public struct BadgeLayers: Hashable, Sendable {
             return from > userVersion
         }
         let seen = Set(seens.filter { $0.value <= userVersion }.keys)
-        BadgeAggregate.merge(Array(shown), seen: seen, into: &merged)
+        BadgeAggregate.merge(Array(shown), seen: seen, into: &merged, modes: modes, muted: Set(mutes.map(\.path)))
         return merged
     }
 }
@@ -127,13 +135,19 @@ public struct BadgeHistory: Sendable {
     public var ownChanges: [Int64: OwnLayerChange]
     /// Logged changes of the set of active broadcasts, by broadcast version.
     public var broadcastChanges: [Int64: BroadcastSetChange]
+    /// The user's muted nodes as of an own version from which `ownChanges` holds every later
+    /// version (nil: unknown, the log no longer tells): what undoing the oldest logged change of
+    /// the mutes goes back to.
+    public var mutesBefore: (version: Int64, mutes: [MutedNode])?
 
     /// A history.
     public init(
-        current: BadgeLayers, reachedAt: Int64?, ownChanges: [OwnLayerChange] = [], broadcastChanges: [BroadcastSetChange] = []
+        current: BadgeLayers, reachedAt: Int64?, ownChanges: [OwnLayerChange] = [], broadcastChanges: [BroadcastSetChange] = [],
+        mutesBefore: (version: Int64, mutes: [MutedNode])? = (0, [])
     ) {
         self.current = current
         self.reachedAt = reachedAt
+        self.mutesBefore = mutesBefore
         self.ownChanges = Dictionary(ownChanges.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         self.broadcastChanges = Dictionary(broadcastChanges.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
     }
@@ -150,6 +164,20 @@ public struct BadgeHistory: Sendable {
     /// The layers at visible version `version`; nil as for ``layers(since:limit:)``.
     public func layers(at version: Int64, limit: Int = .max) -> BadgeLayers? {
         walkBack(to: version, limit: limit, visit: { _ in })
+    }
+
+    /// The muted nodes as of the own version before `version`: those of the latest logged
+    /// change of them before it, else ``mutesBefore`` when that is as of a version the log
+    /// reaches from; nil when unknown.
+    private func mutes(before version: Int64) -> [MutedNode]? {
+        var earlier = version - 1
+        while earlier > 0, let change = ownChanges[earlier] {
+            if let mutes = change.mutes { return mutes }
+            earlier -= 1
+        }
+        if earlier == 0 { return [] }
+        guard let mutesBefore, mutesBefore.version >= earlier else { return nil }
+        return mutesBefore.mutes
     }
 
     /// Undoes logged changes one version at a time, from now back to `target`, calling `visit`
@@ -170,6 +198,10 @@ public struct BadgeHistory: Sendable {
                     point.aggregates[node.path] = node.before
                 }
                 let undone = point.userVersion
+                if change.mutes != nil {
+                    guard let before = mutes(before: undone) else { return nil }
+                    point.mutes = before
+                }
                 point.dismissals = point.dismissals.filter { $0.value < undone }
                 point.seens = point.seens.filter { $0.value < undone }
                 point.userVersion -= 1

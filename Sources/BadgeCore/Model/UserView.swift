@@ -24,8 +24,9 @@ public struct BroadcastSet: Hashable, Sendable {
 }
 
 /// What one user sees of one subtree, in its parts: their own aggregates within it (down to a
-/// depth), the active broadcasts within it and the ones they dismissed, at an own version and a
-/// broadcast version. A broadcast change moves only the broadcast part, so a view read once can
+/// depth, and along the chains of the active broadcasts within it), the active broadcasts within
+/// it and the ones they dismissed, their muted nodes and the aggregation modes, at an own version
+/// and a broadcast version. A broadcast change moves only the broadcast part, so a view read once can
 /// follow broadcast versions without reading again (``rebased(on:)``): a dismissal or a seen,
 /// the only per-user parts of broadcasts, always comes with a new own version.
 public struct UserView: Hashable, Sendable {
@@ -37,7 +38,8 @@ public struct UserView: Hashable, Sendable {
     public var userVersion: Int64
     /// The broadcast version of `broadcasts`.
     public var broadcastVersion: Int64
-    /// The user's own aggregates within the subtree, down to the depth.
+    /// The user's own aggregates within the subtree, down to the depth, and those deeper on the
+    /// chains of `broadcasts` (a broadcast's node and its ancestors: merging it needs them).
     public var aggregates: [BadgePath: BadgeAggregate]
     /// The active broadcasts within the subtree, by id.
     public var broadcasts: [Int64: BroadcastBadge]
@@ -47,11 +49,14 @@ public struct UserView: Hashable, Sendable {
     public var seenBroadcasts: Set<Int64>
     /// The user's muted nodes that concern the subtree (``MutedNode/concerns(_:)``), by path.
     public var mutes: [MutedNode]
+    /// The aggregation modes the broadcasts are merged under (those stored when the view was read).
+    public var modes: AggregationModes
 
     /// A view with the given parts.
     public init(
         path: BadgePath, depth: Int?, userVersion: Int64, broadcastVersion: Int64, aggregates: [BadgePath: BadgeAggregate],
-        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>, seenBroadcasts: Set<Int64> = [], mutes: [MutedNode] = []
+        broadcasts: [Int64: BroadcastBadge], dismissed: Set<Int64>, seenBroadcasts: Set<Int64> = [], mutes: [MutedNode] = [],
+        modes: AggregationModes = .none
     ) {
         self.path = path
         self.depth = depth
@@ -62,19 +67,31 @@ public struct UserView: Hashable, Sendable {
         self.dismissed = dismissed
         self.seenBroadcasts = seenBroadcasts
         self.mutes = mutes
+        self.modes = modes
     }
 
     /// The visible version: the own version plus the broadcast version (saturating).
     public var version: Int64 { userVersion.addingSaturating(broadcastVersion) }
 
+    /// The deepest ``BadgePath/depth`` the view shows.
+    public var deepest: Int { path.depth + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth) }
+
     /// The aggregates the user sees: their own with the broadcasts they have not dismissed
-    /// merged in (those they saw without unseen), within the subtree and depth.
+    /// merged in under their modes and mutes (those they saw without unseen), within the subtree
+    /// and depth.
     public var visibleAggregates: [BadgePath: BadgeAggregate] {
         var merged = aggregates
-        let levelsBelow = min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
         let shown = broadcasts.values.filter { !dismissed.contains($0.id) }
-        BadgeAggregate.merge(Array(shown), seen: seenBroadcasts, into: &merged, within: path, maximumDepth: path.depth + levelsBelow)
+        BadgeAggregate.merge(
+            Array(shown), seen: seenBroadcasts, into: &merged, within: path, maximumDepth: deepest, modes: modes,
+            muted: Set(mutes.map(\.path)))
         return merged
+    }
+
+    /// Whether the view keeps `node`'s aggregate: within the depth, or on the chain of one of its
+    /// broadcasts.
+    func keeps(_ node: BadgePath) -> Bool {
+        node.depth <= deepest || broadcasts.values.contains { $0.path.isWithin(node) }
     }
 
     /// The view one own version later: `change` (the user's next logged version) applied to the
@@ -93,8 +110,7 @@ public struct UserView: Hashable, Sendable {
             else { return nil }
             view = rebased
         }
-        let deepest = path.depth + min(max(depth ?? BadgePath.maximumDepth, 0), BadgePath.maximumDepth)
-        for node in change.nodes where node.path.depth <= deepest && node.path.isWithin(path) {
+        for node in change.nodes where node.path.isWithin(path) && view.keeps(node.path) {
             view.aggregates[node.path] = node.after
         }
         view.dismissed.formUnion(change.dismissed)
@@ -105,12 +121,18 @@ public struct UserView: Hashable, Sendable {
     }
 
     /// The same view at the broadcast version of `set` (its active broadcasts within the
-    /// subtree); nil when `set` is older than this view's (keep this view).
+    /// subtree); nil when `set` is older than this view's (keep this view), or when it adds a
+    /// broadcast deeper than the view's depth, whose chain the view did not read (read the view
+    /// again).
     public func rebased(on set: BroadcastSet) -> UserView? {
         guard set.version >= broadcastVersion else { return nil }
         var view = self
         view.broadcastVersion = set.version
         view.broadcasts = set.active.filter { $0.value.path.isWithin(path) }
+        for (id, broadcast) in view.broadcasts where broadcasts[id] == nil && broadcast.path.depth > deepest {
+            return nil
+        }
+        view.aggregates = view.aggregates.filter { view.keeps($0.key) }
         return view
     }
 }

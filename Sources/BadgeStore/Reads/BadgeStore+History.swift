@@ -19,7 +19,10 @@ extension BadgeStore {
             let broadcastVersion = try head.decode(2, as: Int64.self)
             let (current, overflow) = userVersion.addingReportingOverflow(broadcastVersion)
             guard !overflow, since >= 0, since <= current, current - since <= Int64(clamping: limit) else { return nil }
-            var layers = BadgeLayers(userVersion: userVersion, broadcastVersion: broadcastVersion)
+            var layers = BadgeLayers(
+                userVersion: userVersion, broadcastVersion: broadcastVersion,
+                mutes: try storedMutes(try head.decode(3, as: String?.self), of: user, statement: BadgeSQL.historyHead),
+                modes: try aggregationModes(on: connection))
             for row in try connection.query(BadgeSQL.historyAggregates, [user.rawValue]).rows {
                 layers.aggregates[try storedPath(row, 0)] = BadgeAggregate(
                     count: try row.decode(1, as: Int64.self), icon: storedIcon(try row.decode(2, as: String?.self)),
@@ -37,10 +40,17 @@ extension BadgeStore {
             }
             // A step back moves one of the two versions by one, so `since` lies within these.
             var own: [Int64: OwnLayerChange] = [:]
-            for row in try connection.query(BadgeSQL.historyOwnChanges, [user.rawValue, since - broadcastVersion]).rows {
+            let oldest = since - broadcastVersion
+            for row in try connection.query(BadgeSQL.historyOwnChanges, [user.rawValue, oldest]).rows {
                 let version = try row.decode(0, as: Int64.self)
                 let madeUnder = try row.decode(1, as: Int64.self)
-                var change = own[version] ?? OwnLayerChange(version: version, broadcastVersion: madeUnder, nodes: [])
+                var change =
+                    try own[version]
+                    ?? OwnLayerChange(
+                        version: version, broadcastVersion: madeUnder, nodes: [],
+                        mutes: try row.decode(9, as: String?.self).map { text throws(PGError) in
+                            try storedMutes(text, of: user, statement: BadgeSQL.historyOwnChanges)
+                        })
                 if try row.decode(2, as: String?.self) != nil {
                     change.nodes.append(
                         .init(path: try storedPath(row, 2), before: try storedAggregate(row, from: 3), after: try storedAggregate(row, from: 6)))
@@ -48,7 +58,16 @@ extension BadgeStore {
                 own[version] = change
             }
             let broadcasts = try broadcastChanges(after: since - userVersion, through: broadcastVersion, on: connection)
-            return BadgeHistory(current: layers, reachedAt: reachedAt, ownChanges: Array(own.values), broadcastChanges: broadcasts)
+            // Needed only to undo the oldest change of the mutes read.
+            var mutesBefore: (version: Int64, mutes: [MutedNode])?
+            if own.values.contains(where: { $0.mutes != nil }),
+                let row = try connection.query(BadgeSQL.historyMutesAt, [user.rawValue, oldest]).rows.first
+            {
+                mutesBefore = (oldest, try storedMutes(try row.decode(0, as: String?.self), of: user, statement: BadgeSQL.historyMutesAt))
+            }
+            return BadgeHistory(
+                current: layers, reachedAt: reachedAt, ownChanges: Array(own.values), broadcastChanges: broadcasts,
+                mutesBefore: mutesBefore)
         }
     }
 
@@ -139,6 +158,16 @@ extension BadgeStore {
     /// How many records the change log holds, as PostgreSQL estimates it.
     public static func changeLogSize(on connection: PGConnection) throws(PGError) -> Int64 {
         try connection.query(BadgeSQL.changeLogSize).rows.first?.decode(0, as: Int64.self) ?? 0
+    }
+
+    /// Muted nodes as `user_version.mutes` and the change log keep them (NULL: none).
+    static func storedMutes(_ text: String?, of user: UserID, statement: PGStatement) throws(PGError) -> [MutedNode] {
+        guard let text else { return [] }
+        do {
+            return try MutedNode.decodeLog(text)
+        } catch {
+            throw PGError(code: .decoding, message: "the muted nodes of \(user.rawValue) cannot be read: \(error)", statement: statement.name)
+        }
     }
 
     static func storedPath(_ row: PGRow, _ column: Int) throws(PGError) -> BadgePath {

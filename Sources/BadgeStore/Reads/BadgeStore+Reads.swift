@@ -12,19 +12,20 @@ extension BadgeStore {
         let maximumLevel = path.depth + 1 + levelsBelow
         let result = try connection.query(BadgeSQL.readTree, [user.rawValue, path.rawValue, maximumLevel])
         var view = UserView(path: path, depth: depth, userVersion: 0, broadcastVersion: 0, aggregates: [:], broadcasts: [:], dismissed: [])
+        var modes: [(position: Int64, entry: AggregationModes.Entry)] = []
         for row in result.rows {
             let kind = try row.decode(0, as: Int32.self)
+            if kind == 3 {
+                if let entry = try storedMode(pattern: try row.decode(3, as: String.self), mode: try row.decode(5, as: String.self)) {
+                    modes.append((try row.decode(1, as: Int64.self), entry))
+                }
+                continue
+            }
             if kind == 0 {
                 view.userVersion = try row.decode(1, as: Int64.self)
                 view.broadcastVersion = try row.decode(2, as: Int64.self)
-                if let text = try row.decode(3, as: String?.self) {
-                    do {
-                        view.mutes = try MutedNode.decodeLog(text).filter { $0.concerns(path) }
-                    } catch {
-                        throw PGError(
-                            code: .decoding, message: "the muted nodes of \(user.rawValue) cannot be read: \(error)",
-                            statement: BadgeSQL.readTree.name)
-                    }
+                view.mutes = try storedMutes(try row.decode(3, as: String?.self), of: user, statement: BadgeSQL.readTree).filter {
+                    $0.concerns(path)
                 }
                 continue
             }
@@ -43,6 +44,7 @@ extension BadgeStore {
                 }
             }
         }
+        view.modes = AggregationModes(entries: modes.sorted { $0.position < $1.position }.map(\.entry))
         return view
     }
 

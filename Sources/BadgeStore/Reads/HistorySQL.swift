@@ -2,13 +2,31 @@ import LibPQ
 
 /// The reads of the change log (DESIGN §6a), run together in one snapshot.
 extension BadgeSQL {
-    /// The user's own version, the broadcast version at which it was reached, and the broadcast
-    /// version (one row; the first two NULL for a user with no version yet).
+    /// The user's own version, the broadcast version at which it was reached, the broadcast
+    /// version and the user's muted nodes (one row; all but the broadcast version NULL for a user
+    /// with no version yet).
     static let historyHead = PGStatement(
         "history.head",
         """
-        SELECT u.version, u.broadcast_version, b.version
+        SELECT u.version, u.broadcast_version, b.version, u.mutes::text
         FROM broadcast_version b LEFT JOIN user_version u ON u.user_id = $1
+        """)
+
+    /// The user's muted nodes as of own version `$2`: the latest logged change of them up to it,
+    /// else `[]` when the log still holds the user's first version (a user's mutes start
+    /// empty); no row when the log no longer tells.
+    static let historyMutesAt = PGStatement(
+        "history.mutes_at",
+        """
+        SELECT m.mutes::text FROM (
+            SELECT c.mutes FROM badge_change c
+            WHERE c.user_id = $1 AND c.version <= $2 AND c.mutes IS NOT NULL
+            ORDER BY c.version DESC LIMIT 1
+        ) AS m
+        UNION ALL
+        SELECT '[]' WHERE NOT EXISTS (
+            SELECT 1 FROM badge_change c WHERE c.user_id = $1 AND c.version <= $2 AND c.mutes IS NOT NULL
+        ) AND ($2 <= 0 OR EXISTS (SELECT 1 FROM badge_change c WHERE c.user_id = $1 AND c.version = 1))
         """)
 
     /// All of the user's aggregates.
@@ -48,13 +66,14 @@ extension BadgeSQL {
     }
 
     /// The user's logged own versions after `$2`, one row per changed node (a version that
-    /// changed no aggregate has one row with a NULL path).
+    /// changed no aggregate has one row with a NULL path), each with the version's muted nodes
+    /// when it changed them.
     static let historyOwnChanges = PGStatement(
         "history.own_changes",
         """
         SELECT c.version, c.broadcast_version, n.node->>0,
                (n.node->1->>'count')::bigint, n.node->1->>'icon', (n.node->1->>'unseen')::bigint,
-               (n.node->2->>'count')::bigint, n.node->2->>'icon', (n.node->2->>'unseen')::bigint
+               (n.node->2->>'count')::bigint, n.node->2->>'icon', (n.node->2->>'unseen')::bigint, c.mutes::text
         FROM badge_change c
         LEFT JOIN LATERAL jsonb_array_elements(c.nodes) AS n(node) ON true
         WHERE c.user_id = $1 AND c.version > $2

@@ -5,15 +5,20 @@ extension BadgeSQL {
     /// A user's own version and the broadcast version, aggregates within a subtree and the
     /// active broadcasts within it, each with whether the user dismissed or saw it (each counts
     /// from the first own version whose writes reach its stamp): one statement, one snapshot,
-    /// two single-user range scans plus the active broadcasts. Rows: kind 0 (the two versions and
-    /// the muted nodes of the own version, as `user_version.mutes` keeps them), 1 (an aggregate), 2
-    /// (a broadcast: its id, then 1 when dismissed, 2 when seen, else 0).
+    /// two single-user range scans plus the active broadcasts and the aggregation modes. Rows:
+    /// kind 0 (the two versions and the muted nodes of the own version, as `user_version.mutes`
+    /// keeps them), 1 (an aggregate: down to the depth, and deeper on an active broadcast's chain,
+    /// which merging it needs), 2 (a broadcast: its id, then 1 when dismissed, 2 when seen, else
+    /// 0), 3 (a mode: its position, pattern and mode).
     static let readTree = PGStatement(
         "badges.read_tree",
         """
         WITH v AS (
             SELECT coalesce(u.version, 0) AS own, coalesce(u.writes_through, u.version, 0) AS reach, u.mutes
             FROM (SELECT 1) AS one LEFT JOIN user_version u ON u.user_id = $1
+        ), deep AS (
+            SELECT coalesce(array_agg(path), '{}') AS paths
+            FROM broadcast WHERE withdrawn_at IS NULL AND path <@ $2::ltree AND nlevel(path) > $3
         )
         SELECT 0 AS kind, v.own, coalesce((SELECT version FROM broadcast_version), 0),
                v.mutes::text, NULL::bigint, NULL::text, NULL::bigint
@@ -21,7 +26,9 @@ extension BadgeSQL {
         UNION ALL
         SELECT 1, 0, 0, a.path::text, a.count, a.icon, a.unseen
         FROM badge_aggregate a
-        WHERE a.user_id = $1 AND a.path <@ $2::ltree AND nlevel(a.path) <= $3
+        WHERE a.user_id = $1 AND a.path <@ $2::ltree AND (nlevel(a.path) <= $3 OR (SELECT paths FROM deep) <@ a.path)
+        UNION ALL
+        SELECT 3, m.position::bigint, 0, m.pattern, NULL, m.mode, NULL FROM aggregation_mode m
         UNION ALL
         SELECT 2, b.id,
                CASE WHEN EXISTS (

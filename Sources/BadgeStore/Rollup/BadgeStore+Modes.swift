@@ -34,13 +34,18 @@ extension BadgeStore {
     static func aggregationModes(on connection: PGConnection) throws(PGError) -> AggregationModes {
         var entries: [AggregationModes.Entry] = []
         for row in try connection.query(BadgeSQL.selectModes).rows {
-            let pattern = try row.decode(0, as: String.self)
-            guard let mode = AggregationMode(rawValue: try row.decode(1, as: String.self)),
-                let entry = try? AggregationModes.entry(pattern: pattern, mode: mode)
-            else { continue }
+            guard let entry = storedMode(pattern: try row.decode(0, as: String.self), mode: try row.decode(1, as: String.self)) else {
+                continue
+            }
             entries.append(entry)
         }
         return AggregationModes(entries: entries)
+    }
+
+    /// One stored mode; nil for a row that no longer parses.
+    static func storedMode(pattern: String, mode: String) -> AggregationModes.Entry? {
+        guard let mode = AggregationMode(rawValue: mode) else { return nil }
+        return try? AggregationModes.entry(pattern: pattern, mode: mode)
     }
 
     /// Whether any mode other than sum is stored.

@@ -466,8 +466,9 @@ extension BadgeSQL {
     /// changed rows, bumps the version of users with any change (or a `bump` in `reach`),
     /// recording how far its writes reach, logs each new version with the aggregates it changed
     /// (before and after), how far its writes and the previous version's reach, the broadcast version it was
-    /// made under and the visible root totals (broadcasts the user has not dismissed included;
-    /// hold `lockBroadcastsShared`, so that set is the one of that version) and the user's muted
+    /// made under and the visible root totals (broadcasts the user has not dismissed merged in
+    /// under the modes and mutes, `badge_visible_root`; hold `lockBroadcastsShared`, so that set
+    /// is the one of that version) and the user's muted
     /// nodes when they changed, and notifies `$2`. The muted nodes are recounted for a user with
     /// a mute written since the version (`badge_mute.written_in` after `covered`, up to `top`);
     /// when they differ from the version's (`user_version.mutes`), that is a change: a new
@@ -509,7 +510,7 @@ extension BadgeSQL {
             ON CONFLICT (user_id) DO UPDATE
             SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version,
                 writes_through = excluded.writes_through, mutes = coalesce(excluded.mutes, v.mutes)
-            RETURNING v.user_id, v.version, v.broadcast_version, v.writes_through
+            RETURNING v.user_id, v.version, v.broadcast_version, v.writes_through, v.mutes
         ), changes AS (
             SELECT d.user_id, jsonb_agg(jsonb_build_array(
                        d.path::text,
@@ -521,23 +522,22 @@ extension BadgeSQL {
                 user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at, writes_through, prior_writes_through,
                 mutes)
             SELECT b.user_id, b.version, b.broadcast_version, coalesce(n.nodes, '[]'),
-                   least(coalesce(r.count, 0) + coalesce(shared.total, 0), \(maxCount))::bigint,
-                   least(coalesce(r.unseen, 0) + coalesce(shared.unseen, 0), \(maxCount))::bigint,
+                   coalesce(shared.root[1], r.count, 0), coalesce(shared.root[2], r.unseen, 0),
                    clock_timestamp(), b.writes_through, r0.covered, ml.list
             FROM bumped b
             JOIN reach r0 ON r0.user_id = b.user_id
             LEFT JOIN changes n ON n.user_id = b.user_id
             LEFT JOIN roots r ON r.user_id = b.user_id
             LEFT JOIN mute_lists ml ON ml.user_id = b.user_id
+            -- With active broadcasts, the root with them merged under the modes and mutes
+            -- (migration 0014); the version's changed aggregates are newer than the table's.
             LEFT JOIN LATERAL (
-                SELECT sum(x.count) AS total,
-                       sum(x.count) FILTER (WHERE NOT EXISTS (
-                           SELECT 1 FROM broadcast_seen s
-                           WHERE s.user_id = b.user_id AND s.broadcast_id = x.id AND s.shown_in <= b.writes_through)) AS unseen
-                FROM broadcast x
-                WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
-                    SELECT 1 FROM broadcast_clear c
-                    WHERE c.user_id = b.user_id AND c.broadcast_id = x.id AND c.shown_in <= b.writes_through)
+                SELECT badge_visible_root(
+                           b.user_id, r.count, r.unseen, b.writes_through,
+                           (SELECT jsonb_object_agg(d.path::text, CASE WHEN d.kept THEN jsonb_build_array(d.count, d.unseen) END)
+                            FROM diff d WHERE d.user_id = b.user_id),
+                           coalesce(ml.list, b.mutes)) AS root
+                WHERE EXISTS (SELECT 1 FROM broadcast x WHERE x.withdrawn_at IS NULL)
             ) shared ON true
         )
         SELECT user_id, version, pg_notify($2, \(ChangeNotification.userPayloadSQL(user: "user_id", version: "version")))
