@@ -1,7 +1,7 @@
 import Foundation
 
-/// A clear or seen the app asked for, shown at once and kept over the server's tree until the
-/// tree the client holds includes it (read-your-writes). Until the server answers it, it is
+/// A clear, seen, mute or unmute the app asked for, shown at once and kept over the server's
+/// tree until the tree the client holds includes it (read-your-writes). Until the server answers it, it is
 /// kept in the offline cache too, with its id (`action_id`): a tap made offline is sent when
 /// the server can be reached, also after the app restarted, and the server applies it once
 /// however often it arrives.
@@ -14,6 +14,18 @@ struct PendingAction: Sendable {
     enum Kind: Sendable, Hashable {
         case clear(force: Bool)
         case seen
+        case mute(until: Date?)
+        case unmute
+
+        /// Its name in the API's route and the offline cache.
+        var name: String {
+            switch self {
+            case .clear: "clear"
+            case .seen: "seen"
+            case .mute: "mute"
+            case .unmute: "unmute"
+            }
+        }
     }
 
     /// Where the action is on its way to the server.
@@ -74,6 +86,13 @@ struct PendingAction: Sendable {
                 losses[node] = Loss(count: 0, unseen: badge.unseen, hides: false)
             }
             for node in ancestors { losses[node] = Loss(count: 0, unseen: target?.unseen ?? 0, hides: false) }
+        case .mute:
+            // The node keeps its numbers; its ancestors stop counting them (a guess under a
+            // mode other than sum, until the server answers).
+            for node in ancestors { losses[node] = Loss(count: target?.count ?? 0, unseen: target?.unseen ?? 0, hides: true) }
+        case .unmute:
+            // What the ancestors get back shows with the server's answer.
+            break
         }
         self.losses = losses
     }
@@ -86,9 +105,11 @@ struct PendingAction: Sendable {
         var path: String
         var seenVersion: Int64
         var losses: [String: Loss]
+        /// When a queued snooze ends (a mute only; absent in caches written before mutes queued).
+        var until: Date?
 
         enum CodingKeys: String, CodingKey {
-            case kind, force, path, losses
+            case kind, force, path, losses, until
             case actionID = "action_id"
             case seenVersion = "seen_version"
         }
@@ -96,7 +117,9 @@ struct PendingAction: Sendable {
 
     var stored: Stored {
         let force = if case .clear(force: true) = kind { true } else { false }
-        return Stored(actionID: actionID, kind: kind == .seen ? "seen" : "clear", force: force, path: path, seenVersion: seenVersion, losses: losses)
+        let until: Date? = if case .mute(let until) = kind { until } else { nil }
+        return Stored(
+            actionID: actionID, kind: kind.name, force: force, path: path, seenVersion: seenVersion, losses: losses, until: until)
     }
 
     /// An action read back from the offline cache, queued; nil when it is not one this client
@@ -105,6 +128,8 @@ struct PendingAction: Sendable {
         switch stored.kind {
         case "clear": kind = .clear(force: stored.force)
         case "seen": kind = .seen
+        case "mute": kind = .mute(until: stored.until)
+        case "unmute": kind = .unmute
         default: return nil
         }
         guard RedDotClient.pathProblem(stored.path) == nil, !stored.actionID.isEmpty else { return nil }

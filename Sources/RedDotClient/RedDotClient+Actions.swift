@@ -53,27 +53,28 @@ extension RedDotClient {
 
     /// Mutes the subtree at `path` for the user (until `until`: a snooze), as a chat app's
     /// "mute conversation": the badges inside keep their numbers, and give their ancestors
-    /// (the tab, the app icon) nothing until ``unmute(_:)`` or `until`. Sent at once; the tree
-    /// follows with the version the server made (a stream brings it, a poll is made).
+    /// (the tab, the app icon) nothing until ``unmute(_:)`` or `until`. The ancestors drop at
+    /// once; when the server cannot be reached, the mute is queued and sent when the connection
+    /// is back (also after the app restarted), once, as ``clear(_:force:)`` is. The server
+    /// orders mutes by when it receives them, so a queued mute holds from when it is sent.
     ///
-    /// - Returns: the badge at `path` as the server answered it.
-    /// - Throws: ``RedDotClientError``: `.invalidPath` for a path that is not a badge path, the
-    ///   server's refusal (`root` cannot be muted), or `.transport` when it cannot be reached
-    ///   (nothing is queued: mute again when the connection is back).
+    /// - Returns: the badge at `path` as the server answered it, or as shown here when queued.
+    /// - Throws: ``RedDotClientError``: `.invalidPath` for a path that is not a badge path or is
+    ///   `root` (nothing changes), or the server's refusal.
     @discardableResult
     public func mute(_ path: String, until: Date? = nil) async throws -> Badge {
-        var body: [String: Any] = ["path": path]
-        if let until { body["until"] = Self.rfc3339(until) }
-        return try await sendMute("mute", path: path, body: body)
+        try Self.checkMutable(path)
+        return try await act(.mute(until: until), at: [path])[0]
     }
 
-    /// Ends a mute or snooze of the subtree at `path` (see ``mute(_:until:)``).
+    /// Ends a mute or snooze of the subtree at `path` (see ``mute(_:until:)``; queued likewise).
     ///
-    /// - Returns: the badge at `path` as the server answered it.
+    /// - Returns: the badge at `path` as the server answered it, or as shown here when queued.
     /// - Throws: ``RedDotClientError`` as ``mute(_:until:)``.
     @discardableResult
     public func unmute(_ path: String) async throws -> Badge {
-        try await sendMute("unmute", path: path, body: ["path": path])
+        try Self.checkMutable(path)
+        return try await act(.unmute, at: [path])[0]
     }
 
     /// `until` as the server reads it: RFC 3339 in UTC, with milliseconds.
@@ -84,25 +85,12 @@ extension RedDotClient {
         return formatter.string(from: date)
     }
 
-    /// Posts a mute or unmute (`route`) and asks for the tree it changed.
-    private func sendMute(_ route: String, path: String, body: [String: Any]) async throws -> Badge {
-        try Self.checkPath(path)
-        guard server != nil else { throw RedDotClientError(.invalidResponse, "the client has no server to send the \(route) to") }
-        let running = state.withLock { $0.transport }
-        let transport = running ?? HTTPTransport()
-        defer { if running == nil { transport.close() } }
-        do {
-            var request = try await request("badges/\(route)", query: [])
-            request.httpMethod = "POST"
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
-            let (head, answer) = try await send(request, transport, timeout: options.requestTimeout)
-            guard head.statusCode == 200 else { throw Self.statusError(head.statusCode, head, answer, what: "\(route) \(path)") }
-            let snapshot = try Self.decode(BadgeTreeState.Snapshot.self, answer, what: "a subtree")
-            wakeup.fire()
-            return BadgeTreeState.shownNodes(snapshot.tree, version: snapshot.version)[path] ?? .hidden(path, version: snapshot.version)
-        } catch {
-            throw Self.clientError(error)
+    /// Refuses what the server would refuse for a mute: a path that is not a badge path, and
+    /// `root` (its count is the app-icon number).
+    private static func checkMutable(_ path: String) throws {
+        try checkPath(path)
+        guard path != "root" else {
+            throw RedDotClientError(.invalidPath, "root cannot be muted (its count is the app icon's); mute a subtree below it")
         }
     }
 
@@ -172,15 +160,24 @@ extension RedDotClient {
         let path = action.path
         do {
             var body: [String: Any] = ["path": path, "action_id": action.actionID]
-            if case .clear(let force) = kind { body["force"] = force }
-            if action.seenVersion >= 0 { body["seen_version"] = action.seenVersion }
-            var request = try await request(kind == .seen ? "badges/seen" : "badges/clear", query: [])
+            switch kind {
+            case .clear(let force):
+                body["force"] = force
+                if action.seenVersion >= 0 { body["seen_version"] = action.seenVersion }
+            case .seen:
+                if action.seenVersion >= 0 { body["seen_version"] = action.seenVersion }
+            case .mute(let until):
+                if let until { body["until"] = Self.rfc3339(until) }
+            case .unmute:
+                break
+            }
+            var request = try await request("badges/\(kind.name)", query: [])
             request.httpMethod = "POST"
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
             let (head, answer) = try await send(request, transport, timeout: options.requestTimeout)
             guard head.statusCode == 200 else {
-                throw Self.statusError(head.statusCode, head, answer, what: kind == .seen ? "seen \(path)" : "clear \(path)")
+                throw Self.statusError(head.statusCode, head, answer, what: "\(kind.name) \(path)")
             }
             let snapshot = try Self.decode(BadgeTreeState.Snapshot.self, answer, what: "a subtree")
             let nodes = BadgeTreeState.shownNodes(snapshot.tree, version: snapshot.version)

@@ -185,6 +185,54 @@ struct TransportTests {
         #expect(try !String(contentsOf: cacheFile, encoding: .utf8).contains(actionID), "the answered tap left the cache")
     }
 
+    @Test("a mute while the server cannot answer: the ancestors drop at once, the mute is queued across a restart and sent once to …/mute")
+    func offlineMuteIsQueued() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-mute-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let online = Atomic<Bool>(true)
+        let delivered = Mutex<[(target: String, body: String)]>([])
+        let muted = #"{"user":"ann","version":4,"tree":{"path":"root.chat","shown":true,"count":2,"unseen":0,"text":"2","icon":null,"children":[]},"mutes":[{"path":"root.chat","until":"2030-01-01T00:00:00.000Z"}]}"#
+        let after = #"{"user":"ann","version":4,"tree":{"path":"root","shown":false,"count":0,"unseen":0,"text":null,"icon":null,"children":[{"path":"root.chat","shown":true,"count":2,"unseen":0,"text":"2","icon":null,"children":[]}]},"mutes":[{"path":"root.chat","until":"2030-01-01T00:00:00.000Z"}]}"#
+        let server = try ScriptedServer { request, _ in
+            guard online.load(ordering: .relaxed) else {
+                return .json(503, #"{"error":{"code":"unavailable","message":"the database did not answer in time"}}"#)
+            }
+            if request.method == "POST" {
+                delivered.withLock { $0.append((request.target, request.body)) }
+                return .json(200, muted)
+            }
+            return .json(200, delivered.withLock { $0.isEmpty } ? Self.tree : after)
+        }
+        defer { server.stop() }
+        let options = RedDotClient.Options(
+            transport: .polling(Self.quickPolls), cacheDirectory: folder, reconnectDelay: .milliseconds(50),
+            maximumReconnectDelay: .milliseconds(200))
+        let first = RedDotClient(server: server.url, user: "ann", options: options)
+        first.start()
+        #expect(await Self.eventually { first.badge("root.chat").count == 2 })
+        online.store(false, ordering: .relaxed)
+        let until = Date(timeIntervalSince1970: 1_893_456_000)
+        let shown = try await first.mute("root.chat", until: until)
+        #expect(shown.count == 2 && first.badge("root").count == 0, "the chat keeps its number, the app icon drops at once")
+        #expect(first.queuedActionCount == 1)
+        await #expect(throws: RedDotClientError.self) { try await first.mute("root") }
+        first.stop()
+
+        let second = RedDotClient(server: server.url, user: "ann", options: options)
+        #expect(second.queuedActionCount == 1 && second.badge("root").count == 0, "the queued mute shows after a restart")
+        online.store(true, ordering: .relaxed)
+        second.start()
+        defer { second.stop() }
+        #expect(await Self.eventually { second.queuedActionCount == 0 && second.version == 4 })
+        try await Task.sleep(for: .milliseconds(500))
+        let sent = delivered.withLock { $0 }
+        #expect(sent.count == 1 && sent.first?.target.hasSuffix("/badges/mute") == true, "sent once to …/mute: \(sent.map(\.target))")
+        let body = try JSONSerialization.jsonObject(with: Data((sent.first?.body ?? "{}").utf8)) as? [String: Any]
+        #expect(body?["path"] as? String == "root.chat" && body?["until"] as? String == "2030-01-01T00:00:00.000Z")
+        #expect(body?["action_id"] is String && body?["seen_version"] == nil && body?["force"] == nil)
+        #expect(second.badge("root.chat").count == 2 && !second.badge("root").shown)
+    }
+
     @Test("two accounts on one device: each user's cache is a file of its own, and each restores its own tree")
     func accountsKeepTheirOwnCache() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-accounts-\(UUID().uuidString)", isDirectory: true)
