@@ -109,18 +109,17 @@ struct BroadcastModel {
 /// What a user must see: their own tree's aggregates plus the broadcasts they did not dismiss,
 /// each added to its node and every ancestor (to the count, and to the unseen part unless seen).
 func expectedTree(own: BadgeTree, broadcasts: [BroadcastModel], dismissed: Set<Int>, seen: Set<Int> = [], now: Date) -> BadgeNode? {
-    var aggregates = own.aggregates(now: now)
+    // The rule: each broadcast the user did not dismiss is own state of its node (unseen until
+    // seen), and the tree is aggregated from that under the user's mutes.
+    var counts = own.ownCounts(now: now)
     for (index, broadcast) in broadcasts.enumerated() where !dismissed.contains(index) {
-        var node: BadgePath? = broadcast.path
-        while let current = node {
-            var aggregate = aggregates[current] ?? BadgeAggregate(count: 0)
-            aggregate.count += broadcast.count
-            if !seen.contains(index) { aggregate.unseen += broadcast.count }  // unseen until seen or cleared
-            if current == broadcast.path, own.states[current]?.icon == nil, let icon = broadcast.icon { aggregate.icon = icon }
-            aggregates[current] = aggregate
-            node = current.parent
-        }
+        var aggregate = counts[broadcast.path] ?? BadgeAggregate(count: 0)
+        aggregate.count += broadcast.count
+        if !seen.contains(index) { aggregate.unseen += broadcast.count }  // unseen until seen or cleared
+        if own.states[broadcast.path]?.icon == nil, let icon = broadcast.icon { aggregate.icon = icon }
+        counts[broadcast.path] = aggregate
     }
+    let aggregates = AggregationModes.none.aggregate(own: counts, muted: own.mutedPaths(at: now))
     return BadgeNode.build(aggregates: aggregates, at: .root, depth: nil, display: BadgeDisplay())
 }
 
