@@ -16,7 +16,7 @@ extension BadgeStore {
         for row in result.rows {
             let kind = try row.decode(0, as: Int32.self)
             if kind == 3 {
-                if let entry = try storedMode(pattern: try row.decode(3, as: String.self), mode: try row.decode(5, as: String.self)) {
+                if let entry = storedMode(pattern: try row.decode(3, as: String.self), mode: try row.decode(5, as: String.self)) {
                     modes.append((try row.decode(1, as: Int64.self), entry))
                 }
                 continue
