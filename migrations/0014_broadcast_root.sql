@@ -7,7 +7,7 @@
 -- (BadgeAggregate.merge in BadgeCore); the change log's root totals (the app-icon number of the
 -- change feed) come from this function, the same steps over the root's chain.
 --
--- A new function only: no table changes. Processes of an older build log root totals that add
+-- New functions only: no table changes. Processes of an older build log root totals that add
 -- every broadcast to the root, as before.
 
 -- The visible root totals {count, unseen} of user `p_user` at a new version: the own root
@@ -21,7 +21,8 @@
 -- nothing under `children` and `dot`; a child passes its count and unseen to a `sum` or
 -- `exclude` parent unless it is `dot` or `exclude`; a `children` parent counts a child that was
 -- not shown before and, once, its unseen; a `dot` parent takes nothing; a muted node passes
--- nothing.
+-- nothing. A broadcast whose chain has no muted node and no node with another mode than `sum`
+-- skips the steps: its count reaches the root whole (that is what the steps give it).
 CREATE FUNCTION badge_visible_root(
     p_user text, p_own_count bigint, p_own_unseen bigint, p_through bigint, p_changed jsonb, p_mutes jsonb
 ) RETURNS bigint[]
@@ -42,31 +43,33 @@ DECLARE
     node_mode text;
     parent_mode text;
     grown numeric;
-    plain numeric[];
+    -- What the broadcasts on plain chains add to the root.
+    plain_count numeric := 0;
+    plain_unseen numeric := 0;
 BEGIN
-    -- Without mutes or modes every node sums: the broadcasts' counts add up at the root (the
-    -- steps below give the same, at a cost per broadcast).
+    -- Without mutes or modes every node sums.
     IF jsonb_array_length(coalesce(p_mutes, '[]')) = 0 AND NOT EXISTS (SELECT 1 FROM aggregation_mode m WHERE m.mode <> 'sum') THEN
-        SELECT ARRAY[coalesce(p_own_count, 0) + coalesce(sum(x.count), 0),
-                     coalesce(p_own_unseen, 0) + coalesce(sum(x.count) FILTER (WHERE NOT EXISTS (
-                         SELECT 1 FROM broadcast_seen s
-                         WHERE s.user_id = p_user AND s.broadcast_id = x.id AND s.shown_in <= p_through)), 0)]
-        INTO plain
-        FROM broadcast x
-        WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
-            SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through);
-        RETURN ARRAY[least(plain[1], biggest), least(plain[2], biggest)]::bigint[];
+        RETURN badge_plain_root(p_user, p_own_count, p_own_unseen, p_through);
     END IF;
     FOR b IN
         SELECT x.path, x.count,
                CASE WHEN EXISTS (SELECT 1 FROM broadcast_seen s
                                  WHERE s.user_id = p_user AND s.broadcast_id = x.id AND s.shown_in <= p_through)
-                    THEN 0 ELSE x.count END AS unseen
+                    THEN 0 ELSE x.count END AS unseen,
+               -- No node of its chain is muted or has a mode other than sum: its count reaches
+               -- the root whole, and passes no node that another broadcast's steps look at.
+               NOT (muted @> x.path) AND NOT EXISTS (
+                   SELECT 1 FROM aggregation_mode m WHERE m.mode <> 'sum' AND x.path ~ m.below) AS plain
         FROM broadcast x
         WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
             SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)
         ORDER BY x.id
     LOOP
+        IF b.plain THEN
+            plain_count := plain_count + b.count;
+            plain_unseen := plain_unseen + b.unseen;
+            CONTINUE;
+        END IF;
         node := b.path;
         before := badge_visible_root_node(p_user, node, known, p_changed);
         node_mode := badge_mode_of(node);
@@ -103,11 +106,29 @@ BEGIN
             after := parent_after;
         END LOOP;
     END LOOP;
-    IF jsonb_typeof(known->'root') = 'null' THEN
-        RETURN ARRAY[0, 0]::bigint[];
-    END IF;
-    RETURN ARRAY[(known->'root'->>0)::bigint, (known->'root'->>1)::bigint];
+    RETURN ARRAY[least(coalesce((known->'root'->>0)::numeric, 0) + plain_count, biggest),
+                 least(coalesce((known->'root'->>1)::numeric, 0) + plain_unseen, biggest)]::bigint[];
 END
+$$;
+
+-- The root totals when every node sums (no mutes, no modes): the own root (NULL: not shown) plus
+-- every active broadcast the user has not dismissed, and its unseen unless the user saw it. One
+-- expression, so that PostgreSQL inlines it into the statement that calls it.
+CREATE FUNCTION badge_plain_root(p_user text, p_own_count bigint, p_own_unseen bigint, p_through bigint) RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    SELECT ARRAY[
+        least(coalesce(p_own_count, 0)::numeric + coalesce((
+            SELECT sum(x.count) FROM broadcast x
+            WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
+                SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)), 0),
+              9223372036854775807),
+        least(coalesce(p_own_unseen, 0)::numeric + coalesce((
+            SELECT sum(x.count) FROM broadcast x
+            WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
+                SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)
+              AND NOT EXISTS (
+                SELECT 1 FROM broadcast_seen s WHERE s.user_id = p_user AND s.broadcast_id = x.id AND s.shown_in <= p_through)), 0),
+              9223372036854775807)]::bigint[]
 $$;
 
 -- The aggregate of `node` for badge_visible_root: as looked at so far (`known`), else as the

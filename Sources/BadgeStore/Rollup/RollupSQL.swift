@@ -530,13 +530,18 @@ extension BadgeSQL {
             LEFT JOIN roots r ON r.user_id = b.user_id
             LEFT JOIN mute_lists ml ON ml.user_id = b.user_id
             -- With active broadcasts, the root with them merged under the modes and mutes
-            -- (migration 0014); the version's changed aggregates are newer than the table's.
+            -- (migration 0014): a plain sum for a user without mutes when no mode is declared,
+            -- else the steps, where the version's changed aggregates are newer than the table's.
             LEFT JOIN LATERAL (
-                SELECT badge_visible_root(
-                           b.user_id, r.count, r.unseen, b.writes_through,
-                           (SELECT jsonb_object_agg(d.path::text, CASE WHEN d.kept THEN jsonb_build_array(d.count, d.unseen) END)
-                            FROM diff d WHERE d.user_id = b.user_id),
-                           coalesce(ml.list, b.mutes)) AS root
+                SELECT CASE WHEN jsonb_array_length(coalesce(ml.list, b.mutes, '[]')) = 0
+                                 AND NOT EXISTS (SELECT 1 FROM aggregation_mode m WHERE m.mode <> 'sum')
+                            THEN badge_plain_root(b.user_id, r.count, r.unseen, b.writes_through)
+                            ELSE badge_visible_root(
+                                     b.user_id, r.count, r.unseen, b.writes_through,
+                                     (SELECT jsonb_object_agg(d.path::text, CASE WHEN d.kept THEN jsonb_build_array(d.count, d.unseen) END)
+                                      FROM diff d WHERE d.user_id = b.user_id),
+                                     coalesce(ml.list, b.mutes))
+                       END AS root
                 WHERE EXISTS (SELECT 1 FROM broadcast x WHERE x.withdrawn_at IS NULL)
             ) shared ON true
         )
