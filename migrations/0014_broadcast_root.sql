@@ -49,7 +49,7 @@ DECLARE
 BEGIN
     -- Without mutes or modes every node sums.
     IF jsonb_array_length(coalesce(p_mutes, '[]')) = 0 AND NOT EXISTS (SELECT 1 FROM aggregation_mode m WHERE m.mode <> 'sum') THEN
-        RETURN badge_plain_root(p_user, p_own_count, p_own_unseen, p_through);
+        RETURN (SELECT ARRAY[p.count, p.unseen] FROM badge_plain_root(p_user, p_own_count, p_own_unseen, p_through) AS p);
     END IF;
     FOR b IN
         SELECT x.path, x.count,
@@ -113,38 +113,15 @@ $$;
 
 -- The root totals when every node sums (no mutes, no modes): the own root (NULL: not shown) plus
 -- every active broadcast the user has not dismissed, and its unseen unless the user saw it. One
--- expression, so that PostgreSQL inlines it into the statement that calls it.
-CREATE FUNCTION badge_plain_root(p_user text, p_own_count bigint, p_own_unseen bigint, p_through bigint) RETURNS bigint[]
+-- row; a table function of one SELECT, so that PostgreSQL inlines it where it is called in FROM.
+CREATE FUNCTION badge_plain_root(p_user text, p_own_count bigint, p_own_unseen bigint, p_through bigint)
+RETURNS TABLE (count bigint, unseen bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT ARRAY[
-        least(coalesce(p_own_count, 0)::numeric + coalesce((
-            SELECT sum(x.count) FROM broadcast x
-            WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
-                SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)), 0),
-              9223372036854775807),
-        least(coalesce(p_own_unseen, 0)::numeric + coalesce((
-            SELECT sum(x.count) FROM broadcast x
-            WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
-                SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)
-              AND NOT EXISTS (
-                SELECT 1 FROM broadcast_seen s WHERE s.user_id = p_user AND s.broadcast_id = x.id AND s.shown_in <= p_through)), 0),
-              9223372036854775807)]::bigint[]
-$$;
-
--- The aggregate of `node` for badge_visible_root: as looked at so far (`known`), else as the
--- version changed it (`changed`), else as stored; JSON null when it does not show.
-CREATE FUNCTION badge_visible_root_node(p_user text, node ltree, known jsonb, changed jsonb) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT CASE
-        WHEN known ? node::text THEN known->node::text
-        WHEN coalesce(changed, '{}') ? node::text THEN changed->node::text
-        ELSE coalesce((SELECT jsonb_build_array(a.count, a.unseen) FROM badge_aggregate a
-                       WHERE a.user_id = p_user AND a.path = node), 'null'::jsonb)
-    END
-$$;
-
--- The aggregation mode of `node`: the first stored pattern that matches it, else sum.
-CREATE FUNCTION badge_mode_of(node ltree) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT m.mode FROM aggregation_mode m WHERE node ~ m.query ORDER BY m.position LIMIT 1), 'sum')
+    SELECT least(coalesce(p_own_count, 0)::numeric + coalesce(sum(x.count), 0), 9223372036854775807)::bigint,
+           least(coalesce(p_own_unseen, 0)::numeric + coalesce(sum(x.count) FILTER (WHERE NOT EXISTS (
+               SELECT 1 FROM broadcast_seen s WHERE s.user_id = p_user AND s.broadcast_id = x.id AND s.shown_in <= p_through)), 0),
+                 9223372036854775807)::bigint
+    FROM broadcast x
+    WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
+        SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)
 $$;

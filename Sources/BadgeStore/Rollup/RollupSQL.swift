@@ -535,13 +535,14 @@ extension BadgeSQL {
             LEFT JOIN LATERAL (
                 SELECT CASE WHEN jsonb_array_length(coalesce(ml.list, b.mutes, '[]')) = 0
                                  AND NOT EXISTS (SELECT 1 FROM aggregation_mode m WHERE m.mode <> 'sum')
-                            THEN badge_plain_root(b.user_id, r.count, r.unseen, b.writes_through)
+                            THEN ARRAY[p.count, p.unseen]
                             ELSE badge_visible_root(
                                      b.user_id, r.count, r.unseen, b.writes_through,
                                      (SELECT jsonb_object_agg(d.path::text, CASE WHEN d.kept THEN jsonb_build_array(d.count, d.unseen) END)
                                       FROM diff d WHERE d.user_id = b.user_id),
                                      coalesce(ml.list, b.mutes))
                        END AS root
+                FROM badge_plain_root(b.user_id, r.count, r.unseen, b.writes_through) AS p
                 WHERE EXISTS (SELECT 1 FROM broadcast x WHERE x.withdrawn_at IS NULL)
             ) shared ON true
         )
