@@ -125,3 +125,21 @@ LANGUAGE sql STABLE AS $$
     WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
         SELECT 1 FROM broadcast_clear c WHERE c.user_id = p_user AND c.broadcast_id = x.id AND c.shown_in <= p_through)
 $$;
+
+-- The aggregate of `node` for badge_visible_root: as looked at so far (`known`), else as the
+-- version changed it (`changed`), else as stored; JSON null when it does not show.
+CREATE FUNCTION badge_visible_root_node(p_user text, node ltree, known jsonb, changed jsonb) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN known ? node::text THEN known->node::text
+        WHEN coalesce(changed, '{}') ? node::text THEN changed->node::text
+        ELSE coalesce((SELECT jsonb_build_array(a.count, a.unseen) FROM badge_aggregate a
+                       WHERE a.user_id = p_user AND a.path = node), 'null'::jsonb)
+    END
+$$;
+
+-- The aggregation mode of `node`: the first stored pattern that matches it, else sum.
+CREATE FUNCTION badge_mode_of(node ltree) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT m.mode FROM aggregation_mode m WHERE node ~ m.query ORDER BY m.position LIMIT 1), 'sum')
+$$;
