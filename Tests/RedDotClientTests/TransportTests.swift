@@ -126,31 +126,54 @@ struct TransportTests {
         #expect(client.queuedActionCount == 0)
     }
 
+    /// A server for the offline tests: 503 while `online` is false; else each POST is recorded
+    /// (its target and body) and answered with `answered`, and reads get `Self.tree` until the
+    /// first POST, then `after`.
+    final class FlakyServer: Sendable {
+        let online = Atomic<Bool>(true)
+        let delivered = Mutex<[(target: String, body: String)]>([])
+        let answered: String
+        let after: String
+
+        init(answered: String, after: String) {
+            self.answered = answered
+            self.after = after
+        }
+
+        func start() throws -> ScriptedServer {
+            try ScriptedServer { request, _ in
+                guard self.online.load(ordering: .relaxed) else {
+                    return .json(503, #"{"error":{"code":"unavailable","message":"the database did not answer in time"}}"#)
+                }
+                if request.method == "POST" {
+                    self.delivered.withLock { $0.append((request.target, request.body)) }
+                    return .json(200, self.answered)
+                }
+                return .json(200, self.delivered.withLock { $0.isEmpty } ? TransportTests.tree : self.after)
+            }
+        }
+
+        /// A client of `server` with its cache in `folder`, polling often and reconnecting fast.
+        static func options(cache folder: URL) -> RedDotClient.Options {
+            RedDotClient.Options(
+                transport: .polling(TransportTests.quickPolls), cacheDirectory: folder, reconnectDelay: .milliseconds(50),
+                maximumReconnectDelay: .milliseconds(200))
+        }
+    }
+
     @Test("a clear while the server cannot answer: shown at once, kept in the cache across a restart, sent once when it is back")
     func offlineClearIsQueued() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-queue-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let online = Atomic<Bool>(true)
-        let delivered = Mutex<[String]>([])
         let cleared = #"{"user":"ann","version":4,"tree":null}"#
-        let server = try ScriptedServer { request, _ in
-            guard online.load(ordering: .relaxed) else {
-                return .json(503, #"{"error":{"code":"unavailable","message":"the database did not answer in time"}}"#)
-            }
-            if request.method == "POST" {
-                delivered.withLock { $0.append(request.body) }
-                return .json(200, cleared)
-            }
-            return .json(200, delivered.withLock { $0.isEmpty } ? Self.tree : cleared)
-        }
+        let script = FlakyServer(answered: cleared, after: cleared)
+        let server = try script.start()
         defer { server.stop() }
-        let options = RedDotClient.Options(
-            transport: .polling(Self.quickPolls), cacheDirectory: folder, reconnectDelay: .milliseconds(50),
-            maximumReconnectDelay: .milliseconds(200))
+        let options = FlakyServer.options(cache: folder)
         let first = RedDotClient(server: server.url, user: "ann", options: options)
         first.start()
         #expect(await Self.eventually { first.badge("root.chat").count == 2 })
-        online.store(false, ordering: .relaxed)
+        script.online.store(false, ordering: .relaxed)
         let calls = ClientCalls()
         let observation = try first.observe("root.chat") { calls.add($0) }
         let shown = try await first.clear("root.chat", force: true)
@@ -172,12 +195,12 @@ struct TransportTests {
         let second = RedDotClient(server: server.url, user: "ann", options: options)
         #expect(!second.badge("root.chat").shown && second.queuedActionCount == 1)
         #expect(second.version == 3)
-        online.store(true, ordering: .relaxed)
+        script.online.store(true, ordering: .relaxed)
         second.start()
         defer { second.stop() }
         #expect(await Self.eventually { second.queuedActionCount == 0 && second.version == 4 })
         try await Task.sleep(for: .milliseconds(500))
-        let sent = delivered.withLock { $0 }
+        let sent = script.delivered.withLock { $0.map(\.body) }
         #expect(sent.count == 1, "sent once when the server is back: \(sent)")
         let body = try JSONSerialization.jsonObject(with: Data((sent.first ?? "{}").utf8)) as? [String: Any]
         #expect(body?["action_id"] as? String == actionID && body?["seen_version"] as? Int == 3 && body?["force"] as? Bool == true)
@@ -189,28 +212,16 @@ struct TransportTests {
     func offlineMuteIsQueued() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-mute-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let online = Atomic<Bool>(true)
-        let delivered = Mutex<[(target: String, body: String)]>([])
         let muted = #"{"user":"ann","version":4,"tree":{"path":"root.chat","shown":true,"count":2,"unseen":0,"text":"2","icon":null,"children":[]},"mutes":[{"path":"root.chat","until":"2030-01-01T00:00:00.000Z"}]}"#
         let after = #"{"user":"ann","version":4,"tree":{"path":"root","shown":false,"count":0,"unseen":0,"text":null,"icon":null,"children":[{"path":"root.chat","shown":true,"count":2,"unseen":0,"text":"2","icon":null,"children":[]}]},"mutes":[{"path":"root.chat","until":"2030-01-01T00:00:00.000Z"}]}"#
-        let server = try ScriptedServer { request, _ in
-            guard online.load(ordering: .relaxed) else {
-                return .json(503, #"{"error":{"code":"unavailable","message":"the database did not answer in time"}}"#)
-            }
-            if request.method == "POST" {
-                delivered.withLock { $0.append((request.target, request.body)) }
-                return .json(200, muted)
-            }
-            return .json(200, delivered.withLock { $0.isEmpty } ? Self.tree : after)
-        }
+        let script = FlakyServer(answered: muted, after: after)
+        let server = try script.start()
         defer { server.stop() }
-        let options = RedDotClient.Options(
-            transport: .polling(Self.quickPolls), cacheDirectory: folder, reconnectDelay: .milliseconds(50),
-            maximumReconnectDelay: .milliseconds(200))
+        let options = FlakyServer.options(cache: folder)
         let first = RedDotClient(server: server.url, user: "ann", options: options)
         first.start()
         #expect(await Self.eventually { first.badge("root.chat").count == 2 })
-        online.store(false, ordering: .relaxed)
+        script.online.store(false, ordering: .relaxed)
         let until = Date(timeIntervalSince1970: 1_893_456_000)
         let shown = try await first.mute("root.chat", until: until)
         #expect(shown.count == 2 && first.badge("root").count == 0, "the chat keeps its number, the app icon drops at once")
@@ -220,12 +231,12 @@ struct TransportTests {
 
         let second = RedDotClient(server: server.url, user: "ann", options: options)
         #expect(second.queuedActionCount == 1 && second.badge("root").count == 0, "the queued mute shows after a restart")
-        online.store(true, ordering: .relaxed)
+        script.online.store(true, ordering: .relaxed)
         second.start()
         defer { second.stop() }
         #expect(await Self.eventually { second.queuedActionCount == 0 && second.version == 4 })
         try await Task.sleep(for: .milliseconds(500))
-        let sent = delivered.withLock { $0 }
+        let sent = script.delivered.withLock { $0 }
         #expect(sent.count == 1 && sent.first?.target.hasSuffix("/badges/mute") == true, "sent once to …/mute: \(sent.map(\.target))")
         let body = try JSONSerialization.jsonObject(with: Data((sent.first?.body ?? "{}").utf8)) as? [String: Any]
         #expect(body?["path"] as? String == "root.chat" && body?["until"] as? String == "2030-01-01T00:00:00.000Z")
