@@ -13,6 +13,11 @@ final class IngestMetrics: Sendable {
     let rewrites = Counter(label: "reddot_ingest_rewritten_batches_total")
     let fenced = Counter(label: "reddot_ingest_fenced_batches_total")
     let deadLettersPublished = Counter(label: "reddot_ingest_dead_letters_published_total")
+    /// Users whose badge state a batch wrote: brought current in the batch's own transaction
+    /// (`rolled_up`), or left to the rollup (`left`: another transaction held them, or
+    /// `--no-rollup-in-ingest`).
+    let usersRolledUp = Counter(label: "reddot_ingest_users_total", dimensions: [("rollup", "rolled_up")])
+    let usersLeft = Counter(label: "reddot_ingest_users_total", dimensions: [("rollup", "left")])
     private let rejectedByReason: [RejectionReason: Counter]
 
     init() {

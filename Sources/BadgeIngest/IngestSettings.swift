@@ -21,6 +21,8 @@ public struct IngestSettings: Sendable {
     public var startFrom = "earliest"
     /// `--event-retention-days`.
     public var eventRetentionDays: Double = 7
+    /// `--rollup-in-ingest` (true) or `--no-rollup-in-ingest`.
+    public var rollUp = true
 
     /// Settings with every flag left out.
     public init() {}
@@ -52,6 +54,7 @@ public struct IngestSettings: Sendable {
         configuration.writers = writers
         configuration.startFromEnd = startFrom == "latest"
         configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
+        configuration.rollUp = rollUp
     }
 
     /// The static member name: the flag, then `REDDOT_INSTANCE_ID` (either unless empty), then

@@ -22,15 +22,16 @@ public enum IngestStore {
     /// Writes one batch with ``IngestTransaction/commit(_:on:)``: the offsets of its partitions
     /// move from `expectedOffsets[partition]` (absent: no row may exist yet) to
     /// `batch.nextOffsets`. With `newRowsFirst`, its new rows go in with plain inserts first
-    /// (see ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``). The caller wraps it in
-    /// one transaction and rolls back if it throws.
+    /// (see ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``); with `rollUp`, the
+    /// transaction also brings the batch's users current where it can (``IngestBatchWrite/rollUp``).
+    /// The caller wraps it in one transaction and rolls back if it throws.
     ///
     /// - Throws: ``IngestError`` `.fenced` before any other write when a stored offset is not
     ///   the expected one (another consumer owns the partition: roll back, give it up);
     ///   `PGError` from the database (retry the whole batch when `isRetriable`).
     public static func commit(
         _ batch: PreparedBatch, group: String, expectedOffsets: [TopicPartition: Int64], newRowsFirst: Bool = true,
-        on connection: PGConnection
+        rollUp: Bool = false, on connection: PGConnection
     ) throws -> BatchOutcome {
         let write = IngestBatchWrite(
             group: group,
@@ -39,7 +40,7 @@ public enum IngestStore {
             },
             events: batch.accepted.map(\.operation),
             rejected: batch.rejected.map { RejectedRow(record: StoredRecord($0.record), rejection: $0.rejection, eventID: $0.eventID) },
-            newRowsFirst: newRowsFirst)
+            newRowsFirst: newRowsFirst, rollUp: rollUp)
         do {
             return try IngestTransaction.commit(write, on: connection)
         } catch let conflict as OffsetConflict {

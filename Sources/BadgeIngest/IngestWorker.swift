@@ -198,7 +198,13 @@ final class IngestWorker: @unchecked Sendable {
     /// Decodes the pending records (while the writers may still be busy with the previous
     /// batch), then hands them to the writers: the batch's partitions are split between them, so
     /// each partition's records stay in one transaction, in order.
+    ///
+    /// A batch flushed before it filled (its wait ran out: ingest has read what there was)
+    /// brings its users current itself, with `configuration.rollUp`; a full one (more records
+    /// wait: ingest is behind) leaves them to the rollup, whose round brings many batches of a
+    /// user current at once.
     private func flush(_ consumer: KafkaConsumer) throws {
+        let rollUp = configuration.rollUp && pending.count < configuration.batchSize
         let batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
         pending.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
@@ -213,7 +219,7 @@ final class IngestWorker: @unchecked Sendable {
         for (index, batch) in batches.enumerated() {
             let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
             for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
-            writer.writers[index].write(batch, expected: expectedNow) { nextOffsets in
+            writer.writers[index].write(batch, expected: expectedNow, rollUp: rollUp) { nextOffsets in
                 try? consumer.commit(nextOffsets)  // best effort, for lag tools; throws only once closed
                 if !batch.rejected.isEmpty { onRejections() }
             }
@@ -300,15 +306,19 @@ final class BatchWriter: @unchecked Sendable {
         if let error = failure.withLock({ $0 }) { throw error }
     }
 
-    /// Starts writing `batch`; `committed` runs on the writer thread after it commits, with the
-    /// batch's next offsets. Call only when idle.
-    func write(_ batch: PreparedBatch, expected: [TopicPartition: Int64], committed: @escaping @Sendable ([TopicPartition: Int64]) -> Void) {
+    /// Starts writing `batch` (with `rollUp`, bringing its users current in its transaction
+    /// where it can); `committed` runs on the writer thread after it commits, with the batch's
+    /// next offsets. Call only when idle.
+    func write(
+        _ batch: PreparedBatch, expected: [TopicPartition: Int64], rollUp: Bool,
+        committed: @escaping @Sendable ([TopicPartition: Int64]) -> Void
+    ) {
         idle.wait()
         queue.async { [self] in
             defer { idle.signal() }
             let started = ContinuousClock.now
             do {
-                switch try commit(batch, expected: expected) {
+                switch try commit(batch, expected: expected, rollUp: rollUp) {
                 case .outcome(let outcome):
                     record(outcome, size: batch.records.count, since: started)
                     committed(batch.nextOffsets)
@@ -341,6 +351,8 @@ final class BatchWriter: @unchecked Sendable {
         metrics.rewrites.increment(by: outcome.rewrites)
         metrics.applied.increment(by: outcome.applied)
         metrics.duplicates.increment(by: outcome.duplicates)
+        metrics.usersRolledUp.increment(by: outcome.rolledUp)
+        metrics.usersLeft.increment(by: max(0, outcome.users - outcome.rolledUp))
         for (reason, count) in outcome.rejected { metrics.rejected(reason, count: count) }
         metrics.batchSize.record(size)
         let elapsed = (ContinuousClock.now - started).components
@@ -350,7 +362,7 @@ final class BatchWriter: @unchecked Sendable {
     /// Writes the batch in one transaction, retrying transient database errors (reconnecting
     /// as needed). A retry after an ambiguous COMMIT finds the offsets already advanced: that is
     /// this batch, committed by the earlier attempt.
-    private func commit(_ batch: PreparedBatch, expected: [TopicPartition: Int64]) throws -> Committed {
+    private func commit(_ batch: PreparedBatch, expected: [TopicPartition: Int64], rollUp: Bool) throws -> Committed {
         var attempt = 0
         var backoff = Backoff(initial: .milliseconds(50), maximum: .seconds(5))
         let group = configuration.group
@@ -359,7 +371,7 @@ final class BatchWriter: @unchecked Sendable {
                 let connection = try session.connection(configuration.database)
                 let newRowsFirst = stretch.newRowsFirst
                 let outcome = try connection.withTransaction { connection in
-                    try IngestStore.commit(batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, on: connection)
+                    try IngestStore.commit(batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, rollUp: rollUp, on: connection)
                 }
                 stretch.record(rewritten: outcome.rewrites > 0, merged: !newRowsFirst && !batch.accepted.isEmpty)
                 return .outcome(outcome)

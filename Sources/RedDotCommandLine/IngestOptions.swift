@@ -35,6 +35,15 @@ public struct IngestOptions: ParsableArguments {
     public var startFrom: String = "earliest"
     @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones and clear marks too; increments stored longer fold into their counts).")
     public var eventRetentionDays: Double = 7
+    @Flag(
+        name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
+        help: ArgumentHelp(
+            "Bring a batch's users current in the batch's own transaction, as a rollup round would, when the "
+                + "batch was written before it filled (ingest has caught up): their new versions show when it commits. "
+                + "A full batch (ingest is behind), and a user a rollup round or an action holds at that moment, are "
+                + "left to the rollup, which must still run (it also takes expiries). "
+                + "--no-rollup-in-ingest leaves every user to the rollup."))
+    public var rollUpInIngest = true
 
     /// The flags as the library's settings.
     public var settings: IngestSettings {
@@ -42,6 +51,7 @@ public struct IngestOptions: ParsableArguments {
         (settings.group, settings.instanceID, settings.deadLetterTopic) = (group, instanceID, deadLetterTopic)
         (settings.batchSize, settings.batchWaitMilliseconds, settings.writers) = (batchSize, batchWaitMilliseconds, writers)
         (settings.startFrom, settings.eventRetentionDays) = (startFrom, eventRetentionDays)
+        settings.rollUp = rollUpInIngest
         return settings
     }
 

@@ -20,10 +20,10 @@ struct IngestFixture: PooledFixture, Sendable {
 
     /// Commits `batch` in its own transaction, as the ingest service does.
     func commit(
-        _ batch: PreparedBatch, group: String = "g", expected: [TopicPartition: Int64], newRowsFirst: Bool = true
+        _ batch: PreparedBatch, group: String = "g", expected: [TopicPartition: Int64], newRowsFirst: Bool = true, rollUp: Bool = false
     ) async throws -> BatchOutcome {
         try await pool.withTransaction { connection in
-            try IngestStore.commit(batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, on: connection)
+            try IngestStore.commit(batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, rollUp: rollUp, on: connection)
         }
     }
 

@@ -14,8 +14,12 @@ struct IngestPropertyTests {
         return [21, 22]
     }()
 
-    @Test("random events in random batches over 3 partitions give every user the model's tree", arguments: seeds)
-    func randomBatches(seed: UInt64) async throws {
+    /// Each seed with ingest bringing its users current itself (`reddot ingest`'s default) and
+    /// leaving them all to the rollup (`--no-rollup-in-ingest`).
+    @Test(
+        "random events in random batches over 3 partitions give every user the model's tree, whether ingest or the rollup rolls up",
+        arguments: seeds, [true, false])
+    func randomBatches(seed: UInt64, rollUp: Bool) async throws {
         try await IngestFixture.with { fixture in
             let partitionCount: Int32 = 3
             let users = (0..<90).map { user("r\(seed)_u\($0)") }
@@ -75,7 +79,7 @@ struct IngestPropertyTests {
                 guard !records.isEmpty else { continue }
                 let batch = PreparedBatch(records: records, rules: testRules)
                 let expected = stored
-                let outcome = try await fixture.commit(batch, expected: expected)
+                let outcome = try await fixture.commit(batch, expected: expected, rollUp: rollUp)
                 applied += outcome.applied
                 duplicates += outcome.duplicates
                 rejected += outcome.rejectedCount
@@ -84,7 +88,7 @@ struct IngestPropertyTests {
                 // Now and then, a consumer that lost its partitions commits its last batch again.
                 if let previous, generator.integer(in: 0...2) == 0 {
                     do {
-                        _ = try await fixture.commit(previous.batch, expected: previous.expected)
+                        _ = try await fixture.commit(previous.batch, expected: previous.expected, rollUp: rollUp)
                         Issue.record("a stale batch was committed")
                     } catch let error as IngestError {
                         fences += 1
@@ -109,7 +113,7 @@ struct IngestPropertyTests {
                 let tree = try await fixture.store.tree(for: id)
                 #expect(tree.tree == models[id, default: BadgeTree()].node(at: .root, now: now), "user \(id) (seed \(seed))")
             }
-            print("seed \(seed): \(uniqueEvents) events, \(resends) re-sends, \(poisonCount) poisons, \(fences) fenced re-commits")
+            print("seed \(seed), rollUp \(rollUp): \(uniqueEvents) events, \(resends) re-sends, \(poisonCount) poisons, \(fences) fenced re-commits")
         }
     }
 }

@@ -87,6 +87,91 @@ struct IngestDuringRollupTests {
     }
 }
 
+/// Ingest brings its batch's users current in the batch's own transaction
+/// (`IngestBatchWrite.rollUp`, on by default in `reddot ingest`), and leaves to the rollup every
+/// user another transaction holds, without waiting for it.
+@Suite("Ingest rolls up its own users where nothing holds them")
+struct IngestRollsUpTests {
+    static let chat = try! BadgePath(validating: "root.chat.c1")
+
+    /// One ingest batch of `increments` (user, amount), ids `prefix-N`, committed with `rollUp`.
+    static func commit(
+        _ increments: [(UserID, Int64)], prefix: String, rollUp: Bool, on connection: PGConnection
+    ) throws -> BatchOutcome {
+        let events = try increments.enumerated().map { index, increment in
+            MappedOperation(
+                eventID: try EventID(validating: "\(prefix)-\(index)"), audience: .users([increment.0]), path: chat,
+                operation: .increment(by: increment.1), expiresAt: nil)
+        }
+        try connection.execute(script: "BEGIN", name: "test.begin")
+        do {
+            let outcome = try IngestTransaction.commit(
+                IngestBatchWrite(group: "g", offsets: [], events: events, rejected: [], rollUp: rollUp), on: connection)
+            try connection.execute(script: "COMMIT", name: "test.commit")
+            return outcome
+        } catch {
+            try? connection.execute(script: "ROLLBACK", name: "test.rollback")
+            throw error
+        }
+    }
+
+    @Test("a batch makes its users' versions itself, logged and notified; a user a round holds, and everyone while a broadcast writer holds its lock, waits for the rollup")
+    func batchRollsUpItsUsers() async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let alice = user("own_alice"), bob = user("own_bob"), carol = user("own_carol")
+        let writer = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+        defer { writer.close() }
+        let listener = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+        defer { listener.close() }
+        try listener.execute(script: "LISTEN \(BadgeStore.changeChannel)", name: "test.listen")
+
+        // Bob has a change waiting, and a rollup round holds him (claimed, not yet committed).
+        _ = try Self.commit([(bob, 1)], prefix: "first", rollUp: false, on: writer)
+        let round = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+        defer { round.close() }
+        try round.execute(script: "BEGIN", name: "test.begin")
+        #expect(try BadgeStore.claimDirtyUsers(limit: 10, on: round).map(\.user) == [bob])
+
+        // The batch commits at once; alice and carol are current when it does, bob is not.
+        let outcome = try Self.commit([(alice, 2), (bob, 3), (carol, 4), (alice, 1)], prefix: "second", rollUp: true, on: writer)
+        #expect(outcome.users == 3 && outcome.rolledUp == 2)
+        for (who, count) in [(alice, Int64(3)), (carol, 4)] {
+            let shown = try await fixture.store.tree(for: who)
+            #expect(shown.version == 1 && shown.tree?.count == count, "\(who): \(shown)")
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM dirty_mark WHERE user_id = $1", [who.rawValue], as: Int.self) == 0)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta WHERE user_id = $1", [who.rawValue], as: Int.self) == 0)
+            #expect(
+                try await fixture.scalar("SELECT root_count FROM badge_change WHERE user_id = $1 AND version = 1", [who.rawValue], as: Int64.self)
+                    == count)
+        }
+        var notified: Set<ChangeNotification> = []
+        for _ in 0..<50 where notified.count < 2 {
+            notified.formUnion(try listener.waitForNotifications(timeoutMilliseconds: 100).compactMap { ChangeNotification(payload: $0.payload) })
+        }
+        #expect(notified == [.user(alice, version: 1), .user(carol, version: 1)], "\(notified)")
+        let waiting = try await fixture.store.tree(for: bob)
+        #expect(waiting.version == 0 && (waiting.tree?.count ?? 0) == 0, "\(waiting)")
+        #expect(try await fixture.scalar("SELECT count(*)::int FROM dirty_mark WHERE user_id = $1", [bob.rawValue], as: Int.self) == 2)
+        try round.execute(script: "ROLLBACK", name: "test.rollback")
+
+        // A writer of the set of broadcasts holds its lock: the batch waits for neither it nor
+        // the rollup, and leaves everyone marked.
+        try round.execute(script: "BEGIN", name: "test.begin")
+        try BadgeStore.lockBroadcastsExclusive(on: round)
+        let held = try Self.commit([(alice, 5), (carol, 6)], prefix: "third", rollUp: true, on: writer)
+        #expect(held.users == 2 && held.rolledUp == 0)
+        #expect(try await fixture.store.tree(for: alice).tree?.count == 3)
+        try round.execute(script: "COMMIT", name: "test.commit")
+
+        try await fixture.drainDirtyUsers()
+        #expect(try await fixture.store.tree(for: alice).tree?.count == 8)
+        #expect(try await fixture.store.tree(for: bob).tree?.count == 4)
+        #expect(try await fixture.store.tree(for: carol).tree?.count == 10)
+        #expect(try await BadgeVerifier(store: fixture.store).run(repair: false).mismatches == 0)
+    }
+}
+
 /// A time set once by one task and read by another.
 private final class Stamp: Sendable {
     private let instant = Mutex<ContinuousClock.Instant?>(nil)

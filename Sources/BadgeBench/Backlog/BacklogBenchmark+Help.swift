@@ -11,12 +11,14 @@ extension BacklogBenchmark {
         group of its own into a scratch database of its own, as separate processes, one after \
         the other:
 
-        1. ingest alone: reddot ingest (this executable, its defaults), until the offsets it \
-        stored in PostgreSQL cover the backlog;
+        1. ingest alone: reddot ingest (this executable, its defaults but \
+        --no-rollup-in-ingest, so that it leaves every user to the rollup, as a build before \
+        that flag did), until the offsets it stored in PostgreSQL cover the backlog;
         2. the rollup of that backlog: reddot rollup on the same database, until no user is \
         dirty (reported in users/s);
-        3. the whole write pipeline: reddot ingest and reddot rollup started together, until \
-        the backlog is stored and no user is dirty: every parent is current. Then the \
+        3. the whole write pipeline: reddot ingest and reddot rollup started together, with \
+        their defaults (ingest brings each batch's users current where no rollup round holds \
+        them), until the backlog is stored and no user is dirty: every parent is current. Then the \
         aggregates are checked as reddot verify checks them, and the leaves' counts must sum \
         to --events. Then the bytes that database holds on disk (after a VACUUM): per event \
         retained (event ids, increments, deltas, items, clear marks: what the dedupe \

@@ -194,7 +194,12 @@ public struct BacklogBenchmark: Sendable {
     private func ingestAlone(database: PGConfiguration, url: String) async throws -> Phase {
         benchProgress("ingest alone: reddot ingest")
         let group = "reddot-backlog-\(settings.runID)-a"
-        let ingest = try BenchChild.start(settings.executable, ingestArguments(url: url, group: group), name: "ingest", logger: logger)
+        // Ingest's own part: without bringing its users current (a build that does so by
+        // default takes --no-rollup-in-ingest), so that the rollup of the backlog has it all.
+        let leaveToRollup = Self.knowsFlag("--no-rollup-in-ingest", of: settings.executable, command: "ingest")
+        let ingest = try BenchChild.start(
+            settings.executable, ingestArguments(url: url, group: group) + (leaveToRollup ? ["--no-rollup-in-ingest"] : []), name: "ingest",
+            logger: logger)
         defer { ingest.stop() }
         let timing = try await until(database, children: [ingest]) { connection in
             let consumed = try connection.sumOfStoredOffsets(group: group)
@@ -296,6 +301,20 @@ public struct BacklogBenchmark: Sendable {
         return Phase(
             name: "plain consumer", seconds: seconds, secondsFromFirstCommit: reported?["seconds_from_first_commit"] as? Double,
             rate: Double(settings.events) / seconds, problems: problems, cpu: cpu)
+    }
+
+    /// Whether `executable command --help` names `flag` (a build before the flag does not).
+    static func knowsFlag(_ flag: String, of executable: String, command: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = [command, "--help"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: output, as: UTF8.self).contains(flag)
     }
 
     private func ingestArguments(url: String, group: String) -> [String] {

@@ -135,6 +135,10 @@ public struct PipelineBenchmark: Sendable {
         var commitToVisible = LatencySummary(sortedNanoseconds: [])
         var rollupLag = LatencySummary(sortedNanoseconds: [])
         var rollupLagSamples = 0
+        /// Users of ingest's batches in the window brought current by the batch's own
+        /// transaction, and left to the rollup (`reddot_ingest_users_total`).
+        var usersRolledUpByIngest = 0
+        var usersLeftToRollup = 0
         var rollupLagUnder100Percent = 0.0
         /// The change feed's lag (the change's transaction → Kafka acknowledged), when it ran.
         var feedLag = LatencySummary(sortedNanoseconds: [])

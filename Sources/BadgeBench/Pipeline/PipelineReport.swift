@@ -49,6 +49,9 @@ public struct PipelineReport: Encodable, Sendable {
     var commitToVisibleP99Ms: Double
     var commitToVisibleMaxMs: Double
     var rollupLagSamples: Int
+    /// Users of the window's batches brought current by ingest's own transaction, and left to the rollup.
+    var usersRolledUpByIngest: Int
+    var usersLeftToRollup: Int
     var rollupLagP50Ms: Double
     var rollupLagP99Ms: Double
     var rollupLagMaxMs: Double
@@ -132,6 +135,8 @@ public struct PipelineReport: Encodable, Sendable {
         commitToVisibleP99Ms = measurement.commitToVisible.p99Milliseconds
         commitToVisibleMaxMs = measurement.commitToVisible.maxMilliseconds
         rollupLagSamples = measurement.rollupLagSamples
+        usersRolledUpByIngest = measurement.usersRolledUpByIngest
+        usersLeftToRollup = measurement.usersLeftToRollup
         rollupLagP50Ms = measurement.rollupLag.p50Milliseconds
         rollupLagP99Ms = measurement.rollupLag.p99Milliseconds
         rollupLagMaxMs = measurement.rollupLag.maxMilliseconds
@@ -215,11 +220,12 @@ public struct PipelineReport: Encodable, Sendable {
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
             parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs))
+            rollup:     \(number(Double(usersRolledUpByIngest))) users brought current by their batch's own transaction, \(number(Double(usersLeftToRollup))) left to the rollup (reddot_ingest_users_total, the window's batches)
             rollup lag: dirty mark → aggregates committed (reddot_rollup_lag_seconds, \(number(Double(rollupLagSamples))) samples in the window) p50 \(ms(rollupLagP50Ms)), p99 \(ms(rollupLagP99Ms)), max \(ms(rollupLagMaxMs)); \(String(format: "%.1f", rollupLagUnder100MsPercent))% under 100 ms
             feed:       \(feedLagSamples == 0 ? "no records published in the window (change feed off?)" : "visible → reddot.changes: the version's transaction → Kafka acknowledged (reddot_feed_lag_seconds, \(number(Double(feedLagSamples))) records in the window) p50 \(ms(feedLagP50Ms)), p99 \(ms(feedLagP99Ms)), max \(ms(feedLagMaxMs))")
             streams:    \(number(Double(streamChanges))) change and \(number(Double(streamSnapshots))) snapshot events, \(number(Double(streamBytes))) bytes; \(streamErrors) errors\(firstStreamError.map { " (first: \($0))" } ?? ""); drain after the last publish \(BenchReport.seconds(drainSeconds))
             CPU:        machine \(percent(machineBusyPercent)) busy in the window: RedDot's services \(percent(pipelineProcessPercent)) and their PostgreSQL backends \(percent(postgresqlPercent)); \(mockBrokerPercent > 0 ? "the stand-in Kafka broker (librdkafka's mock cluster, in this process) \(percent(mockBrokerPercent)); " : "")the bench's producer \(percent(producerPercent)) and SSE client \(percent(streamClientPercent)); other \(percent(otherPercent)) (percent of all cores)
-            target:     rollup lag p99 < 100 ms: \(rollupLagSamples == 0 ? "not measured" : rollupLagP99Ms < 100 ? "yes" : "NO")
+            target:     rollup lag p99 < 100 ms: \(rollupLagSamples == 0 ? (usersRolledUpByIngest > 0 ? "yes (no user waited for the rollup)" : "not measured") : rollupLagP99Ms < 100 ? "yes" : "NO")
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             database:   \(database) (\(databaseKept ? "kept" : "dropped"))
             """

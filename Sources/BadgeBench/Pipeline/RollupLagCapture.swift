@@ -2,14 +2,17 @@ public import Metrics
 import Synchronization
 
 /// Samples of the rollup's `reddot_rollup_lag_seconds` and the change feed's
-/// `reddot_feed_lag_seconds` timers, with the time each was recorded; every other metric is
-/// dropped here (Prometheus gets them all). Bootstrap it with the others.
+/// `reddot_feed_lag_seconds` timers, and the increments of ingest's `reddot_ingest_users_total`
+/// (by its `rollup` label), with the time each was recorded; every other metric is dropped here
+/// (Prometheus gets them all). Bootstrap it with the others.
 public final class RollupLagCapture: MetricsFactory, Sendable {
     static let label = "reddot_rollup_lag_seconds"
     static let feedLabel = "reddot_feed_lag_seconds"
+    static let ingestUsersLabel = "reddot_ingest_users_total"
     /// An empty capture.
     public init() {}
 
+    /// Timer samples (nanoseconds) and counter increments (amounts), by label.
     private let recorded = Mutex<[(label: String, at: UInt64, nanoseconds: Int64)]>([])
 
     final class LagTimer: TimerHandler, Sendable {
@@ -25,6 +28,28 @@ public final class RollupLagCapture: MetricsFactory, Sendable {
         }
     }
 
+    final class UsersCounter: CounterHandler, Sendable {
+        let capture: RollupLagCapture
+        let label: String
+        init(_ capture: RollupLagCapture, label: String) {
+            self.capture = capture
+            self.label = label
+        }
+        func increment(by amount: Int64) {
+            let now = BenchClock.now
+            capture.recorded.withLock { $0.append((label, now, amount)) }
+        }
+        func reset() {}
+    }
+
+    /// The users ingest counted with `rollup` label `value` (`rolled_up`, `left`) in `[from, to)`.
+    func ingestUsers(_ value: String, from start: UInt64, to end: UInt64) -> Int {
+        let label = "\(Self.ingestUsersLabel)/\(value)"
+        return recorded.withLock { samples in
+            Int(clamping: samples.filter { $0.label == label && $0.at >= start && $0.at < end }.reduce(Int64(0)) { $0 &+ $1.nanoseconds })
+        }
+    }
+
     /// The samples of the timer `label` recorded in `[from, to)`, in nanoseconds.
     func samples(_ label: String = RollupLagCapture.label, from start: UInt64, to end: UInt64) -> [Int64] {
         recorded.withLock { samples in samples.filter { $0.label == label && $0.at >= start && $0.at < end }.map(\.nanoseconds) }
@@ -34,14 +59,19 @@ public final class RollupLagCapture: MetricsFactory, Sendable {
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         label == Self.label || label == Self.feedLabel ? LagTimer(self, label: label) : NOOPMetricsHandler.instance
     }
-    /// MetricsFactory: the rollup lag timer records here; everything else is dropped.
-    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler { NOOPMetricsHandler.instance }
-    /// MetricsFactory: the rollup lag timer records here; everything else is dropped.
+    /// MetricsFactory: ingest's users counter records here; every other counter is dropped.
+    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        guard label == Self.ingestUsersLabel, let value = dimensions.first(where: { $0.0 == "rollup" })?.1 else {
+            return NOOPMetricsHandler.instance
+        }
+        return UsersCounter(self, label: "\(label)/\(value)")
+    }
+    /// MetricsFactory: dropped.
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler { NOOPMetricsHandler.instance }
-    /// MetricsFactory: the rollup lag timer records here; everything else is dropped.
+    /// MetricsFactory: nothing to release.
     public func destroyCounter(_ handler: any CounterHandler) {}
-    /// MetricsFactory: the rollup lag timer records here; everything else is dropped.
+    /// MetricsFactory: nothing to release.
     public func destroyRecorder(_ handler: any RecorderHandler) {}
-    /// MetricsFactory: the rollup lag timer records here; everything else is dropped.
+    /// MetricsFactory: nothing to release.
     public func destroyTimer(_ handler: any TimerHandler) {}
 }

@@ -15,16 +15,21 @@ public struct IngestBatchWrite: Sendable {
     /// ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``); false writes with merging
     /// inserts only, while a recent batch's plain inserts met stored rows (`MergingStretch`).
     public var newRowsFirst: Bool
+    /// Whether the batch's transaction also brings its users current (see
+    /// ``IngestTransaction/commit(_:on:)``); false leaves every one to the rollup.
+    public var rollUp: Bool
 
     /// A batch write.
     public init(
-        group: String, offsets: [OffsetAdvance], events: [MappedOperation], rejected: [RejectedRow], newRowsFirst: Bool = true
+        group: String, offsets: [OffsetAdvance], events: [MappedOperation], rejected: [RejectedRow], newRowsFirst: Bool = true,
+        rollUp: Bool = false
     ) {
         self.group = group
         self.offsets = offsets
         self.events = events
         self.rejected = rejected
         self.newRowsFirst = newRowsFirst
+        self.rollUp = rollUp
     }
 }
 
@@ -130,6 +135,9 @@ public struct BatchOutcome: Sendable, Hashable {
     /// Times the batch was written a second time with merging inserts, after its plain inserts
     /// met a stored row (see ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``).
     public var rewrites: Int
+    /// Users the batch's own transaction brought current (``IngestBatchWrite/rollUp``); the
+    /// others of `users` wait for the rollup.
+    public var rolledUp: Int = 0
 
     /// An outcome with the given counts.
     public init(

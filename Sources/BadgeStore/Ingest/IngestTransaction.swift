@@ -32,8 +32,9 @@ public enum IngestTransaction {
     /// batch; (3) apply the new events' per-user mutations as one coalesced ``BadgeBatch`` and
     /// mark their users dirty; (4) store broadcasts once (set, incr: a new row; clear: withdraw
     /// the active ones at the path, with force within its subtree); (5) store every rejected
-    /// record, once per topic, partition and offset. Each step is one or two statements over
-    /// arrays, whatever the batch size.
+    /// record, once per topic, partition and offset; (6) with ``IngestBatchWrite/rollUp``, bring
+    /// the batch's users current where no other transaction holds them (`rollUpNow`). Each step
+    /// is one or two statements over arrays, whatever the batch size.
     ///
     /// - Throws: ``OffsetConflict`` before any other write when a stored offset is not the
     ///   expected one (another consumer owns the partition: roll back, give it up); `PGError`
@@ -46,8 +47,9 @@ public enum IngestTransaction {
             outcome.rejected[rejected.rejection.reason, default: 0] += 1
         }
 
-        try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, on: connection)
+        let users = try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, on: connection)
         try insertRejected(batch.rejected, on: connection)
+        if batch.rollUp { outcome.rolledUp = try rollUpNow(users, on: connection) }
         return outcome
     }
 
@@ -61,27 +63,30 @@ public enum IngestTransaction {
     /// an item added before), the batch rolls back to the savepoint and is written again with
     /// merging inserts, and `outcome.rewrites` counts it. Without it, only the merging write runs.
     /// Either way, call it inside a transaction (the savepoint needs one).
+    ///
+    /// - Returns: the users whose badge state the events wrote (marked dirty), sorted.
+    @discardableResult
     public static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool = true,
         on connection: PGConnection
-    ) throws(PGError) {
+    ) throws(PGError) -> [UserID] {
         guard newRowsFirst, !events.isEmpty else {
-            try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
-            return
+            return try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
         }
         let start = outcome
         let (written, rewritten) = try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
             var attempt = start
-            try applyEvents(events, into: &attempt, conflicts: conflicts, on: connection)
-            return attempt
+            let users = try applyEvents(events, into: &attempt, conflicts: conflicts, on: connection)
+            return (attempt, users)
         }
-        outcome = written
+        outcome = written.0
         if rewritten { outcome.rewrites += 1 }
+        return written.1
     }
 
     private static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, on connection: PGConnection
-    ) throws(PGError) {
+    ) throws(PGError) -> [UserID] {
         // Dedupe: an id is new once, at its first record in the batch. A plain insert succeeds
         // only when every id is; the merging one sends the new ids only when some are not (see
         // `IngestSQL.recordEvents`).
@@ -120,11 +125,34 @@ public enum IngestTransaction {
             }
         }
 
+        var users: [UserID] = []
         if !badges.isEmpty {
             try BadgeStore.applyMarked(badges, conflicts: conflicts, on: connection)
-            outcome.users = badges.userCount
+            users = badges.users
+            outcome.users = users.count
         }
         try broadcasts.write(on: connection)
+        return users
+    }
+
+    /// Brings `users` current in the batch's own transaction (`BadgeStore.rollUp`), so their
+    /// new versions commit with the batch instead of waiting for a rollup round: only the users
+    /// whose rollup locks it takes without waiting (a round or an action that holds one keeps
+    /// that user for the rollup, which finds the user's marks), and none when a writer of the
+    /// set of broadcasts holds its lock. Ingest so never waits for a rollup round or a broadcast
+    /// writer, and nothing another transaction holds waits for it in a cycle.
+    ///
+    /// - Returns: how many users it brought current.
+    static func rollUpNow(_ users: [UserID], on connection: PGConnection) throws(PGError) -> Int {
+        guard !users.isEmpty,
+            try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true
+        else { return 0 }
+        var locked: [UserID] = []
+        for row in try connection.query(BadgeSQL.tryLockUsers, [users.map(\.rawValue)]).rows {
+            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { locked.append(user) }
+        }
+        let outcome = try BadgeStore.rollUp(locked, onlyMarked: true, on: connection)
+        return outcome.recounted + outcome.added
     }
 
     /// Step 1 of `commit`: one statement for every partition, then the first lost one, if any.

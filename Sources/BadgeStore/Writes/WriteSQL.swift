@@ -471,6 +471,10 @@ extension BadgeSQL {
     /// See `lockBroadcastsExclusive`.
     static let lockBroadcastsShared = PGStatement(
         "badges.lock_broadcasts_shared", "SELECT pg_advisory_xact_lock_shared(1919247461, 0)")
+
+    /// `lockBroadcastsShared` without waiting: whether this transaction holds it now.
+    static let tryLockBroadcastsShared = PGStatement(
+        "badges.try_lock_broadcasts_shared", "SELECT pg_try_advisory_xact_lock_shared(1919247461, 0)")
 }
 
 /// The statements of a clear of what the client saw.
