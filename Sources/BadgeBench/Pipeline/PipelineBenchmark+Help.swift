@@ -33,7 +33,10 @@ extension PipelineBenchmark {
         publish → visible p50/p99/max (from the event's produce() call to the read of the \
         SSE event that shows it); its two parts, publish → ingest commit (matched by \
         partition and offset from the delivery reports, as bench ingest does) and ingest \
-        commit → visible; the rollup lag p50/p99/max: every sample of the rollup's own \
+        commit → visible; how many users of the window's batches ingest brought current in \
+        the batch's own transaction and how many it left to the rollup \
+        (reddot_ingest_users_total; --no-rollup-in-ingest leaves them all); the rollup lag \
+        p50/p99/max of the users left: every sample of the rollup's own \
         metric reddot_rollup_lag_seconds recorded in the window (a user's dirty mark, \
         written in the ingest transaction, to the commit of the rollup transaction that \
         recomputed that user; DESIGN's target is p99 under 100 ms); visible → \

@@ -25,6 +25,8 @@ public struct PipelineReport: Encodable, Sendable {
     var ingestBatchSize: Int
     var ingestBatchWaitMs: Int
     var ingestWriters: Int
+    /// Whether ingest brings a batch's users current itself when it has caught up (`--rollup-in-ingest`).
+    var ingestRollsUp: Bool
     var rollupWorkers: Int
     var rollupBatchSize: Int
     var rollupIdleMs: Int
@@ -112,6 +114,7 @@ public struct PipelineReport: Encodable, Sendable {
         ingestBatchSize = ingest.batchSize
         ingestBatchWaitMs = ingest.batchWaitMilliseconds
         ingestWriters = ingest.writers
+        ingestRollsUp = ingest.rollUp
         self.rollupWorkers = rollupWorkers
         self.rollupBatchSize = rollupBatchSize
         rollupIdleMs = rollupIdleMilliseconds
@@ -216,7 +219,7 @@ public struct PipelineReport: Encodable, Sendable {
             reddot bench pipeline: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
             workload:   incr by 1 over \(users) users × \(paths) paths (root.bench.p0…), keyed by user\(hotUsers > 0 ? String(format: ", %.0f%% of them to the first %d users", hotShare * 100, hotUsers) : ""); \(streams == users ? "\(streams) SSE streams, one per user" : "SSE streams for \(streams) of the users, one each")
             kafka:      \(kafka), \(partitions) partitions
-            services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), wait \(ingestBatchWaitMs) ms, \(ingestWriters) writers), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
+            services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), wait \(ingestBatchWaitMs) ms, \(ingestWriters) writers, \(ingestRollsUp ? "rolls up its users when caught up" : "--no-rollup-in-ingest")), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
             parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs))
