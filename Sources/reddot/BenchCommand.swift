@@ -52,7 +52,7 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "The workload generator's seed.")
         var seed: UInt64 = 42
 
-        @Option(help: "counter (90% incr, 10% set) or items (90% add of a new item, 10% remove of an earlier one).")
+        @Option(help: "counter (90% incr, 10% set), items (90% add of a new item, 10% remove of an earlier one) or increments (every event an incr by 1).")
         var workload: BenchWorkload.Kind = .counter
 
         @Flag(help: "Use the in-process mock Kafka cluster (the default unless --brokers is given).")

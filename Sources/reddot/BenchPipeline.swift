@@ -53,6 +53,11 @@ extension BenchCommand {
         @Option(help: "The seed of the events' users and paths.")
         var seed: UInt64 = 42
 
+        @Flag(
+            name: .customLong("ingest-alone"), inversion: .prefixedNo,
+            help: "After the pipeline, measure ingest alone in the same run: --rate × --seconds events (10,000 to 1,000,000) of the same users and paths, as fast as ingest takes them, without the rollup.")
+        var ingestAlone = true
+
         @OptionGroup var ingest: IngestOptions
         @OptionGroup var rollup: RollupOptions
         @OptionGroup var scratchSettings: BenchScratchOptions
@@ -75,17 +80,47 @@ extension BenchCommand {
             let registry = PrometheusCollectorRegistry()
             MetricsSystem.bootstrap(MultiplexMetricsHandler(factories: [PrometheusMetricsFactory(registry: registry), lagCapture]))
 
-            let report = try await scratchSettings.run(
+            var report = try await scratchSettings.run(
                 runID: runID, database: database, migrations: files, applicationName: "reddot-bench-pipeline", logger: logger
             ) { scratch, scratchName, serverVersion in
                 try await measure(
                     scratch: scratch, scratchName: scratchName, runID: runID, serverVersion: serverVersion, registry: registry,
                     lagCapture: lagCapture, logger: logger)
             }
+            if ingestAlone {
+                let aloneID = runID + "a"
+                let alone = try await scratchSettings.run(
+                    runID: aloneID, database: database, migrations: files, applicationName: "reddot-bench-pipeline", logger: logger
+                ) { scratch, _, _ in
+                    try await measureIngestAlone(scratch: scratch, runID: aloneID, logger: logger)
+                }
+                (report.ingestAloneRate, report.ingestAloneEvents, report.ingestAloneProblem) = alone
+            }
             try scratchSettings.print(report, text: report.text)
             if !report.verified {
                 throw fail("the pipeline did not deliver every event: \(report.verification)", code: ExitCodes.failure)
             }
+            if let problem = report.ingestAloneProblem {
+                throw fail("ingest alone did not complete: \(problem)", code: ExitCodes.failure)
+            }
+        }
+
+        /// Ingest alone over `--rate × --seconds` incr events (10,000 to 1,000,000) of the same
+        /// users and paths, on a topic and a scratch database of its own, without the rollup.
+        private func measureIngestAlone(scratch: PGConfiguration, runID: String, logger: Logger) async throws -> (Double, Int, String?) {
+            let kafka = try BenchCommand.kafka(self.kafka, partitions: partitions, runID: runID, logger: logger)
+            defer { kafka.close() }
+            let wanted = rate * Double(seconds)
+            let events = wanted.isFinite ? Int(min(1_000_000, max(10_000, wanted))) : 10_000
+            var settings = IngestBenchmark.Settings(
+                events: events, users: users, paths: paths, partitions: partitions, batchSize: ingest.batchSize,
+                batchWaitMilliseconds: ingest.batchWaitMilliseconds, rate: nil, seed: seed &+ 1, runID: runID, kafka: kafka.configuration,
+                topic: kafka.topic, isMockCluster: kafka.cluster != nil, database: scratch)
+            settings.workload = .increments
+            settings.writers = ingest.writers
+            settings.rollUp = false
+            let alone = try await IngestBenchmark(settings: settings, logger: logger).ingestAlone()
+            return (alone.rate, alone.events, alone.problem)
         }
 
         /// The services as reddot run makes them, against the scratch database, and the run.

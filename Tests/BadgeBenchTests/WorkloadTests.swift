@@ -30,6 +30,15 @@ struct WorkloadTests {
         #expect(text.contains("\"shape-0\"") && text.contains("root.bench.p\(workload.pathIndexes[0])"))
     }
 
+    @Test("the increments workload: every event an incr by 1, as the pipeline bench publishes")
+    func incrementsShape() throws {
+        let workload = try BenchWorkload(
+            events: 2_000, users: 50, paths: 5, seed: 7, idPrefix: "incr", userPrefix: "u", kind: .increments)
+        #expect(workload.incrementCount == 2_000)
+        #expect(workload.counts.allSatisfy { $0 == 1 })
+        #expect(workload.payloads.allSatisfy { String(decoding: $0, as: UTF8.self).contains("\"incr\"") })
+    }
+
     @Test("upsert batches: rows distinct by (user, path) within a batch, the last count wins")
     func upsertBatches() throws {
         let workload = try BenchWorkload(events: 1_000, users: 3, paths: 2, seed: 1, idPrefix: "up", userPrefix: "u")

@@ -170,6 +170,21 @@ struct IngestRollsUpTests {
         #expect(try await fixture.store.tree(for: carol).tree?.count == 10)
         #expect(try await BadgeVerifier(store: fixture.store).run(repair: false).mismatches == 0)
     }
+
+    @Test("a batch brings at most 1,000 of its users current itself (each holds an entry of the server's lock table); the rest wait for the rollup")
+    func batchRollsUpAtMostTheLimit() async throws {
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let writer = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+        defer { writer.close() }
+        let users = (0..<(IngestTransaction.rollUpLimit + 200)).map { user("many_\($0)") }
+        let outcome = try Self.commit(users.map { ($0, 1) }, prefix: "many", rollUp: true, on: writer)
+        #expect(outcome.users == users.count && outcome.rolledUp == IngestTransaction.rollUpLimit)
+        #expect(try await fixture.scalar("SELECT count(DISTINCT user_id)::int FROM dirty_mark", as: Int.self) == 200)
+        #expect(try await fixture.scalar("SELECT count(*)::int FROM user_version", as: Int.self) == IngestTransaction.rollUpLimit)
+        try await fixture.drainDirtyUsers()
+        #expect(try await fixture.scalar("SELECT count(*)::int FROM user_version", as: Int.self) == users.count)
+    }
 }
 
 /// A time set once by one task and read by another.

@@ -56,6 +56,12 @@ struct MetricsScrapeTests {
         #expect(page.value("reddot_ingest_dead_letters_published_total") == 4)
         #expect(try await harness.count("SELECT count(*) FROM applied_event") == 30)
         #expect(try await harness.count("SELECT count(*) FROM rejected_record WHERE published_at IS NOT NULL") == 4)
+        // Ingest (--rollup-in-ingest, the default) brought its users current itself: no user
+        // waits for the rollup, which is not running yet.
+        #expect(page.value(#"reddot_ingest_users_total{rollup="rolled_up"}"#) ?? 0 >= 10)
+        #expect(page.value(#"reddot_ingest_users_total{rollup="left"}"#) ?? 0 == 0)
+        #expect(try await harness.count("SELECT count(*) FROM user_version") == 10)
+        #expect(try await harness.count("SELECT count(*) FROM dirty_mark") == 0)
 
         // 2. More records: while ingest waits to fill its batch (1.5 s) they are read but not
         //    committed, so the lag rises to what was sent; once committed it returns to 0.
@@ -113,11 +119,21 @@ struct MetricsScrapeTests {
         }
         #expect(recovered.held, "ingest did not catch up once the database was free:\n\(recovered.page.text)")
 
-        // 3. Rollup: ten users wait (their rollup locks held, so the claim passes them by); the
-        //    queue depth shows 10, then 0 once they are free and rolled up.
-        #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 10)
-        // The lock is taken before the rollup starts, so it cannot roll anyone up first.
-        let (rollup, waiting) = try await withHeldSession(sql, holding: "BEGIN; SELECT pg_advisory_xact_lock(1919247460, hashtext(user_id)) FROM dirty_mark", until: "ROLLBACK") {
+        // 3. Rollup: ten users wait (their rollup locks held, so ingest leaves them to the
+        //    rollup, and the rollup's claim passes them by); the queue depth shows 10, then 0
+        //    once they are free and rolled up.
+        #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 0)
+        let (rollup, waiting) = try await withHeldSession(
+            sql, holding: "BEGIN; SELECT pg_advisory_xact_lock(1919247460, hashtext('m' || g)) FROM generate_series(0, 9) AS g",
+            until: "ROLLBACK"
+        ) {
+            try await harness.publish(Self.goodEvents("f", count: 10))
+            let left = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 90
+            }
+            #expect(left.held, "ingest did not apply the events of the held users:\n\(left.page.text)")
+            #expect(left.page.value(#"reddot_ingest_users_total{rollup="left"}"#) == 10)
+            #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 10)
             let rollup = try ReddotChild(
                 ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
                 in: harness.folder, name: "rollup")

@@ -41,6 +41,9 @@ public struct IngestBenchmark: Sendable {
         public var workload: BenchWorkload.Kind = .counter
         /// Ingest's writer threads (`--writers`).
         public var writers = IngestConfiguration.defaultWriters
+        /// Whether ingest brings a batch's users current itself when it has caught up
+        /// (`IngestConfiguration.rollUp`, on in `reddot ingest`).
+        public var rollUp = true
 
         /// Settings with every field given.
         public init(
@@ -118,6 +121,23 @@ public struct IngestBenchmark: Sendable {
             kafka: BenchKafka.reportName(brokers: brokers), postgresql: postgresql, database: database, kept: kept)
     }
 
+    /// Phase 1 alone, as fast as ingest takes the events (`settings.rate` nil): the rate of
+    /// ingest's own part that `bench pipeline` prints beside the pipeline's, in the same run.
+    ///
+    /// - Returns: events per second from the first publish to the last commit, and how many
+    ///   events; nil when not every event was committed and applied (the reason in `problem`).
+    public func ingestAlone() async throws -> (rate: Double, events: Int, problem: String?) {
+        let settings = self.settings
+        benchProgress("ingest alone: \(settings.events) \(settings.workload.rawValue) events over \(settings.users) users, as fast as it goes")
+        let workload = try BenchWorkload(
+            events: settings.events, users: settings.users, paths: settings.paths, seed: settings.seed, idPrefix: settings.runID,
+            userPrefix: "u", kind: settings.workload)
+        let measured = try await runIngest(workload)
+        let complete = measured.allCommitted && measured.storedOffsetsMatch && measured.appliedEvents == workload.count
+        let rate = measured.seconds > 0 ? Double(workload.count) / measured.seconds : 0
+        return (rate, workload.count, complete ? nil : "ingest alone applied \(measured.appliedEvents) of \(workload.count) events")
+    }
+
     // MARK: - phase 1: Kafka → ingest → PostgreSQL
 
     /// Publishes the workload while ingest consumes it; returns the timings and the checks.
@@ -130,6 +150,7 @@ public struct IngestBenchmark: Sendable {
         configuration.batchSize = settings.batchSize
         configuration.batchWaitMilliseconds = settings.batchWaitMilliseconds
         configuration.writers = settings.writers
+        configuration.rollUp = settings.rollUp
         configuration.onCommit = { offsets in recorder.committed(offsets) }
         let group = configuration.group
         let service = IngestService(configuration: configuration, logger: logger)

@@ -43,7 +43,10 @@ extension PipelineBenchmark {
         reddot.changes p50/p99/max: every sample of the change feed's own metric \
         reddot_feed_lag_seconds in the window (from the start of the rollup transaction that \
         made a version visible to Kafka's acknowledgement of its record); the offered and the \
-        achieved publish rate; stream events and errors; and the CPU the machine spent \
+        achieved publish rate; stream events and errors; the rate of ingest alone in the same \
+        run (unless --no-ingest-alone: after the pipeline, --rate × --seconds incr events, \
+        10,000 to 1,000,000, over the same users and paths, on a topic and a scratch database \
+        of their own, as fast as ingest takes them, without the rollup); and the CPU the machine spent \
         (Linux /proc: RedDot's services in this process, the PostgreSQL backends of the \
         scratch database, the mock cluster's thread when it stands in for Kafka (a real \
         cluster runs on other machines; the mock walks its whole log to find each fetch's \

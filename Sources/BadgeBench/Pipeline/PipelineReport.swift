@@ -27,6 +27,11 @@ public struct PipelineReport: Encodable, Sendable {
     var ingestWriters: Int
     /// Whether ingest brings a batch's users current itself when it has caught up (`--rollup-in-ingest`).
     var ingestRollsUp: Bool
+    /// The same run's ingest alone (`IngestBenchmark.ingestAlone`): its rate, over how many
+    /// events, and what went wrong if it did not apply them all; nil when not measured.
+    public var ingestAloneRate: Double?
+    public var ingestAloneEvents = 0
+    public var ingestAloneProblem: String?
     var rollupWorkers: Int
     var rollupBatchSize: Int
     var rollupIdleMs: Int
@@ -221,6 +226,7 @@ public struct PipelineReport: Encodable, Sendable {
             kafka:      \(kafka), \(partitions) partitions
             services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), wait \(ingestBatchWaitMs) ms, \(ingestWriters) writers, \(ingestRollsUp ? "rolls up its users when caught up" : "--no-rollup-in-ingest")), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
+            alone:      ingest alone \(ingestAloneRate.map { "\(number($0)) events/s: \(number(Double(ingestAloneEvents))) incr events over the same users and paths, as fast as ingest takes them, without the rollup (--no-rollup-in-ingest), in a scratch database of their own, this run\(ingestAloneProblem.map { " (NOT complete: \($0))" } ?? "")" } ?? "not measured (--no-ingest-alone)")
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
             parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs))
             rollup:     \(number(Double(usersRolledUpByIngest))) users brought current by their batch's own transaction, \(number(Double(usersLeftToRollup))) left to the rollup (reddot_ingest_users_total, the window's batches)

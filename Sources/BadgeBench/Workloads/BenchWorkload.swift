@@ -12,6 +12,8 @@ public struct BenchWorkload: Sendable {
         case counter
         /// 90% `add` of a new item, 10% `remove` of an earlier one.
         case items
+        /// Every event an `incr` by 1 (what `bench pipeline` and `bench backlog` publish).
+        case increments
     }
 
     /// Per event: the record key (the user id's bytes).
@@ -65,6 +67,10 @@ public struct BenchWorkload: Sendable {
             case .counter:
                 operation = isSet ? .set(count: amount, icon: nil) : .increment(by: amount)
                 if !isSet { increments += 1 }
+            case .increments:
+                amount = 1
+                operation = .increment(by: 1)
+                increments += 1
             case .items:
                 if isSet, !added.isEmpty {
                     let earlier = added[Int(generator.next() % UInt64(added.count))]

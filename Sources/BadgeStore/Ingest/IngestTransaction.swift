@@ -135,12 +135,20 @@ public enum IngestTransaction {
         return users
     }
 
+    /// The most users one batch brings current itself (`rollUpNow`); the rest wait for the
+    /// rollup. Each user's rollup lock is an entry of PostgreSQL's shared lock table, which
+    /// holds `max_locks_per_transaction` × `max_connections` entries for the whole server (6,400
+    /// by default): two writers with 5,000 users each would run it out ("out of shared memory").
+    /// A rollup round holds 500 (`--rollup-batch-size`).
+    public static let rollUpLimit = 1_000
+
     /// Brings `users` current in the batch's own transaction (`BadgeStore.rollUp`), so their
     /// new versions commit with the batch instead of waiting for a rollup round: only the users
     /// whose rollup locks it takes without waiting (a round or an action that holds one keeps
-    /// that user for the rollup, which finds the user's marks), and none when a writer of the
-    /// set of broadcasts holds its lock. Ingest so never waits for a rollup round or a broadcast
-    /// writer, and nothing another transaction holds waits for it in a cycle.
+    /// that user for the rollup, which finds the user's marks), at most `rollUpLimit` of them,
+    /// and none when a writer of the set of broadcasts holds its lock. Ingest so never waits for
+    /// a rollup round or a broadcast writer, and nothing another transaction holds waits for it
+    /// in a cycle.
     ///
     /// - Returns: how many users it brought current.
     static func rollUpNow(_ users: [UserID], on connection: PGConnection) throws(PGError) -> Int {
@@ -148,7 +156,7 @@ public enum IngestTransaction {
             try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true
         else { return 0 }
         var locked: [UserID] = []
-        for row in try connection.query(BadgeSQL.tryLockUsers, [users.map(\.rawValue)]).rows {
+        for row in try connection.query(BadgeSQL.tryLockUsers, [users.prefix(rollUpLimit).map(\.rawValue)]).rows {
             if let user = try? UserID(validating: try row.decode(0, as: String.self)) { locked.append(user) }
         }
         let outcome = try BadgeStore.rollUp(locked, onlyMarked: true, on: connection)
