@@ -40,11 +40,11 @@ public struct IngestConfiguration: Sendable {
     public var startFromEnd: Bool = false
     /// Whether a batch's transaction also brings its users current, as a rollup round would,
     /// for every user whose rollup lock it takes without waiting (the rest wait for the
-    /// rollup): their new versions commit, and notify, with the batch. Only a batch written
-    /// before it filled does (ingest is caught up, and the time to visible counts); a full
-    /// batch (more records wait) leaves its users to the rollup, whose rounds bring many
-    /// batches of a user current at once. Default true; false leaves every user to `reddot
-    /// rollup`.
+    /// rollup): their new versions commit, and notify, with the batch. Only when less than a
+    /// batch of records waits after it in its partitions (ingest is caught up, and the time to
+    /// visible counts); behind, a batch leaves its users to the rollup, whose rounds bring
+    /// many batches of a user current at once. Default true; false leaves every user to
+    /// `reddot rollup`.
     public var rollUp: Bool = true
     /// How long applied event ids are kept for deduplication.
     public var eventRetention: Duration = .seconds(7 * 24 * 3600)

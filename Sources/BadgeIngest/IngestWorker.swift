@@ -199,13 +199,12 @@ final class IngestWorker: @unchecked Sendable {
     /// batch), then hands them to the writers: the batch's partitions are split between them, so
     /// each partition's records stay in one transaction, in order.
     ///
-    /// A batch flushed before it filled (its wait ran out: ingest has read what there was)
-    /// brings its users current itself, with `configuration.rollUp`; a full one (more records
-    /// wait: ingest is behind) leaves them to the rollup, whose round brings many batches of a
-    /// user current at once.
+    /// With `configuration.rollUp`, a batch after which less than a batch of records waits in
+    /// its partitions (`caughtUp`) brings its users current itself; otherwise (ingest is behind)
+    /// it leaves them to the rollup, whose round brings many batches of a user current at once.
     private func flush(_ consumer: KafkaConsumer) throws {
-        let rollUp = configuration.rollUp && pending.count < configuration.batchSize
         let batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
+        let rollUp = configuration.rollUp && caughtUp(after: batches, consumer)
         pending.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
         try writer.throwIfFailed()
@@ -224,6 +223,21 @@ final class IngestWorker: @unchecked Sendable {
                 if !batch.rejected.isEmpty { onRejections() }
             }
         }
+    }
+
+    /// Whether fewer than `--batch-size` records wait in the partitions of `batches` after
+    /// them, by the high watermarks of the consumer's last fetches (no request to the broker);
+    /// false while a partition's is unknown. A full batch alone does not say it: at a rate below
+    /// `--batch-size` per `--batch-wait-ms`, a backlog's batches are flushed by their wait.
+    private func caughtUp(after batches: [PreparedBatch], _ consumer: KafkaConsumer) -> Bool {
+        var waiting: Int64 = 0
+        for batch in batches {
+            for (partition, next) in batch.nextOffsets {
+                guard let high = consumer.cachedHighWatermark(partition) else { return false }
+                waiting += max(0, high - next)
+            }
+        }
+        return waiting < Int64(configuration.batchSize)
     }
 
     /// After a fence: re-read the stored offsets of the partitions still owned, and seek there.

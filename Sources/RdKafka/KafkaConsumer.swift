@@ -185,6 +185,17 @@ public final class KafkaConsumer: Sendable {
         return partitions(of: list).map(\.0)
     }
 
+    /// The partition's high watermark (the offset after its last record) as the last fetch
+    /// response told it, without asking the broker; nil before a fetch has told it.
+    public func cachedHighWatermark(_ partition: TopicPartition) -> Int64? {
+        guard let handle = try? openHandle() else { return nil }
+        var low: Int64 = -1, high: Int64 = -1
+        guard rd_kafka_get_watermark_offsets(handle, partition.topic, partition.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
+            high >= 0
+        else { return nil }
+        return high
+    }
+
     /// The group's rebalance protocol: `EAGER`, `COOPERATIVE`, or `NONE` before joining.
     public var rebalanceProtocol: String {
         guard let handle = try? openHandle(), let name = rd_kafka_rebalance_protocol(handle) else { return "NONE" }

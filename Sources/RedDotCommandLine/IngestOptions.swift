@@ -38,9 +38,9 @@ public struct IngestOptions: ParsableArguments {
     @Flag(
         name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
         help: ArgumentHelp(
-            "Bring a batch's users current in the batch's own transaction, as a rollup round would, when the "
-                + "batch was written before it filled (ingest has caught up): their new versions show when it commits. "
-                + "A full batch (ingest is behind), and a user a rollup round or an action holds at that moment, are "
+            "Bring a batch's users current in the batch's own transaction, as a rollup round would, when less than "
+                + "--batch-size records wait after it (ingest has caught up): their new versions show when it commits. "
+                + "Behind that, a batch's users, and a user a rollup round or an action holds at that moment, are "
                 + "left to the rollup, which must still run (it also takes expiries). "
                 + "--no-rollup-in-ingest leaves every user to the rollup."))
     public var rollUpInIngest = true
