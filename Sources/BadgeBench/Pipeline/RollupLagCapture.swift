@@ -15,31 +15,21 @@ public final class RollupLagCapture: MetricsFactory, Sendable {
     /// Timer samples (nanoseconds) and counter increments (amounts), by label.
     private let recorded = Mutex<[(label: String, at: UInt64, nanoseconds: Int64)]>([])
 
-    final class LagTimer: TimerHandler, Sendable {
+    /// One captured timer (each sample its nanoseconds) or counter (each increment its amount).
+    final class Capturing: TimerHandler, CounterHandler, Sendable {
         let capture: RollupLagCapture
         let label: String
         init(_ capture: RollupLagCapture, label: String) {
             self.capture = capture
             self.label = label
         }
-        func recordNanoseconds(_ duration: Int64) {
-            let now = BenchClock.now
-            capture.recorded.withLock { $0.append((label, now, duration)) }
-        }
-    }
-
-    final class UsersCounter: CounterHandler, Sendable {
-        let capture: RollupLagCapture
-        let label: String
-        init(_ capture: RollupLagCapture, label: String) {
-            self.capture = capture
-            self.label = label
-        }
-        func increment(by amount: Int64) {
-            let now = BenchClock.now
-            capture.recorded.withLock { $0.append((label, now, amount)) }
-        }
+        func recordNanoseconds(_ duration: Int64) { record(duration) }
+        func increment(by amount: Int64) { record(amount) }
         func reset() {}
+        private func record(_ value: Int64) {
+            let now = BenchClock.now
+            capture.recorded.withLock { $0.append((label, now, value)) }
+        }
     }
 
     /// The users ingest counted with `rollup` label `value` (`rolled_up`, `left`) in `[from, to)`.
@@ -57,14 +47,14 @@ public final class RollupLagCapture: MetricsFactory, Sendable {
 
     /// MetricsFactory: the two lag timers record here; everything else is dropped.
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        label == Self.label || label == Self.feedLabel ? LagTimer(self, label: label) : NOOPMetricsHandler.instance
+        label == Self.label || label == Self.feedLabel ? Capturing(self, label: label) : NOOPMetricsHandler.instance
     }
     /// MetricsFactory: ingest's users counter records here; every other counter is dropped.
     public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
         guard label == Self.ingestUsersLabel, let value = dimensions.first(where: { $0.0 == "rollup" })?.1 else {
             return NOOPMetricsHandler.instance
         }
-        return UsersCounter(self, label: "\(label)/\(value)")
+        return Capturing(self, label: "\(label)/\(value)")
     }
     /// MetricsFactory: dropped.
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler { NOOPMetricsHandler.instance }
