@@ -230,14 +230,17 @@ final class IngestWorker: @unchecked Sendable {
     /// false while a partition's is unknown. A full batch alone does not say it: at a rate below
     /// `--batch-size` per `--batch-wait-ms`, a backlog's batches are flushed by their wait.
     private func caughtUp(after batches: [PreparedBatch], _ consumer: KafkaConsumer) -> Bool {
+        let limit = Int64(configuration.batchSize)
         var waiting: Int64 = 0
         for batch in batches {
             for (partition, next) in batch.nextOffsets {
-                guard let high = consumer.cachedHighWatermark(partition) else { return false }
-                waiting += max(0, high - next)
+                guard let high = consumer.cachedHighWatermark(partition), next >= 0 else { return false }
+                // Each term at most the limit, and out at the limit: the sum never overflows.
+                waiting += min(max(0, high - next), limit)
+                if waiting >= limit { return false }
             }
         }
-        return waiting < Int64(configuration.batchSize)
+        return true
     }
 
     /// After a fence: re-read the stored offsets of the partitions still owned, and seek there.
