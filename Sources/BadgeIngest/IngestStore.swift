@@ -36,7 +36,8 @@ public enum IngestStore {
         let write = IngestBatchWrite(
             group: group,
             offsets: batch.nextOffsets.map { partition, next in
-                OffsetAdvance(partition: partition.stored, expected: expectedOffsets[partition], next: next)
+                OffsetAdvance(
+                    partition: partition.stored, expected: expectedOffsets[partition], next: next, waiting: batch.waiting[partition])
             },
             events: batch.accepted.map(\.operation),
             rejected: batch.rejected.map { RejectedRow(record: StoredRecord($0.record), rejection: $0.rejection, eventID: $0.eventID) },

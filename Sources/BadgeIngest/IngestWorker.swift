@@ -203,8 +203,9 @@ final class IngestWorker: @unchecked Sendable {
     /// its partitions (`caughtUp`) brings its users current itself; otherwise (ingest is behind)
     /// it leaves them to the rollup, whose round brings many batches of a user current at once.
     private func flush(_ consumer: KafkaConsumer) throws {
-        let batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
-        let rollUp = configuration.rollUp && caughtUp(after: batches, consumer)
+        var batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
+        for index in batches.indices { batches[index].waiting = waiting(after: batches[index], consumer) }
+        let rollUp = configuration.rollUp && caughtUp(after: batches)
         pending.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
         try writer.throwIfFailed()
@@ -225,18 +226,31 @@ final class IngestWorker: @unchecked Sendable {
         }
     }
 
+    /// How many records wait in each partition of `batch` after it, by the high watermarks of
+    /// the consumer's last fetches (no request to the broker); a partition whose watermark is not
+    /// known yet is absent.
+    private func waiting(after batch: PreparedBatch, _ consumer: KafkaConsumer) -> [TopicPartition: Int64] {
+        var waiting: [TopicPartition: Int64] = [:]
+        for (partition, next) in batch.nextOffsets {
+            // Both checked: an absurd watermark must not trap the subtraction.
+            guard let high = consumer.cachedHighWatermark(partition), high >= 0, next >= 0 else { continue }
+            waiting[partition] = max(0, high - next)
+        }
+        return waiting
+    }
+
     /// Whether fewer than `--batch-size` records wait in the partitions of `batches` after
-    /// them, by the high watermarks of the consumer's last fetches (no request to the broker);
-    /// false while a partition's is unknown. A full batch alone does not say it: at a rate below
-    /// `--batch-size` per `--batch-wait-ms`, a backlog's batches are flushed by their wait.
-    private func caughtUp(after batches: [PreparedBatch], _ consumer: KafkaConsumer) -> Bool {
+    /// them (`waiting(after:)`); false while a partition's high watermark is unknown. A full
+    /// batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`, a
+    /// backlog's batches are flushed by their wait.
+    private func caughtUp(after batches: [PreparedBatch]) -> Bool {
         let limit = Int64(configuration.batchSize)
         var waiting: Int64 = 0
         for batch in batches {
-            for (partition, next) in batch.nextOffsets {
-                guard let high = consumer.cachedHighWatermark(partition), next >= 0 else { return false }
+            for partition in batch.nextOffsets.keys {
+                guard let behind = batch.waiting[partition] else { return false }
                 // Each term at most the limit, and out at the limit: the sum never overflows.
-                waiting += min(max(0, high - next), limit)
+                waiting += min(behind, limit)
                 if waiting >= limit { return false }
             }
         }

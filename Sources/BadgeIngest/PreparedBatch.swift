@@ -14,6 +14,10 @@ public struct PreparedBatch: Sendable {
     public let rejected: [RejectedRecord]
     /// For each partition in the batch, the offset to store after it: its highest offset + 1.
     public let nextOffsets: [TopicPartition: Int64]
+    /// For each partition in the batch whose high watermark the consumer knows, how many
+    /// records waited in it after the batch (stored with the offsets; the rollup coalesces while
+    /// ingest is far behind). Set by the ingest worker; empty until then.
+    public var waiting: [TopicPartition: Int64] = [:]
 
     /// Decodes, validates and maps `records` with `rules`, through ``EventIntake``.
     ///

@@ -18,13 +18,25 @@ public struct RollupConfiguration: Sendable {
     /// How often records older than `changeRetention` are pruned (in batches of
     /// `expiryBatchSize`), and the log's size measured.
     public var changePruneInterval: Duration
+    /// While ingest reports more records than this waiting in Kafka (a backlog), only the first
+    /// worker of the process claims users: a version made of a user then is superseded by the
+    /// next batches, and a round with fewer rounds beside it covers more of each user's writes.
+    /// 0: every worker always claims.
+    public var backlogRecords: Int64
+    /// How recent ingest's report must be to count (`consumer_offset.updated_at`): a stopped
+    /// ingest's last report does not hold the workers back.
+    public var backlogFreshness: Duration
+    /// How often a worker that waits reads ingest's report again.
+    public var backlogCheckInterval: Duration
 
     /// Defaults: 2 workers, 500 users per batch, 20 ms idle wait, expiry every second, the change
-    /// log kept 24 hours and pruned every minute.
+    /// log kept 24 hours and pruned every minute, one worker while more than 50,000 records wait
+    /// for ingest (by its reports of the last 10 s, read every 500 ms).
     public init(
         workers: Int = 2, batchSize: Int = 500, idleInterval: Duration = .milliseconds(20),
         expiryInterval: Duration = .seconds(1), expiryBatchSize: Int = 5_000, queueDepthInterval: Duration = .seconds(5),
-        changeRetention: Duration = .seconds(86_400), changePruneInterval: Duration = .seconds(60)
+        changeRetention: Duration = .seconds(86_400), changePruneInterval: Duration = .seconds(60),
+        backlogRecords: Int64 = 50_000, backlogFreshness: Duration = .seconds(10), backlogCheckInterval: Duration = .milliseconds(500)
     ) {
         self.workers = max(1, workers)
         self.batchSize = max(1, batchSize)
@@ -34,6 +46,9 @@ public struct RollupConfiguration: Sendable {
         self.queueDepthInterval = queueDepthInterval
         self.changeRetention = changeRetention
         self.changePruneInterval = changePruneInterval
+        self.backlogRecords = max(0, backlogRecords)
+        self.backlogFreshness = backlogFreshness
+        self.backlogCheckInterval = backlogCheckInterval
     }
 }
 
@@ -41,7 +56,8 @@ extension RollupConfiguration {
     /// The first of `reddot rollup`'s numbers outside its range, as a sentence naming the flag
     /// (the command's usage error); nil when all are in range.
     public static func flagProblem(
-        workers: Int, batchSize: Int, idleMilliseconds: Int, expiryIntervalMilliseconds: Int, changeRetentionHours: Double = 24
+        workers: Int, batchSize: Int, idleMilliseconds: Int, expiryIntervalMilliseconds: Int, changeRetentionHours: Double = 24,
+        backlogRecords: Int64 = 50_000
     ) -> String? {
         guard (1...64).contains(workers) else { return "--rollup-workers takes 1…64" }
         guard (1...100_000).contains(batchSize) else { return "--rollup-batch-size takes 1…100000" }
@@ -50,6 +66,7 @@ extension RollupConfiguration {
         guard changeRetentionHours >= 0.001, changeRetentionHours <= 8_760 else {
             return "--change-retention-hours takes a number ≥ 0.001 and ≤ 8760"
         }
+        guard (0...1_000_000_000_000).contains(backlogRecords) else { return "--rollup-backlog-records takes 0…1000000000000" }
         return nil
     }
 }

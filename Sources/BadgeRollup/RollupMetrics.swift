@@ -28,4 +28,8 @@ final class RollupMetrics: Sendable {
     let wokenSnoozes = Counter(label: "reddot_rollup_woken_snoozes_total")
     /// Failed rollup or sweep transactions (retried).
     let errors = Counter(label: "reddot_rollup_errors_total")
+    /// Records waiting for ingest, as its latest batches reported them (0: none reported).
+    let ingestWaiting = Gauge(label: "reddot_rollup_ingest_waiting_records")
+    /// Workers of this process that claim users: all of them, or one while ingest is behind.
+    let claimingWorkers = Gauge(label: "reddot_rollup_claiming_workers")
 }

@@ -29,6 +29,8 @@ public struct RollupService: Service {
     private let failures = FailureCount()
     /// Where the next round's sweep starts: the last user a round of this service claimed.
     private let cursor = SweepCursor()
+    /// What ingest last reported waiting (`ingestIsBehind`).
+    private let backlog = BacklogWatch()
 
     /// Rollup and sweep transactions that failed (and were retried) since the service was made.
     public var failedTransactions: Int { failures.value.load(ordering: .relaxed) }
@@ -137,10 +139,48 @@ public struct RollupService: Service {
 
     private var shouldStop: Bool { Task.isCancelled || Task.isShuttingDownGracefully }
 
+    /// Whether ingest reports more than `backlogRecords` records waiting in Kafka (its batches
+    /// of the last `backlogFreshness`; `BadgeStore.ingestWaiting`), read at most every
+    /// `backlogCheckInterval`. While it does, only the first worker claims users: the rollup's
+    /// versions of a user would be superseded by ingest's next batches, and fewer rounds cover
+    /// more of each user's writes (a backlog is brought current with about a quarter less
+    /// database time; BENCHMARKS.md). A failed read counts as not behind: no worker waits for
+    /// want of a report.
+    func ingestIsBehind() async -> Bool {
+        let limit = configuration.backlogRecords
+        guard limit > 0 else { return false }
+        let now = ContinuousClock.now
+        let interval = configuration.backlogCheckInterval
+        let cached: Bool? = backlog.state.withLock { state in
+            guard let readAt = state.readAt, now - readAt < interval else { return nil }
+            return state.behind
+        }
+        if let cached { return cached }
+        let seconds = Self.seconds(configuration.backlogFreshness)
+        let waiting = (try? await pool.withConnection { connection in try BadgeStore.ingestWaiting(within: seconds, on: connection) }) ?? nil
+        let behind = (waiting ?? 0) > limit
+        metrics.ingestWaiting.record(waiting ?? 0)
+        metrics.claimingWorkers.record(behind ? 1 : configuration.workers)
+        let flipped = backlog.state.withLock { state in
+            defer { state = (now, behind) }
+            return state.behind != behind
+        }
+        if flipped, configuration.workers > 1 {
+            logger.info(
+                behind ? "ingest is behind: one rollup worker claims users until it catches up" : "ingest caught up: every rollup worker claims users",
+                metadata: ["ingest.waiting_records": "\(waiting ?? 0)", "rollup.backlog_records": "\(limit)"])
+        }
+        return behind
+    }
+
     private func workerLoop(_ worker: Int) async {
         var backoff = Self.backoff
         while !shouldStop {
             do {
+                if worker > 0, await ingestIsBehind() {
+                    await pause(configuration.backlogCheckInterval)
+                    continue
+                }
                 let claimed = try await step()
                 backoff.reset()
                 if claimed == 0 {
@@ -164,6 +204,7 @@ public struct RollupService: Service {
         var lastPrune = ContinuousClock.now - configuration.changePruneInterval
         while !shouldStop {
             do {
+                _ = await ingestIsBehind()  // keeps the backlog gauges current with one worker too
                 try await sweepExpired()
                 if ContinuousClock.now - lastPrune >= configuration.changePruneInterval {
                     try await pruneChangeLog()
@@ -200,6 +241,11 @@ public struct RollupService: Service {
 
 final class FailureCount: Sendable {
     let value = Atomic<Int>(0)
+}
+
+/// When ingest's report of records waiting was last read, and whether it said ingest is behind.
+final class BacklogWatch: Sendable {
+    let state = Mutex<(readAt: ContinuousClock.Instant?, behind: Bool)>((nil, false))
 }
 
 /// The last user a round claimed (empty: start from the first).

@@ -23,6 +23,14 @@ public struct RollupOptions: ParsableArguments {
         name: .customLong("change-retention-hours"),
         help: "How long the change log keeps each version, for delta polling (GET …/badges/changes) and stream resume.")
     public var changeRetentionHours: Double = 24
+    @Option(
+        name: .customLong("rollup-backlog-records"),
+        help: """
+            While ingest reports more records than this waiting in Kafka (a backlog; its reports of the last 10 s), only \
+            the first worker of this process claims users, so that each version covers more of a user's writes. 0: every \
+            worker always claims.
+            """)
+    public var backlogRecords: Int64 = 50_000
 
     @Option(
         name: .customLong("changes-brokers"),
@@ -58,7 +66,7 @@ public struct RollupOptions: ParsableArguments {
         guard changesCountCap >= 1 else { throw ValidationError("--changes-count-cap takes a number ≥ 1") }
         let problem = RollupConfiguration.flagProblem(
             workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds,
-            changeRetentionHours: changeRetentionHours)
+            changeRetentionHours: changeRetentionHours, backlogRecords: backlogRecords)
         if let problem { throw ValidationError(problem) }
     }
 
@@ -94,7 +102,8 @@ public struct RollupOptions: ParsableArguments {
     public func service(database: DatabaseOptions, logger: Logger) -> RollupService {
         let configuration = RollupConfiguration(
             workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
-            expiryInterval: .milliseconds(expiryIntervalMilliseconds), changeRetention: .seconds(changeRetentionHours * 3_600))
+            expiryInterval: .milliseconds(expiryIntervalMilliseconds), changeRetention: .seconds(changeRetentionHours * 3_600),
+            backlogRecords: backlogRecords)
         return RollupService(database: database.configuration(), configuration: configuration, logger: logger)
     }
 }

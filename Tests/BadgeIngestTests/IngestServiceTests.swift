@@ -130,6 +130,11 @@ struct IngestServiceTests {
             batches.flatMap { $0 }.filter { partition, next in next <= (firstEnds[partition] ?? 0) }
         }
         #expect(reread.isEmpty, "batches at or below the first half's end: \(reread)")
+        // With its offsets, each partition's last batch stored what waited after it (the rollup's
+        // backlog signal): nothing, once ingest has read to the end.
+        #expect(
+            try await harness.count("SELECT count(*)::int FROM consumer_offset WHERE consumer_group = 'g-kafka-behind' AND waiting = 0")
+                == Int(harness.partitions))
         #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
         try await harness.rollUp()
         let now = Date()

@@ -60,12 +60,16 @@ public struct OffsetAdvance: Sendable, Hashable {
     public var expected: Int64?
     /// The next offset to store (the batch's highest offset + 1).
     public var next: Int64
+    /// How many records waited in the partition after the batch, when known (the rollup
+    /// coalesces while ingest is far behind: `BadgeStore.ingestWaiting`).
+    public var waiting: Int64?
 
     /// An advance.
-    public init(partition: StoredPartition, expected: Int64?, next: Int64) {
+    public init(partition: StoredPartition, expected: Int64?, next: Int64, waiting: Int64? = nil) {
         self.partition = partition
         self.expected = expected
         self.next = next
+        self.waiting = waiting.map { max(0, $0) }
     }
 }
 

@@ -4,24 +4,25 @@ import LibPQ
 /// values, arrays for set-based writes, never one statement per row.
 enum IngestSQL {
     /// Compare-and-set of a group's stored offsets: `$2…$5` are the partitions' topics,
-    /// partition numbers, expected offsets (NULL: no row may exist yet) and new offsets. Returns
-    /// the partitions that moved; any other lost the compare.
+    /// partition numbers, expected offsets (NULL: no row may exist yet) and new offsets, `$6`
+    /// the records waiting in each after the batch (NULL: not known). Returns the partitions
+    /// that moved; any other lost the compare.
     static let advanceOffsets = PGStatement(
         "ingest.advance_offsets",
         """
         WITH wanted AS (
-            SELECT * FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
-                AS w(topic, partition, expected, next_offset)
+            SELECT * FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])
+                AS w(topic, partition, expected, next_offset, waiting)
         ), updated AS (
             UPDATE consumer_offset o
-            SET next_offset = w.next_offset, updated_at = now()
+            SET next_offset = w.next_offset, waiting = w.waiting, updated_at = now()
             FROM wanted w
             WHERE o.consumer_group = $1 AND o.topic = w.topic AND o.partition = w.partition
               AND w.expected IS NOT NULL AND o.next_offset = w.expected
             RETURNING o.topic, o.partition
         ), inserted AS (
-            INSERT INTO consumer_offset (consumer_group, topic, partition, next_offset)
-            SELECT $1, w.topic, w.partition, w.next_offset FROM wanted w WHERE w.expected IS NULL
+            INSERT INTO consumer_offset (consumer_group, topic, partition, next_offset, waiting)
+            SELECT $1, w.topic, w.partition, w.next_offset, w.waiting FROM wanted w WHERE w.expected IS NULL
             ON CONFLICT (consumer_group, topic, partition) DO NOTHING
             RETURNING topic, partition
         )

@@ -171,7 +171,7 @@ public enum IngestTransaction {
             IngestSQL.advanceOffsets,
             [
                 group, sorted.map(\.partition.topic), sorted.map(\.partition.partition), sorted.map(\.expected),
-                sorted.map(\.next),
+                sorted.map(\.next), sorted.map(\.waiting),
             ])
         var moved: Set<StoredPartition> = []
         for row in result.rows {

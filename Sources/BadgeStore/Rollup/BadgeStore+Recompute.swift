@@ -107,6 +107,13 @@ extension BadgeStore {
         return claimed
     }
 
+    /// How many records waited in Kafka after ingest's latest batches: the sum of what ingest
+    /// stored with the offsets it moved in the last `seconds` (`OffsetAdvance.waiting`); nil
+    /// when no such batch said (ingest idle, stopped, or of an older build).
+    public static func ingestWaiting(within seconds: Double, on connection: PGConnection) throws(PGError) -> Int64? {
+        try connection.query(BadgeSQL.ingestWaiting, [seconds]).rows.first?.decode(0, as: Int64?.self)
+    }
+
     /// One rollup step: claims up to `limit` dirty users and recomputes them, in one transaction
     /// (with `recountAll`, every one recounted from their own state; see `recomputeAggregates`).
     ///

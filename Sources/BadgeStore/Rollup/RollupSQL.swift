@@ -79,6 +79,17 @@ extension BadgeSQL {
         LIMIT $1
         """)
 
+    /// The records that waited in Kafka after ingest's last batches (`consumer_offset.waiting`),
+    /// summed over the partitions whose offsets moved in the last `$1` seconds; no row when none
+    /// says (`least` would turn the sum of no rows into its cap).
+    static let ingestWaiting = PGStatement(
+        "badges.ingest_waiting",
+        """
+        SELECT least(sum(waiting), 9223372036854775807)::bigint FROM consumer_offset
+        WHERE waiting IS NOT NULL AND updated_at > now() - make_interval(secs => $1)
+        HAVING count(*) > 0
+        """)
+
     /// The number of users waiting for a rollup.
     static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(DISTINCT user_id) FROM dirty_mark")
 

@@ -1,0 +1,66 @@
+import BadgeCore
+@testable import BadgeRollup
+import BadgeStore
+import Foundation
+import LibPQ
+import Testing
+import TestSupport
+
+/// While ingest reports a backlog, one worker per rollup process claims users (DESIGN §5).
+@Suite("The rollup coalesces while ingest is behind")
+struct RollupBacklogTests {
+    /// Stores a report as ingest does with its offsets: `waiting` records after the batch, written
+    /// `age` seconds ago.
+    private static func report(_ fixture: RollupFixture, partition: Int32, waiting: Int64?, age: Double = 0) async throws {
+        try await fixture.execute(
+            """
+            INSERT INTO consumer_offset (consumer_group, topic, partition, next_offset, waiting, updated_at)
+            VALUES ('g', 'reddot.events', $1, 10, $2, now() - make_interval(secs => $3))
+            ON CONFLICT (consumer_group, topic, partition) DO UPDATE
+            SET waiting = excluded.waiting, updated_at = excluded.updated_at
+            """, [partition, waiting, age])
+    }
+
+    @Test("ingest's recent reports over the limit hold the other workers back; old reports, small ones, none, or a limit of 0 do not")
+    func readsIngestReports() async throws {
+        try await RollupFixture.with { fixture in
+            func behind(limit: Int64 = 50_000) async -> Bool {
+                let configuration = RollupConfiguration(workers: 2, backlogRecords: limit, backlogCheckInterval: .zero)
+                return await RollupService(pool: fixture.pool, configuration: configuration, logger: TestServer.logger).ingestIsBehind()
+            }
+            #expect(await behind() == false, "no report")
+            try await Self.report(fixture, partition: 0, waiting: 30_000)
+            try await Self.report(fixture, partition: 1, waiting: nil)
+            #expect(await behind() == false, "30,000 waiting is under the limit")
+            try await Self.report(fixture, partition: 2, waiting: 30_000)
+            #expect(await behind() == true, "60,000 waiting over two partitions")
+            #expect(await behind(limit: 0) == false, "a limit of 0 turns it off")
+            #expect(await behind(limit: 60_000) == false, "the limit itself is not over it")
+            try await Self.report(fixture, partition: 2, waiting: 30_000, age: 60)
+            #expect(await behind() == false, "a report a minute old (a stopped ingest) does not count")
+            try await Self.report(fixture, partition: 0, waiting: Int64.max)
+            try await Self.report(fixture, partition: 2, waiting: Int64.max)
+            #expect(await behind() == true, "absurd reports sum without overflow")
+        }
+    }
+
+    @Test("while ingest reports a backlog, the first worker still brings every user current")
+    func firstWorkerDrainsTheQueue() async throws {
+        try await RollupFixture.with { fixture in
+            try await Self.report(fixture, partition: 0, waiting: 1_000_000)
+            let path = try BadgePath(validating: "root.chat.c1")
+            let users = try (0..<300).map { try UserID(validating: "backlog_u\($0)") }
+            try await fixture.ingest(users.map { BadgeMutation(user: $0, path: path, operation: .increment(by: 2)) })
+            let service = RollupService(
+                pool: fixture.pool, configuration: RollupConfiguration(workers: 3, batchSize: 50), logger: TestServer.logger)
+            try await fixture.withRollup([service]) {
+                #expect(await service.ingestIsBehind())
+                try await fixture.waitForEmptyQueue()
+            }
+            for user in users {
+                let tree = try await fixture.store.tree(for: user)
+                #expect(tree.tree?.count == 2, "\(user.rawValue)")
+            }
+        }
+    }
+}

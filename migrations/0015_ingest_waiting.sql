@@ -1,0 +1,12 @@
+-- RedDot schema, part 15: how far behind ingest is.
+--
+-- With each batch's offsets, ingest stores how many records waited in the partition after the
+-- batch, by the high watermark of its last fetch from Kafka (NULL: not known yet). The rollup
+-- reads the sum over the rows written in the last seconds: while ingest is far behind (a
+-- backlog), each version it makes of a user would be superseded by the next batches, so only
+-- one worker of each rollup process claims users and each round covers more of every user's
+-- writes (DESIGN §5). Operators can read it too: `SELECT sum(waiting) FROM consumer_offset`.
+--
+-- A new nullable column: no row is rewritten. Processes of an older build leave it as it is;
+-- the rollup counts only rows written in the last seconds.
+ALTER TABLE consumer_offset ADD COLUMN waiting bigint CHECK (waiting >= 0);
