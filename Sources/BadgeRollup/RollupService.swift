@@ -143,9 +143,9 @@ public struct RollupService: Service {
     /// of the last `backlogFreshness`; `BadgeStore.ingestWaiting`), read at most every
     /// `backlogCheckInterval`. While it does, only the first worker claims users: the rollup's
     /// versions of a user would be superseded by ingest's next batches, and fewer rounds cover
-    /// more of each user's writes (a backlog is brought current with about a quarter less
-    /// database time; BENCHMARKS.md). A failed read counts as not behind: no worker waits for
-    /// want of a report.
+    /// more of each user's writes (in `bench backlog`, a sixth fewer versions and about a tenth
+    /// less database time per event; BENCHMARKS.md). A failed read counts as not behind: no
+    /// worker waits for want of a report.
     func ingestIsBehind() async -> Bool {
         let limit = configuration.backlogRecords
         guard limit > 0 else { return false }

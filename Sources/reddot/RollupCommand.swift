@@ -15,7 +15,9 @@ struct RollupCommand: AsyncParsableCommand {
             as you like), add each user's new increments to their parents' aggregates or \
             recount them in one SQL statement, bump \
             the version of each user whose visible tree changed, and NOTIFY the query services. \
-            A sweeper deletes expired badges and withdraws expired broadcasts every second. Each \
+            While ingest reports more than --rollup-backlog-records records waiting in Kafka, \
+            only the first worker claims users, so that each version covers more of a user's \
+            writes. A sweeper deletes expired badges and withdraws expired broadcasts every second. Each \
             new version is logged in the change log (kept --change-retention-hours, for delta \
             polling and stream resume), and the change feed publishes the log to \
             --changes-topic (reddot.changes) when it has brokers: in order per user, at least \

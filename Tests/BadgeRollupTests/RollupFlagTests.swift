@@ -6,13 +6,17 @@ import Testing
 struct RollupFlagTests {
     @Test("each number out of range is named in a sentence")
     func flagProblems() {
-        func problem(workers: Int = 2, batchSize: Int = 500, idle: Int = 20, expiry: Int = 1_000) -> String? {
-            RollupConfiguration.flagProblem(workers: workers, batchSize: batchSize, idleMilliseconds: idle, expiryIntervalMilliseconds: expiry)
+        func problem(workers: Int = 2, batchSize: Int = 500, idle: Int = 20, expiry: Int = 1_000, backlog: Int64 = 50_000) -> String? {
+            RollupConfiguration.flagProblem(
+                workers: workers, batchSize: batchSize, idleMilliseconds: idle, expiryIntervalMilliseconds: expiry, backlogRecords: backlog)
         }
         #expect(problem() == nil)
         #expect(problem(workers: 65) == "--rollup-workers takes 1…64")
         #expect(problem(batchSize: 0) == "--rollup-batch-size takes 1…100000")
         #expect(problem(idle: 0) == "--rollup-idle-ms takes 1…3600000")
         #expect(problem(expiry: 9) == "--expiry-interval-ms takes 10…3600000")
+        #expect(problem(backlog: 0) == nil)
+        #expect(problem(backlog: -1) == "--rollup-backlog-records takes 0…1000000000000")
+        #expect(problem(backlog: Int64.max) == "--rollup-backlog-records takes 0…1000000000000")
     }
 }
