@@ -20,7 +20,9 @@ extension BacklogBenchmark {
         their defaults (ingest brings each batch's users current where no rollup round holds \
         them), until the backlog is stored and no user is dirty: every parent is current. Then the \
         aggregates are checked as reddot verify checks them, and the leaves' counts must sum \
-        to --events. Then the bytes that database holds on disk (after a VACUUM): per event \
+        to --events. Then how many user versions the pipeline made (once per user at best: more \
+        means rounds that came before a user's last writes), and the bytes that database holds \
+        on disk (after a VACUUM): per event \
         retained (event ids, increments, deltas, items, clear marks: what the dedupe \
         retention keeps) and per user (states, aggregates, versions, the change log, marks); \
         and one retention prune of all of it, timed, as ingest's hourly prune runs it (event \

@@ -128,6 +128,8 @@ public struct BacklogBenchmark: Sendable {
         /// After the whole pipeline: bytes on disk per table, and one retention prune of
         /// everything stored (event ids, tombstones, clear marks; increments folded).
         public var tableBytes: [String: Int64] = [:]
+        /// User versions the whole pipeline made (change-log records).
+        public var pipelineVersions = 0
         public var pruneSeconds = 0.0
         public var prunedRows = 0
     }
@@ -266,6 +268,7 @@ public struct BacklogBenchmark: Sendable {
             try connection.execute(script: "VACUUM (ANALYZE)", name: "bench.vacuum_all")
             return try connection.tableSizes(Self.retainedTables + Self.userTables)
         }
+        measurement.pipelineVersions = try await pool.withConnection { try $0.countLoggedVersions() }
         benchProgress("one retention prune of everything stored")
         let started = BenchClock.now
         measurement.prunedRows = try await pool.withConnection { connection in

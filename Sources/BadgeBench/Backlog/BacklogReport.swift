@@ -30,6 +30,9 @@ public struct BacklogReport: Sendable, Encodable {
     var tableBytes: [String: Int64]
     var bytesPerEventRetained: Double
     var bytesPerUser: Double
+    /// User versions the whole pipeline made: once per user is the least; more means rounds that
+    /// came before the user's last writes.
+    var pipelineVersions: Int
     /// One retention prune of everything stored: rows deleted or folded, seconds.
     var prunedRows: Int
     var pruneSeconds: Double
@@ -68,6 +71,7 @@ public struct BacklogReport: Sendable, Encodable {
         bytesPerEventRetained = Double(retained) / Double(max(settings.events, 1))
         bytesPerUser = Double(perUser) / Double(max(measurement.dirtyUsers, 1))
         (prunedRows, pruneSeconds) = (measurement.prunedRows, measurement.pruneSeconds)
+        pipelineVersions = measurement.pipelineVersions
         if let whole = wholePipeline?.rate {
             wholeOverIngestAlone = ingestAlone.map { whole / $0.rate }
             wholeOverPlainConsumer = plainConsumer.map { whole / $0.rate }
@@ -125,6 +129,7 @@ public struct BacklogReport: Sendable, Encodable {
             \(plainConsumerSkipped.map { "peer:       plain consumer not run: \($0)" } ?? line("peer:       plain at-least-once consumer (deploy/bench/plain_consumer.py), node and ancestors per incr: ", plainConsumer))
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
             \(cpuLines.joined(separator: "\n"))
+            versions:   the pipeline made \(number(Double(pipelineVersions))) user versions, \(String(format: "%.2f", Double(pipelineVersions) / Double(max(dirtyUsers, 1)))) per user written (1.00 at best: every user brought current once)
             storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: \(number(Double(prunedRows))) rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s
             timing:     each from its processes' start (process start and the consumer group's join included) to done
             verified:   \(verified ? "yes, " : "NO: ")\(verification)

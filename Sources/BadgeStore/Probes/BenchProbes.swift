@@ -41,6 +41,12 @@ extension PGConnection {
             .singleRow().decode(0, as: Bool.self)
     }
 
+    /// The number of user versions the change log holds (one record per version the rollup or
+    /// ingest made, until the log's retention prunes it).
+    public func countLoggedVersions() throws(PGError) -> Int {
+        try query(PGStatement("bench.count_versions", "SELECT count(*) FROM badge_change", prepared: false)).singleRow().decode(0, as: Int.self)
+    }
+
     /// The number of users with a dirty mark.
     public func countDirtyUsers() throws(PGError) -> Int {
         try query(PGStatement("bench.count_dirty", "SELECT count(DISTINCT user_id) FROM dirty_mark", prepared: false)).singleRow().decode(0, as: Int.self)
