@@ -36,13 +36,13 @@ public struct ChangeFeedConfiguration: Sendable {
 }
 
 /// The change feed (DESIGN §6a): publishes every change-log record to Kafka, in order, at least
-/// once, and marks it published once Kafka acknowledged it.
+/// once, and moves its cursor past it once Kafka acknowledged it.
 ///
 /// One process publishes at a time (a lease in `change_feed_lease`), so one user's versions go
 /// out in order (keyed by the user, one partition); broadcast versions go out in order under the
-/// key `*`. A record is marked only after its delivery report, and only when every earlier record
-/// of its key in the round was delivered too: a process that dies between send and mark, or a
-/// failed send, leads to the same records (same versions) being sent again, in order, never to
+/// key `*`. The cursor (users' versions) and the broadcasts' marks move only past records Kafka
+/// acknowledged, up to the first one it refused: a process that dies between send and move, or
+/// a failed send, leads to the same records (same versions) being sent again, in order, never to
 /// one being lost. Consumers drop a record whose version they have already seen.
 public struct ChangeFeed: Service {
     /// The database.
@@ -114,7 +114,7 @@ public struct ChangeFeed: Service {
     }
 
     /// One round: renews the lease (when a third of it has passed), reads the records not yet
-    /// published, sends them and marks those delivered in order.
+    /// published, sends them and moves past those delivered, in order.
     ///
     /// - Returns: the records published; nil when another process holds the lease.
     public func step() async throws -> Int? {
@@ -127,32 +127,30 @@ public struct ChangeFeed: Service {
             guard held else { return nil }
         }
         let (limit, cap) = (configuration.batchSize, configuration.countCap)
-        let records = try await pool.withConnection { try BadgeStore.pendingFeedRecords(limit: limit, countCap: cap, on: $0) }
-        guard !records.isEmpty else { return 0 }
+        let round = try await pool.withConnection { try BadgeStore.pendingFeedRecords(limit: limit, countCap: cap, on: $0) }
+        guard !round.records.isEmpty else { return 0 }
         let sentAt = ContinuousClock.now
-        let outgoing = records.map { KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: Array($0.payload.utf8)) }
+        let outgoing = round.records.map {
+            KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: Array($0.payload.utf8))
+        }
         let results = await producer.sendAll(outgoing)
         let sendSeconds = Self.seconds(ContinuousClock.now - sentAt)
-        // A record counts only when every earlier one of its key was delivered: the rest go
-        // again next round, in order.
-        var blocked: Set<String> = []
-        var delivered: [FeedRecord] = []
+        var failed: Set<Int> = []
         var firstError: KafkaError?
-        for (record, result) in zip(records, results) {
-            switch result {
-            case .success where !blocked.contains(record.key):
-                delivered.append(record)
-            case .success:
-                break
-            case .failure(let error):
-                blocked.insert(record.key)
+        for (index, result) in results.enumerated() {
+            if case .failure(let error) = result {
+                failed.insert(index)
                 firstError = firstError ?? error
             }
         }
-        if !delivered.isEmpty {
-            let marked = delivered
-            try await pool.withConnection { try BadgeStore.markPublished(marked, on: $0) }
+        // The cursor moves past what Kafka acknowledged, up to the first refused record; the
+        // rest go again next round, in order.
+        let refused = failed
+        let held = try await pool.withConnection { try BadgeStore.finishFeedRound(round, failed: refused, holder: holder, on: $0) }
+        if !held {
+            lease.renewedAt.withLock { $0 = nil }
         }
+        let delivered = round.records.indices.filter { !failed.contains($0) }.map { round.records[$0] }
         for record in delivered {
             metrics.lag.recordNanoseconds(Int64(min(max(0, record.age + sendSeconds), 1e9) * 1e9))
         }

@@ -115,7 +115,7 @@ struct AggregationModeStoreTests {
         #expect(tree.unseen == 4)
         #expect(try await fixture.latestRoots()[alice.rawValue]?.count == 5)
         // The change feed's record of that version says the same: the root and the moded nodes.
-        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0) }
+        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0).records }
         let record = try FeedRecordTests.object(try #require(records.last { $0.key == alice.rawValue }).payload)
         #expect(FeedRecordTests.integer((record["root"] as? [String: Any])?["count"]) == 5)
         #expect(FeedRecordTests.integer((record["root"] as? [String: Any])?["unseen"]) == 4)

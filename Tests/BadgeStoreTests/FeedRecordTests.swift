@@ -25,7 +25,7 @@ struct FeedRecordTests {
         try await fixture.ingest([BadgeMutation(user: odd, path: promo, operation: .clear(force: true))])
         try await fixture.drainDirtyUsers()
 
-        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 5, on: $0) }
+        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 5, on: $0).records }
         try #require(records.count == 2)
         #expect(records.map(\.kind) == [.user, .user] && records.allSatisfy { $0.key == odd.rawValue })
         #expect(records[0].number < records[1].number)
@@ -103,7 +103,7 @@ struct FeedRecordTests {
         ])
         try await fixture.drainDirtyUsers()
 
-        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0) }
+        let records = try await fixture.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0).records }
         let objects = try records.map { try Self.object($0.payload) }
         try #require(objects.count == 4)
         #expect(objects[0]["mutes"] == nil, "a version that changed no mute carries none")

@@ -100,8 +100,11 @@ struct ChangeFeedCLITests {
         let applied = try await harness.waitForCount("SELECT count(*) FROM applied_event", events.count, seconds: 90)
         #expect(applied == events.count)
         #expect(try await harness.waitForCount("SELECT count(DISTINCT user_id) FROM dirty_mark", 0, seconds: 60) == 0)
+        // Every version is at or below the feed's cursor and committed in its snapshot.
         let unpublished = """
-            SELECT (SELECT count(*) FROM badge_change WHERE published_at IS NULL) + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
+            SELECT (SELECT count(*) FROM badge_change c, change_feed_lease f
+                    WHERE c.seq > f.published_seq OR NOT pg_visible_in_snapshot(c.xid, f.published_snapshot))
+                 + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
             """
         #expect(try await harness.waitForCount(unpublished, 0, seconds: 60) == 0, "\(rollup.standardError)")
         _ = try await rollup.stop()

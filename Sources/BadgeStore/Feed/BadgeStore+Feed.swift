@@ -23,6 +23,19 @@ public struct FeedRecord: Sendable, Hashable {
     public var age: Double
 }
 
+/// One round of the change feed: the records read, in the order to send them, and the cursor
+/// they were read after. ``BadgeStore/finishFeedRound(_:failed:holder:on:)`` moves the cursor
+/// past the ones Kafka acknowledged.
+public struct FeedRound: Sendable {
+    /// Users' versions in feed order (a user's versions in order), then broadcast versions in order.
+    public var records: [FeedRecord]
+    /// The cursor the users' versions were read after: the highest `seq` published, and the
+    /// snapshot (text) of the read that published it.
+    let cursor: (seq: Int64, snapshot: String)
+    /// The snapshot of this round's read (nil when it read no user's version).
+    let snapshot: String?
+}
+
 extension BadgeStore {
     /// The key of broadcast records (`*` is never a user id's whole key in practice; the
     /// record's `type` says what it is).
@@ -40,11 +53,17 @@ extension BadgeStore {
 
     /// Up to `limit` records of each kind that the feed has not published, each kind in its
     /// order (a user's versions in order; broadcast versions in order); node texts capped at
-    /// `countCap`.
-    public static func pendingFeedRecords(limit: Int, countCap: Int64, on connection: PGConnection) throws(PGError) -> [FeedRecord] {
+    /// `countCap`. Users' versions come after the feed's cursor: the ones above its `seq`, and
+    /// the ones below it that committed after the snapshot it was read in.
+    public static func pendingFeedRecords(limit: Int, countCap: Int64, on connection: PGConnection) throws(PGError) -> FeedRound {
+        guard let row = try connection.query(BadgeSQL.feedCursor).rows.first else {
+            throw PGError(code: .decoding, message: "the change feed's cursor row is missing (run reddot migrate up)", statement: BadgeSQL.feedCursor.name)
+        }
+        let cursor = (seq: try row.decode(0, as: Int64.self), snapshot: try row.decode(1, as: String.self))
         var records: [FeedRecord] = []
+        var snapshot: String?
         let display = BadgeDisplay(countCap: countCap)
-        for row in try connection.query(BadgeSQL.pendingUserChanges, [limit]).rows {
+        for row in try connection.query(BadgeSQL.pendingUserChanges, [limit, cursor.seq, cursor.snapshot]).rows {
             let seq = try row.decode(0, as: Int64.self)
             let user = try row.decode(1, as: String.self)
             let nodes: [OwnLayerChange.Node]
@@ -64,6 +83,7 @@ extension BadgeStore {
                 root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
                 atJSON: try row.decode(8, as: String.self), mutes: mutes, display: display)
             records.append(FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self)))
+            snapshot = try row.decode(13, as: String.self)
         }
         for row in try connection.query(BadgeSQL.pendingBroadcastChanges, [limit]).rows {
             records.append(
@@ -71,19 +91,42 @@ extension BadgeStore {
                     kind: .broadcasts, number: try row.decode(0, as: Int64.self), key: broadcastFeedKey,
                     payload: try row.decode(2, as: String.self), age: try row.decode(1, as: Double.self)))
         }
-        return records
+        return FeedRound(records: records, cursor: cursor, snapshot: snapshot)
     }
 
-    /// Marks records published (Kafka acknowledged them).
-    public static func markPublished(_ records: [FeedRecord], on connection: PGConnection) throws(PGError) {
-        let users = records.filter { $0.kind == .user }.map(\.number)
-        let broadcasts = records.filter { $0.kind == .broadcasts }.map(\.number)
-        if !users.isEmpty { try connection.query(BadgeSQL.markUserChangesPublished, [users]) }
-        if !broadcasts.isEmpty { try connection.query(BadgeSQL.markBroadcastChangesPublished, [broadcasts]) }
+    /// Ends a round that `holder` sent, of which Kafka refused the records at `failed` (indexes
+    /// into `round.records`): moves the cursor past the users' versions up to the first refused
+    /// one, in this round's snapshot, and marks the broadcast versions up to the first refused
+    /// one published. What comes after a refused record is read and sent again next round, in
+    /// order (at least once). False when `holder` no longer holds the lease (the cursor stays for
+    /// the next holder; records it sent are sent again).
+    @discardableResult
+    public static func finishFeedRound(_ round: FeedRound, failed: Set<Int>, holder: String, on connection: PGConnection) throws(PGError) -> Bool {
+        var seq = round.cursor.seq, firstFailedSeq = Int64.max, firstFailedBroadcast = Int64.max
+        for (index, record) in round.records.enumerated() {
+            switch (record.kind, failed.contains(index)) {
+            case (.user, false): seq = max(seq, record.number)
+            case (.user, true): firstFailedSeq = min(firstFailedSeq, record.number)
+            case (.broadcasts, false): break
+            case (.broadcasts, true): firstFailedBroadcast = min(firstFailedBroadcast, record.number)
+            }
+        }
+        if firstFailedSeq != .max { seq = min(seq, firstFailedSeq - 1) }
+        var held = true
+        if let snapshot = round.snapshot {
+            held = try !connection.query(BadgeSQL.advanceFeedCursor, [holder, seq, snapshot]).rows.isEmpty
+        }
+        let broadcasts = round.records.filter { $0.kind == .broadcasts && $0.number < firstFailedBroadcast }.map(\.number)
+        if held, !broadcasts.isEmpty { try connection.query(BadgeSQL.markBroadcastChangesPublished, [broadcasts]) }
+        return held
     }
 
-    /// How many change-log records wait to be published.
+    /// How many change-log records wait to be published (users' versions above the feed's
+    /// cursor and unpublished broadcast versions, each counted up to a million).
     public static func unpublishedChanges(on connection: PGConnection) throws(PGError) -> Int64 {
-        try connection.query(BadgeSQL.unpublishedCount).rows.first?.decode(0, as: Int64.self) ?? 0
+        let seq = try connection.query(BadgeSQL.feedCursor).rows.first?.decode(0, as: Int64.self) ?? 0
+        let users = try connection.query(BadgeSQL.unpublishedUserCount, [seq]).rows.first?.decode(0, as: Int64.self) ?? 0
+        let broadcasts = try connection.query(BadgeSQL.unpublishedBroadcastCount).rows.first?.decode(0, as: Int64.self) ?? 0
+        return users + broadcasts
     }
 }

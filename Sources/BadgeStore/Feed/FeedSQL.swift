@@ -1,7 +1,7 @@
 import LibPQ
 
-/// The change feed's statements: the publisher's lease, the records it has yet to publish (their
-/// Kafka payloads built here), and marking them published.
+/// The change feed's statements: the publisher's lease and cursor, the records it has yet to
+/// publish (their Kafka payloads built in Swift), and moving past them.
 extension BadgeSQL {
     /// Takes or renews the lease for holder `$1` for `$2` seconds; a row comes back only when
     /// `$1` holds it.
@@ -17,24 +17,51 @@ extension BadgeSQL {
     static let releaseFeedLease = PGStatement(
         "feed.release_lease", "UPDATE change_feed_lease SET expires_at = '-infinity' WHERE holder = $1")
 
-    /// Up to `$1` unpublished records of users' versions, in feed order: seq, key (the user),
-    /// seconds since the change, own version, broadcast version, visible version (their sum),
-    /// the root totals, the time as JSON, the logged nodes as their JSON text, the ids of the
-    /// broadcasts dismissed and seen in the version as JSON arrays, and the logged muted nodes
-    /// (NULL when the version did not change them). The record is written from these in
-    /// Swift (`FeedPayload`): built as JSON here it cost about 110 µs a record, most of the
-    /// feed's database time.
+    /// The feed's cursor: the highest `seq` of a user's version it has published, and the
+    /// snapshot (as text) of the read that published it.
+    static let feedCursor = PGStatement(
+        "feed.cursor", "SELECT published_seq, published_snapshot::text FROM change_feed_lease")
+
+    /// The users' versions the feed has yet to publish after cursor (`$2`, `$3`), in feed
+    /// order: up to `$1` records above `seq` `$2`, and every record at or below it whose
+    /// transaction had not committed in snapshot `$3` (it committed since, or commits later and
+    /// is found then). Each row: seq, key (the user), seconds since the change, own version,
+    /// broadcast version, visible version (their sum), the root totals, the time as JSON, the
+    /// logged nodes as their JSON text, the ids of the broadcasts dismissed and seen in the
+    /// version as JSON arrays, the logged muted nodes (NULL when the version did not change
+    /// them), and this read's snapshot, the next cursor's. The record is written from these in
+    /// Swift (`FeedPayload`): built as JSON here it cost about 110 µs a record.
+    ///
+    /// Planned for each cursor (not prepared), with the snapshot's in-progress list taken apart
+    /// as text (`xmin:xmax:xip,…`) so the planner sees the ids: with a generic plan, or a list
+    /// from a subquery, it cannot tell that these find only the records of the last moments,
+    /// and it scanned the log.
     static let pendingUserChanges = PGStatement(
         "feed.pending_user_changes",
         """
+        WITH pending AS (
+            (SELECT * FROM badge_change WHERE seq > $2 ORDER BY seq LIMIT $1)
+            UNION ALL
+            SELECT * FROM badge_change
+            WHERE seq <= $2
+              AND (xid = ANY (string_to_array(split_part($3, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($3::pg_snapshot))
+        )
         SELECT c.seq, c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
                c.version, c.broadcast_version, c.version + c.broadcast_version, c.root_count, c.root_unseen,
                to_json(c.changed_at)::text, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
-               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
-        FROM badge_change c
-        WHERE c.published_at IS NULL
+               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text, pg_current_snapshot()::text
+        FROM pending c
         ORDER BY c.seq
-        LIMIT $1
+        """, prepared: false)
+
+    /// Moves the cursor to `seq` `$2` and snapshot `$3` while holder `$1` holds the lease; a row
+    /// comes back only then (a holder whose lease ran out leaves the cursor to the next one).
+    static let advanceFeedCursor = PGStatement(
+        "feed.advance_cursor",
+        """
+        UPDATE change_feed_lease SET published_seq = $2, published_snapshot = $3::pg_snapshot
+        WHERE holder = $1 AND expires_at > now()
+        RETURNING true
         """)
 
     /// Up to `$1` unpublished records of broadcast versions, in order: version, seconds since
@@ -52,20 +79,19 @@ extension BadgeSQL {
         LIMIT $1
         """)
 
-    static let markUserChangesPublished = PGStatement(
-        "feed.mark_user_changes",
-        "UPDATE badge_change SET published_at = now() WHERE seq = ANY($1::bigint[]) AND published_at IS NULL")
-
     static let markBroadcastChangesPublished = PGStatement(
         "feed.mark_broadcast_changes",
         "UPDATE broadcast_change SET published_at = now() WHERE version = ANY($1::bigint[]) AND published_at IS NULL")
 
-    /// How many records wait to be published, counted up to a million of each kind (cheap while
-    /// the feed keeps up: a partial index).
-    static let unpublishedCount = PGStatement(
-        "feed.unpublished",
-        """
-        SELECT (SELECT count(*) FROM (SELECT 1 FROM badge_change WHERE published_at IS NULL LIMIT 1000000) AS u)
-             + (SELECT count(*) FROM (SELECT 1 FROM broadcast_change WHERE published_at IS NULL LIMIT 1000000) AS b)
-        """)
+    /// How many users' versions wait above `seq` `$1`, counted up to a million (planned for
+    /// the value: the feed-order index reads only those).
+    static let unpublishedUserCount = PGStatement(
+        "feed.unpublished_users",
+        "SELECT count(*) FROM (SELECT 1 FROM badge_change WHERE seq > $1 LIMIT 1000000) AS u", prepared: false)
+
+    /// How many broadcast versions wait to be published, counted up to a million (a partial
+    /// index: cheap while the feed keeps up).
+    static let unpublishedBroadcastCount = PGStatement(
+        "feed.unpublished_broadcasts",
+        "SELECT count(*) FROM (SELECT 1 FROM broadcast_change WHERE published_at IS NULL LIMIT 1000000) AS b")
 }

@@ -107,18 +107,20 @@ extension BadgeSQL {
         """
     }
 
-    /// Deletes up to `$2` of the oldest own-layer records logged before `$1`. Planned for each
-    /// cutoff (not prepared): a generic plan may scan the whole table when nothing is old, where
-    /// the BRIN index on `changed_at` reads a block range or two.
+    /// Deletes up to `$2` of the oldest own-layer records logged before `$1`; each row tells
+    /// whether the change feed had yet to publish it (above its cursor, or not committed in the
+    /// cursor's snapshot). Planned for each cutoff (not prepared): a generic plan may scan the
+    /// whole table when nothing is old, where the BRIN index on `changed_at` reads a block range
+    /// or two.
     static let pruneOwnChanges = PGStatement(
         "history.prune_own_changes",
         """
         DELETE FROM badge_change c
         USING (
             SELECT user_id, version FROM badge_change WHERE changed_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED
-        ) AS old
+        ) AS old, change_feed_lease f
         WHERE c.user_id = old.user_id AND c.version = old.version
-        RETURNING c.published_at IS NULL
+        RETURNING c.seq > f.published_seq OR coalesce(NOT pg_visible_in_snapshot(c.xid, f.published_snapshot), false)
         """, prepared: false)
 
     /// Deletes up to `$2` of the oldest broadcast records logged before `$1`.
