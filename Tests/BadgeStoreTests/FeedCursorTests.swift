@@ -118,9 +118,12 @@ struct FeedCursorTests {
         try await fixture.execute(
             "UPDATE change_feed_lease SET published_seq = (SELECT max(seq) - 10 FROM badge_change), published_snapshot = pg_current_snapshot()")
         try await fixture.execute("ANALYZE badge_change")
-        let cursor = try await fixture.rows(BadgeSQL.feedCursor.sql)[0]
-        let seq = try #require(cursor[0].flatMap { Int64($0) }), snapshot = try #require(cursor[1])
-        let plan = try await fixture.rows("EXPLAIN " + BadgeSQL.pendingUserChanges.sql, [5_000, seq, snapshot]).compactMap { $0.first ?? nil }
+        let head = try await fixture.rows(BadgeSQL.feedHead.sql)[0]
+        let seq = try #require(head[0].flatMap { Int64($0) }), snapshot = try #require(head[1])
+        let first = try #require(head[3].flatMap { Int64($0) })
+        #expect(first == seq + 1)
+        let plan = try await fixture.rows("EXPLAIN " + BadgeSQL.pendingUserChanges.sql, [first, first + 4_999, seq, snapshot])
+            .compactMap { $0.first ?? nil }
         let text = plan.joined(separator: "\n")
         #expect(!text.contains("Seq Scan on badge_change"), "a round scans the log:\n\(text)")
         #expect(text.contains("badge_change_seq") && text.contains("badge_change_xid"), "\(text)")

@@ -55,15 +55,27 @@ extension BadgeStore {
     /// order (a user's versions in order; broadcast versions in order); node texts capped at
     /// `countCap`. Users' versions come after the feed's cursor: the ones above its `seq`, and
     /// the ones below it that committed after the snapshot it was read in.
-    public static func pendingFeedRecords(limit: Int, countCap: Int64, on connection: PGConnection) throws(PGError) -> FeedRound {
-        guard let row = try connection.query(BadgeSQL.feedCursor).rows.first else {
-            throw PGError(code: .decoding, message: "the change feed's cursor row is missing (run reddot migrate up)", statement: BadgeSQL.feedCursor.name)
+    ///
+    /// - Throws: `PGError`.
+    public static func pendingFeedRecords(limit: Int, countCap: Int64, on connection: PGConnection) throws -> FeedRound {
+        // One snapshot for the cursor, the records and the next cursor.
+        try connection.withTransaction(.repeatableRead) { connection throws -> FeedRound in
+            try pendingFeedRecords(limit: max(1, limit), display: BadgeDisplay(countCap: countCap), inSnapshotOn: connection)
         }
-        let cursor = (seq: try row.decode(0, as: Int64.self), snapshot: try row.decode(1, as: String.self))
+    }
+
+    private static func pendingFeedRecords(limit: Int, display: BadgeDisplay, inSnapshotOn connection: PGConnection) throws(PGError) -> FeedRound {
+        guard let head = try connection.query(BadgeSQL.feedHead).rows.first else {
+            throw PGError(code: .decoding, message: "the change feed's cursor row is missing (run reddot migrate up)", statement: BadgeSQL.feedHead.name)
+        }
+        let cursor = (seq: try head.decode(0, as: Int64.self), snapshot: try head.decode(1, as: String.self))
+        let snapshot = try head.decode(2, as: String.self)
+        // The next `limit` numbers from the lowest one above the cursor that this snapshot sees
+        // (the ones between are not committed in it: they come as late records).
+        let first = try head.decode(3, as: Int64?.self) ?? Int64.max
+        let last = first.addingReportingOverflow(Int64(limit) - 1)
         var records: [FeedRecord] = []
-        var snapshot: String?
-        let display = BadgeDisplay(countCap: countCap)
-        for row in try connection.query(BadgeSQL.pendingUserChanges, [limit, cursor.seq, cursor.snapshot]).rows {
+        for row in try connection.query(BadgeSQL.pendingUserChanges, [first, last.overflow ? Int64.max : last.partialValue, cursor.seq, cursor.snapshot]).rows {
             let seq = try row.decode(0, as: Int64.self)
             let user = try row.decode(1, as: String.self)
             let nodes: [OwnLayerChange.Node]
@@ -83,15 +95,18 @@ extension BadgeStore {
                 root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
                 atJSON: try row.decode(8, as: String.self), mutes: mutes, display: display)
             records.append(FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self)))
-            snapshot = try row.decode(13, as: String.self)
         }
+        // Feed order: a user's later version has a higher `seq` (it was written after the
+        // earlier one committed).
+        records.sort { $0.number < $1.number }
+        let readUsers = !records.isEmpty
         for row in try connection.query(BadgeSQL.pendingBroadcastChanges, [limit]).rows {
             records.append(
                 FeedRecord(
                     kind: .broadcasts, number: try row.decode(0, as: Int64.self), key: broadcastFeedKey,
                     payload: try row.decode(2, as: String.self), age: try row.decode(1, as: Double.self)))
         }
-        return FeedRound(records: records, cursor: cursor, snapshot: snapshot)
+        return FeedRound(records: records, cursor: cursor, snapshot: readUsers ? snapshot : nil)
     }
 
     /// Ends a round that `holder` sent, of which Kafka refused the records at `failed` (indexes
@@ -124,7 +139,7 @@ extension BadgeStore {
     /// How many change-log records wait to be published (users' versions above the feed's
     /// cursor and unpublished broadcast versions, each counted up to a million).
     public static func unpublishedChanges(on connection: PGConnection) throws(PGError) -> Int64 {
-        let seq = try connection.query(BadgeSQL.feedCursor).rows.first?.decode(0, as: Int64.self) ?? 0
+        let seq = try connection.query(BadgeSQL.feedHead).rows.first?.decode(0, as: Int64.self) ?? 0
         let users = try connection.query(BadgeSQL.unpublishedUserCount, [seq]).rows.first?.decode(0, as: Int64.self) ?? 0
         let broadcasts = try connection.query(BadgeSQL.unpublishedBroadcastCount).rows.first?.decode(0, as: Int64.self) ?? 0
         return users + broadcasts

@@ -17,41 +17,46 @@ extension BadgeSQL {
     static let releaseFeedLease = PGStatement(
         "feed.release_lease", "UPDATE change_feed_lease SET expires_at = '-infinity' WHERE holder = $1")
 
-    /// The feed's cursor: the highest `seq` of a user's version it has published, and the
-    /// snapshot (as text) of the read that published it.
-    static let feedCursor = PGStatement(
-        "feed.cursor", "SELECT published_seq, published_snapshot::text FROM change_feed_lease")
+    /// The feed's cursor (the highest `seq` of a user's version it has published, and the
+    /// snapshot, as text, of the read that published it), the snapshot of this read (the next
+    /// cursor's), and the lowest `seq` above the cursor that this read sees (NULL: none).
+    static let feedHead = PGStatement(
+        "feed.head",
+        """
+        SELECT f.published_seq, f.published_snapshot::text, pg_current_snapshot()::text,
+               (SELECT min(c.seq) FROM badge_change c WHERE c.seq > f.published_seq)
+        FROM change_feed_lease f
+        """)
 
-    /// The users' versions the feed has yet to publish after cursor (`$2`, `$3`), in feed
-    /// order: up to `$1` records above `seq` `$2`, and every record at or below it whose
-    /// transaction had not committed in snapshot `$3` (it committed since, or commits later and
-    /// is found then). Each row: seq, key (the user), seconds since the change, own version,
+    /// The users' versions the feed has yet to publish, in no order: those with `seq` from `$1`
+    /// up to `$2`, and every one at or below the cursor's `seq` `$3` whose transaction had not
+    /// committed in the cursor's snapshot `$4` (it committed since, or commits later and is
+    /// found then). Each row: seq, key (the user), seconds since the change, own version,
     /// broadcast version, visible version (their sum), the root totals, the time as JSON, the
     /// logged nodes as their JSON text, the ids of the broadcasts dismissed and seen in the
-    /// version as JSON arrays, the logged muted nodes (NULL when the version did not change
-    /// them), and this read's snapshot, the next cursor's. The record is written from these in
-    /// Swift (`FeedPayload`): built as JSON here it cost about 110 µs a record.
+    /// version as JSON arrays, and the logged muted nodes (NULL when the version did not change
+    /// them). The record is written from these in Swift (`FeedPayload`): built as JSON here it
+    /// cost about 110 µs a record.
     ///
-    /// Planned for each cursor (not prepared), with the snapshot's in-progress list taken apart
-    /// as text (`xmin:xmax:xip,…`) so the planner sees the ids: with a generic plan, or a list
-    /// from a subquery, it cannot tell that these find only the records of the last moments,
-    /// and it scanned the log.
+    /// A range, not `ORDER BY seq LIMIT`: the planner read a fresh log by bitmap and sorted the
+    /// wide rows on disk. Planned for each cursor (not prepared), with the snapshot's
+    /// in-progress list taken apart as text (`xmin:xmax:xip,…`) so the planner sees the ids:
+    /// with a generic plan, or a list from a subquery, it scanned the log.
     static let pendingUserChanges = PGStatement(
         "feed.pending_user_changes",
         """
         WITH pending AS (
-            (SELECT * FROM badge_change WHERE seq > $2 ORDER BY seq LIMIT $1)
+            SELECT * FROM badge_change WHERE seq >= $1 AND seq <= $2
             UNION ALL
             SELECT * FROM badge_change
-            WHERE seq <= $2
-              AND (xid = ANY (string_to_array(split_part($3, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($3::pg_snapshot))
+            WHERE (xid = ANY (string_to_array(split_part($4, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($4::pg_snapshot))
+              AND seq <= $3
         )
         SELECT c.seq, c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
                c.version, c.broadcast_version, c.version + c.broadcast_version, c.root_count, c.root_unseen,
                to_json(c.changed_at)::text, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
-               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text, pg_current_snapshot()::text
+               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
         FROM pending c
-        ORDER BY c.seq
         """, prepared: false)
 
     /// Moves the cursor to `seq` `$2` and snapshot `$3` while holder `$1` holds the lease; a row
