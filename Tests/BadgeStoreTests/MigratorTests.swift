@@ -100,6 +100,30 @@ struct MigratorTests {
         }
     }
 
+    @Test("migration 19 starts the feed's cursor below the oldest record not yet published: nothing is lost, nothing below it is sent again")
+    func feedCursorMigrationKeepsUnpublished() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        try await withDatabase { database in
+            _ = try await database.up(Migrator(files: files.filter { $0.version <= 15 }, logger: TestServer.logger))
+            // Five versions logged by an older rollup; its feed had published the 1st, 2nd and 4th.
+            try await database.pool.withConnection { connection in
+                for sql in [
+                    """
+                    INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen)
+                    SELECT 'm' || n, 1, 0, '[]', n, n FROM generate_series(1, 5) n ORDER BY n
+                    """,
+                    "UPDATE badge_change SET published_at = now() WHERE user_id IN ('m1', 'm2', 'm4')",
+                ] {
+                    try connection.query(PGStatement("test.seed", sql, prepared: false))
+                }
+            }
+            _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
+            let round = try await database.pool.withConnection { try BadgeStore.pendingFeedRecords(limit: 100, countCap: 99, on: $0) }
+            #expect(round.records.map(\.key) == ["m3", "m4", "m5"])
+            #expect(try await database.pool.withConnection { try BadgeStore.unpublishedChanges(on: $0) } == 3)
+        }
+    }
+
     @Test("five concurrent migrators apply every file exactly once")
     func concurrentMigrators() async throws {
         let directory = try FixtureDirectory([
