@@ -10,7 +10,7 @@ import TestSupport
 @Suite("The rollup coalesces while ingest is behind")
 struct RollupBacklogTests {
     /// Stores a report as ingest does with its offsets: `waiting` records after the batch, written
-    /// `age` seconds ago.
+    /// `age` seconds ago (a negative age dates it ahead).
     private static func report(_ fixture: RollupFixture, partition: Int32, waiting: Int64?, age: Double = 0) async throws {
         try await fixture.execute(
             """
@@ -47,7 +47,9 @@ struct RollupBacklogTests {
     @Test("while ingest reports a backlog, the first worker still brings every user current")
     func firstWorkerDrainsTheQueue() async throws {
         try await RollupFixture.with { fixture in
-            try await Self.report(fixture, partition: 0, waiting: 1_000_000)
+            // Dated ten minutes ahead: an ingest that is behind reports with every batch, so its
+            // reports stay fresh however slowly this test runs (the rule reads the last 10 s).
+            try await Self.report(fixture, partition: 0, waiting: 1_000_000, age: -600)
             let path = try BadgePath(validating: "root.chat.c1")
             let users = try (0..<300).map { try UserID(validating: "backlog_u\($0)") }
             try await fixture.ingest(users.map { BadgeMutation(user: $0, path: path, operation: .increment(by: 2)) })
