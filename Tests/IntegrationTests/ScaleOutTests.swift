@@ -92,22 +92,23 @@ struct ScaleOutTests {
         }
         defer { for follower in followers { follower.cancel() } }
 
-        // Events flow; a third of the way in ingest-a dies, at half rollup-a, at two thirds serve 0.
+        // Events flow for about 25 s: early on ingest-a dies (its partitions wait for the group to
+        // hand them over), then rollup-a, and, once every partition flows again, serve 0.
         var next = 0
         var slice = 0
         while next < events.count {
-            let part = Array(events[next..<min(next + 40, events.count)])
+            let part = Array(events[next..<min(next + 12, events.count)])
             try await harness.publish(part)
             next += part.count
             slice += 1
             switch slice {
-            case 20:
+            case 15:
                 Self.sigkill(ingests[0])
                 ingests[0] = try ingest("ingest-a")
-            case 30:
+            case 60:
                 Self.sigkill(rollups[0])
                 rollups[0] = try rollup("rollup-a")
-            case 40:
+            case 140:
                 Self.sigkill(servers[0])
                 servers[0] = try serve(0)
             default:
