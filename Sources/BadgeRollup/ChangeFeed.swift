@@ -12,7 +12,8 @@ public import ServiceLifecycle
 public struct ChangeFeedConfiguration: Sendable {
     /// The topic the records go to.
     public var topic: String
-    /// Records of each kind read, sent and marked per round.
+    /// At most this many records of each kind per round (users' versions: this many `seq`
+    /// numbers from the first one not yet published).
     public var batchSize: Int
     /// How long an idle publisher waits before looking again.
     public var pollInterval: Duration
