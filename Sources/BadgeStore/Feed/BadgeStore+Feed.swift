@@ -126,7 +126,7 @@ extension BadgeStore {
             case (.broadcasts, true): firstFailedBroadcast = min(firstFailedBroadcast, record.number)
             }
         }
-        if firstFailedSeq != .max { seq = min(seq, firstFailedSeq - 1) }
+        if firstFailedSeq != .max { seq = min(seq, firstFailedSeq == .min ? .min : firstFailedSeq - 1) }
         var held = true
         if let snapshot = round.snapshot {
             held = try !connection.query(BadgeSQL.advanceFeedCursor, [holder, seq, snapshot]).rows.isEmpty
