@@ -13,9 +13,13 @@ struct BadgeStorePropertyTests {
         return [1, 2, 3, 4]
     }()
 
-    @Test("random op sequences give the same tree in PostgreSQL as in memory, for every user", arguments: seeds)
-    func randomSequences(seed: UInt64) async throws {
-        let fixture = try await StoreFixture.make()
+    /// Each seed on the shipped schema, and the first also with the per-user tables
+    /// hash-partitioned by user (issue 27).
+    static let layouts: [(seed: UInt64, layout: SchemaLayout)] = seeds.map { ($0, .plain) } + [(seeds[0], .partitionedByUser)]
+
+    @Test("random op sequences give the same tree in PostgreSQL as in memory, for every user", arguments: layouts)
+    func randomSequences(seed: UInt64, layout: SchemaLayout) async throws {
+        let fixture = try await StoreFixture.make(layout: layout)
         defer { Task { await fixture.tearDown() } }
         let users = (0..<500).map { user("s\(seed)_u\($0)") }
         var generator = RandomBadgeOperations(users: users, seed: seed)
@@ -82,9 +86,11 @@ struct BadgeStorePropertyTests {
 
 @Suite("Every operation in PostgreSQL: any arrival order gives the in-order tree")
 struct ItemOrderPropertyTests {
-    @Test("timed sets, increments, decrements, adds, removes, clears, seens and mutes, shuffled into random batches, end in the in-order model's tree", arguments: [UInt64(1), 2, 3])
-    func shuffledArrivals(seed: UInt64) async throws {
-        let fixture = try await StoreFixture.make()
+    @Test(
+        "timed sets, increments, decrements, adds, removes, clears, seens and mutes, shuffled into random batches, end in the in-order model's tree",
+        arguments: [(UInt64(1), SchemaLayout.plain), (2, .plain), (3, .plain), (1, .partitionedByUser)])
+    func shuffledArrivals(seed: UInt64, layout: SchemaLayout) async throws {
+        let fixture = try await StoreFixture.make(layout: layout)
         defer { Task { await fixture.tearDown() } }
         let users = (0..<60).map { user("o\(seed)_u\($0)") }
         var generator = RandomBadgeOperations(users: users, seed: seed &+ 500)
@@ -143,9 +149,11 @@ struct ClearShownPropertyTests {
         }
     }
 
-    @Test("random arrivals, rollups, folds, renders, clears and seens at rendered versions end in the model's tree", arguments: [UInt64(1), 2, 3])
-    func racingClears(seed: UInt64) async throws {
-        let fixture = try await StoreFixture.make()
+    @Test(
+        "random arrivals, rollups, folds, renders, clears and seens at rendered versions end in the model's tree",
+        arguments: [(UInt64(1), SchemaLayout.plain), (2, .plain), (3, .plain), (1, .partitionedByUser)])
+    func racingClears(seed: UInt64, layout: SchemaLayout) async throws {
+        let fixture = try await StoreFixture.make(layout: layout)
         defer { Task { await fixture.tearDown() } }
         let users = (0..<6).map { user("r\(seed)_u\($0)") }
         var generator = RandomBadgeOperations(users: users, seed: seed &+ 900)

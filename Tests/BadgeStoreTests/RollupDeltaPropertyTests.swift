@@ -8,12 +8,16 @@ import Testing
 @Suite("The rollup's delta path equals a full recount: the same trees and the same change log")
 struct RollupDeltaPropertyTests {
     /// Seeds of two families: mostly increments (most rounds add deltas), and the default mix.
-    static let cases: [(seed: UInt64, additive: Bool)] = [(1, true), (2, true), (3, true), (4, false), (5, false)]
+    /// The first of each family also on the per-user tables hash-partitioned by user (issue 27).
+    static let cases: [(seed: UInt64, additive: Bool, layout: SchemaLayout)] = [
+        (1, true, .plain), (2, true, .plain), (3, true, .plain), (4, false, .plain), (5, false, .plain),
+        (1, true, .partitionedByUser), (4, false, .partitionedByUser),
+    ]
 
     @Test("random batches rolled up with deltas and with forced recounts give identical trees and logs", arguments: cases)
-    func deltasEqualRecounts(seed: UInt64, additive: Bool) async throws {
-        let deltas = try await StoreFixture.make()
-        let recounts = try await StoreFixture.make()
+    func deltasEqualRecounts(seed: UInt64, additive: Bool, layout: SchemaLayout) async throws {
+        let deltas = try await StoreFixture.make(layout: layout)
+        let recounts = try await StoreFixture.make(layout: layout)
         defer {
             Task {
                 await deltas.tearDown()

@@ -10,8 +10,9 @@ struct StoreFixture: PooledFixture {
     let pool: PGPool
     let store: BadgeStore
 
-    static func make(connections: Int = 4) async throws -> StoreFixture {
-        let migrated = try await MigratedDatabase.create(prefix: "store", connections: connections)
+    /// A fixture on a fresh database, its tables laid out as `layout` says.
+    static func make(connections: Int = 4, layout: SchemaLayout = .plain) async throws -> StoreFixture {
+        let migrated = try await MigratedDatabase.create(prefix: "store", connections: connections, layout: layout)
         return StoreFixture(database: migrated.database, pool: migrated.pool, store: BadgeStore(pool: migrated.pool))
     }
 

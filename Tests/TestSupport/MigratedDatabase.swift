@@ -23,10 +23,10 @@ public struct MigratedDatabase: Sendable {
     public let pool: PGPool
 
     /// Creates a database on `server` (the test server by default), a pool of `connections` on
-    /// it, and applies the repository's migrations; throws (leaving nothing behind) when any step
-    /// fails.
+    /// it, applies the repository's migrations and lays the tables out as `layout` says; throws
+    /// (leaving nothing behind) when any step fails.
     public static func create(
-        prefix: String, server: String? = nil, connections: Int = 4, logger: Logger = TestServer.logger
+        prefix: String, server: String? = nil, connections: Int = 4, layout: SchemaLayout = .plain, logger: Logger = TestServer.logger
     ) async throws -> MigratedDatabase {
         let database = try await TestDatabase.create(prefix: prefix, server: server)
         let pool = PGPool(
@@ -34,6 +34,7 @@ public struct MigratedDatabase: Sendable {
             maximumConnections: connections, logger: logger)
         do {
             try await migrate(pool, logger: logger)
+            try await pool.withConnection { connection in try layout.apply(on: connection) }
         } catch {
             pool.close()
             await database.drop()
