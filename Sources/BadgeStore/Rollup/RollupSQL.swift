@@ -468,17 +468,6 @@ extension BadgeSQL {
         """, prepared: false)
     }
 
-    /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
-    /// write the new version covers, and `covered`, the one the current version covers):
-    /// deletes the users' dirty marks up to `top` (no other transaction holds them: writers only
-    /// insert marks, and the users' rollup locks keep other rounds out).
-    ///
-    /// Here and in the deletes of deltas, every table is reached one user at a time (`LATERAL`,
-    /// scalar subqueries) and rows are deleted by tuple id: joined with the round's users as
-    /// a set, PostgreSQL guessed their count and scanned the whole queue and the whole delta
-    /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
-    /// transaction moves these rows meanwhile: writers only insert marks and deltas, and only a
-    /// round of the same user, which waits for this one's rollup locks, deletes them.
     /// The condition that picks, in the table aliased `alias`, the rows the CTE `rows` lists
     /// (their `tableoid` and `ctid`, found by each user's index): a TID scan finds them whatever
     /// the statistics say, and the table's own id keeps the rows of one partition apart from
@@ -491,6 +480,17 @@ extension BadgeSQL {
         """
     }
 
+    /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
+    /// write the new version covers, and `covered`, the one the current version covers):
+    /// deletes the users' dirty marks up to `top` (no other transaction holds them: writers only
+    /// insert marks, and the users' rollup locks keep other rounds out).
+    ///
+    /// Here and in the deletes of deltas, every table is reached one user at a time (`LATERAL`,
+    /// scalar subqueries) and rows are deleted by tuple id (``rowsOf(_:in:)``): joined with the round's users as
+    /// a set, PostgreSQL guessed their count and scanned the whole queue and the whole delta
+    /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
+    /// transaction moves these rows meanwhile: writers only insert marks and deltas, and only a
+    /// round of the same user, which waits for this one's rollup locks, deletes them.
     private static let consumeMarks = """
         , mark_rows AS MATERIALIZED (
             SELECT x.tableoid, x.ctid FROM reach r
