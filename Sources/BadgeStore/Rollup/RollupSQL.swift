@@ -486,9 +486,9 @@ extension BadgeSQL {
     /// insert marks, and the users' rollup locks keep other rounds out).
     ///
     /// Here and in the deletes of deltas, every table is reached one user at a time (`LATERAL`,
-    /// scalar subqueries) and rows are deleted by tuple id (``rowsOf(_:in:)``): joined with the round's users as
-    /// a set, PostgreSQL guessed their count and scanned the whole queue and the whole delta
-    /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
+    /// scalar subqueries) and rows are deleted by tuple id (``rowsOf(_:in:)``): joined with the
+    /// round's users as a set, PostgreSQL guessed their count and scanned the whole queue and the
+    /// whole delta table per round while ingest grew them (about 450 ms a round at 300k marks). No other
     /// transaction moves these rows meanwhile: writers only insert marks and deltas, and only a
     /// round of the same user, which waits for this one's rollup locks, deletes them.
     private static let consumeMarks = """
