@@ -250,11 +250,10 @@ extension BadgeSQL {
             SELECT u.user_id, \(writtenThrough("u.user_id")) AS top, \(writesThrough(of: "u.user_id")) AS covered,
                    u.user_id = ANY($3::text[]) OR EXISTS (SELECT 1 FROM dirty_mark m WHERE m.user_id = u.user_id AND m.bump) AS bump
             FROM users u
-        )\(consumeMarks), delta_rows AS MATERIALIZED (
-            SELECT x.tableoid, x.ctid FROM users u CROSS JOIN LATERAL (SELECT tableoid, ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x
-        ), consumed AS (
+        )\(consumeMarks), consumed AS (
             DELETE FROM badge_delta d
-            WHERE \(rowsOf("d", in: "delta_rows"))
+            WHERE d.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))
         ), own AS (
             \(ownRows)
         )\(moded ? modedFresh : plainFresh), diff AS (
@@ -436,12 +435,11 @@ extension BadgeSQL {
                        WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
                    coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)) AS top
             FROM known k
-        )\(consumeMarks), delta_rows AS MATERIALIZED (
-            SELECT x.tableoid, x.ctid FROM reach r
-            CROSS JOIN LATERAL (SELECT tableoid, ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x
-        ), consumed AS (
+        )\(consumeMarks), consumed AS (
             DELETE FROM badge_delta d
-            WHERE \(rowsOf("d", in: "delta_rows"))
+            WHERE d.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM reach r
+                CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
@@ -468,36 +466,23 @@ extension BadgeSQL {
         """, prepared: false)
     }
 
-    /// The condition that picks, in the table aliased `alias`, the rows the CTE `rows` lists
-    /// (their `tableoid` and `ctid`, found by each user's index): a TID scan finds them whatever
-    /// the statistics say, and the table's own id keeps the rows of one partition apart from
-    /// those of another at the same `ctid` when the table is partitioned by user (a `ctid` alone
-    /// names a row only within one partition).
-    private static func rowsOf(_ alias: String, in rows: String) -> String {
-        """
-        \(alias).ctid = ANY(ARRAY(SELECT ctid FROM \(rows)))
-              AND (\(alias).tableoid, \(alias).ctid) IN (SELECT tableoid, ctid FROM \(rows))
-        """
-    }
-
     /// The part of `recompute` and `addDeltas` after the CTE `reach` (per user: `top`, the last
     /// write the new version covers, and `covered`, the one the current version covers):
     /// deletes the users' dirty marks up to `top` (no other transaction holds them: writers only
     /// insert marks, and the users' rollup locks keep other rounds out).
     ///
     /// Here and in the deletes of deltas, every table is reached one user at a time (`LATERAL`,
-    /// scalar subqueries) and rows are deleted by tuple id (``rowsOf(_:in:)``): joined with the
-    /// round's users as a set, PostgreSQL guessed their count and scanned the whole queue and the
-    /// whole delta table per round while ingest grew them (about 450 ms a round at 300k marks). No other
+    /// scalar subqueries) and rows are deleted by tuple id: joined with the round's users as
+    /// a set, PostgreSQL guessed their count and scanned the whole queue and the whole delta
+    /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
     /// transaction moves these rows meanwhile: writers only insert marks and deltas, and only a
     /// round of the same user, which waits for this one's rollup locks, deletes them.
     private static let consumeMarks = """
-        , mark_rows AS MATERIALIZED (
-            SELECT x.tableoid, x.ctid FROM reach r
-            CROSS JOIN LATERAL (SELECT tableoid, ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x
-        ), unmarked AS (
+        , unmarked AS (
             DELETE FROM dirty_mark m
-            WHERE \(rowsOf("m", in: "mark_rows"))
+            WHERE m.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM reach r
+                CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
         )
         """
 
