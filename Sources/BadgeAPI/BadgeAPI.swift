@@ -39,6 +39,8 @@ public struct BadgeAPI: Sendable {
     public let logger: Logger
     /// The open streams and long-polls, against `limits`.
     let streamLimiter: StreamLimiter
+    /// The versions this server's actions left users' trees at (reads here must not show older).
+    let written = WrittenVersions()
     /// Streams resumed from the change log, and delta answers served from it.
     let replays = Counter(label: "reddot_api_replays_total", dimensions: [("kind", "stream")])
     let deltas = Counter(label: "reddot_api_replays_total", dimensions: [("kind", "changes")])

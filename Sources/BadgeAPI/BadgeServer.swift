@@ -2,6 +2,7 @@ public import LibPQ
 public import Logging
 public import Prometheus
 public import ServiceLifecycle
+import Backoff
 import BadgeStore
 
 /// Everything a query-service process is built from: what `reddot serve` reads from its flags
@@ -24,6 +25,13 @@ public struct BadgeServerConfiguration: Sendable {
     public var treeCacheBytes: Int
     /// The longest a cached tree is served.
     public var treeCacheMaximumAge: Duration
+    /// A read replica (a hot standby) for tree reads, long-polls, delta polls and streams, with
+    /// the requests' statement timeout; nil: everything on `database`. With one, the server
+    /// learns of changes by reading the replica's change log every `replicaPollInterval` instead
+    /// of `LISTEN` (``ChangeLogPoller``), and writes go to `database` (``ReplicatedBadgeStore``).
+    public var replicaDatabase: PGConfiguration?
+    /// How often the replica's change log is read.
+    public var replicaPollInterval: Duration = .milliseconds(50)
 
     /// A configuration; the defaults are those of `reddot serve`.
     public init(
@@ -60,11 +68,29 @@ extension BadgeAPI {
         var database = configuration.database
         database.sessionSettings += BadgeStore.recommendedSessionSettings
         let pool = PGPool(configuration: database, maximumConnections: configuration.poolConnections, logger: logger)
-        let hub = try ChangeHub(
-            configuration: configuration.listenerDatabase, treeCacheBytes: configuration.treeCacheBytes,
-            treeCacheMaximumAge: configuration.treeCacheMaximumAge, logger: logger)
+        let store: any BadgeAPIStore
+        let hub: ChangeHub
+        let primary = BadgeStore(pool: pool, display: configuration.api.display)
+        if var replicaDatabase = configuration.replicaDatabase {
+            let poller = ChangeLogPoller(configuration: replicaDatabase, interval: configuration.replicaPollInterval, logger: logger)
+            hub = ChangeHub(
+                following: poller, treeCacheBytes: configuration.treeCacheBytes, treeCacheMaximumAge: configuration.treeCacheMaximumAge,
+                logger: logger)
+            replicaDatabase.sessionSettings += BadgeStore.recommendedSessionSettings + [("default_transaction_read_only", "on")]
+            let replicaPool = PGPool(configuration: replicaDatabase, maximumConnections: configuration.poolConnections, logger: logger)
+            store = ReplicatedBadgeStore(
+                primary: primary, replica: BadgeStore(pool: replicaPool, display: configuration.api.display), logger: logger)
+            logger.info(
+                "reads go to the replica; writes to the primary",
+                metadata: ["replica.poll_ms": "\(Backoff.milliseconds(configuration.replicaPollInterval))"])
+        } else {
+            hub = try ChangeHub(
+                configuration: configuration.listenerDatabase, treeCacheBytes: configuration.treeCacheBytes,
+                treeCacheMaximumAge: configuration.treeCacheMaximumAge, logger: logger)
+            store = primary
+        }
         let api = BadgeAPI(
-            store: BadgeStore(pool: pool, display: configuration.api.display), hub: hub, authenticator: authenticator,
+            store: store, hub: hub, authenticator: authenticator,
             publisher: publisher, configuration: configuration.api, metrics: metrics, limits: configuration.limits,
             logger: logger)
         let address = "\(configuration.api.host):\(configuration.api.port)"

@@ -7,8 +7,9 @@ import Metrics
 public import ServiceLifecycle
 import Synchronization
 
-/// One `LISTEN` connection per process, fanned out to the requests waiting for a user's tree to
-/// change (long-polls and streams).
+/// One `LISTEN` connection per process (or, for a server that reads from a hot standby, one
+/// ``ChangeLogPoller`` of the standby's change log), fanned out to the requests waiting for a
+/// user's tree to change (long-polls and streams).
 ///
 /// A notification for a user wakes that user's subscribers ("read again": they re-read the tree
 /// and compare versions, so a spurious or coalesced wake-up is harmless). A broadcast change is
@@ -24,8 +25,8 @@ import Synchronization
 /// A hub made without a database is fed directly, by ``userChanged(_:)`` and
 /// ``everyoneChanged()`` (``InMemoryBadgeStore`` does so after each change).
 public final class ChangeHub: Service, Sendable {
-    /// nil for a hub fed directly.
-    private let listener: PGListener?
+    /// Where it learns of changes; nil for a hub fed directly.
+    private let source: Source?
     /// Whole-tree answers, invalidated by this hub's notifications.
     let treeCache: TreeCache
     /// The user notifications counted for streams, and their shared reads of the change log.
@@ -56,7 +57,18 @@ public final class ChangeHub: Service, Sendable {
     public init(
         configuration: PGConfiguration, treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger
     ) throws(PGError) {
-        self.listener = try PGListener(configuration: configuration, channels: [BadgeStore.changeChannel], logger: logger)
+        self.source = .listener(try PGListener(configuration: configuration, channels: [BadgeStore.changeChannel], logger: logger))
+        self.treeCache = TreeCache(budgetBytes: treeCacheBytes, maximumAge: treeCacheMaximumAge)
+        self.logger = logger
+    }
+
+    /// A hub that learns of changes from `poller`, which reads the change log of the database
+    /// the reads go to (a hot standby, where `LISTEN` does not work), keeping up to
+    /// `treeCacheBytes` of whole-tree answers as the other initializer does.
+    public init(
+        following poller: ChangeLogPoller, treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger
+    ) {
+        self.source = .poller(poller)
         self.treeCache = TreeCache(budgetBytes: treeCacheBytes, maximumAge: treeCacheMaximumAge)
         self.logger = logger
     }
@@ -64,7 +76,7 @@ public final class ChangeHub: Service, Sendable {
     /// A hub with no database: it counts as listening from the start, and learns of changes only
     /// through ``userChanged(_:)`` and ``everyoneChanged()``.
     public init(treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger) {
-        self.listener = nil
+        self.source = nil
         self.treeCache = TreeCache(budgetBytes: treeCacheBytes, maximumAge: treeCacheMaximumAge)
         self.logger = logger
         treeCache.invalidateAll(listening: true)
@@ -139,8 +151,8 @@ public final class ChangeHub: Service, Sendable {
 
     /// Listens and dispatches until cancelled or shut down.
     public func run() async throws {
-        if let listener {
-            await listen(listener)
+        if let source {
+            await follow(source)
         } else {
             // Fed directly: nothing to run until the service group stops.
             try? await gracefulShutdown()
@@ -155,22 +167,25 @@ public final class ChangeHub: Service, Sendable {
         for continuation in all { continuation.finish() }
     }
 
-    private func listen(_ listener: PGListener) async {
+    private func follow(_ source: Source) async {
         // Broadcast changes are read by a task of their own, in order, so that a read of the
         // log never delays users' notifications.
         let (targets, follow) = AsyncStream.makeStream(of: Int64?.self)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await listener.run() }
+            group.addTask { await source.run() }
             group.addTask {
                 for await version in targets { await self.followBroadcasts(to: version) }
             }
             group.addTask {
                 await withGracefulShutdownHandler {
-                    for await event in listener.events {
-                        self.dispatch(event, follow: follow)
+                    switch source {
+                    case .listener(let listener):
+                        for await event in listener.events { self.dispatch(event, follow: follow) }
+                    case .poller(let poller):
+                        for await signal in poller.signals { self.dispatch(signal, follow: follow) }
                     }
                 } onGracefulShutdown: {
-                    listener.stop()
+                    source.stop()
                 }
                 follow.finish()
             }
@@ -180,17 +195,8 @@ public final class ChangeHub: Service, Sendable {
 
     private func dispatch(_ event: PGListener.Event, follow: AsyncStream<Int64?>.Continuation) {
         switch event {
-        case .disconnected:
-            // Until it is back, nothing tells the cache what changed.
-            treeCache.invalidateAll(listening: false)
-            broadcasts.withLock { $0.set = nil }
-            state.withLock { $0.listening = false }
-        case .connected:
-            // Notifications sent while it was away are lost.
-            treeCache.invalidateAll(listening: true)
-            state.withLock { $0.listening = true }
-            wakeEveryone(.change)
-            follow.yield(nil)
+        case .disconnected: lost()
+        case .connected: connected(follow: follow)
         case .notification(let notification):
             notifications.increment()
             guard let change = ChangeNotification(payload: notification.payload) else {
@@ -199,12 +205,43 @@ public final class ChangeHub: Service, Sendable {
                 return
             }
             switch change {
-            case .user(let user, let version):
-                logReads.notified(user, version: version)
-                deliver(.user(user))
+            case .user(let user, let version): userChanged(user, version: version)
             case .broadcasts(let version): follow.yield(version)
             }
         }
+    }
+
+    private func dispatch(_ signal: ChangeLogPoller.Signal, follow: AsyncStream<Int64?>.Continuation) {
+        switch signal {
+        case .disconnected: lost()
+        case .connected: connected(follow: follow)
+        case .user(let user, let version):
+            notifications.increment()
+            userChanged(user, version: version)
+        case .broadcasts(let version):
+            notifications.increment()
+            follow.yield(version)
+        }
+    }
+
+    /// Until the source is back, nothing tells the cache what changed.
+    private func lost() {
+        treeCache.invalidateAll(listening: false)
+        broadcasts.withLock { $0.set = nil }
+        state.withLock { $0.listening = false }
+    }
+
+    /// Changes made while the source was away (or too many to list) are not known: everyone reads again.
+    private func connected(follow: AsyncStream<Int64?>.Continuation) {
+        treeCache.invalidateAll(listening: true)
+        state.withLock { $0.listening = true }
+        wakeEveryone(.change)
+        follow.yield(nil)
+    }
+
+    private func userChanged(_ user: UserID, version: Int64?) {
+        logReads.notified(user, version: version)
+        deliver(.user(user))
     }
 
     /// Reads what changed in the set of active broadcasts up to `version` (nil: read the whole
@@ -269,6 +306,26 @@ public final class ChangeHub: Service, Sendable {
             }
         }
         for continuation in targets { continuation.yield(.change) }
+    }
+
+    /// Where a hub learns of changes.
+    private enum Source: Sendable {
+        case listener(PGListener)
+        case poller(ChangeLogPoller)
+
+        func run() async {
+            switch self {
+            case .listener(let listener): await listener.run()
+            case .poller(let poller): await poller.run()
+            }
+        }
+
+        func stop() {
+            switch self {
+            case .listener(let listener): listener.stop()
+            case .poller(let poller): poller.stop()
+            }
+        }
     }
 
     /// Why a subscriber wakes: a possible change (read again), a new ``broadcastSet`` (rebase

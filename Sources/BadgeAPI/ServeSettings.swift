@@ -50,6 +50,11 @@ public struct ServeSettings: Sendable {
     public var publishBrokers: String?
     /// `--publish-topic`; else `REDDOT_KAFKA_TOPIC`.
     public var publishTopic: String?
+    /// `--replica-database-url`; else `REDDOT_REPLICA_DATABASE_URL`; without either, reads go to
+    /// the primary.
+    public var replicaDatabaseURL: String?
+    /// `--replica-poll-ms`; else `REDDOT_REPLICA_POLL_MS`, else 50.
+    public var replicaPollMilliseconds: Int?
 
     /// Settings with every flag left out.
     public init() {}
@@ -78,6 +83,9 @@ public struct ServeSettings: Sendable {
         if let maximumStreams, !(1...10_000_000).contains(maximumStreams) { return "--max-streams takes 1…10000000" }
         if let maximumStreamsPerUser, !(1...10_000_000).contains(maximumStreamsPerUser) {
             return "--max-streams-per-user takes 1…10000000"
+        }
+        if let replicaPollMilliseconds, !Self.replicaPollRange.contains(replicaPollMilliseconds) {
+            return "--replica-poll-ms takes \(Self.replicaPollRange.lowerBound)…\(Self.replicaPollRange.upperBound)"
         }
         return nil
     }
@@ -117,10 +125,23 @@ public struct ServeSettings: Sendable {
         var requests = database
         requests.statementTimeoutMilliseconds = statementTimeoutMilliseconds
         requests.applicationName = "reddot-serve"
-        return BadgeServerConfiguration(
+        var configuration = BadgeServerConfiguration(
             api: api, limits: limits, auth: auth, database: requests, listenerDatabase: database, poolConnections: poolConnections,
             treeCacheBytes: (treeCacheMegabytes ?? 64) << 20, treeCacheMaximumAge: .milliseconds(Int64(treeCacheMaximumAgeSeconds * 1000)))
+        if let url = Self.setting(replicaDatabaseURL, "REDDOT_REPLICA_DATABASE_URL", environment) {
+            var replica = PGConfiguration(connectionString: url, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
+            replica.applicationName = "reddot-serve-replica"
+            configuration.replicaDatabase = replica
+        }
+        let pollText = Self.setting(replicaPollMilliseconds.map(String.init), "REDDOT_REPLICA_POLL_MS", environment)
+        if let poll = try Self.whole(pollText, "REDDOT_REPLICA_POLL_MS", in: Self.replicaPollRange) {
+            configuration.replicaPollInterval = .milliseconds(poll)
+        }
+        return configuration
     }
+
+    /// The values `--replica-poll-ms` takes.
+    static let replicaPollRange = 5...10_000
 
     /// The server limits from these settings and the variables; the connection limit defaults to
     /// the open-file limit less the request pool and 128 (the listener, Kafka, logs), at least 16.

@@ -53,6 +53,11 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("publish-topic"), help: ArgumentHelp("The topic POST /v1/events publishes to. Default: REDDOT_KAFKA_TOPIC, else reddot.events.", valueName: "name"))
     public var publishTopic: String?
 
+    @Option(name: .customLong("replica-database-url"), help: ArgumentHelp("A read replica (a PostgreSQL hot standby of the database) for tree reads, long-polls, delta polls and streams; actions and the read after one go to the primary, and a read the replica is behind for is answered by the primary. Default: REDDOT_REPLICA_DATABASE_URL; without either, everything reads the primary.", valueName: "url"))
+    public var replicaDatabaseURL: String?
+    @Option(name: .customLong("replica-poll-ms"), help: ArgumentHelp("With a replica: how often its change log is read to wake streams and long-polls (a standby cannot LISTEN). Default: REDDOT_REPLICA_POLL_MS, else 50.", valueName: "ms"))
+    public var replicaPollMilliseconds: Int?
+
     /// The flags as the library's settings.
     public var settings: ServeSettings {
         var settings = ServeSettings()
@@ -64,6 +69,7 @@ public struct ServeOptions: ParsableArguments {
         (settings.bodyTimeoutSeconds, settings.maximumConnections) = (bodyTimeoutSeconds, maximumConnections)
         (settings.maximumStreams, settings.maximumStreamsPerUser) = (maximumStreams, maximumStreamsPerUser)
         (settings.publishBrokers, settings.publishTopic) = (publishBrokers, publishTopic)
+        (settings.replicaDatabaseURL, settings.replicaPollMilliseconds) = (replicaDatabaseURL, replicaPollMilliseconds)
         return settings
     }
 

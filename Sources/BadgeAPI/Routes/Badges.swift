@@ -83,9 +83,17 @@ extension BadgeAPI {
         var view: UserView? = nil
     }
 
-    /// `atLeast`: a version the client has seen; a cached answer older than that is not used.
-    private func read(user: UserID, query: TreeQuery, atLeast: Int64? = nil) async throws -> Answer {
+    /// `atLeast`: a version the client has seen; a cached answer older than that is not used,
+    /// nor is a version this server wrote for the user lately. With `latest` (the read after
+    /// an action), what the primary has, when the store's reads may lag.
+    private func read(user: UserID, query: TreeQuery, atLeast: Int64? = nil, latest: Bool = false) async throws -> Answer {
+        let atLeast = [atLeast, written.floor(for: user)].compactMap { $0 }.max()
+        let latest = latest && store.readsMayLag
         switch query.target {
+        case .tree(let path, let depth) where latest:
+            let view = try await readView(user, at: path, depth: depth, floor: .latest)
+            let tree = self.tree(user, view)
+            return Answer(version: tree.version, encode: { TreeJSON.encode(tree) }, view: view)
         case .tree(let path, let depth):
             // Whole trees, what apps poll, are cached (see TreeCache); subtrees are read.
             let cache = hub.treeCache
@@ -105,7 +113,7 @@ extension BadgeAPI {
                 return Answer(version: tree.version, encode: { json }, view: view)
             }
             let ticket = whole ? cache.ticket(for: user) : nil
-            let view = try await readView(user, at: path, depth: depth)
+            let view = try await readView(user, at: path, depth: depth, floor: ReadFloor(atLeast: atLeast))
             let tree = self.tree(user, view)
             guard let ticket else { return Answer(version: tree.version, encode: { TreeJSON.encode(tree) }, view: view) }
             let json = TreeJSON.encode(tree)
@@ -114,8 +122,9 @@ extension BadgeAPI {
         case .nodes(let paths):
             let display = configuration.display
             storeReads.increment()
+            let floor = latest ? .latest : ReadFloor(atLeast: atLeast)
             let (version, aggregates) = try await storage { deadline in
-                try await store.readAggregates(for: user, within: .root, depth: nil, deadline: deadline)
+                try await store.readAggregates(for: user, within: .root, depth: nil, floor: floor, deadline: deadline)
             }
             let nodes = UserBadgeNodes(
                 user: user, version: version, nodes: paths.map { FlatNode(path: $0, aggregate: aggregates[$0], display: display) })
@@ -123,10 +132,15 @@ extension BadgeAPI {
         }
     }
 
-    /// `user`'s view of the tree, or of the subtree at `path` down to `depth` levels (nil: all).
-    func readView(_ user: UserID, at path: BadgePath, depth: Int? = nil) async throws -> UserView {
+    /// `user`'s view of the tree, or of the subtree at `path` down to `depth` levels (nil: all),
+    /// at least as new as `floor` and as the version this server's last action for the user left.
+    func readView(_ user: UserID, at path: BadgePath, depth: Int? = nil, floor: ReadFloor = .any) async throws -> UserView {
         storeReads.increment()
-        return try await storage { deadline in try await store.readView(for: user, within: path, depth: depth, deadline: deadline) }
+        var floor = floor
+        if let written = written.floor(for: user), written > floor.minimumVersion ?? 0, floor != .latest { floor = .version(written) }
+        return try await storage { deadline in
+            try await store.readView(for: user, within: path, depth: depth, floor: floor, deadline: deadline)
+        }
     }
 
     /// The answer shape of `view`.
@@ -213,7 +227,8 @@ extension BadgeAPI {
         }
         // The notification follows; the next read on this server must not wait for it.
         if outcome != .repeated { hub.changedHere(user) }
-        let answer = try await read(user: user, query: TreeQuery(target: .tree(action.path, nil)))
+        let answer = try await read(user: user, query: TreeQuery(target: .tree(action.path, nil)), latest: true)
+        written.record(user, version: answer.version)
         var response = try respond(answer, ifNoneMatch: nil)
         if outcome == .repeated { response.headers[Self.actionRepeated] = "true" }
         return response

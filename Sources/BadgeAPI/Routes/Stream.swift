@@ -67,7 +67,7 @@ extension BadgeAPI {
         let first: UserBadgeTree
         let missed: [UserBadgeTree]
         do {
-            firstView = try await readView(user, at: path)
+            firstView = try await readView(user, at: path, floor: ReadFloor(atLeast: resumeVersion))
             first = tree(user, firstView)
             missed = try await missedTrees(user, at: path, since: resumeVersion, current: first.version)
         } catch {

@@ -63,7 +63,8 @@ struct StreamFollower: Sendable {
         view = held
         generation = notifications
         let next = render(held)
-        guard next.version != current.version else { return nil }
+        // Never back: a read from a replica may be behind what a resume read from the primary.
+        guard next.version > current.version else { return nil }
         let event = try BadgeAPI.changeEvent(from: current, to: next)
         current = next
         return event

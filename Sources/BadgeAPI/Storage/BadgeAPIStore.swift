@@ -11,8 +11,11 @@ public import BadgeStore
 public protocol BadgeAPIStore: Sendable {
     /// `user`'s view of the subtree at `path`, down to `depth` levels below it (`nil`: all):
     /// their own aggregates, the active broadcasts within it and the ones they dismissed, at
-    /// their own version and the broadcast version (one snapshot).
-    func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView
+    /// their own version and the broadcast version (one snapshot), at least as new as `floor`
+    /// asks (a store that reads one database meets every floor).
+    func readView(
+        for user: UserID, within path: BadgePath, depth: Int?, floor: ReadFloor, deadline: ContinuousClock.Instant
+    ) async throws -> UserView
 
     /// The broadcast version and the active broadcasts (one snapshot).
     func broadcastSet(deadline: ContinuousClock.Instant) async throws -> BroadcastSet
@@ -48,19 +51,56 @@ public protocol BadgeAPIStore: Sendable {
         deadline: ContinuousClock.Instant
     ) async throws -> ActionOutcome
 
+    /// Whether a read may answer from a replica that lags behind the writes (then the read after
+    /// an action asks for ``ReadFloor/latest``). False by default.
+    var readsMayLag: Bool { get }
+
     /// Why the storage cannot serve (unreachable, a schema this build does not expect), as
     /// sentences for `/readyz`; empty when ready.
     func readinessProblems(deadline: ContinuousClock.Instant) async -> [String]
 }
 
 extension BadgeAPIStore {
+    /// One database: reads see every committed write.
+    public var readsMayLag: Bool { false }
+
+    /// `user`'s view, from whatever committed state the store reads (``ReadFloor/any``).
+    public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
+        try await readView(for: user, within: path, depth: depth, floor: .any, deadline: deadline)
+    }
+
     /// `user`'s visible version and the aggregates of the shown nodes within `path`, down to
     /// `depth` levels below it (`nil`: all), broadcasts the user has not dismissed merged in.
     public func readAggregates(
-        for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant
+        for user: UserID, within path: BadgePath, depth: Int?, floor: ReadFloor = .any, deadline: ContinuousClock.Instant
     ) async throws -> (version: Int64, aggregates: [BadgePath: BadgeAggregate]) {
-        let view = try await readView(for: user, within: path, depth: depth, deadline: deadline)
+        let view = try await readView(for: user, within: path, depth: depth, floor: floor, deadline: deadline)
         return (view.version, view.visibleAggregates)
+    }
+}
+
+/// How new a read of a user's tree must be, for a store that may answer from a read replica
+/// that lags behind the primary (``ReplicatedBadgeStore``). Visible versions only grow on the
+/// primary, so a replica's answer below a version the client has seen is one it replayed
+/// less of: it is answered from the primary instead.
+public enum ReadFloor: Sendable, Hashable {
+    /// Any committed state, however far behind.
+    case any
+    /// A visible version at least this one (one the client has seen, or wrote).
+    case version(Int64)
+    /// Everything committed before the read began: the primary's state (the read after the
+    /// client's own action).
+    case latest
+
+    /// `version(v)` for a known version, `any` for nil.
+    public init(atLeast version: Int64?) {
+        self = version.map(ReadFloor.version) ?? .any
+    }
+
+    /// The version a read must reach; nil for none (`any`) or for the newest (`latest`).
+    public var minimumVersion: Int64? {
+        if case .version(let version) = self { return version }
+        return nil
     }
 }
 

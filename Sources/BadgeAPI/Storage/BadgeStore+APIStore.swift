@@ -7,8 +7,10 @@ import LibPQ
 /// readiness problems for `/readyz`, and `BadgeStore` knows nothing of HTTP.
 extension BadgeStore: BadgeAPIStore {
     /// One statement on a pooled connection; the pool gives up at `deadline` with `.timedOut`
-    /// (which costs no task and no timer per request).
-    public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
+    /// (which costs no task and no timer per request). One database meets every `floor`.
+    public func readView(
+        for user: UserID, within path: BadgePath, depth: Int?, floor: ReadFloor, deadline: ContinuousClock.Instant
+    ) async throws -> UserView {
         try await pool.withConnection(deadline: deadline) { connection in
             try Self.readView(for: user, within: path, depth: depth, on: connection)
         }

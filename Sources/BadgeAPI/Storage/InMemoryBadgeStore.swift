@@ -89,7 +89,9 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     }
 
     /// Answers at once; `deadline` is never reached. No broadcasts.
-    public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
+    public func readView(
+        for user: UserID, within path: BadgePath, depth: Int?, floor: ReadFloor, deadline: ContinuousClock.Instant
+    ) async throws -> UserView {
         let (version, aggregates, mutes) = read(user, within: path, depth: depth)
         return UserView(
             path: path, depth: depth, userVersion: version, broadcastVersion: 0, aggregates: aggregates, broadcasts: [:], dismissed: [],
