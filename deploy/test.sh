@@ -131,6 +131,19 @@ start_cluster main "$port"
 restart_port=$(free_port $(( port + 1 ))) || { say "no free port after $port"; exit 1; }
 start_cluster restartable "$restart_port"
 
+# A primary with a hot standby that streams from it (pg_basebackup -R), for the read-replica
+# tests: the standby gets the primary's settings and a port of its own.
+replicated_port=$(free_port $(( restart_port + 1 ))) || { say "no free port after $restart_port"; exit 1; }
+start_cluster replicated "$replicated_port"
+standby_port=$(free_port $(( replicated_port + 1 ))) || { say "no free port after $replicated_port"; exit 1; }
+clusters+=(standby)
+run_pg "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$replicated_port" -U reddot -D "$work/standby" -R -X stream --no-sync \
+  >"$work/standby.basebackup.log" 2>&1 || { cat "$work/standby.basebackup.log" >&2; exit 1; }
+run_pg sh -c "echo 'port = $standby_port' >> '$work/standby/postgresql.conf'"
+run_pg "$pg_bin/pg_ctl" -D "$work/standby" -l "$work/standby.log" -w -t 60 start >/dev/null ||
+  { cat "$work/standby.log" >&2; exit 1; }
+say "PostgreSQL hot standby of 'replicated' on 127.0.0.1:$standby_port"
+
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=reddot PGDATABASE=postgres
 # No GSSAPI for the throwaway servers: libpq would load Kerberos for every connection, and its
 # exit-time clean-up can abort a test process whose threads still connect (k5_mutex_lock).
@@ -139,6 +152,8 @@ export REDDOT_TEST_DATABASE_URL="postgresql://reddot@127.0.0.1:$port/postgres"
 export REDDOT_TEST_RESTARTABLE_DATABASE_URL="postgresql://reddot@127.0.0.1:$restart_port/postgres"
 export REDDOT_TEST_RESTARTABLE_PG_CTL="$work/restartable.pg_ctl"
 export REDDOT_TEST_PG_BIN="$pg_bin"
+export REDDOT_TEST_REPLICATED_DATABASE_URL="postgresql://reddot@127.0.0.1:$replicated_port/postgres"
+export REDDOT_TEST_STANDBY_DATABASE_URL="postgresql://reddot@127.0.0.1:$standby_port/postgres"
 
 # --- 3. build (no warnings in our code), then test ----------------------------------------
 build_log="$work/build.log"

@@ -38,6 +38,21 @@ public enum TestServer {
     }
 }
 
+extension TestServer {
+    /// A primary and a hot standby streaming from it (`deploy/test.sh` makes it with
+    /// `pg_basebackup`): their administrative URLs. A database created on the primary appears
+    /// on the standby once replayed.
+    public static func replicated() throws -> (primaryURL: String, standbyURL: String) {
+        let environment = ProcessInfo.processInfo.environment
+        guard let primary = environment["REDDOT_TEST_REPLICATED_DATABASE_URL"], !primary.isEmpty,
+            let standby = environment["REDDOT_TEST_STANDBY_DATABASE_URL"], !standby.isEmpty
+        else {
+            throw TestSetupError("REDDOT_TEST_REPLICATED_DATABASE_URL/_STANDBY_DATABASE_URL are not set: run the tests with deploy/test.sh")
+        }
+        return (primary, standby)
+    }
+}
+
 /// A database created for one test (or suite) and dropped by `drop()`.
 public struct TestDatabase: Sendable {
     /// The database's name (`reddot_t_…`).
@@ -75,6 +90,9 @@ public struct TestDatabase: Sendable {
             try connection.execute(script: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)", name: "test.drop_database")
         }
     }
+
+    /// The URL of this database on another server (a standby of its own).
+    public func url(on server: String) -> String { Self.replacingDatabase(in: server, with: name) }
 
     /// Replaces the database part of a `postgresql://…/db?params` URI.
     static func replacingDatabase(in uri: String, with name: String) -> String {
