@@ -32,6 +32,9 @@ struct ServeSettingsTests {
         #expect(settings.flagProblem == nil)
         settings.maximumStreamsPerUser = 0
         #expect(settings.flagProblem == "--max-streams-per-user takes 1…10000000")
+        settings = ServeSettings()
+        settings.replicaPollMilliseconds = 0
+        #expect(settings.flagProblem == "--replica-poll-ms takes 5…10000")
     }
 
     @Test("without flags or variables, the defaults of reddot serve")
@@ -46,6 +49,27 @@ struct ServeSettingsTests {
         #expect(configuration.database.applicationName == "reddot-serve")
         #expect(configuration.listenerDatabase.statementTimeoutMilliseconds == nil)
         #expect(configuration.auth.hs256Secret == nil)
+        #expect(configuration.replicaDatabase == nil)
+    }
+
+    @Test("a replica: its URL with the requests' statement timeout, its poll interval, from a flag or variable")
+    func replica() throws {
+        var configuration = try ServeSettings().configuration(
+            database: database, environment: ["REDDOT_REPLICA_DATABASE_URL": "postgresql://standby/app"], openFileLimit: nil)
+        let replica = try #require(configuration.replicaDatabase)
+        #expect(replica.connectionString == "postgresql://standby/app")
+        #expect(replica.statementTimeoutMilliseconds == 2_000)
+        #expect(replica.applicationName == "reddot-serve-replica")
+        #expect(configuration.replicaPollInterval == .milliseconds(50))
+        var settings = ServeSettings()
+        settings.replicaDatabaseURL = "postgresql://other/app"
+        settings.replicaPollMilliseconds = 20
+        configuration = try settings.configuration(
+            database: database, environment: ["REDDOT_REPLICA_DATABASE_URL": "postgresql://standby/app", "REDDOT_REPLICA_POLL_MS": "500"],
+            openFileLimit: nil)
+        #expect(configuration.replicaDatabase?.connectionString == "postgresql://other/app")
+        #expect(configuration.replicaPollInterval == .milliseconds(20))
+        #expect(configurationError(["REDDOT_REPLICA_POLL_MS": "1"]) == "REDDOT_REPLICA_POLL_MS '1' is not a number from 5 to 10000")
     }
 
     @Test("variables apply when the flags are left out, and a flag wins")
