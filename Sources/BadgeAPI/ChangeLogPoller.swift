@@ -49,6 +49,7 @@ public final class ChangeLogPoller: Sendable {
     /// Polls until the calling task is cancelled or `stop()` is called; then finishes `signals`.
     public func run() async {
         var backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
+        var warned = false
         while !isStopped, !Task.isCancelled {
             var connectedAt: ContinuousClock.Instant?
             do {
@@ -63,6 +64,13 @@ public final class ChangeLogPoller: Sendable {
                         try BadgeStore.followChangeLog(from: cursor, limit: limit, on: connection)
                     }
                     cursor = step.cursor
+                    let held = cursor.transactionsHeld
+                    if held >= Self.heldWarning, !warned {
+                        logger.warning(
+                            "a write transaction has been open on the primary for long: each read of the change log carries the transactions since it began",
+                            metadata: ["transactions": "\(held)", "xmin": "\(cursor.oldestRunning)"])
+                    }
+                    warned = held >= Self.heldWarning
                     if step.overflowed {
                         logger.info("more changes than one read of the change log takes; every subscriber reads again", metadata: ["limit": "\(limit)"])
                         continuation.yield(.connected)
@@ -87,6 +95,10 @@ public final class ChangeLogPoller: Sendable {
         pool.close()
         continuation.finish()
     }
+
+    /// How many transactions a cursor may carry before the poller warns (an open write
+    /// transaction on the primary holds the snapshot's `xmin` back).
+    static let heldWarning = 10_000
 
     /// Asks `run()` to return (within one interval).
     public func stop() { stopped.store(true, ordering: .releasing) }

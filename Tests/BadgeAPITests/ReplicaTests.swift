@@ -154,9 +154,14 @@ extension ReplicaTests {
             try await setup.waitForReplay()
             let first = try await setup.follow(from: start)
             #expect(first.users == [user("early"): 1])
+            // While the late one runs, nothing is reported again: the early transaction is held
+            // as read, not its rows read again.
+            let again = try await setup.follow(from: first.cursor)
+            #expect(again.users.isEmpty)
+            #expect(again.cursor.transactionsHeld == 1)
             try late.execute(script: "COMMIT", name: "test.commit")
             try await setup.waitForReplay()
-            let second = try await setup.follow(from: first.cursor)
+            let second = try await setup.follow(from: again.cursor)
             #expect(second.users == [user("late"): 1])
             #expect(second.cursor.seq == first.cursor.seq)
             let third = try await setup.follow(from: second.cursor)
