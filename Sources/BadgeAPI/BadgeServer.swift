@@ -26,11 +26,11 @@ public struct BadgeServerConfiguration: Sendable {
     /// The longest a cached tree is served.
     public var treeCacheMaximumAge: Duration
     /// A read replica (a hot standby) for tree reads, long-polls, delta polls and streams, with
-    /// the requests' statement timeout; nil: everything on `database`. With one, the server
-    /// learns of changes by reading the replica's change log every `replicaPollInterval` instead
-    /// of `LISTEN` (``ChangeLogPoller``), and writes go to `database` (``ReplicatedBadgeStore``).
+    /// the requests' statement timeout; nil: everything on `database`. With one, writes go to
+    /// `database` (``ReplicatedBadgeStore``), and each notification from `listenerDatabase` is
+    /// released once the replica has replayed it (``ReplicaListener``).
     public var replicaDatabase: PGConfiguration?
-    /// How often the replica's change log is read.
+    /// How often, while a notification waits, the replica's replay position is checked.
     public var replicaPollInterval: Duration = .milliseconds(50)
 
     /// A configuration; the defaults are those of `reddot serve`.
@@ -72,9 +72,10 @@ extension BadgeAPI {
         let hub: ChangeHub
         let primary = BadgeStore(pool: pool, display: configuration.api.display)
         if var replicaDatabase = configuration.replicaDatabase {
-            let poller = ChangeLogPoller(configuration: replicaDatabase, interval: configuration.replicaPollInterval, logger: logger)
+            let listener = try ReplicaListener(
+                primary: configuration.listenerDatabase, replica: replicaDatabase, interval: configuration.replicaPollInterval, logger: logger)
             hub = ChangeHub(
-                following: poller, treeCacheBytes: configuration.treeCacheBytes, treeCacheMaximumAge: configuration.treeCacheMaximumAge,
+                following: listener, treeCacheBytes: configuration.treeCacheBytes, treeCacheMaximumAge: configuration.treeCacheMaximumAge,
                 logger: logger)
             replicaDatabase.sessionSettings += BadgeStore.recommendedSessionSettings + [("default_transaction_read_only", "on")]
             let replicaPool = PGPool(configuration: replicaDatabase, maximumConnections: configuration.poolConnections, logger: logger)

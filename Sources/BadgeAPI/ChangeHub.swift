@@ -7,9 +7,9 @@ import Metrics
 public import ServiceLifecycle
 import Synchronization
 
-/// One `LISTEN` connection per process (or, for a server that reads from a hot standby, one
-/// ``ChangeLogPoller`` of the standby's change log), fanned out to the requests waiting for a
-/// user's tree to change (long-polls and streams).
+/// One `LISTEN` connection per process (for a server that reads from a hot standby, a
+/// ``ReplicaListener`` that releases each notification once the standby has replayed it),
+/// fanned out to the requests waiting for a user's tree to change (long-polls and streams).
 ///
 /// A notification for a user wakes that user's subscribers ("read again": they re-read the tree
 /// and compare versions, so a spurious or coalesced wake-up is harmless). A broadcast change is
@@ -62,13 +62,13 @@ public final class ChangeHub: Service, Sendable {
         self.logger = logger
     }
 
-    /// A hub that learns of changes from `poller`, which reads the change log of the database
-    /// the reads go to (a hot standby, where `LISTEN` does not work), keeping up to
+    /// A hub that learns of changes from `listener`: the primary's notifications, each once the
+    /// hot standby the reads go to has replayed it (a standby cannot `LISTEN`), keeping up to
     /// `treeCacheBytes` of whole-tree answers as the other initializer does.
     public init(
-        following poller: ChangeLogPoller, treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger
+        following listener: ReplicaListener, treeCacheBytes: Int = 0, treeCacheMaximumAge: Duration = .seconds(60), logger: Logger
     ) {
-        self.source = .poller(poller)
+        self.source = .replica(listener)
         self.treeCache = TreeCache(budgetBytes: treeCacheBytes, maximumAge: treeCacheMaximumAge)
         self.logger = logger
     }
@@ -181,8 +181,8 @@ public final class ChangeHub: Service, Sendable {
                     switch source {
                     case .listener(let listener):
                         for await event in listener.events { self.dispatch(event, follow: follow) }
-                    case .poller(let poller):
-                        for await signal in poller.signals { self.dispatch(signal, follow: follow) }
+                    case .replica(let listener):
+                        for await signal in listener.signals { self.dispatch(signal, follow: follow) }
                     }
                 } onGracefulShutdown: {
                     source.stop()
@@ -211,10 +211,13 @@ public final class ChangeHub: Service, Sendable {
         }
     }
 
-    private func dispatch(_ signal: ChangeLogPoller.Signal, follow: AsyncStream<Int64?>.Continuation) {
+    private func dispatch(_ signal: ReplicaListener.Signal, follow: AsyncStream<Int64?>.Continuation) {
         switch signal {
         case .disconnected: lost()
         case .connected: connected(follow: follow)
+        case .unknown:
+            notifications.increment()
+            treeCache.invalidateAll(listening: true)
         case .user(let user, let version):
             notifications.increment()
             userChanged(user, version: version)
@@ -235,6 +238,7 @@ public final class ChangeHub: Service, Sendable {
     private func connected(follow: AsyncStream<Int64?>.Continuation) {
         treeCache.invalidateAll(listening: true)
         state.withLock { $0.listening = true }
+        logReads.notifiedEveryone()
         wakeEveryone(.change)
         follow.yield(nil)
     }
@@ -311,19 +315,19 @@ public final class ChangeHub: Service, Sendable {
     /// Where a hub learns of changes.
     private enum Source: Sendable {
         case listener(PGListener)
-        case poller(ChangeLogPoller)
+        case replica(ReplicaListener)
 
         func run() async {
             switch self {
             case .listener(let listener): await listener.run()
-            case .poller(let poller): await poller.run()
+            case .replica(let listener): await listener.run()
             }
         }
 
         func stop() {
             switch self {
             case .listener(let listener): listener.stop()
-            case .poller(let poller): poller.stop()
+            case .replica(let listener): listener.stop()
             }
         }
     }

@@ -71,6 +71,14 @@ final class UserLogReads: Sendable {
         }
     }
 
+    /// Every user may have changed (notifications were missed): counted as a notification for
+    /// each watched user, so that no stream joins a read of the log that began before.
+    func notifiedEveryone() {
+        state.withLock { follows in
+            for user in follows.keys { follows[user]?.generation &+= 1 }
+        }
+    }
+
     /// How many notifications for `user` arrived since their first stream started (0 when
     /// nobody watches them). A stream that holds a view made at one generation and sees another
     /// has a change of the user's own to take in before anything else.

@@ -55,7 +55,7 @@ public struct ServeOptions: ParsableArguments {
 
     @Option(name: .customLong("replica-database-url"), help: ArgumentHelp("A read replica (a PostgreSQL hot standby of the database) for tree reads, long-polls, delta polls and streams; actions and the read after one go to the primary, and a read the replica is behind for is answered by the primary. Default: REDDOT_REPLICA_DATABASE_URL; without either, everything reads the primary.", valueName: "url"))
     public var replicaDatabaseURL: String?
-    @Option(name: .customLong("replica-poll-ms"), help: ArgumentHelp("With a replica: how often its change log is read to wake streams and long-polls (a standby cannot LISTEN). Default: REDDOT_REPLICA_POLL_MS, else 50.", valueName: "ms"))
+    @Option(name: .customLong("replica-poll-ms"), help: ArgumentHelp("With a replica: how often, while a notification from the primary waits, the replica's replay position is checked (streams wake once the replica shows the change). Default: REDDOT_REPLICA_POLL_MS, else 50.", valueName: "ms"))
     public var replicaPollMilliseconds: Int?
 
     /// The flags as the library's settings.

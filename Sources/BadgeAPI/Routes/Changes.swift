@@ -39,8 +39,11 @@ extension BadgeAPI {
         } catch {
             throw APIError(error)
         }
+        // Never a delta that ends before what this server's last action for the user left.
+        let floor = ReadFloor(atLeast: written.floor(for: user))
         let history = try await storage { deadline in
-            try await store.history(for: user, since: since, stepwise: false, limit: Self.maximumDeltaVersions, deadline: deadline)
+            try await store.history(
+                for: user, since: since, stepwise: false, limit: Self.maximumDeltaVersions, floor: floor, deadline: deadline)
         }
         guard let history, let then = history.first, let now = history.last else {
             throw APIError(

@@ -147,8 +147,10 @@ extension BadgeAPI {
     /// resume, nothing missed, or the change log does not reach back: then a snapshot).
     private func missedTrees(_ user: UserID, at path: BadgePath, since: Int64?, current: Int64) async throws -> [UserBadgeTree] {
         guard let since, since < current else { return [] }
+        // Up to the version the stream starts from (read from the primary when a replica lags).
         let history = try await storage { deadline in
-            try await store.history(for: user, since: since, stepwise: true, limit: Self.maximumReplayVersions, deadline: deadline)
+            try await store.history(
+                for: user, since: since, stepwise: true, limit: Self.maximumReplayVersions, floor: .version(current), deadline: deadline)
         }
         guard let history, history.count > 1 else { return [] }
         replays.increment()

@@ -34,9 +34,10 @@ public protocol BadgeAPIStore: Sendable {
     /// visible version `since` and at every version after it up to now, in order, each with its
     /// version (with `stepwise` false: only at `since` and now). Nil when the change log does not
     /// reach back to `since`, `since` is later than now, or it is more than `limit` versions
-    /// back: the client then needs the whole tree.
+    /// back: the client then needs the whole tree. The last point is at least as new as `floor`
+    /// asks (a store that reads one database meets every floor).
     func history(
-        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, floor: ReadFloor, deadline: ContinuousClock.Instant
     ) async throws -> [HistoryPoint]?
 
     /// Whether anything was ever stored for `user` (the API answers other users as missing).
@@ -67,6 +68,13 @@ extension BadgeAPIStore {
     /// `user`'s view, from whatever committed state the store reads (``ReadFloor/any``).
     public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {
         try await readView(for: user, within: path, depth: depth, floor: .any, deadline: deadline)
+    }
+
+    /// `user`'s history from whatever committed state the store reads (``ReadFloor/any``).
+    public func history(
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+    ) async throws -> [HistoryPoint]? {
+        try await history(for: user, since: since, stepwise: stepwise, limit: limit, floor: .any, deadline: deadline)
     }
 
     /// `user`'s visible version and the aggregates of the shown nodes within `path`, down to

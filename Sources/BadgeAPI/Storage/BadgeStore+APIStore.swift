@@ -37,7 +37,7 @@ extension BadgeStore: BadgeAPIStore {
 
     /// One repeatable-read transaction on a pooled connection (``BadgeStore/readHistory(for:since:limit:on:)``).
     public func history(
-        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, floor: ReadFloor, deadline: ContinuousClock.Instant
     ) async throws -> [HistoryPoint]? {
         let history = try await pool.withConnection(deadline: deadline) { connection in
             try Self.readHistory(for: user, since: since, limit: limit, on: connection)

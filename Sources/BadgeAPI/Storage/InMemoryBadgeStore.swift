@@ -116,7 +116,7 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     /// The aggregates recorded at each version from `since` (the latest ``historyVersions``
     /// versions are kept).
     public func history(
-        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, floor: ReadFloor, deadline: ContinuousClock.Instant
     ) async throws -> [HistoryPoint]? {
         let badges = users.withLock { $0[user] } ?? UserBadges()
         guard since >= 0, since <= badges.version, badges.version - since <= Int64(clamping: limit) else { return nil }

@@ -79,19 +79,22 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         return try await primary.ownChanges(for: user, after: after, limit: limit, deadline: deadline)
     }
 
+    /// The replica's history, unless it answers nil (`since` may be a version it has not
+    /// replayed yet) or ends below `floor`: then the primary's.
     public func history(
-        for user: UserID, since: Int64, stepwise: Bool, limit: Int, deadline: ContinuousClock.Instant
+        for user: UserID, since: Int64, stepwise: Bool, limit: Int, floor: ReadFloor, deadline: ContinuousClock.Instant
     ) async throws -> [HistoryPoint]? {
-        let points = try await fromReplica(deadline) { deadline in
-            try await replica.history(for: user, since: since, stepwise: stepwise, limit: limit, deadline: deadline)
+        if floor != .latest {
+            let points = try await fromReplica(deadline) { deadline in
+                try await replica.history(for: user, since: since, stepwise: stepwise, limit: limit, floor: floor, deadline: deadline)
+            }
+            switch points {
+            case .some(.some(let points)) where (points.last?.version ?? 0) >= floor.minimumVersion ?? 0: return points
+            case .some: behind.increment()
+            case .none: break
+            }
         }
-        switch points {
-        case .some(.some(let points)): return points
-        // nil from the replica: `since` may be a version it has not replayed yet.
-        case .some(.none): behind.increment()
-        case .none: break
-        }
-        return try await primary.history(for: user, since: since, stepwise: stepwise, limit: limit, deadline: deadline)
+        return try await primary.history(for: user, since: since, stepwise: stepwise, limit: limit, floor: floor, deadline: deadline)
     }
 
     public func userExists(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
@@ -123,8 +126,9 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         let now = ContinuousClock.now
         do {
             return try await body(deadline > now ? now + (deadline - now) / 2 : deadline)
-        } catch is CancellationError {
-            throw CancellationError()
+        } catch let error where error is CancellationError || Task.isCancelled {
+            // A cancelled request (the pool reports the statement it cancelled as a PGError).
+            throw error
         } catch {
             failed.increment()
             logger.info("the read replica failed; the primary answers", metadata: [LogKey.error: "\(error)"])
