@@ -68,8 +68,8 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         return try await primary.broadcastChanges(after: after, through: through, deadline: deadline)
     }
 
-    /// The replica's log: a version it has not replayed yet is reported when it has (its
-    /// change-log poller wakes the stream again).
+    /// The replica's log: a version it has not replayed yet is taken in when it has (its
+    /// notification is released then, ``ReplicaListener``, and wakes the stream again).
     public func ownChanges(for user: UserID, after: Int64, limit: Int, deadline: ContinuousClock.Instant) async throws -> [OwnLayerChange]? {
         if let changes = try await fromReplica(deadline, { deadline in
             try await replica.ownChanges(for: user, after: after, limit: limit, deadline: deadline)
