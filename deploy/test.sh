@@ -137,10 +137,11 @@ replicated_port=$(free_port $(( restart_port + 1 ))) || { say "no free port afte
 start_cluster replicated "$replicated_port"
 standby_port=$(free_port $(( replicated_port + 1 ))) || { say "no free port after $replicated_port"; exit 1; }
 clusters+=(standby)
-run_pg "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$replicated_port" -U reddot -D "$work/standby" -R -X stream --no-sync \
-  >"$work/standby.basebackup.log" 2>&1 || { cat "$work/standby.basebackup.log" >&2; exit 1; }
-run_pg sh -c "echo 'port = $standby_port' >> '$work/standby/postgresql.conf'"
-run_pg "$pg_bin/pg_ctl" -D "$work/standby" -l "$work/standby.log" -w -t 60 start >/dev/null ||
+# (from $work: the server's user may not enter a private checkout)
+(cd "$work" && run_pg "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$replicated_port" -U reddot -D "$work/standby" -R -X stream \
+  --no-sync) >"$work/standby.basebackup.log" 2>&1 || { cat "$work/standby.basebackup.log" >&2; exit 1; }
+(cd "$work" && run_pg sh -c "echo 'port = $standby_port' >> '$work/standby/postgresql.conf'")
+(cd "$work" && run_pg "$pg_bin/pg_ctl" -D "$work/standby" -l "$work/standby.log" -w -t 60 start) >/dev/null ||
   { cat "$work/standby.log" >&2; exit 1; }
 say "PostgreSQL hot standby of 'replicated' on 127.0.0.1:$standby_port"
 
