@@ -28,28 +28,28 @@ public enum TestServer {
     /// A second server that tests may restart (`pg_ctl restart`) without disturbing the others:
     /// its administrative URL and a `pg_ctl` wrapper for it (runs as the server's user).
     public static func restartable() throws -> (adminURL: String, pgCtl: String) {
-        let environment = ProcessInfo.processInfo.environment
-        guard let url = environment["REDDOT_TEST_RESTARTABLE_DATABASE_URL"], !url.isEmpty,
-            let pgCtl = environment["REDDOT_TEST_RESTARTABLE_PG_CTL"], !pgCtl.isEmpty
-        else {
-            throw TestSetupError("REDDOT_TEST_RESTARTABLE_DATABASE_URL/_PG_CTL are not set: run the tests with deploy/test.sh")
-        }
-        return (url, pgCtl)
+        let values = try variables("REDDOT_TEST_RESTARTABLE_DATABASE_URL", "REDDOT_TEST_RESTARTABLE_PG_CTL")
+        return (values[0], values[1])
     }
-}
 
-extension TestServer {
     /// A primary and a hot standby streaming from it (`deploy/test.sh` makes it with
     /// `pg_basebackup`): their administrative URLs. A database created on the primary appears
     /// on the standby once replayed.
     public static func replicated() throws -> (primaryURL: String, standbyURL: String) {
+        let values = try variables("REDDOT_TEST_REPLICATED_DATABASE_URL", "REDDOT_TEST_STANDBY_DATABASE_URL")
+        return (values[0], values[1])
+    }
+
+    /// The values of the variables `deploy/test.sh` exports, in order.
+    ///
+    /// - Throws: `TestSetupError` naming those that are missing or empty.
+    private static func variables(_ names: String...) throws -> [String] {
         let environment = ProcessInfo.processInfo.environment
-        guard let primary = environment["REDDOT_TEST_REPLICATED_DATABASE_URL"], !primary.isEmpty,
-            let standby = environment["REDDOT_TEST_STANDBY_DATABASE_URL"], !standby.isEmpty
-        else {
-            throw TestSetupError("REDDOT_TEST_REPLICATED_DATABASE_URL/_STANDBY_DATABASE_URL are not set: run the tests with deploy/test.sh")
+        let missing = names.filter { environment[$0]?.isEmpty ?? true }
+        guard missing.isEmpty else {
+            throw TestSetupError("\(missing.joined(separator: ", ")) not set: run the tests with deploy/test.sh")
         }
-        return (primary, standby)
+        return names.map { environment[$0] ?? "" }
     }
 }
 
