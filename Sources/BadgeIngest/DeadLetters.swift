@@ -37,13 +37,12 @@ public enum DeadLetters {
                 outcome.stillRejected.append((id, rejected.rejection))
             }
         }
-        let eventIDs = prepared.accepted.map(\.operation.eventID.rawValue)
-        let appliedBefore = try IngestTransaction.appliedAmong(eventIDs, on: connection)
+        let appliedBefore = try IngestTransaction.appliedAmong(prepared.accepted.flatMap { AppliedKey.keys(of: $0.operation) }, on: connection)
         var batchOutcome = BatchOutcome()
         try IngestTransaction.applyEvents(prepared.accepted.map(\.operation), into: &batchOutcome, on: connection)
         for event in prepared.accepted {
             guard let id = id(of: event.topic, event.partition, event.offset) else { continue }
-            if appliedBefore.contains(event.operation.eventID.rawValue) {
+            if AppliedKey.keys(of: event.operation).allSatisfy(appliedBefore.contains) {
                 outcome.alreadyApplied.append(id)
             } else {
                 outcome.replayed.append(id)
@@ -58,7 +57,8 @@ public enum DeadLetters {
 public struct ReplayOutcome: Sendable {
     /// Applied now.
     public var replayed: [Int64] = []
-    /// Their event id had been applied since (by a re-sent event): nothing applied, marked replayed.
+    /// Their event had been applied since to each of its users (by a re-sent event): nothing
+    /// applied, marked replayed.
     public var alreadyApplied: [Int64] = []
     /// Still not applicable, with today's reason; left as they were.
     public var stillRejected: [(id: Int64, rejection: EventRejection)] = []

@@ -38,6 +38,7 @@ public final class IngestService: Service {
         let deadLetters = DeadLetterPublisher(
             pool: pool, producer: producer, topic: configuration.deadLetterTopic, logger: logger, metrics: metrics)
 
+        guard await Self.waitForSchema(pool: pool, logger: logger) else { return }
         try await withGracefulShutdownHandler {
             try await withTaskCancellationHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -78,6 +79,22 @@ public final class IngestService: Service {
         }
         await deadLetters.publishPending()
         logger.info("ingest stopped")
+    }
+
+    /// Waits, checking every 5 s, until the schema is at the version this build's statements
+    /// need (`Migrator.requiredSchemaVersion`): an ingest started before `reddot migrate up` has
+    /// run waits for it, saying so, instead of failing its batches. A database that cannot be
+    /// reached is left to the worker, which retries. Returns false when stopped meanwhile.
+    private static func waitForSchema(pool: PGPool, logger: Logger) async -> Bool {
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            let applied = try? await pool.withConnection { connection in try Migrator.appliedSchemaVersion(on: connection) }
+            guard let applied, applied < Migrator.requiredSchemaVersion else { return true }
+            logger.warning(
+                "the schema is at version \(applied); this build needs \(Migrator.requiredSchemaVersion): run reddot migrate up. Waiting",
+                metadata: ["schema.applied": "\(applied)", "schema.required": "\(Migrator.requiredSchemaVersion)"])
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(5)) }
+        }
+        return false
     }
 
     /// Stores the rules file's aggregation modes for the rollup (DESIGN §2), retrying every 5

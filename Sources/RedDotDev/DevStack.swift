@@ -94,7 +94,8 @@ public enum DevStack {
         let deadline = ContinuousClock.now + .seconds(60)
         while !Task.isCancelled, ContinuousClock.now < deadline {
             let done = try? await pool.withConnection { connection in
-                try IngestTransaction.appliedAmong([lastID], on: connection).contains(lastID)
+                // The last demo event is a broadcast: its key is its id alone.
+                try !IngestTransaction.appliedAmong([AppliedKey(user: "", eventID: lastID)], on: connection).isEmpty
                     && BadgeStore.queueDepth(on: connection) == 0
             }
             if done == true { return }

@@ -53,7 +53,7 @@ struct DeadLetterTests {
             }
             #expect(everything.count == 2)
             #expect(everything[0].replayedAt != nil && everything[1].replayedAt == nil)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event WHERE event_id = 'p1'", as: Int32.self) == 1)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM \(AppliedKeys.table) WHERE event_id = 'p1'", as: Int32.self) == 1)
         }
     }
 

@@ -2,6 +2,7 @@ import BadgeCore
 import BadgeIngest
 import LibPQ
 import Testing
+import TestSupport
 
 /// Records that repeat a key, each with the key the dead letter's message must name, and one
 /// malformed record without a repeat for contrast (it names the id read before the error).
@@ -55,7 +56,7 @@ struct DuplicateKeyTests {
         for (row, expected) in zip(rows, duplicateRecords) {
             if let key = expected.key { #expect(row.2.contains("'\(key)'")) }
         }
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event WHERE event_id = 'good'") == 1)
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == 1)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table) WHERE event_id = 'good'") == 1)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == 1)
     }
 }

@@ -106,7 +106,7 @@ struct IngestCrashTests {
 
         #expect(kills >= 10)
         #expect(try await harness.storedOffsets(group: group) == ends)
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == script.uniqueEvents)
         let mismatches = try await Self.usersDifferingFromModel(harness, script, users: 300)
         #expect(mismatches.isEmpty, "\(mismatches.count) users differ, e.g. \(mismatches.prefix(5))")
     }
@@ -174,7 +174,7 @@ struct IngestCrashTests {
         try await Task.sleep(for: .seconds(1))
         #expect(try await last.end(with: SIGTERM) == 0)
         #expect(try await harness.storedOffsets(group: group) == ends)
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == script.uniqueEvents)
         let mismatches = try await Self.usersDifferingFromModel(harness, script, users: 300)
         #expect(mismatches.isEmpty, "\(mismatches.count) users differ, e.g. \(mismatches.prefix(5))")
     }

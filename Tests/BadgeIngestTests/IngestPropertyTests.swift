@@ -107,7 +107,7 @@ struct IngestPropertyTests {
             let expectedOffsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(logs[Int($0.partition)].count)) })
             #expect(try await fixture.storedOffsets(partitions) == expectedOffsets)
             #expect(try await fixture.scalar("SELECT count(*)::int FROM rejected_record", as: Int.self) == poisonCount)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == uniqueEvents)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM \(AppliedKeys.table)", as: Int.self) == uniqueEvents)
             #expect(try await fixture.scalar("SELECT count(DISTINCT user_id)::int FROM dirty_mark", as: Int.self) == 0)
             for id in users {
                 let tree = try await fixture.store.tree(for: id)

@@ -73,7 +73,7 @@ struct IngestServiceTests {
 
         // Stored offsets equal the log-end offsets; every unique event applied once.
         #expect(try await harness.storedOffsets(group: group) == ends)
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == script.uniqueEvents)
         #expect(try await harness.count("SELECT count(*)::int FROM broadcast") == script.broadcasts)
         #expect(try await harness.count("SELECT count(*)::int FROM rejected_record") == 0)
         try await harness.rollUp()
@@ -135,7 +135,7 @@ struct IngestServiceTests {
         #expect(
             try await harness.count("SELECT count(*)::int FROM consumer_offset WHERE consumer_group = 'g-kafka-behind' AND waiting = 0")
                 == Int(harness.partitions))
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == script.uniqueEvents)
         try await harness.rollUp()
         let now = Date()
         for index in 0..<100 {
@@ -163,7 +163,7 @@ struct IngestServiceTests {
         let caughtUp = try await harness.waitForOffsets(group: group, ends, seconds: 120)
         #expect(caughtUp)
         try await running.stop()
-        #expect(try await harness.count("SELECT count(*)::int FROM applied_event") == script.uniqueEvents)
+        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == script.uniqueEvents)
         try await harness.rollUp()
         let now = Date()
         for index in 0..<300 {

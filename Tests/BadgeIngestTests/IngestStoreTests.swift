@@ -79,7 +79,7 @@ struct IngestStoreTests {
 
             try await fixture.drainDirtyUsers()
             #expect(try await fixture.store.tree(for: user("d1"), at: path("root.a")).tree?.count == 4)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 4)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM \(AppliedKeys.table)", as: Int.self) == 4)
         }
     }
 
@@ -134,7 +134,7 @@ struct IngestStoreTests {
             #expect(stored.tree == models[user("n1")]?.node(at: .root, now: now))
             #expect(try await fixture.store.tree(for: user("n1"), at: path("root.a")).tree?.count == 15)
             #expect(try await fixture.store.tree(for: user("n1"), at: path("root.b")).tree?.count == 2)
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 10)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM \(AppliedKeys.table)", as: Int.self) == 10)
         }
     }
 
@@ -155,7 +155,7 @@ struct IngestStoreTests {
             #expect(batch.nextOffsets == [p0: 12, p1: 5])
 
             let snapshot = """
-                SELECT (SELECT count(*) FROM applied_event) || '/' || (SELECT count(*) FROM badge_state) || '/'
+                SELECT (SELECT count(*) FROM \(AppliedKeys.table)) || '/' || (SELECT count(*) FROM badge_state) || '/'
                     || (SELECT count(*) FROM rejected_record) || '/' || (SELECT count(DISTINCT user_id) FROM dirty_mark) || '/'
                     || (SELECT string_agg(partition || ':' || next_offset, ',' ORDER BY partition) FROM consumer_offset)
                 """
@@ -364,13 +364,13 @@ struct IngestStoreTests {
             }
             _ = try await fixture.commit(PreparedBatch(records: events, rules: testRules), expected: [:])
             _ = try await fixture.rows(
-                "UPDATE applied_event SET applied_at = now() - interval '8 days' WHERE event_id = ANY($1::text[]) RETURNING 1",
+                "UPDATE applied_user_event SET applied_at = now() - interval '8 days' WHERE event_id = ANY($1::text[]) RETURNING 1",
                 [(0..<7).map { "old\($0)" }])
             let pruned = try await fixture.pool.withConnection { connection in
                 try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 3, on: connection)
             }
             #expect(pruned == 7)
-            let left = try await fixture.rows("SELECT event_id FROM applied_event ORDER BY event_id")
+            let left = try await fixture.rows("SELECT event_id FROM applied_user_event ORDER BY event_id")
             #expect(left == [["old7"], ["old8"], ["old9"]])
         }
     }

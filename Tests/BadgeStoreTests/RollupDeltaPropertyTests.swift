@@ -7,11 +7,11 @@ import Testing
 
 @Suite("The rollup's delta path equals a full recount: the same trees and the same change log")
 struct RollupDeltaPropertyTests {
-    /// Seeds of two families (mostly increments; the default mix), on the shipped schema (the
-    /// partitioned layout: see
-    /// `BadgeStorePropertyTests.randomSequencesOnPartitions`).
+    /// Seeds of two families (mostly increments; the default mix), on the shipped schema and,
+    /// one of each, on the tables hash-partitioned by user.
     static let cases: [(seed: UInt64, additive: Bool, layout: SchemaLayout)] = [
         (1, true, .plain), (2, true, .plain), (3, true, .plain), (4, false, .plain), (5, false, .plain),
+        (6, true, .partitionedByUser), (7, false, .partitionedByUser),
     ]
 
     @Test("random batches rolled up with deltas and with forced recounts give identical trees and logs", arguments: cases)

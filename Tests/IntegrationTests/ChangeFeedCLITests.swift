@@ -78,7 +78,7 @@ struct ChangeFeedCLITests {
         let events = Self.randomEvents(count: 12_000, users: 40, seed: 7)
         // Ingest is consuming once the first event is applied.
         try await harness.publish([events[0]])
-        #expect(try await harness.waitForCount("SELECT count(*) FROM applied_event", 1, seconds: 60) == 1)
+        #expect(try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", 1, seconds: 60) == 1)
         // Changes flow for three rounds; each ends with a SIGKILL of the rollup (the feed may
         // have sent records it never marked), and a new one starts at once. A round lasts longer
         // than the lease (15 s), so each new process takes over and publishes before the next kill.
@@ -97,7 +97,7 @@ struct ChangeFeedCLITests {
         }
         try await harness.publish(Array(events[next...]))
         // Everything applied, rolled up and published (a killed holder's lease runs out after 15 s).
-        let applied = try await harness.waitForCount("SELECT count(*) FROM applied_event", events.count, seconds: 90)
+        let applied = try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", events.count, seconds: 90)
         #expect(applied == events.count)
         #expect(try await harness.waitForCount("SELECT count(DISTINCT user_id) FROM dirty_mark", 0, seconds: 60) == 0)
         // Every version is at or below the feed's cursor and committed in its snapshot.

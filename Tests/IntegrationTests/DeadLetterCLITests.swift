@@ -23,7 +23,7 @@ struct DeadLetterCLITests {
         let handled = try await harness.waitForCount(
             "SELECT count(*) FROM rejected_record WHERE published_at IS NOT NULL", 3, seconds: 60)
         #expect(handled == 3, "\(ingest.standardError)")
-        #expect(try await harness.waitForCount("SELECT count(*) FROM applied_event", 1) == 1)
+        #expect(try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", 1) == 1)
         let url = harness.database.url
         let cli = CLITests()
 
@@ -80,7 +80,7 @@ struct DeadLetterCLITests {
 
         // Meanwhile the producer re-sent promo-2 fixed, as a direct operation with the same id.
         try await harness.publish([("d3", #"{"id":"promo-2","op":"set","user":"d3","path":"root.promotion.summer"}"#)])
-        #expect(try await harness.waitForCount("SELECT count(*) FROM applied_event", 2) == 2, "\(ingest.standardError)")
+        #expect(try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", 2) == 2, "\(ingest.standardError)")
 
         // The fix: the missing rule. promo-1 is applied, promo-2 counts as done (not twice).
         let replay = try await cli.reddot(
@@ -114,7 +114,7 @@ struct DeadLetterCLITests {
             let answer = try JSONDecoder().decode(CLITests.BadgeAnswer.self, from: Data(show.stdout.utf8))
             #expect(answer.tree?.children.map(\.path) == ["root.promotion.\(item)"], "\(user): \(show.stdout)")
         }
-        #expect(try await harness.count("SELECT count(*) FROM applied_event WHERE event_id LIKE 'promo-%'") == 2)
+        #expect(try await harness.count("SELECT count(*) FROM \(AppliedKeys.table) WHERE event_id LIKE 'promo-%'") == 2)
         #expect(try await rollup.stop() == 0, "\(rollup.standardError)")
         #expect(try await ingest.stop() == 0, "\(ingest.standardError)")
     }

@@ -54,7 +54,7 @@ struct MetricsScrapeTests {
         #expect(page.value(#"reddot_ingest_rejected_total{reason="invalid_path"}"#) == 1)
         #expect(page.values("reddot_ingest_rejected_total").reduce(0, +) == 4)
         #expect(page.value("reddot_ingest_dead_letters_published_total") == 4)
-        #expect(try await harness.count("SELECT count(*) FROM applied_event") == 30)
+        #expect(try await harness.count("SELECT count(*) FROM \(AppliedKeys.table)") == 30)
         #expect(try await harness.count("SELECT count(*) FROM rejected_record WHERE published_at IS NOT NULL") == 4)
         // Ingest (--rollup-in-ingest, the default) brought its users current itself: no user
         // waits for the rollup, which is not running yet.

@@ -119,7 +119,7 @@ struct ScaleOutTests {
 
         // Every event applied once, every user rolled up.
         let distinct = mutations.count
-        let applied = try await harness.waitForCount("SELECT count(*) FROM applied_event", distinct, seconds: 120)
+        let applied = try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", distinct, seconds: 120)
         #expect(applied == distinct, "ingest: \(ingests.map(\.standardError))")
         #expect(try await harness.waitForCount("SELECT count(*) FROM dirty_mark", 0, seconds: 60) == 0, "rollup: \(rollups.map(\.standardError))")
 

@@ -5,8 +5,8 @@ public import LibPQ
 /// `partitionedByUser` hash-partitions every per-user table by `user_id` into 8 partitions with
 /// PostgreSQL's own partitioning (issue 27: a schema that shards by user): the store's property
 /// tests run on it too, so a statement that needs a table to be one heap, or a key that does not
-/// start with the user, shows there. `applied_event` (keyed by the event id) and the global
-/// tables stay as they are.
+/// start with the user, shows there. `applied_event` (broadcasts' ids) and the global tables
+/// stay as they are.
 public enum SchemaLayout: String, Sendable, CustomStringConvertible {
     /// The migrations as shipped.
     case plain
@@ -17,7 +17,7 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
 
     /// The per-user tables partitioned by `partitionedByUser`.
     public static let userTables = [
-        "applied_action", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta", "badge_increment", "badge_item",
+        "applied_action", "applied_user_event", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta", "badge_increment", "badge_item",
         "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "broadcast_seen", "dirty_mark", "user_version", "user_write",
     ]
 

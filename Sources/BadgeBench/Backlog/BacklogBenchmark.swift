@@ -135,7 +135,7 @@ public struct BacklogBenchmark: Sendable {
     }
 
     /// The tables whose size is per event retained (the dedupe retention's rows), and per user.
-    static let retainedTables = ["applied_event", "badge_increment", "badge_delta", "badge_item", "badge_clear_mark"]
+    static let retainedTables = ["applied_user_event", "applied_event", "badge_increment", "badge_delta", "badge_item", "badge_clear_mark"]
     static let userTables = ["badge_state", "badge_aggregate", "user_version", "user_write", "badge_change", "dirty_mark", "badge_seen_mark"]
 
     /// Publishes the backlog, then runs each phase in a scratch database of its own.

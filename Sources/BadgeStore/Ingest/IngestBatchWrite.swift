@@ -128,7 +128,8 @@ public struct OffsetConflict: Error, Sendable, Hashable {
 public struct BatchOutcome: Sendable, Hashable {
     /// Events applied (to users or as broadcasts), duplicates not included.
     public var applied: Int
-    /// Accepted events skipped because their id was applied before or earlier in the batch.
+    /// Accepted events skipped because they were applied before, or earlier in the batch, to
+    /// each of their users (a broadcast: its id).
     public var duplicates: Int
     /// Rejected records by reason (a re-delivered one is counted again, but stored once).
     public var rejected: [RejectionReason: Int]

@@ -41,29 +41,64 @@ enum IngestSQL {
         WHERE o.consumer_group = $1
         """)
 
-    /// Records event ids as applied. When every id given is new and given once (the usual
-    /// batch), returns one row, a NULL; otherwise the ids not seen before, each once (none when
-    /// every one was), so that no id crosses the wire in the usual case.
+    /// The CTE `bridge`: whether `applied_event` still holds ids that a build before migration
+    /// 20 recorded (audience NULL; one probe of the partial index `applied_event_legacy`). While
+    /// it does, users' event ids are also recorded and looked up there (migration 20 says why).
+    private static let bridge = "bridge AS (SELECT EXISTS (SELECT 1 FROM applied_event WHERE audience IS NULL) AS open)"
+
+    /// Records applied events by key: `$1` the users (`''` for a broadcast), `$2` the event ids,
+    /// pairwise. A user's key goes to `applied_user_event`, a broadcast's to `applied_event`
+    /// (and, during the bridge, every event's id there too). When every key given is new and
+    /// given once (the usual batch), returns one row of NULLs; otherwise the keys not applied
+    /// before, each once (none when every one was), so that no id crosses the wire in the usual
+    /// case.
     static let recordEvents = PGStatement(
         "ingest.record_events",
         """
-        WITH fresh AS (
-            INSERT INTO applied_event (event_id)
-            SELECT DISTINCT e FROM unnest($1::text[]) AS e ORDER BY 1
+        WITH pairs AS (
+            SELECT DISTINCT u, e FROM unnest($1::text[], $2::text[]) AS p(u, e)
+        ), \(bridge), wanted AS (
+            SELECT DISTINCT ON (e) e, CASE WHEN u = '' THEN 'all' ELSE 'users' END AS audience
+            FROM pairs, bridge WHERE u = '' OR bridge.open
+            ORDER BY e, u = '' DESC
+        ), legacy AS (
+            INSERT INTO applied_event (event_id, audience)
+            SELECT e, audience FROM wanted ORDER BY 1
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
+        ), known AS (
+            SELECT e FROM wanted EXCEPT SELECT event_id FROM legacy
+        ), fresh AS (
+            INSERT INTO applied_user_event (user_id, event_id)
+            SELECT u, e FROM pairs WHERE u <> '' AND e NOT IN (SELECT e FROM known) ORDER BY 1, 2
+            ON CONFLICT (user_id, event_id) DO NOTHING
+            RETURNING user_id, event_id
+        ), applied AS (
+            SELECT user_id AS u, event_id AS e FROM fresh
+            UNION ALL
+            SELECT p.u, p.e FROM pairs p JOIN legacy l ON l.event_id = p.e WHERE p.u = ''
         )
-        SELECT NULL::text WHERE (SELECT count(*) FROM fresh) = cardinality($1::text[])
+        SELECT NULL::text, NULL::text WHERE (SELECT count(*) FROM applied) = cardinality($1::text[])
         UNION ALL
-        SELECT event_id FROM fresh WHERE (SELECT count(*) FROM fresh) < cardinality($1::text[])
+        SELECT u, e FROM applied WHERE (SELECT count(*) FROM applied) < cardinality($1::text[])
         """)
 
-    /// Records event ids as applied with a plain insert, sorted (one lock order for every
-    /// writer): for a batch whose ids are expected to be new and distinct. An id applied before or
-    /// given twice fails it with `unique_violation` (``RowConflicts/fail``).
+    /// Records applied events by key (as `recordEvents`) with plain inserts, sorted (one lock
+    /// order for every writer): for a batch whose keys are expected to be new and distinct. A
+    /// key applied before or given twice fails it with `unique_violation`
+    /// (``RowConflicts/fail``).
     static let recordNewEvents = PGStatement(
         "ingest.record_new_events",
-        "INSERT INTO applied_event (event_id) SELECT e FROM unnest($1::text[]) AS e ORDER BY 1")
+        """
+        WITH pairs AS (
+            SELECT * FROM unnest($1::text[], $2::text[]) AS p(u, e)
+        ), \(bridge), legacy AS (
+            INSERT INTO applied_event (event_id, audience)
+            SELECT DISTINCT e, CASE WHEN u = '' THEN 'all' ELSE 'users' END FROM pairs, bridge WHERE u = '' OR bridge.open
+            ORDER BY 1
+        )
+        INSERT INTO applied_user_event (user_id, event_id) SELECT u, e FROM pairs WHERE u <> '' ORDER BY 1, 2
+        """)
 
     /// Withdraws the active broadcasts at each path (with force, within its subtree).
     static let withdrawBroadcasts = PGStatement(
@@ -114,13 +149,23 @@ enum IngestSQL {
         "ingest.mark_published",
         "UPDATE rejected_record SET published_at = now() WHERE id = ANY($1::bigint[]) AND published_at IS NULL")
 
-    /// One chunk of expired event ids; rows another transaction holds are left for next time.
+    /// One chunk of expired broadcast (and older builds') event ids; rows another transaction
+    /// holds are left for next time.
     static let pruneAppliedEvents = PGStatement(
         "ingest.prune_applied_events",
         """
         DELETE FROM applied_event
         WHERE event_id IN (
             SELECT event_id FROM applied_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """)
+
+    /// One chunk of expired users' event ids.
+    static let pruneAppliedUserEvents = PGStatement(
+        "ingest.prune_applied_user_events",
+        """
+        DELETE FROM applied_user_event
+        WHERE (user_id, event_id) IN (
+            SELECT user_id, event_id FROM applied_user_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
         """)
 
     /// One chunk of the clients' action ids older than the dedupe retention (a replay of such
@@ -152,7 +197,16 @@ enum IngestSQL {
             SELECT user_id, path, subtree FROM badge_clear_mark WHERE marked_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
         """)
 
-    /// Which of the ids `$1` are in the dedupe table.
+    /// Which of the keys (`$1` users, `''` for a broadcast, `$2` event ids) were applied: a
+    /// user's in `applied_user_event`, or (by a build before migration 20, or during the
+    /// bridge) in `applied_event`; a broadcast's in `applied_event`.
     static let appliedAmong = PGStatement(
-        "ingest.applied_among", "SELECT event_id FROM applied_event WHERE event_id = ANY($1::text[])")
+        "ingest.applied_among",
+        """
+        SELECT p.u, p.e FROM unnest($1::text[], $2::text[]) AS p(u, e)
+        WHERE CASE WHEN p.u = '' THEN EXISTS (SELECT 1 FROM applied_event a WHERE a.event_id = p.e)
+                   ELSE EXISTS (SELECT 1 FROM applied_user_event a WHERE a.user_id = p.u AND a.event_id = p.e)
+                     OR EXISTS (SELECT 1 FROM applied_event a WHERE a.event_id = p.e AND a.audience IS DISTINCT FROM 'all')
+              END
+        """)
 }

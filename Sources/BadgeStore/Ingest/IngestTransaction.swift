@@ -87,42 +87,51 @@ public enum IngestTransaction {
     private static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, on connection: PGConnection
     ) throws(PGError) -> [UserID] {
-        // Dedupe: an id is new once, at its first record in the batch. A plain insert succeeds
-        // only when every id is; the merging one sends the new ids only when some are not (see
-        // `IngestSQL.recordEvents`).
+        // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
+        // first record in the batch. A plain insert succeeds only when every key is; the
+        // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
         var allFresh = false
-        var fresh: Set<String> = []
+        var fresh: Set<AppliedKey> = []
         if !events.isEmpty {
-            let ids = events.map(\.eventID.rawValue)
+            let keys = events.flatMap(AppliedKey.keys(of:))
+            let arrays: [any PGBindable] = [keys.map(\.user), keys.map(\.eventID)]
             switch conflicts {
             case .fail:
-                try connection.query(IngestSQL.recordNewEvents, [ids])
+                try connection.query(IngestSQL.recordNewEvents, arrays)
                 allFresh = true
             case .merge:
-                let rows = try connection.query(IngestSQL.recordEvents, [ids]).rows
-                if rows.count == 1, try rows[0].decode(0, as: String?.self) == nil {
+                let rows = try connection.query(IngestSQL.recordEvents, arrays).rows
+                if rows.count == 1, try rows[0].decode(1, as: String?.self) == nil {
                     allFresh = true
                 } else {
-                    for row in rows { fresh.insert(try row.decode(0, as: String.self)) }
+                    for row in rows {
+                        fresh.insert(AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self)))
+                    }
                 }
             }
         }
 
         var badges = BadgeBatch()
         var broadcasts = BroadcastWrites()
-        for operation in events {
-            guard allFresh || fresh.remove(operation.eventID.rawValue) != nil else {
-                outcome.duplicates += 1
-                continue
-            }
-            outcome.applied += 1
+        for var operation in events {
             switch operation.audience {
-            case .users:
+            case .users(let users):
+                let newUsers = allFresh ? users : users.filter { fresh.remove(AppliedKey(user: $0.rawValue, eventID: operation.eventID.rawValue)) != nil }
+                guard !newUsers.isEmpty else {
+                    outcome.duplicates += 1
+                    continue
+                }
+                operation.audience = .users(newUsers)
                 badges.append(contentsOf: operation.mutations())
             case .everyone:
+                guard allFresh || fresh.remove(AppliedKey(user: "", eventID: operation.eventID.rawValue)) != nil else {
+                    outcome.duplicates += 1
+                    continue
+                }
                 broadcasts.append(operation)
                 outcome.broadcasts += 1
             }
+            outcome.applied += 1
         }
 
         var users: [UserID] = []
@@ -208,12 +217,12 @@ public enum IngestTransaction {
         return String(text.unicodeScalars.map { $0 == "\0" ? "\u{FFFD}" : Character($0) })
     }
 
-    /// Which of `eventIDs` were applied before (their id is in the dedupe table).
-    public static func appliedAmong(_ eventIDs: [String], on connection: PGConnection) throws(PGError) -> Set<String> {
-        guard !eventIDs.isEmpty else { return [] }
+    /// Which of `keys` were applied before (their key is in the dedupe tables).
+    public static func appliedAmong(_ keys: [AppliedKey], on connection: PGConnection) throws(PGError) -> Set<AppliedKey> {
+        guard !keys.isEmpty else { return [] }
         return Set(
-            try connection.query(IngestSQL.appliedAmong, [eventIDs]).rows.map { row throws(PGError) in
-                try row.decode(0, as: String.self)
+            try connection.query(IngestSQL.appliedAmong, [keys.map(\.user), keys.map(\.eventID)]).rows.map { row throws(PGError) in
+                AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self))
             })
     }
 
@@ -228,7 +237,7 @@ public enum IngestTransaction {
         guard limit > 0 else { return 0 }
         var total = 0
         for statement in [
-            IngestSQL.pruneAppliedEvents, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
+            IngestSQL.pruneAppliedEvents, IngestSQL.pruneAppliedUserEvents, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
         ] {
             while true {
                 let deleted = try connection.query(statement, [olderThan, limit]).affectedRows

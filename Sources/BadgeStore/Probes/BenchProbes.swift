@@ -10,9 +10,13 @@ extension PGConnection {
         try query(PGStatement("bench.current_database", "SELECT current_database()", prepared: false)).singleRow().decode(0, as: String.self)
     }
 
-    /// The number of rows of `applied_event`: every event id ingest has applied.
+    /// The number of event keys ingest has applied: each user's event, each broadcast.
     public func countAppliedEvents() throws(PGError) -> Int {
-        try query(PGStatement("bench.count_applied", "SELECT count(*) FROM applied_event", prepared: false))
+        try query(
+            PGStatement(
+                "bench.count_applied",
+                "SELECT (SELECT count(*) FROM applied_user_event) + (SELECT count(*) FROM applied_event WHERE audience = 'all')",
+                prepared: false))
             .singleRow().decode(0, as: Int.self)
     }
 

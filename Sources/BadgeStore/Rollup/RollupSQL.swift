@@ -254,6 +254,7 @@ extension BadgeSQL {
             DELETE FROM badge_delta d
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))
+              AND d.user_id = ANY($1::text[])
         ), own AS (
             \(ownRows)
         )\(moded ? modedFresh : plainFresh), diff AS (
@@ -440,6 +441,7 @@ extension BadgeSQL {
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
+              AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
@@ -477,12 +479,22 @@ extension BadgeSQL {
     /// table per round while ingest grew them (about 450 ms a round at 300k marks). No other
     /// transaction moves these rows meanwhile: writers only insert marks and deltas, and only a
     /// round of the same user, which waits for this one's rollup locks, deletes them.
+    ///
+    /// A tuple id names a row only within one heap: on a table partitioned by user, the same
+    /// id also names rows of other users in other partitions. So the delete keeps only the rows
+    /// the per-user probes chose, by their own user and sequence (`tops`: each user's `top`,
+    /// one JSON object evaluated once), and the tuple ids stay the access path (on the shipped
+    /// schema the filter drops nothing; matching `tableoid` instead cost a fifth of the rollup,
+    /// BENCHMARKS.md).
     private static let consumeMarks = """
-        , unmarked AS (
+        , tops AS (
+            SELECT jsonb_object_agg(user_id, top) AS top FROM reach
+        ), unmarked AS (
             DELETE FROM dirty_mark m
             WHERE m.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
+              AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint
         )
         """
 

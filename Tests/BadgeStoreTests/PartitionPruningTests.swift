@@ -1,0 +1,136 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import Synchronization
+import TestSupport
+import Testing
+
+/// Issue 27: on the tables hash-partitioned by user, every statement of one user's work reaches
+/// only that user's partition of each per-user table, so that a statement that loses its user
+/// key (and would read every shard under a distributed PostgreSQL) fails here. PostgreSQL's
+/// `auto_explain` sends the plan of every statement, nested ones included, with its actual
+/// loops; a partition the plan pruned (at planning or at run time) shows no loop.
+@Suite("Per-user statements reach one partition")
+struct PartitionPruningTests {
+    @Test("one user's ingest, rollup, reads and actions each scan one partition of each per-user table")
+    func oneUserOnePartition() async throws {
+        let plans = PlanLog()
+        let migrated = try await MigratedDatabase.create(
+            prefix: "prune", connections: 1, layout: .partitionedByUser,
+            logger: Logger(label: "reddot.test.plans") { _ in PlanLog.Handler(log: plans) })
+        defer { Task { await migrated.drop() } }
+        let pool = migrated.pool
+        let store = BadgeStore(pool: pool)
+        let someone = user("prune_u1")
+        let now = Date()
+
+        // Every user's work; a second user in another partition, so that a statement that reads
+        // every partition finds rows there too.
+        func work(_ who: UserID, collect: Bool) async throws {
+            if collect {
+                try await pool.withConnection { connection in
+                    for setting in [
+                        "LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+                        "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_format = json",
+                        "SET auto_explain.log_level = notice", "SET client_min_messages = notice",
+                    ] {
+                        try connection.execute(script: setting, name: "test.auto_explain")
+                    }
+                }
+            }
+            func mapped(_ id: String, _ path: String, _ operation: BadgeOperation) -> MappedOperation {
+                MappedOperation(
+                    eventID: try! EventID(validating: "\(who.rawValue)-\(id)"), audience: .users([who]), path: path(path), operation: operation,
+                    expiresAt: nil, occurredAt: now)
+            }
+            let item = try ItemID(validating: "i1")
+            let batches: [[MappedOperation]] = [
+                [mapped("e1", "root.a.b", .increment(by: 2)), mapped("e2", "root.a.c", .set(count: 3, icon: nil)), mapped("e3", "root.i", .addItem(item))],
+                [mapped("e4", "root.a.b", .increment(by: 1)), mapped("e1", "root.a.b", .increment(by: 2))],
+                [mapped("e5", "root.a.c", .decrement(by: 1)), mapped("e6", "root.i", .removeItem(item))],
+            ]
+            for events in batches {
+                try await pool.withTransaction { connection in
+                    var outcome = BatchOutcome()
+                    try IngestTransaction.applyEvents(events, into: &outcome, on: connection)
+                }
+                _ = try await pool.withTransaction { connection in try BadgeStore.recomputeAggregates(for: [who], on: connection) }
+            }
+            let version = try await store.tree(for: who).version
+            _ = try await store.act(.seen, at: path("root.a"), for: who, seenVersion: version)
+            _ = try await store.act(.clear(force: false), at: path("root.a.b"), for: who, seenVersion: nil, actionID: try ActionID(validating: "a1"))
+            _ = try await store.act(.mute(until: nil), at: path("root.a"), for: who, seenVersion: nil)
+            _ = try await store.act(.unmute, at: path("root.a"), for: who, seenVersion: nil)
+            try await pool.withConnection { connection in
+                _ = try BadgeStore.readView(for: who, on: connection)
+                _ = try BadgeStore.readHistory(for: who, since: 0, limit: 100, on: connection)
+                _ = try BadgeStore.ownChanges(for: who, after: 0, limit: 100, on: connection)
+                _ = try BadgeStore.userExists(who, on: connection)
+            }
+        }
+        try await work(user("prune_u2"), collect: false)
+        try await work(someone, collect: true)
+
+        let reached = plans.partitionsReached()
+        #expect(reached.statements > 20, "auto_explain sent \(reached.statements) plans")
+        #expect(reached.partitioned > 10, "plans that reached a partition: \(reached.partitioned)")
+        for (query, tables) in reached.wide.sorted(by: { $0.key < $1.key }) {
+            Issue.record("reaches several partitions of \(tables.sorted()): \(query.prefix(300))")
+        }
+    }
+}
+
+/// The plans `auto_explain` sent as notices, and which partitions each reached.
+final class PlanLog: Sendable {
+    private let plans = Mutex<[String]>([])
+
+    /// For each statement, the per-user tables of which it ran in more than one partition.
+    func partitionsReached() -> (statements: Int, partitioned: Int, wide: [String: Set<String>]) {
+        let texts = plans.withLock { $0 }
+        var wide: [String: Set<String>] = [:]
+        var partitioned = 0
+        for text in texts {
+            guard let start = text.firstIndex(of: "{"),
+                let object = try? JSONSerialization.jsonObject(with: Data(text[start...].utf8)) as? [String: Any],
+                let plan = object["Plan"] as? [String: Any]
+            else { continue }
+            let query = (object["Query Text"] as? String) ?? "?"
+            var reached: [String: Set<String>] = [:]
+            Self.walk(plan) { node in
+                guard let relation = node["Relation Name"] as? String, (node["Actual Loops"] as? Int ?? 0) > 0,
+                    let cut = relation.range(of: "_p", options: .backwards),
+                    SchemaLayout.userTables.contains(String(relation[..<cut.lowerBound]))
+                else { return }
+                reached[String(relation[..<cut.lowerBound]), default: []].insert(relation)
+            }
+            if !reached.isEmpty { partitioned += 1 }
+            for (table, partitions) in reached where partitions.count > 1 {
+                wide[query, default: []].insert(table)
+            }
+        }
+        return (texts.count, partitioned, wide)
+    }
+
+    private static func walk(_ node: [String: Any], _ visit: ([String: Any]) -> Void) {
+        visit(node)
+        for child in node["Plans"] as? [[String: Any]] ?? [] { walk(child, visit) }
+    }
+
+    struct Handler: LogHandler {
+        let log: PlanLog
+        var logLevel: Logger.Level = .debug
+        var metadata: Logger.Metadata = [:]
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            guard let notice = event.metadata?["db.notice"], "\(notice)".contains("\"Plan\"") else { return }
+            log.plans.withLock { $0.append("\(notice)") }
+        }
+    }
+}
