@@ -441,7 +441,7 @@ extension BadgeSQL {
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
-              AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint
+              AND d.user_id = ANY($1::text[]) AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
@@ -485,7 +485,8 @@ extension BadgeSQL {
     /// the per-user probes chose, by their own user and sequence (`tops`: each user's `top`,
     /// one JSON object evaluated once), and the tuple ids stay the access path (on the shipped
     /// schema the filter drops nothing; matching `tableoid` instead cost a fifth of the rollup,
-    /// BENCHMARKS.md).
+    /// BENCHMARKS.md). The users as an array (`$1`, the round's) let PostgreSQL prune the
+    /// delete to their partitions when it plans it.
     private static let consumeMarks = """
         , tops AS (
             SELECT jsonb_object_agg(user_id, top) AS top FROM reach
@@ -494,7 +495,7 @@ extension BadgeSQL {
             WHERE m.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
-              AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint
+              AND m.user_id = ANY($1::text[]) AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint
         )
         """
 
