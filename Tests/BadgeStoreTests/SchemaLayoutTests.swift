@@ -1,4 +1,5 @@
 import BadgeStore
+import Foundation
 import LibPQ
 import Testing
 import TestSupport
@@ -26,5 +27,35 @@ struct SchemaLayoutTests {
             """)
         #expect(partitioned.map { $0.first ?? nil } == SchemaLayout.userTables.sorted())
         #expect(partitioned.allSatisfy { $0.count == 3 && $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
+    }
+
+    @Test("deploy/citus/layout.sql distributes every table with user_id by it, colocated, and places every other table")
+    func citusLayoutCoversTheSchema() async throws {
+        let text = try String(contentsOf: Repository.root.appendingPathComponent("deploy/citus/layout.sql"), encoding: .utf8)
+        var distributed: [String] = [], reference: [String] = [], local: [String] = []
+        for line in text.split(separator: "\n").map(String.init) {
+            let quoted = line.split(separator: "'").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+            if line.hasPrefix("SELECT create_distributed_table(") {
+                #expect(quoted.count >= 2 && quoted[1] == "user_id", "\(line)")
+                #expect(quoted.first == "user_version" || quoted.last == "user_version", "not colocated with user_version: \(line)")
+                if let table = quoted.first { distributed.append(table) }
+            } else if line.hasPrefix("SELECT create_reference_table("), let table = quoted.first {
+                reference.append(table)
+            } else if line.hasPrefix("--   ") && !line.contains("psql") {
+                local += line.dropFirst(5).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            }
+        }
+        let fixture = try await StoreFixture.make()
+        defer { Task { await fixture.tearDown() } }
+        let tables = try await fixture.rows(
+            """
+            SELECT c.relname, EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'user_id')
+            FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1
+            """)
+        let perUser = tables.filter { $0.last == "t" }.compactMap { $0.first ?? nil }
+        let global = tables.filter { $0.last == "f" }.compactMap { $0.first ?? nil }
+        #expect(distributed.sorted() == perUser, "distributed \(distributed.sorted()), tables with user_id \(perUser)")
+        #expect(perUser == SchemaLayout.userTables.sorted())
+        #expect((reference + local).sorted() == global, "reference \(reference), local \(local), others \(global)")
     }
 }

@@ -1,0 +1,39 @@
+-- RedDot's tables on Citus, distributed by user: NOT a supported configuration yet, and never
+-- run here (this machine has no Citus). It is the layout the schema is being made ready for
+-- (issue 27; docs/SHARDING.md says which statements Citus would still refuse: the rollup's
+-- round and the queue's claim work across users in one statement, the prunes, the sweeper and
+-- the change feed too). A test (`CitusLayoutTests`) keeps this file's table lists equal to the
+-- schema's: every table with a `user_id` is distributed by it, colocated with `user_version`,
+-- and every other table is a reference table or stays on the coordinator.
+--
+-- Run once, on the coordinator, after `reddot migrate up` and before any data is written:
+--   psql "$REDDOT_DATABASE_URL" -v ON_ERROR_STOP=1 -f deploy/citus/layout.sql
+--
+-- Coordinator-local (written per batch or per round, not per user; not distributed):
+--   consumer_offset, rejected_record, change_feed_lease, reddot_schema_migrations
+
+-- Global and small, read with every user's rows: one copy on every node. Written rarely
+-- (broadcasts, their versions and log, declared modes, broadcasts' event ids).
+SELECT create_reference_table('broadcast');
+SELECT create_reference_table('broadcast_version');
+SELECT create_reference_table('broadcast_change');
+SELECT create_reference_table('aggregation_mode');
+SELECT create_reference_table('applied_event');
+
+-- Per user, in one colocation group: a user's rows of every table sit on one shard.
+SELECT create_distributed_table('user_version', 'user_id');
+SELECT create_distributed_table('user_write', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_state', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_aggregate', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_item', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_increment', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_delta', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_clear_mark', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_seen_mark', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_mute', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('badge_change', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('dirty_mark', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('applied_user_event', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('applied_action', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('broadcast_clear', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('broadcast_seen', 'user_id', colocate_with => 'user_version');
