@@ -7,6 +7,8 @@ final class IngestMetrics: Sendable {
     let consumed = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "consumed")])
     let applied = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "applied")])
     let duplicates = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "duplicate")])
+    /// Events dropped because every user they name was erased on request.
+    let erased = Counter(label: "reddot_ingest_records_total", dimensions: [("outcome", "erased")])
     let batchSize = Recorder(label: "reddot_ingest_batch_records")
     let batchLatency = Metrics.Timer(label: "reddot_ingest_batch_seconds")
     let commitRetries = Counter(label: "reddot_ingest_commit_retries_total")

@@ -382,6 +382,7 @@ final class BatchWriter: @unchecked Sendable {
         metrics.rewrites.increment(by: outcome.rewrites)
         metrics.applied.increment(by: outcome.applied)
         metrics.duplicates.increment(by: outcome.duplicates)
+        metrics.erased.increment(by: outcome.erased)
         metrics.usersRolledUp.increment(by: outcome.rolledUp)
         metrics.usersLeft.increment(by: max(0, outcome.users - outcome.rolledUp))
         for (reason, count) in outcome.rejected { metrics.rejected(reason, count: count) }

@@ -76,14 +76,18 @@ struct PartitionPruningTests {
                 _ = try BadgeStore.ownChanges(for: who, after: 0, limit: 100, on: connection)
                 _ = try BadgeStore.userExists(who, on: connection)
             }
+            // A user's data on request (issue 28): the export, then the erasure.
+            _ = try await store.exportUser(who)
+            _ = try await store.eraseUser(who)
         }
         try await work(user("prune_u2"), collect: false)
         try await work(someone, collect: true)
 
         let reached = plans.partitionsReached()
         #expect(reached.statements > 20, "auto_explain sent \(reached.statements) plans")
-        // The work took each way: ingest's dedupe, the delta path and the recount, a read, an action.
-        for marker in ["INSERT INTO applied_user_event", "spread AS (", "), own AS (", "applied_action"] {
+        // The work took each way: ingest's dedupe, the delta path and the recount, a read, an
+        // action, an export and an erasure.
+        for marker in ["INSERT INTO applied_user_event", "spread AS (", "), own AS (", "applied_action", "jsonb_build_object(", "INSERT INTO erased_user"] {
             #expect(reached.queries.contains { $0.contains(marker) }, "no statement with \(marker) ran")
         }
         #expect(reached.partitioned > 10, "plans that reached a partition: \(reached.partitioned)")

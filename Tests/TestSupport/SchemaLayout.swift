@@ -1,4 +1,5 @@
 public import LibPQ
+import BadgeStore
 
 /// How a test database lays out its tables after the repository's migrations.
 ///
@@ -16,10 +17,7 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
     public var description: String { rawValue }
 
     /// The per-user tables partitioned by `partitionedByUser`.
-    public static let userTables = [
-        "applied_action", "applied_user_event", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta", "badge_increment", "badge_item",
-        "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "broadcast_seen", "dirty_mark", "user_version", "user_write",
-    ]
+    public static let userTables = UserData.tables
 
     /// Lays the tables out on `connection` (nothing for `plain`): each per-user table is
     /// rebuilt as a partitioned table with its columns, defaults, checks and indexes, its rows,

@@ -37,3 +37,4 @@ SELECT create_distributed_table('applied_user_event', 'user_id', colocate_with =
 SELECT create_distributed_table('applied_action', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_clear', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_seen', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('erased_user', 'user_id', colocate_with => 'user_version');

@@ -36,17 +36,7 @@ extension BadgeAPI {
             authorization = "Bearer \(token)"
         }
         let principal = try await authenticator.authenticate(authorization)
-        // Path parameters arrive percent-encoded ("a%2Fb" is the user "a/b").
-        let encoded = context.parameters.get("user") ?? ""
-        guard let name = encoded.contains("%") ? encoded.removingPercentEncoding : encoded else {
-            throw APIError.badRequest("invalid_user", "the user id in the path is not valid percent-encoding")
-        }
-        let user: UserID
-        do {
-            user = try UserID(validating: name)
-        } catch {
-            throw APIError.badRequest("invalid_user", "\(error)")
-        }
+        let user = try Self.pathUser(context)
         guard principal.mayActFor(user) else { throw APIError.userNotFound() }
         if principal.subject != user.rawValue {
             // An administrator asking for a user RedDot never stored anything for gets the same
@@ -55,6 +45,20 @@ extension BadgeAPI {
             guard exists else { throw APIError.userNotFound() }
         }
         return (principal, user)
+    }
+
+    /// The user id of a `/v1/users/{user}/…` path (400 `invalid_user` when it is not one).
+    static func pathUser(_ context: BasicRequestContext) throws -> UserID {
+        // Path parameters arrive percent-encoded ("a%2Fb" is the user "a/b").
+        let encoded = context.parameters.get("user") ?? ""
+        guard let name = encoded.contains("%") ? encoded.removingPercentEncoding : encoded else {
+            throw APIError.badRequest("invalid_user", "the user id in the path is not valid percent-encoding")
+        }
+        do {
+            return try UserID(validating: name)
+        } catch {
+            throw APIError.badRequest("invalid_user", "\(error)")
+        }
     }
 
     /// `GET …/badges` for an authorized `user`.

@@ -52,6 +52,12 @@ public protocol BadgeAPIStore: Sendable {
         deadline: ContinuousClock.Instant
     ) async throws -> ActionOutcome
 
+    /// Everything stored on `user`, as one JSON object (`UserData.export`).
+    func exportUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> String
+
+    /// Removes everything stored on `user` and keeps their late events out (`UserData.erase`).
+    func eraseUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> UserData.Erasure
+
     /// Whether a read may answer from a replica that lags behind the writes (then the read after
     /// an action asks for ``ReadFloor/latest``). False by default.
     var readsMayLag: Bool { get }

@@ -68,6 +68,19 @@ extension BadgeStore: BadgeAPIStore {
         }
     }
 
+    /// `UserData.export`, in one statement.
+    public func exportUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> String {
+        try await pool.withConnection(deadline: deadline) { connection in try UserData.export(user, on: connection) }
+    }
+
+    /// `UserData.erase`, waiting for open transactions until a second before `deadline` (at
+    /// least a second); races `deadline` as a whole (a 503 leaves the erasure running to its end:
+    /// asking again is safe).
+    public func eraseUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> UserData.Erasure {
+        let settle = max(.seconds(1), deadline - .now - .seconds(1))
+        return try await Self.racing(deadline) { try await eraseUser(user, settle: settle) }
+    }
+
     /// The database answers, and its schema is at the version this build needs.
     public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] {
         do {

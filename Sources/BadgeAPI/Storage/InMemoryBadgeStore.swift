@@ -152,6 +152,18 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         return outcome
     }
 
+    /// The user's id and version (for route tests: the store exports every table).
+    public func exportUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> String {
+        let version = users.withLock { $0[user]?.version ?? 0 }
+        return #"{"user":"\#(user.rawValue)","tables":{"user_version":[{"version":\#(version)}]},"dead_letters":[]}"#
+    }
+
+    /// Forgets the user.
+    public func eraseUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> UserData.Erasure {
+        let removed = users.withLock { $0.removeValue(forKey: user) != nil }
+        return UserData.Erasure(user: user.rawValue, rows: removed ? ["user_version": 1] : [:], deadLetters: 0, settled: true)
+    }
+
     /// Always ready.
     public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] { [] }
 }

@@ -102,6 +102,15 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         return try await primary.userExists(user, deadline: deadline)
     }
 
+    /// From the primary: an export must hold everything written so far.
+    public func exportUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> String {
+        try await primary.exportUser(user, deadline: deadline)
+    }
+
+    public func eraseUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> UserData.Erasure {
+        try await primary.eraseUser(user, deadline: deadline)
+    }
+
     public func act(
         _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID?,
         deadline: ContinuousClock.Instant

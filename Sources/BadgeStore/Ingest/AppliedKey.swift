@@ -14,6 +14,12 @@ public struct AppliedKey: Hashable, Sendable {
         self.eventID = eventID
     }
 
+    /// The ids of the users an event names (none for a broadcast).
+    static func users(of operation: MappedOperation) -> [String] {
+        guard case .users(let users) = operation.audience else { return [] }
+        return users.map(\.rawValue)
+    }
+
     /// The keys of one mapped event: one per user, or the broadcast's.
     public static func keys(of operation: MappedOperation) -> [AppliedKey] {
         switch operation.audience {

@@ -140,6 +140,9 @@ public struct BatchOutcome: Sendable, Hashable {
     /// Times the batch was written a second time with merging inserts, after its plain inserts
     /// met a stored row (see ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``).
     public var rewrites: Int
+    /// Accepted events dropped because every user they name was erased on request
+    /// (`UserData.erase`; an event that names others too still reaches those).
+    public var erased: Int = 0
     /// Users the batch's own transaction brought current (``IngestBatchWrite/rollUp``); the
     /// others of `users` wait for the rollup.
     public var rolledUp: Int = 0

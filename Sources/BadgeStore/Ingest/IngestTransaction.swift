@@ -90,6 +90,23 @@ public enum IngestTransaction {
         // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
         // first record in the batch. A plain insert succeeds only when every key is; the
         // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
+        var events = events
+        // Users erased on request (`UserData.erase`): their events are dropped, not recorded,
+        // while the mark lasts (one probe that finds nothing while nobody is marked).
+        let erased = try UserData.erased(among: Array(Set(events.flatMap(AppliedKey.users(of:)))), on: connection)
+        if !erased.isEmpty {
+            events = events.compactMap { operation in
+                guard case .users(let users) = operation.audience else { return operation }
+                let kept = users.filter { !erased.contains($0.rawValue) }
+                guard !kept.isEmpty else {
+                    outcome.erased += 1
+                    return nil
+                }
+                var operation = operation
+                operation.audience = .users(kept)
+                return operation
+            }
+        }
         var allFresh = false
         var fresh: Set<AppliedKey> = []
         if !events.isEmpty {
@@ -237,7 +254,7 @@ public enum IngestTransaction {
         guard limit > 0 else { return 0 }
         var total = 0
         for statement in [
-            IngestSQL.pruneAppliedEvents, IngestSQL.pruneAppliedUserEvents, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
+            IngestSQL.pruneAppliedEvents, IngestSQL.pruneAppliedUserEvents, UserDataSQL.pruneMarks, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
         ] {
             while true {
                 let deleted = try connection.query(statement, [olderThan, limit]).affectedRows

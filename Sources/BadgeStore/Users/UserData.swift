@@ -1,0 +1,168 @@
+public import BadgeCore
+import Foundation
+public import LibPQ
+
+/// Everything RedDot holds on one user, on request (issue 28): an export as JSON, and an
+/// erasure that removes every row of the user and keeps later events for them out for the
+/// dedupe retention.
+public enum UserData {
+    /// Every table that holds rows per user (each has `user_id`, first in its key). A test keeps
+    /// this list equal to the schema's tables with a `user_id` column, so that a new per-user
+    /// table is exported and erased too.
+    public static let tables = [
+        "applied_action", "applied_user_event", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta",
+        "badge_increment", "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "broadcast_seen",
+        "dirty_mark", "erased_user", "user_version", "user_write",
+    ]
+
+    /// The per-user tables an erasure empties of the user (all but the marker itself).
+    static let erasedTables = tables.filter { $0 != "erased_user" }
+
+    /// What an erasure removed.
+    public struct Erasure: Sendable, Hashable, Codable {
+        /// The user.
+        public var user: String
+        /// Rows removed, by table (tables with none are left out).
+        public var rows: [String: Int]
+        /// Dead letters (rejected records) that named the user, removed.
+        public var deadLetters: Int
+        /// Whether every transaction that was open when the user was marked had ended before
+        /// the second pass (false: one outlasted the wait; run the erasure again to be sure
+        /// that nothing it wrote is left).
+        public var settled: Bool
+
+        /// Every row removed.
+        public var total: Int { rows.values.reduce(0, +) + deadLetters }
+
+        /// An erasure's account.
+        public init(user: String, rows: [String: Int], deadLetters: Int, settled: Bool) {
+            (self.user, self.rows, self.deadLetters, self.settled) = (user, rows, deadLetters, settled)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case user, rows, deadLetters = "dead_letters", settled
+        }
+    }
+
+    /// Everything stored on `user` as one JSON object: `user`, `exported_at`, `tables` (each
+    /// per-user table's rows of the user, as JSON objects of their columns) and `dead_letters`
+    /// (the rejected records that name the user: key and payload as text, non-printable bytes
+    /// escaped). Read in one statement, so from one snapshot.
+    public static func export(_ user: UserID, on connection: PGConnection) throws(PGError) -> String {
+        try connection.query(UserDataSQL.export, [user.rawValue]).singleRow().decode(0, as: String.self)
+    }
+
+    /// Removes every row of `user` from every per-user table and every dead letter that names
+    /// them, and marks them erased (`erased_user`): ingest drops their events until the mark is
+    /// as old as the dedupe retention, so an event already in Kafka does not bring the tree back.
+    ///
+    /// Two passes. The first, in one transaction under the user's rollup lock, deletes and marks.
+    /// Then it waits (up to `settle`) for every transaction that was open at that commit to end:
+    /// an ingest batch that looked for the mark before it was there may still write the user's
+    /// rows. The second pass deletes what such a batch wrote.
+    public static func erase(_ user: UserID, settle: Duration = .seconds(30), on connection: PGConnection) throws -> Erasure {
+        var erasure = Erasure(user: user.rawValue, rows: [:], deadLetters: 0, settled: false)
+        func pass(mark: Bool) throws {
+            try connection.withTransaction { connection throws in
+                try connection.query(BadgeSQL.lockUsers, [[user.rawValue]])
+                if mark { try connection.query(UserDataSQL.mark, [user.rawValue]) }
+                let row = try connection.query(UserDataSQL.erase, [user.rawValue]).singleRow()
+                for (index, table) in erasedTables.enumerated() {
+                    let count = try row.decode(index, as: Int.self)
+                    if count > 0 { erasure.rows[table, default: 0] += count }
+                }
+                erasure.deadLetters += try row.decode(erasedTables.count, as: Int.self)
+            }
+        }
+        try pass(mark: true)
+        let open = try connection.query(UserDataSQL.openTransactions).singleRow().decode(0, as: String.self)
+        let deadline = ContinuousClock.now + settle
+        while true {
+            if try connection.query(UserDataSQL.anyStillOpen, [open]).singleRow().decode(0, as: Bool.self) == false {
+                erasure.settled = true
+                break
+            }
+            guard ContinuousClock.now < deadline else { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        try pass(mark: false)
+        return erasure
+    }
+
+    /// The users among `users` marked erased.
+    public static func erased(among users: [String], on connection: PGConnection) throws(PGError) -> Set<String> {
+        guard !users.isEmpty else { return [] }
+        return Set(try connection.query(UserDataSQL.erasedAmong, [users]).rows.map { row throws(PGError) in try row.decode(0, as: String.self) })
+    }
+}
+
+enum UserDataSQL {
+    /// Whether a rejected record (`r`) names the user `$1`: as its key, or as a JSON string in
+    /// its payload as written (an id written with escapes is not found).
+    static let namesUser = "(r.record_key = convert_to($1, 'UTF8') OR position(convert_to('\"' || $1 || '\"', 'UTF8') IN r.payload) > 0)"
+
+    static let export = PGStatement(
+        "users.export",
+        """
+        SELECT jsonb_build_object(
+            'user', $1::text,
+            'exported_at', now(),
+            'tables', jsonb_build_object(\(UserData.tables.map { "'\($0)', (SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]'::jsonb) FROM \($0) t WHERE t.user_id = $1)" }.joined(separator: ", "))),
+            'dead_letters', (
+                SELECT coalesce(jsonb_agg(jsonb_build_object(
+                    'id', r.id, 'topic', r.topic, 'partition', r.partition, 'offset', r.record_offset,
+                    'key', encode(r.record_key, 'escape'), 'payload', encode(r.payload, 'escape'),
+                    'reason', r.reason, 'message', r.message, 'event_id', r.event_id, 'rejected_at', r.rejected_at,
+                    'published_at', r.published_at, 'replayed_at', r.replayed_at) ORDER BY r.id), '[]'::jsonb)
+                FROM rejected_record r WHERE \(namesUser))
+        )::text
+        """, prepared: false)
+
+    /// Deletes the user's rows from every per-user table but the marker, and the dead letters
+    /// that name them; one row of counts, in `UserData.erasedTables` order, then the dead letters'.
+    static let erase = PGStatement(
+        "users.erase",
+        """
+        WITH \(UserData.erasedTables.enumerated().map { "d\($0.offset) AS (DELETE FROM \($0.element) WHERE user_id = $1 RETURNING 1)" }.joined(separator: ", ")),
+        dl AS (DELETE FROM rejected_record r WHERE \(namesUser) RETURNING 1)
+        SELECT \(UserData.erasedTables.indices.map { "(SELECT count(*) FROM d\($0))" }.joined(separator: ", ")), (SELECT count(*) FROM dl)
+        """, prepared: false)
+
+    static let mark = PGStatement(
+        "users.mark_erased",
+        "INSERT INTO erased_user (user_id) VALUES ($1) ON CONFLICT (user_id) DO UPDATE SET erased_at = now()", prepared: false)
+
+    /// The transactions open now, as a snapshot's text.
+    static let openTransactions = PGStatement("users.open_transactions", "SELECT pg_current_snapshot()::text", prepared: false)
+
+    /// Whether any transaction open in the snapshot `$1` is still in progress.
+    static let anyStillOpen = PGStatement(
+        "users.still_open",
+        "SELECT EXISTS (SELECT 1 FROM pg_snapshot_xip($1::pg_snapshot) x WHERE pg_xact_status(x) = 'in progress')",
+        prepared: false)
+
+    /// The users of `$1` marked erased: one probe per user, of an index that is empty while
+    /// nobody is (a gate such as `EXISTS (SELECT 1 FROM erased_user)` would read every shard).
+    static let erasedAmong = PGStatement(
+        "users.erased_among", "SELECT user_id FROM erased_user WHERE user_id = ANY($1::text[])")
+
+    /// One chunk of marks older than the dedupe retention.
+    static let pruneMarks = PGStatement(
+        "users.prune_erased",
+        """
+        DELETE FROM erased_user
+        WHERE user_id IN (SELECT user_id FROM erased_user WHERE erased_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """)
+}
+
+extension BadgeStore {
+    /// `UserData.export` on a connection of the pool.
+    public func exportUser(_ user: UserID) async throws -> String {
+        try await pool.withConnection { connection in try UserData.export(user, on: connection) }
+    }
+
+    /// `UserData.erase` on a connection of the pool.
+    public func eraseUser(_ user: UserID, settle: Duration = .seconds(30)) async throws -> UserData.Erasure {
+        try await pool.withConnection { connection in try UserData.erase(user, settle: settle, on: connection) }
+    }
+}

@@ -1,0 +1,144 @@
+import ArgumentParser
+import BadgeCore
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import RdKafka
+import RedDotCommandLine
+
+/// `reddot users`: a user's data on request (GDPR access and erasure).
+struct UsersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users",
+        abstract: "Export or erase everything RedDot holds on one user.",
+        discussion: """
+            export prints one JSON object: {"user", "exported_at", "tables", "dead_letters"}, where \
+            tables holds every per-user table's rows of the user and dead_letters the rejected records \
+            that name the user (as their key, or as a JSON string in their payload).
+
+            erase removes the same rows and marks the user erased: ingest drops events for the user \
+            (an event still in Kafka does not bring the tree back) until the mark is as old as ingest's \
+            --event-retention-days; then the mark is pruned and new events count again. With --brokers it also \
+            writes a tombstone (the user's key, no value) to the change feed's and the dead-letter topics.
+
+            Exit codes: 0 done; 64 bad arguments or an invalid user id (nothing changed); 69 the \
+            database or Kafka cannot be reached; 75 erase: a transaction open when the user was marked \
+            outlasted --settle-seconds (everything else was removed; run erase again); 1 another error.
+            """,
+        subcommands: [Export.self, Erase.self]
+    )
+
+    struct Common: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The user id (1–128 visible ASCII characters).")
+        var user: String
+
+        func validatedUser() throws -> UserID {
+            do { return try UserID(validating: user) } catch { throw fail("\(error)", code: ExitCodes.usage) }
+        }
+
+        func store(label: String) throws -> BadgeStore {
+            let logger = try database.logger(label: label)
+            let pool = PGPool(configuration: database.configuration(statementTimeoutMilliseconds: 60_000), maximumConnections: 1, logger: logger)
+            return BadgeStore(pool: pool)
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print everything RedDot holds on a user, as JSON.")
+        @OptionGroup var common: Common
+
+        func run() async throws {
+            let user = try common.validatedUser()
+            let store = try common.store(label: "reddot.users")
+            defer { store.pool.close() }
+            do {
+                print(try await store.exportUser(user))
+            } catch let error as PGError {
+                throw fail(error.debugDescription, code: error.exitCode)
+            }
+        }
+    }
+
+    struct Erase: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove every row of a user, keep their late events out, and write tombstones for their key.")
+        @OptionGroup var common: Common
+        @Option(help: ArgumentHelp("Kafka brokers for the tombstones. Default: REDDOT_KAFKA_BROKERS; without either, none are written.", valueName: "list"))
+        var brokers: String?
+        @Option(name: .customLong("changes-topic"), help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
+        var changesTopic: String?
+        @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else reddot.events.dlq.", valueName: "name"))
+        var deadLetterTopic: String?
+        @Option(help: "How long to wait for transactions open when the user was marked (1…3600).")
+        var settleSeconds: Int = 30
+
+        var topics: [String] {
+            [
+                KafkaOptions.nonEmpty(changesTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_CHANGES_TOPIC"]) ?? "reddot.changes",
+                KafkaOptions.nonEmpty(deadLetterTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_DLQ_TOPIC"]) ?? "reddot.events.dlq",
+            ]
+        }
+
+        func validate() throws {
+            guard (1...3600).contains(settleSeconds) else { throw ValidationError("--settle-seconds takes 1…3600, not \(settleSeconds)") }
+            for topic in topics {
+                if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("topic '\(topic)': \(problem)") }
+            }
+        }
+
+        func run() async throws {
+            let user = try common.validatedUser()
+            let store = try common.store(label: "reddot.users")
+            defer { store.pool.close() }
+            let erasure: UserData.Erasure
+            do {
+                erasure = try await store.eraseUser(user, settle: .seconds(settleSeconds))
+            } catch let error as PGError {
+                throw fail(error.debugDescription, code: error.exitCode)
+            }
+            var tombstones: [String] = []
+            if let brokers = KafkaOptions.nonEmpty(brokers) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_BROKERS"]) {
+                let logger = try common.database.logger(label: "reddot.users")
+                do {
+                    let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers), logger: logger)
+                    defer { producer.close() }
+                    for topic in topics {
+                        _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(user.rawValue.utf8), payload: nil))
+                        tombstones.append(topic)
+                    }
+                } catch {
+                    try printJSON(Summary(erasure: erasure, tombstones: tombstones))
+                    throw fail(
+                        "the user's rows are erased, but a tombstone was not written (\(error)); run erase again with Kafka reachable",
+                        code: ExitCodes.unavailable)
+                }
+            }
+            try printJSON(Summary(erasure: erasure, tombstones: tombstones))
+            if !erasure.settled {
+                throw fail(
+                    "a transaction open when the user was marked outlasted --settle-seconds \(settleSeconds); run erase again to remove anything it wrote",
+                    code: ExitCodes.temporaryFailure)
+            }
+        }
+    }
+
+    /// What `erase` prints.
+    struct Summary: Encodable {
+        var user: String
+        var rows: [String: Int]
+        var deadLetters: Int
+        var settled: Bool
+        var tombstones: [String]
+
+        init(erasure: UserData.Erasure, tombstones: [String]) {
+            (user, rows, deadLetters, settled) = (erasure.user, erasure.rows, erasure.deadLetters, erasure.settled)
+            self.tombstones = tombstones
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case user, rows, deadLetters = "dead_letters", settled, tombstones
+        }
+    }
+}

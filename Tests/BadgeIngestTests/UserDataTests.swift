@@ -1,0 +1,172 @@
+import BadgeCore
+import BadgeIngest
+import BadgeStore
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+
+/// Issue 28, "a user's data on request": an export holds every row RedDot keeps on the user, an
+/// erasure removes them all (and nobody else's), and events for the erased user still on their
+/// way stay out.
+@Suite("A user's data on request: export and erase")
+struct UserDataTests {
+    /// Commits records one batch at a time on partition 0, each at the next offset.
+    final class Batches: @unchecked Sendable {
+        let fixture: IngestFixture
+        var offset: Int64 = 0
+
+        init(_ fixture: IngestFixture) { self.fixture = fixture }
+
+        @discardableResult
+        func commit(_ records: [(key: String, json: String)]) async throws -> BatchOutcome {
+            let expected: [TopicPartition: Int64] = offset == 0 ? [:] : [TopicPartition(topic: topic, partition: 0): offset]
+            let batch = records.map { record in
+                defer { offset += 1 }
+                return BadgeIngestTests.record(record.json, offset: offset, key: record.key)
+            }
+            let outcome = try await fixture.commit(PreparedBatch(records: batch, rules: testRules), expected: expected)
+            try await fixture.drainDirtyUsers()
+            return outcome
+        }
+
+        func commit(_ mutations: [BadgeMutation], from index: Int) async throws {
+            let batch = mutations.enumerated().map { number, mutation in
+                defer { offset += 1 }
+                return mutationRecord(mutation, id: "r\(index + number)", offset: offset)
+            }
+            let expected: [TopicPartition: Int64] = batch.first?.offset == 0 ? [:] : [TopicPartition(topic: topic, partition: 0): batch[0].offset]
+            _ = try await fixture.commit(PreparedBatch(records: batch, rules: testRules), expected: expected)
+            try await fixture.drainDirtyUsers()
+        }
+    }
+
+    /// The rows of `user` in each per-user table.
+    func rowCounts(_ user: String, _ fixture: IngestFixture) async throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for table in UserData.tables {
+            counts[table] = try await fixture.scalar("SELECT count(*)::int FROM \(table) WHERE user_id = $1", [user], as: Int.self)
+        }
+        return counts
+    }
+
+    func exported(_ user: String, _ fixture: IngestFixture) async throws -> (tables: [String: [Any]], deadLetters: [Any]) {
+        let json = try await fixture.store.exportUser(TestSupport.user(user))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(object["user"] as? String == user)
+        #expect(object["exported_at"] is String)
+        let tables = try #require(object["tables"] as? [String: [Any]])
+        #expect(Set(tables.keys) == Set(UserData.tables), "the export names every per-user table")
+        return (tables, try #require(object["dead_letters"] as? [Any]))
+    }
+
+    @Test("an export holds the user's rows of every table they are in; an erasure removes them all, and nobody else's")
+    func exportAndErase() async throws {
+        try await IngestFixture.with { fixture in
+            let batches = Batches(fixture)
+            try await batches.commit([
+                ("*", #"{"id":"b1","op":"set","audience":"all","path":"root.promo","count":1}"#),
+                ("ua", #"{"id":"u1","op":"incr","users":["ua","ub"],"path":"root.chat.c1","by":3}"#),
+                ("ua", #"{"id":"u2","op":"add","user":"ua","path":"root.inbox","item":"m1"}"#),
+                ("ua", #"{"id":"u3","op":"add","user":"ua","path":"root.inbox","item":"m2"}"#),
+                ("ua", #"{"id":"u4","op":"set","user":"ua","path":"root.feed","count":2}"#),
+                ("ua", #"{"id":"u5","op":"incr","user":"ua","path":"root.feed","by":4}"#),
+                ("ua", #"{"id":"bad", "user":"ua", "op": }"#),
+                ("ub", #"{"id":"v1","op":"incr","user":"ub","path":"root.chat.c2"}"#),
+                ("ub", #"{"id":"bad2", "user":"ub", "op": }"#),
+            ])
+            try await batches.commit([
+                ("ua", #"{"id":"u6","op":"remove","user":"ua","path":"root.inbox","item":"m2"}"#),
+                ("ua", #"{"id":"u7","op":"seen","user":"ua","path":"root.chat"}"#),
+                ("ua", #"{"id":"u8","op":"mute","user":"ua","path":"root.feed"}"#),
+                ("ua", #"{"id":"u9","op":"clear","user":"ua","path":"root.chat.c1"}"#),
+                ("ua", #"{"id":"u10","op":"clear","user":"ua","path":"root.promo"}"#),
+                ("ua", #"{"id":"u11","op":"seen","user":"ua","path":"root"}"#),
+            ])
+            _ = try await fixture.store.act(.seen, at: path("root.inbox"), for: user("ua"), seenVersion: nil, actionID: try ActionID(validating: "a1"))
+            let other = try await fixture.store.tree(for: user("ub"))
+            let otherRows = try await rowCounts("ub", fixture)
+
+            let before = try await exported("ua", fixture)
+            let counts = try await rowCounts("ua", fixture)
+            for table in UserData.tables {
+                #expect(before.tables[table]?.count == counts[table], "\(table): exported \(before.tables[table]?.count ?? -1), stored \(counts[table] ?? -1)")
+            }
+            let held = Set(counts.filter { $0.value > 0 }.keys)
+            let expected: Set<String> = [
+                "applied_action", "applied_user_event", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_increment",
+                "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "user_version", "user_write",
+            ]
+            #expect(held.isSuperset(of: expected), "tables with rows of ua: \(held.sorted()); missing \(expected.subtracting(held).sorted())")
+            #expect(before.deadLetters.count == 1, "\(before.deadLetters)")
+
+            let erasure = try await fixture.store.eraseUser(user("ua"))
+            #expect(erasure.settled)
+            #expect(erasure.deadLetters == 1)
+            #expect(erasure.rows.values.reduce(0, +) == counts.filter { $0.key != "erased_user" }.values.reduce(0, +))
+            let after = try await rowCounts("ua", fixture)
+            #expect(after.filter { $0.value > 0 } == ["erased_user": 1], "left of ua: \(after.filter { $0.value > 0 })")
+            let exportedAfter = try await exported("ua", fixture)
+            #expect(exportedAfter.tables.filter { !$0.value.isEmpty }.keys.sorted() == ["erased_user"])
+            #expect(exportedAfter.deadLetters.isEmpty)
+            // The tree of a user RedDot holds nothing on: the active broadcast alone.
+            let tree = try await fixture.store.tree(for: user("ua"))
+            var nobody = try await fixture.store.tree(for: user("nobody"))
+            nobody.user = user("ua")
+            #expect(tree == nobody, "\(tree)")
+
+            // Nobody else's rows: ub's tree, version and rows, and ub's dead letter.
+            #expect(try await fixture.store.tree(for: user("ub")) == other)
+            #expect(try await rowCounts("ub", fixture) == otherRows)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM rejected_record", as: Int.self) == 1)
+        }
+    }
+
+    @Test("an event for an erased user still on its way is dropped (others of it still apply) until the mark expires")
+    func lateEvents() async throws {
+        try await IngestFixture.with { fixture in
+            let batches = Batches(fixture)
+            try await batches.commit([("ua", #"{"id":"e1","op":"incr","user":"ua","path":"root.a","by":5}"#)])
+            _ = try await fixture.store.eraseUser(user("ua"))
+            let late = try await batches.commit([
+                ("ua", #"{"id":"e2","op":"incr","user":"ua","path":"root.a"}"#),
+                ("ua", #"{"id":"e3","op":"incr","users":["ua","ub"],"path":"root.b"}"#),
+            ])
+            #expect(late.erased == 1 && late.applied == 1, "\(late)")
+            #expect(try await rowCounts("ua", fixture).filter { $0.value > 0 } == ["erased_user": 1])
+            #expect(try await fixture.store.tree(for: user("ub"), at: path("root.b")).tree?.count == 1)
+
+            // Once the mark is as old as the retention, ingest's prune removes it: events count again.
+            let pruned = try await fixture.pool.withConnection { connection in
+                try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(60), limit: 100, on: connection)
+            }
+            #expect(pruned > 0)
+            let again = try await batches.commit([("ua", #"{"id":"e4","op":"incr","user":"ua","path":"root.a","by":2}"#)])
+            #expect(again.applied == 1 && again.erased == 0)
+            #expect(try await fixture.store.tree(for: user("ua"), at: path("root.a")).tree?.count == 2)
+        }
+    }
+
+    @Test("erasing one user changes no other user's tree or version", arguments: [UInt64(1), 2, 3])
+    func eraseOneLeavesOthers(seed: UInt64) async throws {
+        try await IngestFixture.with { fixture in
+            let users = (0..<20).map { user("e\(seed)_u\($0)") }
+            var generator = RandomBadgeOperations(users: users, seed: seed)
+            let batches = Batches(fixture)
+            var index = 0
+            for _ in 0..<4 {
+                let mutations = generator.sequence(count: 150)
+                try await batches.commit(mutations, from: index)
+                index += mutations.count
+            }
+            var trees: [UserID: UserBadgeTree] = [:]
+            for id in users { trees[id] = try await fixture.store.tree(for: id) }
+            let erased = users[generator.integer(in: 0...(users.count - 1))]
+            _ = try await fixture.store.eraseUser(erased)
+            for id in users where id != erased {
+                #expect(try await fixture.store.tree(for: id) == trees[id], "user \(id) after erasing \(erased)")
+            }
+            #expect(try await fixture.store.tree(for: erased).version == 0)
+        }
+    }
+}
