@@ -259,13 +259,14 @@ struct APIRouteTests {
                 (HTTPRequest.Method.delete, "/v1/users/alice/badges", "GET"), (.put, "/v1/users/alice/badges/clear", "POST"),
                 (.get, "/v1/users/alice/badges/clear", "POST"), (.post, "/v1/users/alice/badges/stream", "GET"),
                 (.get, "/v1/events", "POST"), (.trace, "/healthz", "GET"), (.post, "/openapi.yaml", "GET"),
+                (.get, "/v1/users/alice", "DELETE"), (.post, "/v1/users/alice/export", "GET"),
             ] {
                 let response = try await harness.call(method, uri, token: token)
                 #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
                 #expect(response.headers[.allow] == allow, "\(method) \(uri)")
                 #expect(response.errorCode == "method_not_allowed")
             }
-            for uri in ["/v1/users/alice", "/v1/users/alice/badges/other", "/nothing", "/"] {
+            for uri in ["/v1/users/alice/other", "/v1/users/alice/badges/other", "/nothing", "/"] {
                 let response = try await harness.call(.delete, uri, token: token)
                 #expect(response.status == .notFound, "\(uri)")
                 #expect(response.headers[.allow] == nil)

@@ -46,7 +46,8 @@ struct UserDataRouteTests {
             #expect(erased.status == .ok, "\(erased.text)")
             let answer = try #require(try JSONSerialization.jsonObject(with: Data(erased.text.utf8)) as? [String: Any])
             #expect(answer["user"] as? String == "ana" && answer["settled"] as? Bool == true)
-            #expect(((answer["rows"] as? [String: Int]) ?? [:])["badge_aggregate"] == 2, "\(erased.text)")
+            // Its aggregates: root, root.chat and root.chat.c1.
+            #expect(((answer["rows"] as? [String: Int]) ?? [:])["badge_aggregate"] == 3, "\(erased.text)")
             #expect(try await harness.store.tree(for: user("ana")).tree?.count ?? 0 == 0)
             #expect(try await harness.store.tree(for: user("ben"), at: path("root.chat.c1")).tree?.count == 3)
             let again = try await harness.call(.get, "/v1/users/ana/export", token: admin)

@@ -169,4 +169,34 @@ struct UserDataTests {
             #expect(try await fixture.store.tree(for: erased).version == 0)
         }
     }
+
+    @Test("a batch that looked for the mark before it was there and commits after the first pass: the second pass removes what it wrote")
+    func racingBatch() async throws {
+        try await IngestFixture.with { fixture in
+            let racer = PGPool(configuration: fixture.database.configuration, maximumConnections: 1, logger: TestServer.logger)
+            defer { racer.close() }
+            func race(settle: Duration, _ name: String) async throws -> UserData.Erasure {
+                let batch: Task<Void, any Error> = Task {
+                    try await racer.withTransaction { connection in
+                        #expect(try UserData.erased(among: [name], on: connection).isEmpty)
+                        Thread.sleep(forTimeInterval: 1)
+                        var mutations = BadgeBatch()
+                        mutations.append(BadgeMutation(user: user(name), path: path("root.late"), operation: .increment(by: 1)))
+                        try BadgeStore.applyMarked(mutations, conflicts: .merge, on: connection)
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                let erasure = try await fixture.store.eraseUser(user(name), settle: settle)
+                try await batch.value
+                return erasure
+            }
+            let waited = try await race(settle: .seconds(10), "racer1")
+            #expect(waited.settled)
+            #expect(try await rowCounts("racer1", fixture).filter { $0.value > 0 } == ["erased_user": 1])
+            // Without the wait, the batch's rows outlive the erasure, and it says so.
+            let hurried = try await race(settle: .zero, "racer2")
+            #expect(!hurried.settled)
+            #expect(try await rowCounts("racer2", fixture)["badge_increment"] == 1)
+        }
+    }
 }

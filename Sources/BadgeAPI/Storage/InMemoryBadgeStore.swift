@@ -154,8 +154,15 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
 
     /// The user's id and version (for route tests: the store exports every table).
     public func exportUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> String {
+        struct Export: Encodable {
+            var user: String
+            var tables: [String: [[String: Int64]]]
+            var deadLetters: [Int] = []
+            enum CodingKeys: String, CodingKey { case user, tables, deadLetters = "dead_letters" }
+        }
         let version = users.withLock { $0[user]?.version ?? 0 }
-        return #"{"user":"\#(user.rawValue)","tables":{"user_version":[{"version":\#(version)}]},"dead_letters":[]}"#
+        let export = Export(user: user.rawValue, tables: ["user_version": [["version": version]]])
+        return String(decoding: try JSONEncoder().encode(export), as: UTF8.self)
     }
 
     /// Forgets the user.

@@ -57,9 +57,10 @@ public enum UserData {
     /// as old as the dedupe retention, so an event already in Kafka does not bring the tree back.
     ///
     /// Two passes. The first, in one transaction under the user's rollup lock, deletes and marks.
-    /// Then it waits (up to `settle`) for every transaction that was open at that commit to end:
-    /// an ingest batch that looked for the mark before it was there may still write the user's
-    /// rows. The second pass deletes what such a batch wrote.
+    /// Then it waits (up to `settle`) for every writing transaction of this database that was
+    /// open at that commit to end: an ingest batch that looked for the mark before it was there
+    /// (its look gives it a transaction id) may still write the user's rows. The second pass
+    /// deletes what such a batch wrote.
     public static func erase(_ user: UserID, settle: Duration = .seconds(30), on connection: PGConnection) throws -> Erasure {
         var erasure = Erasure(user: user.rawValue, rows: [:], deadLetters: 0, settled: false)
         func pass(mark: Bool) throws {
@@ -89,10 +90,13 @@ public enum UserData {
         return erasure
     }
 
-    /// The users among `users` marked erased.
+    /// The users among `users` marked erased. Call it inside the transaction that writes their
+    /// rows.
     public static func erased(among users: [String], on connection: PGConnection) throws(PGError) -> Set<String> {
         guard !users.isEmpty else { return [] }
-        return Set(try connection.query(UserDataSQL.erasedAmong, [users]).rows.map { row throws(PGError) in try row.decode(0, as: String.self) })
+        let listed = try connection.query(UserDataSQL.erasedAmong, [users]).singleRow().decode(1, as: String.self)
+        // One id a line: an id is visible ASCII, never a line break.
+        return listed.isEmpty ? [] : Set(listed.split(separator: "\n").map(String.init))
     }
 }
 
@@ -132,19 +136,33 @@ enum UserDataSQL {
         "users.mark_erased",
         "INSERT INTO erased_user (user_id) VALUES ($1) ON CONFLICT (user_id) DO UPDATE SET erased_at = now()", prepared: false)
 
-    /// The transactions open now, as a snapshot's text.
-    static let openTransactions = PGStatement("users.open_transactions", "SELECT pg_current_snapshot()::text", prepared: false)
+    /// The writing transactions open now in this database (other sessions' `pid:xid`, comma
+    /// separated; the server's other databases are none of RedDot's business). Sessions of
+    /// another role show their transaction only to a member of `pg_read_all_stats`.
+    static let openTransactions = PGStatement(
+        "users.open_transactions",
+        """
+        SELECT coalesce(string_agg(pid || ':' || backend_xid, ','), '') FROM pg_stat_activity
+        WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+        """, prepared: false)
 
-    /// Whether any transaction open in the snapshot `$1` is still in progress.
+    /// Whether any of the transactions `$1` (``openTransactions``) is still open.
     static let anyStillOpen = PGStatement(
         "users.still_open",
-        "SELECT EXISTS (SELECT 1 FROM pg_snapshot_xip($1::pg_snapshot) x WHERE pg_xact_status(x) = 'in progress')",
-        prepared: false)
+        """
+        SELECT EXISTS (
+            SELECT 1 FROM pg_stat_activity a
+            JOIN (SELECT split_part(w, ':', 1)::int AS pid, split_part(w, ':', 2) AS xid FROM unnest(string_to_array($1, ',')) AS w) AS o
+                ON a.pid = o.pid AND a.backend_xid::text = o.xid)
+        """, prepared: false)
 
     /// The users of `$1` marked erased: one probe per user, of an index that is empty while
     /// nobody is (a gate such as `EXISTS (SELECT 1 FROM erased_user)` would read every shard).
+    /// It also gives the transaction its id (`pg_current_xact_id()`), so that an erasure
+    /// committing after this look waits for the transaction (``UserData/erase``).
     static let erasedAmong = PGStatement(
-        "users.erased_among", "SELECT user_id FROM erased_user WHERE user_id = ANY($1::text[])")
+        "users.erased_among",
+        "SELECT pg_current_xact_id()::text, array_to_string(ARRAY(SELECT user_id FROM erased_user WHERE user_id = ANY($1::text[])), E'\\n')")
 
     /// One chunk of marks older than the dedupe retention.
     static let pruneMarks = PGStatement(
