@@ -4,6 +4,7 @@ import BadgeStore
 import Foundation
 import LibPQ
 import TestSupport
+import Synchronization
 import Testing
 
 /// Issue 28, "a user's data on request": an export holds every row RedDot keeps on the user, an
@@ -175,26 +176,32 @@ struct UserDataTests {
         try await IngestFixture.with { fixture in
             let racer = PGPool(configuration: fixture.database.configuration, maximumConnections: 1, logger: TestServer.logger)
             defer { racer.close() }
-            func race(settle: Duration, _ name: String) async throws -> UserData.Erasure {
+            // The batch looks for marks (none yet), says so, and writes the user's rows once the
+            // erasure's first pass has committed (it sees the mark then), `delay` later.
+            func race(settle: Duration, _ name: String, delay: TimeInterval) async throws -> UserData.Erasure {
+                let looked = Atomic<Bool>(false)
                 let batch: Task<Void, any Error> = Task {
                     try await racer.withTransaction { connection in
-                        #expect(try UserData.erased(among: [name], on: connection).isEmpty)
-                        Thread.sleep(forTimeInterval: 1)
+                        let before = try UserData.erased(among: [name], on: connection)
+                        looked.store(true, ordering: .releasing)
+                        guard before.isEmpty else { return }
+                        while try UserData.erased(among: [name], on: connection).isEmpty { Thread.sleep(forTimeInterval: 0.01) }
+                        Thread.sleep(forTimeInterval: delay)
                         var mutations = BadgeBatch()
                         mutations.append(BadgeMutation(user: user(name), path: path("root.late"), operation: .increment(by: 1)))
                         try BadgeStore.applyMarked(mutations, conflicts: .merge, on: connection)
                     }
                 }
-                try await Task.sleep(for: .milliseconds(300))
+                while !looked.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(10)) }
                 let erasure = try await fixture.store.eraseUser(user(name), settle: settle)
                 try await batch.value
                 return erasure
             }
-            let waited = try await race(settle: .seconds(10), "racer1")
+            let waited = try await race(settle: .seconds(30), "racer1", delay: 0.2)
             #expect(waited.settled)
             #expect(try await rowCounts("racer1", fixture).filter { $0.value > 0 } == ["erased_user": 1])
             // Without the wait, the batch's rows outlive the erasure, and it says so.
-            let hurried = try await race(settle: .zero, "racer2")
+            let hurried = try await race(settle: .zero, "racer2", delay: 2)
             #expect(!hurried.settled)
             #expect(try await rowCounts("racer2", fixture)["badge_increment"] == 1)
         }
