@@ -48,6 +48,9 @@ public struct IngestConfiguration: Sendable {
     public var rollUp: Bool = true
     /// How long applied event ids are kept for deduplication.
     public var eventRetention: Duration = .seconds(7 * 24 * 3600)
+    /// How long dead letters are kept once published to the dead-letter topic (nil: until
+    /// deleted by hand). They hold whole events, user ids among them.
+    public var deadLetterRetention: Duration? = .seconds(30 * 24 * 3600)
     /// How often rejected records not yet on the dead-letter topic are published.
     public var deadLetterInterval: Duration = .seconds(5)
 

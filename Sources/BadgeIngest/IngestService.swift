@@ -62,6 +62,9 @@ public final class IngestService: Service {
                             if ContinuousClock.now - lastPrune > .seconds(600) {
                                 lastPrune = .now
                                 await Self.prune(pool: pool, retention: configuration.eventRetention, logger: logger)
+                                if let retention = configuration.deadLetterRetention {
+                                    await Self.pruneDeadLetters(pool: pool, retention: retention, logger: logger)
+                                }
                             }
                             _ = await iterator.next()
                         }
@@ -119,6 +122,16 @@ public final class IngestService: Service {
                     metadata: [LibPQ.LogKey.error: "\(error)"])
                 try? await Task.sleep(for: .seconds(5))
             }
+        }
+    }
+
+    private static func pruneDeadLetters(pool: PGPool, retention: Duration, logger: Logger) async {
+        let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
+        do {
+            let removed = try await pool.withConnection { connection in try DeadLetterStore.prune(olderThan: cutoff, limit: 10_000, on: connection) }
+            if removed > 0 { logger.info("pruned published dead letters past their retention", metadata: ["ingest.pruned_dead_letters": "\(removed)"]) }
+        } catch {
+            logger.info("pruning dead letters failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
         }
     }
 

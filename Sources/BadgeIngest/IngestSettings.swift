@@ -21,6 +21,8 @@ public struct IngestSettings: Sendable {
     public var startFrom = "earliest"
     /// `--event-retention-days`.
     public var eventRetentionDays: Double = 7
+    /// `--dead-letter-retention-days` (0: kept until deleted by hand).
+    public var deadLetterRetentionDays: Double = 30
     /// `--rollup-in-ingest` (true) or `--no-rollup-in-ingest`.
     public var rollUp = true
 
@@ -37,6 +39,9 @@ public struct IngestSettings: Sendable {
         guard ["earliest", "latest"].contains(startFrom) else { return "--start-from takes earliest or latest" }
         // Bounded before `.seconds(days * 86400)`, which traps beyond Int128 attoseconds (1e300, inf).
         guard eventRetentionDays > 0, eventRetentionDays <= 36_500 else { return "--event-retention-days takes a number > 0 and ≤ 36500" }
+        guard deadLetterRetentionDays >= 0, deadLetterRetentionDays <= 36_500 else {
+            return "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"
+        }
         if let name = instanceName(environment: environment), let problem = KafkaConfiguration.nameProblem(name, kind: "instance id") {
             return "\(problem) (--instance-id or REDDOT_INSTANCE_ID)"
         }
@@ -54,6 +59,7 @@ public struct IngestSettings: Sendable {
         configuration.writers = writers
         configuration.startFromEnd = startFrom == "latest"
         configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
+        configuration.deadLetterRetention = deadLetterRetentionDays > 0 ? .seconds(deadLetterRetentionDays * 86_400) : nil
         configuration.rollUp = rollUp
     }
 

@@ -33,8 +33,12 @@ public struct IngestOptions: ParsableArguments {
     public var writers: Int = IngestConfiguration.defaultWriters
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     public var startFrom: String = "earliest"
-    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones and clear marks too; increments stored longer fold into their counts).")
+    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones, clear marks and erased users' marks too; increments stored longer fold into their counts).")
     public var eventRetentionDays: Double = 7
+    @Option(
+        name: .customLong("dead-letter-retention-days"),
+        help: "How long dead letters (rejected records, whole events) are kept once published to the dead-letter topic; 0 keeps them until deleted by hand.")
+    public var deadLetterRetentionDays: Double = 30
     @Flag(
         name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
         help: ArgumentHelp(
@@ -50,7 +54,7 @@ public struct IngestOptions: ParsableArguments {
         var settings = IngestSettings()
         (settings.group, settings.instanceID, settings.deadLetterTopic) = (group, instanceID, deadLetterTopic)
         (settings.batchSize, settings.batchWaitMilliseconds, settings.writers) = (batchSize, batchWaitMilliseconds, writers)
-        (settings.startFrom, settings.eventRetentionDays) = (startFrom, eventRetentionDays)
+        (settings.startFrom, settings.eventRetentionDays, settings.deadLetterRetentionDays) = (startFrom, eventRetentionDays, deadLetterRetentionDays)
         settings.rollUp = rollUpInIngest
         return settings
     }

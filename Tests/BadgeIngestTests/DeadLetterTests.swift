@@ -73,4 +73,26 @@ struct DeadLetterTests {
             #expect(try await fixture.store.tree(for: user("yan")).tree?.count == 1)
         }
     }
+
+    @Test("the retention prune deletes old dead letters once published, and keeps unpublished and recent ones")
+    func retention() async throws {
+        try await IngestFixture.with { fixture in
+            let records = (0..<4).map { record(#"{"id":"bad\#($0)","#, offset: Int64($0), key: "k\($0)") }
+            _ = try await fixture.commit(PreparedBatch(records: records, rules: testRules), expected: [:])
+            // bad0 and bad1 old and published, bad2 old and not published yet, bad3 published and recent.
+            _ = try await fixture.rows(
+                """
+                UPDATE rejected_record SET
+                    rejected_at = CASE WHEN payload <> convert_to('{"id":"bad3",', 'UTF8') THEN now() - interval '40 days' ELSE rejected_at END,
+                    published_at = CASE WHEN payload <> convert_to('{"id":"bad2",', 'UTF8') THEN now() END
+                RETURNING 1
+                """)
+            let pruned = try await fixture.pool.withConnection { connection in
+                try DeadLetterStore.prune(olderThan: Date().addingTimeInterval(-30 * 86_400), limit: 1, on: connection)
+            }
+            #expect(pruned == 2)
+            let left = try await fixture.rows("SELECT convert_from(payload, 'UTF8') FROM rejected_record ORDER BY id")
+            #expect(left == [[#"{"id":"bad2","#], [#"{"id":"bad3","#]])
+        }
+    }
 }

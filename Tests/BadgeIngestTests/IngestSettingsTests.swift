@@ -22,6 +22,11 @@ struct IngestSettingsTests {
         settings = IngestSettings()
         settings.eventRetentionDays = .infinity
         #expect(settings.flagProblem(environment: named) == "--event-retention-days takes a number > 0 and ≤ 36500")
+        for days in [-1, .nan, .infinity, 36_501] {
+            settings = IngestSettings()
+            settings.deadLetterRetentionDays = days
+            #expect(settings.flagProblem(environment: named) == "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500")
+        }
         settings = IngestSettings()
         settings.instanceID = "bad name"
         #expect(settings.flagProblem(environment: named)?.hasSuffix("(--instance-id or REDDOT_INSTANCE_ID)") == true)
@@ -52,6 +57,10 @@ struct IngestSettingsTests {
         #expect(configuration.instanceID == nil)
         #expect(configuration.startFromEnd)
         #expect(configuration.eventRetention == .seconds(86_400))
+        #expect(configuration.deadLetterRetention == .seconds(30 * 86_400))
+        settings.deadLetterRetentionDays = 0
+        settings.apply(to: &configuration, environment: [:])
+        #expect(configuration.deadLetterRetention == nil)
         settings.apply(to: &configuration, environment: ["REDDOT_KAFKA_GROUP": "g", "REDDOT_KAFKA_DLQ_TOPIC": "dead"])
         #expect(configuration.group == "g")
         #expect(configuration.deadLetterTopic == "dead")

@@ -29,4 +29,12 @@ enum DeadLetterSQL {
 
     static let markReplayed = PGStatement(
         "dlq.mark_replayed", "UPDATE rejected_record SET replayed_at = now() WHERE id = ANY($1::bigint[])")
+
+    /// One chunk of published dead letters rejected before `$1`.
+    static let prune = PGStatement(
+        "dlq.prune",
+        """
+        DELETE FROM rejected_record
+        WHERE id IN (SELECT id FROM rejected_record WHERE published_at IS NOT NULL AND rejected_at < $1 ORDER BY id LIMIT $2)
+        """)
 }

@@ -1,3 +1,4 @@
+public import Foundation
 public import LibPQ
 
 /// The rejected records kept in `rejected_record`: the ones waiting for the dead-letter topic,
@@ -61,5 +62,21 @@ public struct DeadLetterFilter: Sendable {
         self.includeReplayed = includeReplayed
         self.afterID = afterID
         self.limit = limit
+    }
+}
+
+extension DeadLetterStore {
+    /// Deletes the dead letters rejected before `olderThan` that are on the dead-letter topic
+    /// already (published), `limit` at a time; one not yet published is kept whatever its age.
+    ///
+    /// - Returns: how many were deleted.
+    public static func prune(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        guard limit > 0 else { return 0 }
+        var total = 0
+        while true {
+            let deleted = try connection.query(DeadLetterSQL.prune, [olderThan, limit]).affectedRows
+            total += deleted
+            if deleted < limit { return total }
+        }
     }
 }
