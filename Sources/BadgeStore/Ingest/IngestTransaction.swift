@@ -87,12 +87,9 @@ public enum IngestTransaction {
     private static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, on connection: PGConnection
     ) throws(PGError) -> [UserID] {
-        // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
-        // first record in the batch. A plain insert succeeds only when every key is; the
-        // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
-        var events = events
         // Users erased on request (`UserData.erase`): their events are dropped, not recorded,
-        // while the mark lasts (one probe that finds nothing while nobody is marked).
+        // while the mark lasts (one probe per user, of an index empty while nobody is marked).
+        var events = events
         let erased = try UserData.erased(among: Array(Set(events.flatMap(AppliedKey.users(of:)))), on: connection)
         if !erased.isEmpty {
             events = events.compactMap { operation in
@@ -107,6 +104,9 @@ public enum IngestTransaction {
                 return operation
             }
         }
+        // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
+        // first record in the batch. A plain insert succeeds only when every key is; the
+        // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
         var allFresh = false
         var fresh: Set<AppliedKey> = []
         if !events.isEmpty {
