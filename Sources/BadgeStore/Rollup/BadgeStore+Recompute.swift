@@ -39,12 +39,15 @@ extension BadgeStore {
         var marked: Set<String> = []
         var additive: Set<String> = []
         var moded = false
+        // Unknown (no marked user): the form that is right on any layout.
+        var partitioned = true
         for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
             let name = try row.decode(0, as: String.self)
             marked.insert(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
             if try !row.decode(2, as: Bool.self) { additive.insert(name) }
             if try row.decode(3, as: Bool.self) { moded = true }
+            partitioned = try row.decode(4, as: Bool.self)
         }
         // A round with no marked user (a bump, a repair) learns of the modes on its own.
         if marked.isEmpty { moded = try Self.modesDeclared(on: connection) }
@@ -66,11 +69,17 @@ extension BadgeStore {
         }
         let recounted = names.filter { !additive.contains($0) }
         if !recounted.isEmpty {
-            let statement = moded ? BadgeSQL.recomputeModed : BadgeSQL.recompute
+            let statement =
+                partitioned
+                ? (moded ? BadgeSQL.recomputeModedOnPartitions : BadgeSQL.recomputeOnPartitions)
+                : (moded ? BadgeSQL.recomputeModed : BadgeSQL.recompute)
             try collect(try connection.query(statement, [recounted, changeChannel, bumped.sorted()]))
         }
         if !additive.isEmpty {
-            let statement = moded ? BadgeSQL.addDeltasModed : BadgeSQL.addDeltas
+            let statement =
+                partitioned
+                ? (moded ? BadgeSQL.addDeltasModedOnPartitions : BadgeSQL.addDeltasOnPartitions)
+                : (moded ? BadgeSQL.addDeltasModed : BadgeSQL.addDeltas)
             try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()]))
         }
         outcome.recounted = recounted.count

@@ -31,6 +31,8 @@ extension BadgeSQL {
     /// user with a delta under a node that has a mode other than sum is recounted too: adding an
     /// increment to every ancestor is the sum rule. Without modes, that check is not made. So is
     /// a user with a delta under a node they muted (`deltaUnderMute`): its ancestors get nothing.
+    /// The fifth column says whether the queue's tables are partitioned (the round's deletes
+    /// then filter by user, `consumeMarks`).
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
         """
@@ -42,7 +44,8 @@ extension BadgeSQL {
                    SELECT true FROM badge_delta d WHERE d.user_id = u.user_id AND d.path ? (SELECT below FROM modes) LIMIT 1), false)
                    ELSE false END
                OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil))) AS x LIMIT 1), false),
-               (SELECT declared FROM modes)
+               (SELECT declared FROM modes),
+               coalesce((SELECT bool_or(c.relkind = 'p') FROM pg_class c WHERE c.oid IN (to_regclass('dirty_mark'), to_regclass('badge_delta'))), true)
         FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
         CROSS JOIN LATERAL (
             SELECT bool_or(x.bump) AS bump, bool_or(x.recount) AS recount FROM dirty_mark x WHERE x.user_id = u.user_id
@@ -235,14 +238,18 @@ extension BadgeSQL {
     /// them are visible to this statement), and the new version covers them. Planned for each
     /// round, as `addDeltas` is (not prepared): a generic plan takes a round for 10 users and
     /// joins its hundreds of rows with nested loops.
-    static let recompute = recompute(moded: false)
+    static let recompute = recompute(moded: false, partitioned: false)
 
     /// `recompute` with the aggregation modes of `aggregation_mode` (`modedFresh`).
-    static let recomputeModed = recompute(moded: true)
+    static let recomputeModed = recompute(moded: true, partitioned: false)
 
-    private static func recompute(moded: Bool) -> PGStatement {
+    /// `recompute` and `recomputeModed` for tables partitioned by user (see `consumeMarks`).
+    static let recomputeOnPartitions = recompute(moded: false, partitioned: true)
+    static let recomputeModedOnPartitions = recompute(moded: true, partitioned: true)
+
+    private static func recompute(moded: Bool, partitioned: Bool) -> PGStatement {
         PGStatement(
-        moded ? "badges.recompute_moded" : "badges.recompute",
+        (moded ? "badges.recompute_moded" : "badges.recompute") + (partitioned ? "_partitioned" : ""),
         """
         WITH users AS (
             SELECT DISTINCT unnest($1::text[]) AS user_id
@@ -250,11 +257,11 @@ extension BadgeSQL {
             SELECT u.user_id, \(writtenThrough("u.user_id")) AS top, \(writesThrough(of: "u.user_id")) AS covered,
                    u.user_id = ANY($3::text[]) OR EXISTS (SELECT 1 FROM dirty_mark m WHERE m.user_id = u.user_id AND m.bump) AS bump
             FROM users u
-        )\(consumeMarks), consumed AS (
+        )\(consumeMarks(partitioned: partitioned)), consumed AS (
             DELETE FROM badge_delta d
             WHERE d.ctid = ANY(ARRAY(
-                SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))
-              AND d.user_id = ANY($1::text[])
+                SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))\(
+                partitioned ? "\n              AND d.user_id = ANY($1::text[])" : "")
         ), own AS (
             \(ownRows)
         )\(moded ? modedFresh : plainFresh), diff AS (
@@ -393,7 +400,7 @@ extension BadgeSQL {
     /// for the next round; so does a delta under a node the user muted (`deltaUnderMute`), which
     /// a writer may commit after the claim. `$3` is empty. Planned for each round (see
     /// `recompute`).
-    static let addDeltas = addDeltas(moded: false)
+    static let addDeltas = addDeltas(moded: false, partitioned: false)
 
     /// The deltas (`seq`) of `user` after write `after` (nil: any) under a node the user has
     /// muted now: such a delta gives the ancestors nothing, so the user is recounted. Starts
@@ -417,11 +424,15 @@ extension BadgeSQL {
     /// `addDeltas` that also stops before the first delta under a node with a mode other than
     /// sum (`aggregation_mode`'s `below`): a writer may commit one after the round's claim, and
     /// such a delta needs a recount (its mark stays, and the next round's claim sees it).
-    static let addDeltasModed = addDeltas(moded: true)
+    static let addDeltasModed = addDeltas(moded: true, partitioned: false)
 
-    private static func addDeltas(moded: Bool) -> PGStatement {
+    /// `addDeltas` and `addDeltasModed` for tables partitioned by user (see `consumeMarks`).
+    static let addDeltasOnPartitions = addDeltas(moded: false, partitioned: true)
+    static let addDeltasModedOnPartitions = addDeltas(moded: true, partitioned: true)
+
+    private static func addDeltas(moded: Bool, partitioned: Bool) -> PGStatement {
         PGStatement(
-        moded ? "badges.add_deltas_moded" : "badges.add_deltas",
+        (moded ? "badges.add_deltas_moded" : "badges.add_deltas") + (partitioned ? "_partitioned" : ""),
         """
         WITH known AS MATERIALIZED (
             -- Materialized: inlined into `reach`, each of its lookups ran twice.
@@ -436,12 +447,12 @@ extension BadgeSQL {
                        WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
                    coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)) AS top
             FROM known k
-        )\(consumeMarks), consumed AS (
+        )\(consumeMarks(partitioned: partitioned)), consumed AS (
             DELETE FROM badge_delta d
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
-                CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
-              AND d.user_id = ANY($1::text[]) AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint
+                CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))\(
+                partitioned ? "\n              AND d.user_id = ANY($1::text[]) AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint" : "")
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
@@ -481,23 +492,24 @@ extension BadgeSQL {
     /// round of the same user, which waits for this one's rollup locks, deletes them.
     ///
     /// A tuple id names a row only within one heap: on a table partitioned by user, the same
-    /// id also names rows of other users in other partitions. So the delete keeps only the rows
-    /// the per-user probes chose, by their own user and sequence (`tops`: each user's `top`,
-    /// one JSON object evaluated once), and the tuple ids stay the access path (on the shipped
-    /// schema the filter drops nothing; matching `tableoid` instead cost a fifth of the rollup,
-    /// BENCHMARKS.md). The users as an array (`$1`, the round's) let PostgreSQL prune the
-    /// delete to their partitions when it plans it.
-    private static let consumeMarks = """
-        , tops AS (
-            SELECT jsonb_object_agg(user_id, top) AS top FROM reach
-        ), unmarked AS (
+    /// id also names rows of other users in other partitions. So there (`partitioned`), the
+    /// delete keeps only the rows the per-user probes chose, by their own user and sequence
+    /// (`tops`: each user's `top`, one JSON object evaluated once), and the tuple ids stay the
+    /// access path; the users as an array (`$1`, the round's) let PostgreSQL prune the delete
+    /// to their partitions when it plans it. On one heap the filter drops nothing and cost the
+    /// in-batch delta round about 4 ms of 31 (BENCHMARKS.md), so the shipped schema goes
+    /// without it (matching `tableoid` instead cost a fifth of the rollup).
+    private static func consumeMarks(partitioned: Bool) -> String {
+        """
+        \(partitioned ? ", tops AS (\n    SELECT jsonb_object_agg(user_id, top) AS top FROM reach\n)" : ""), unmarked AS (
             DELETE FROM dirty_mark m
             WHERE m.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
-                CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))
-              AND m.user_id = ANY($1::text[]) AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint
+                CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))\(
+                partitioned ? "\n      AND m.user_id = ANY($1::text[]) AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint" : "")
         )
         """
+    }
 
     /// The CTE `roots` of `recompute` and `addDeltas`: one row, one JSON object from each user of
     /// `source` (the new aggregates) to their root's `[count, unseen]`. The log's insert looks
