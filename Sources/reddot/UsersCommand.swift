@@ -124,21 +124,17 @@ struct UsersCommand: AsyncParsableCommand {
         }
     }
 
-    /// What `erase` prints.
+    /// What `erase` prints: the erasure's account and the topics given tombstones.
     struct Summary: Encodable {
-        var user: String
-        var rows: [String: Int]
-        var deadLetters: Int
-        var settled: Bool
+        var erasure: UserData.Erasure
         var tombstones: [String]
 
-        init(erasure: UserData.Erasure, tombstones: [String]) {
-            (user, rows, deadLetters, settled) = (erasure.user, erasure.rows, erasure.deadLetters, erasure.settled)
-            self.tombstones = tombstones
-        }
+        enum CodingKeys: String, CodingKey { case tombstones }
 
-        enum CodingKeys: String, CodingKey {
-            case user, rows, deadLetters = "dead_letters", settled, tombstones
+        func encode(to encoder: any Encoder) throws {
+            try erasure.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(tombstones, forKey: .tombstones)
         }
     }
 }

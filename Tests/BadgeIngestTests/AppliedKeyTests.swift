@@ -11,36 +11,16 @@ import Testing
 /// migration 20 recorded while any is kept.
 @Suite("Event ids deduplicated per user")
 struct AppliedKeyTests {
-    /// Commits records one batch at a time on partition 0, each at the next offset.
-    final class Committer: @unchecked Sendable {
-        let fixture: IngestFixture
-        let newRowsFirst: Bool
-        var offset: Int64 = 0
-
-        init(_ fixture: IngestFixture, newRowsFirst: Bool) {
-            self.fixture = fixture
-            self.newRowsFirst = newRowsFirst
-        }
-
-        func commit(_ jsons: [String]) async throws -> BatchOutcome {
-            let expected: [TopicPartition: Int64] = offset == 0 ? [:] : [TopicPartition(topic: topic, partition: 0): offset]
-            let records = jsons.map { json in
-                defer { offset += 1 }
-                return record(json, offset: offset)
-            }
-            return try await fixture.commit(PreparedBatch(records: records, rules: testRules), expected: expected, newRowsFirst: newRowsFirst)
-        }
-
-        func count(_ user: String) async throws -> Int64? {
-            try await fixture.drainDirtyUsers()
-            return try await fixture.store.tree(for: TestSupport.user(user), at: path("root.x")).tree?.count
-        }
+    /// The count at `root.x` of `user`, once every dirty user is recomputed.
+    func count(_ user: String, _ fixture: IngestFixture) async throws -> Int64? {
+        try await fixture.drainDirtyUsers()
+        return try await fixture.store.tree(for: TestSupport.user(user), at: path("root.x")).tree?.count
     }
 
     @Test("a multi-user event applies once to each user: sent again with other users, only the new ones get it", arguments: [true, false])
     func perUser(newRowsFirst: Bool) async throws {
         try await IngestFixture.with { fixture in
-            let committer = Committer(fixture, newRowsFirst: newRowsFirst)
+            let committer = SequentialBatches(fixture, newRowsFirst: newRowsFirst)
             let first = try await committer.commit([#"{"id":"m1","op":"incr","users":["ka","kb"],"path":"root.x"}"#])
             #expect(first.applied == 1 && first.duplicates == 0)
             // The same id for kb (applied) and kc (not yet), then for ka alone, in one batch.
@@ -50,9 +30,9 @@ struct AppliedKeyTests {
             ])
             #expect(second.applied == 1)
             #expect(second.duplicates == 1)
-            #expect(try await committer.count("ka") == 1)
-            #expect(try await committer.count("kb") == 1)
-            #expect(try await committer.count("kc") == 1)
+            #expect(try await count("ka", fixture) == 1)
+            #expect(try await count("kb", fixture) == 1)
+            #expect(try await count("kc", fixture) == 1)
             let keys = try await fixture.rows("SELECT user_id, event_id FROM applied_user_event ORDER BY 1")
             #expect(keys == [["ka", "m1"], ["kb", "m1"], ["kc", "m1"]])
             #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 0)
@@ -62,7 +42,7 @@ struct AppliedKeyTests {
     @Test("a broadcast's id is kept once, apart from users' ids", arguments: [true, false])
     func broadcasts(newRowsFirst: Bool) async throws {
         try await IngestFixture.with { fixture in
-            let committer = Committer(fixture, newRowsFirst: newRowsFirst)
+            let committer = SequentialBatches(fixture, newRowsFirst: newRowsFirst)
             let broadcast = #"{"id":"b1","op":"set","audience":"all","path":"root.x","count":2}"#
             let first = try await committer.commit([broadcast, #"{"id":"b1","op":"incr","user":"ka","path":"root.x"}"#])
             #expect(first.applied == 2 && first.broadcasts == 1)
@@ -76,7 +56,7 @@ struct AppliedKeyTests {
     @Test("ids an older build recorded are skipped, and this build records its ids where that build looks until none is kept", arguments: [true, false])
     func bridge(newRowsFirst: Bool) async throws {
         try await IngestFixture.with { fixture in
-            let committer = Committer(fixture, newRowsFirst: newRowsFirst)
+            let committer = SequentialBatches(fixture, newRowsFirst: newRowsFirst)
             // What a build before migration 20 leaves: the id alone, no audience.
             _ = try await fixture.rows("INSERT INTO applied_event (event_id) VALUES ('old1') RETURNING 1")
             let replayed = try await committer.commit([
@@ -85,8 +65,8 @@ struct AppliedKeyTests {
             ])
             #expect(replayed.applied == 1)
             #expect(replayed.duplicates == 1)
-            #expect(try await committer.count("ka") == 1)
-            #expect(try await committer.count("kb") == nil)
+            #expect(try await count("ka", fixture) == 1)
+            #expect(try await count("kb", fixture) == nil)
             // While the old id is kept, the new one is also where the old build looks.
             #expect(try await fixture.rows("SELECT event_id, audience FROM applied_event ORDER BY 1") == [["new1", "users"], ["old1", nil]])
             #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event") == [["ka", "new1"]])
@@ -102,7 +82,7 @@ struct AppliedKeyTests {
             #expect(later.applied == 1)
             #expect(try await fixture.rows("SELECT event_id FROM applied_event ORDER BY 1") == [["new1"]])
             #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event ORDER BY 2") == [["ka", "new1"], ["kb", "new2"]])
-            #expect(try await committer.count("kb") == 1)
+            #expect(try await count("kb", fixture) == 1)
         }
     }
 }

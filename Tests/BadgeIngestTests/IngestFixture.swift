@@ -117,3 +117,48 @@ func poisonRecords(offset: Int64 = 0) -> [(record: IngestRecord, reason: Rejecti
         (record(bytes: entry.0, offset: offset + Int64(index), key: Array("u1".utf8)), entry.1)
     }
 }
+
+/// Commits batches one after another on partition 0 of the test topic, each record at the next
+/// offset, as the consumer that owns the partition does; with `drain`, every dirty user is
+/// recomputed after each batch.
+final class SequentialBatches: @unchecked Sendable {
+    let fixture: IngestFixture
+    let newRowsFirst: Bool
+    let drain: Bool
+    private var offset: Int64 = 0
+
+    init(_ fixture: IngestFixture, newRowsFirst: Bool = true, drain: Bool = false) {
+        (self.fixture, self.newRowsFirst, self.drain) = (fixture, newRowsFirst, drain)
+    }
+
+    /// Events without a key.
+    @discardableResult
+    func commit(_ jsons: [String]) async throws -> BatchOutcome {
+        try await commit(jsons.map { (key: nil, json: $0) })
+    }
+
+    /// Events with their record keys.
+    @discardableResult
+    func commit(_ keyed: [(key: String?, json: String)]) async throws -> BatchOutcome {
+        try await commit(records: keyed.map { record($0.json, offset: next(), key: $0.key) })
+    }
+
+    /// `mutations` as events with ids `r<firstID>`, `r<firstID + 1>`, ….
+    @discardableResult
+    func commit(_ mutations: [BadgeMutation], firstID: Int) async throws -> BatchOutcome {
+        try await commit(records: mutations.enumerated().map { mutationRecord($1, id: "r\(firstID + $0)", offset: next()) })
+    }
+
+    private func next() -> Int64 {
+        defer { offset += 1 }
+        return offset
+    }
+
+    private func commit(records: [IngestRecord]) async throws -> BatchOutcome {
+        let first = records.first?.offset ?? offset
+        let expected: [TopicPartition: Int64] = first == 0 ? [:] : [TopicPartition(topic: topic, partition: 0): first]
+        let outcome = try await fixture.commit(PreparedBatch(records: records, rules: testRules), expected: expected, newRowsFirst: newRowsFirst)
+        if drain { try await fixture.drainDirtyUsers() }
+        return outcome
+    }
+}

@@ -12,36 +12,6 @@ import Testing
 /// way stay out.
 @Suite("A user's data on request: export and erase")
 struct UserDataTests {
-    /// Commits records one batch at a time on partition 0, each at the next offset.
-    final class Batches: @unchecked Sendable {
-        let fixture: IngestFixture
-        var offset: Int64 = 0
-
-        init(_ fixture: IngestFixture) { self.fixture = fixture }
-
-        @discardableResult
-        func commit(_ records: [(key: String, json: String)]) async throws -> BatchOutcome {
-            let expected: [TopicPartition: Int64] = offset == 0 ? [:] : [TopicPartition(topic: topic, partition: 0): offset]
-            let batch = records.map { record in
-                defer { offset += 1 }
-                return BadgeIngestTests.record(record.json, offset: offset, key: record.key)
-            }
-            let outcome = try await fixture.commit(PreparedBatch(records: batch, rules: testRules), expected: expected)
-            try await fixture.drainDirtyUsers()
-            return outcome
-        }
-
-        func commit(_ mutations: [BadgeMutation], from index: Int) async throws {
-            let batch = mutations.enumerated().map { number, mutation in
-                defer { offset += 1 }
-                return mutationRecord(mutation, id: "r\(index + number)", offset: offset)
-            }
-            let expected: [TopicPartition: Int64] = batch.first?.offset == 0 ? [:] : [TopicPartition(topic: topic, partition: 0): batch[0].offset]
-            _ = try await fixture.commit(PreparedBatch(records: batch, rules: testRules), expected: expected)
-            try await fixture.drainDirtyUsers()
-        }
-    }
-
     /// The rows of `user` in each per-user table.
     func rowCounts(_ user: String, _ fixture: IngestFixture) async throws -> [String: Int] {
         var counts: [String: Int] = [:]
@@ -64,7 +34,7 @@ struct UserDataTests {
     @Test("an export holds the user's rows of every table they are in; an erasure removes them all, and nobody else's")
     func exportAndErase() async throws {
         try await IngestFixture.with { fixture in
-            let batches = Batches(fixture)
+            let batches = SequentialBatches(fixture, drain: true)
             try await batches.commit([
                 ("*", #"{"id":"b1","op":"set","audience":"all","path":"root.promo","count":1}"#),
                 ("ua", #"{"id":"u1","op":"incr","users":["ua","ub"],"path":"root.chat.c1","by":3}"#),
@@ -126,7 +96,7 @@ struct UserDataTests {
     @Test("an event for an erased user still on its way is dropped (others of it still apply) until the mark expires")
     func lateEvents() async throws {
         try await IngestFixture.with { fixture in
-            let batches = Batches(fixture)
+            let batches = SequentialBatches(fixture, drain: true)
             try await batches.commit([("ua", #"{"id":"e1","op":"incr","user":"ua","path":"root.a","by":5}"#)])
             _ = try await fixture.store.eraseUser(user("ua"))
             let late = try await batches.commit([
@@ -153,11 +123,11 @@ struct UserDataTests {
         try await IngestFixture.with { fixture in
             let users = (0..<20).map { user("e\(seed)_u\($0)") }
             var generator = RandomBadgeOperations(users: users, seed: seed)
-            let batches = Batches(fixture)
+            let batches = SequentialBatches(fixture, drain: true)
             var index = 0
             for _ in 0..<4 {
                 let mutations = generator.sequence(count: 150)
-                try await batches.commit(mutations, from: index)
+                try await batches.commit(mutations, firstID: index)
                 index += mutations.count
             }
             var trees: [UserID: UserBadgeTree] = [:]

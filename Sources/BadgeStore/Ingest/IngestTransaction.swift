@@ -70,6 +70,7 @@ public enum IngestTransaction {
         _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool = true,
         on connection: PGConnection
     ) throws(PGError) -> [UserID] {
+        let events = try droppingErased(events, into: &outcome, on: connection)
         guard newRowsFirst, !events.isEmpty else {
             return try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
         }
@@ -84,26 +85,30 @@ public enum IngestTransaction {
         return written.1
     }
 
+    /// `events` without the users erased on request (`UserData.erase`): their events are
+    /// dropped, not recorded, while the mark lasts (one probe per user, of an index empty while
+    /// nobody is marked), once per batch, before either write of `applyEvents`.
+    private static func droppingErased(
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, on connection: PGConnection
+    ) throws(PGError) -> [MappedOperation] {
+        let erased = try UserData.erased(among: Array(Set(events.flatMap(AppliedKey.users(of:)))), on: connection)
+        guard !erased.isEmpty else { return events }
+        return events.compactMap { operation in
+            guard case .users(let users) = operation.audience else { return operation }
+            let kept = users.filter { !erased.contains($0.rawValue) }
+            guard !kept.isEmpty else {
+                outcome.erased += 1
+                return nil
+            }
+            var operation = operation
+            operation.audience = .users(kept)
+            return operation
+        }
+    }
+
     private static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, on connection: PGConnection
     ) throws(PGError) -> [UserID] {
-        // Users erased on request (`UserData.erase`): their events are dropped, not recorded,
-        // while the mark lasts (one probe per user, of an index empty while nobody is marked).
-        var events = events
-        let erased = try UserData.erased(among: Array(Set(events.flatMap(AppliedKey.users(of:)))), on: connection)
-        if !erased.isEmpty {
-            events = events.compactMap { operation in
-                guard case .users(let users) = operation.audience else { return operation }
-                let kept = users.filter { !erased.contains($0.rawValue) }
-                guard !kept.isEmpty else {
-                    outcome.erased += 1
-                    return nil
-                }
-                var operation = operation
-                operation.audience = .users(kept)
-                return operation
-            }
-        }
         // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
         // first record in the batch. A plain insert succeeds only when every key is; the
         // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
