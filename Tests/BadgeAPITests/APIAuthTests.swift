@@ -118,7 +118,7 @@ struct APIAuthTests {
 
     @Test("JWKS: RS256 and ES256 keys by kid; an unknown or missing kid, or a mismatched alg, is refused")
     func jwks() async throws {
-        let rsa = try Insecure.RSA.PrivateKey(pem: try Self.opensslRSAKey())
+        let rsa = try Insecure.RSA.PrivateKey(pem: try await Self.opensslRSAKey())
         let (modulus, exponent) = try rsa.publicKey.getKeyPrimitives()
         let ec = ES256PrivateKey()
         let (x, y) = try #require(ec.publicKey.parameters)
@@ -157,7 +157,7 @@ struct APIAuthTests {
         }
     }
 
-    static func opensslRSAKey() throws -> String {
+    static func opensslRSAKey() async throws -> String {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-test-\(UUID().uuidString).pem")
         defer { try? FileManager.default.removeItem(at: file) }
         let process = Process()
@@ -165,8 +165,7 @@ struct APIAuthTests {
         process.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", file.path]
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw APITestError("openssl genpkey failed") }
+        guard await ChildProcess.exitStatus(of: process) == 0 else { throw APITestError("openssl genpkey failed") }
         return try String(contentsOf: file, encoding: .utf8)
     }
 

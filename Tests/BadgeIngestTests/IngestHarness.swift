@@ -35,7 +35,8 @@ final class IngestHarness: Sendable {
     func tearDown() async {
         pool.close()
         await database.drop()
-        cluster.close()
+        let cluster = cluster
+        _ = try? await onThread { cluster.close() }
     }
 
     var kafka: KafkaConfiguration {

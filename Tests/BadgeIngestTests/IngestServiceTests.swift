@@ -269,14 +269,6 @@ extension RunningIngest {
     }
 }
 
-/// Runs blocking librdkafka calls on a thread of their own.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
-    }
-}
-
 /// Runs a program to its end, on a thread of its own, and returns its exit status.
 ///
 /// Not Foundation's `Process`: it learns of the end through a descriptor the child inherits, and a

@@ -92,7 +92,7 @@ struct ChangeFeedCLITests {
                 try await Task.sleep(for: .milliseconds(200))
             }
             kill(rollup.process.processIdentifier, SIGKILL)
-            rollup.process.waitUntilExit()
+            _ = await ChildProcess.exitStatus(of: rollup.process)
             rollup = try ReddotChild(rollupArguments, in: harness.folder, name: "rollup-\(round)")
         }
         try await harness.publish(Array(events[next...]))

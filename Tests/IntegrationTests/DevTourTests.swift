@@ -52,8 +52,7 @@ struct DevTourTests {
         #expect(output.hasSuffix("404\n"), "\(output)")
 
         kill(first.processIdentifier, SIGINT)
-        first.waitUntilExit()
-        #expect(first.terminationStatus == 0)
+        #expect(await ChildProcess.exitStatus(of: first) == 0)
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".reddot-dev/postgres/postmaster.pid").path))
 
         // A second start reuses the data: the tour's kcat badge is still there.
@@ -65,8 +64,7 @@ struct DevTourTests {
             in: folder)
         #expect(again.contains(#""path":"root.promotion.summer""#), "\(again)")
         kill(second.processIdentifier, SIGTERM)
-        second.waitUntilExit()
-        #expect(second.terminationStatus == 0)
+        #expect(await ChildProcess.exitStatus(of: second) == 0)
     }
 
     /// The account `reddot dev` runs PostgreSQL as when the tests run as root: the caller's

@@ -132,10 +132,10 @@ extension HostileClientTests {
             }
         }
 
-        func stop() {
+        func stop() async {
             if process.isRunning {
                 kill(process.processIdentifier, SIGTERM)
-                process.waitUntilExit()
+                _ = await ChildProcess.exitStatus(of: process)
             }
             try? FileManager.default.removeItem(at: logFile)
         }
@@ -163,14 +163,14 @@ extension HostileClientTests {
             do {
                 try await body(server)
             } catch {
-                server.stop()
+                await server.stop()
                 throw error
             }
             #expect(server.process.isRunning, "the server died: \(server.logTail)")
             kill(server.process.processIdentifier, SIGTERM)
-            server.process.waitUntilExit()
-            #expect(server.process.terminationStatus == 0, "exit status after SIGTERM: \(server.logTail)")
-            server.stop()
+            let status = await ChildProcess.exitStatus(of: server.process)
+            #expect(status == 0, "exit status after SIGTERM: \(server.logTail)")
+            await server.stop()
         }
     }
 }

@@ -61,8 +61,11 @@ final class PipelineHarness: Sendable {
 
     func tearDown() async {
         pool.close()
-        producer.close()
-        cluster.close()
+        let (producer, cluster) = (producer, cluster)
+        _ = try? await onThread {
+            producer.close()
+            cluster.close()
+        }
         await database.drop()
         try? FileManager.default.removeItem(at: folder)
     }

@@ -103,13 +103,13 @@ struct ScaleOutTests {
             slice += 1
             switch slice {
             case 15:
-                Self.sigkill(ingests[0])
+                await Self.sigkill(ingests[0])
                 ingests[0] = try ingest("ingest-a")
             case 60:
-                Self.sigkill(rollups[0])
+                await Self.sigkill(rollups[0])
                 rollups[0] = try rollup("rollup-a")
             case 140:
-                Self.sigkill(servers[0])
+                await Self.sigkill(servers[0])
                 servers[0] = try serve(0)
             default:
                 break
@@ -156,9 +156,9 @@ struct ScaleOutTests {
         for follower in followers { follower.cancel() }
     }
 
-    private static func sigkill(_ child: ReddotChild) {
+    private static func sigkill(_ child: ReddotChild) async {
         Glibc.kill(child.process.processIdentifier, SIGKILL)
-        child.process.waitUntilExit()
+        _ = await ChildProcess.exitStatus(of: child.process)
     }
 
     /// Follows `user`'s stream on `ports[first]`; after the connection ends, on the other port

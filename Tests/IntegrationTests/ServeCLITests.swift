@@ -66,8 +66,7 @@ struct ServeCLITests {
 
             let stopped = ContinuousClock.now
             kill(server.processIdentifier, SIGTERM)
-            server.waitUntilExit()
-            #expect(server.terminationStatus == 0)
+            #expect(await ChildProcess.exitStatus(of: server) == 0)
             #expect(ContinuousClock.now - stopped < .seconds(10))
         }
     }
@@ -104,8 +103,7 @@ struct ServeCLITests {
             }
             #expect(body.contains(#""count":4"#), "\(body)")
             kill(server.processIdentifier, SIGTERM)
-            server.waitUntilExit()
-            #expect(server.terminationStatus == 0)
+            #expect(await ChildProcess.exitStatus(of: server) == 0)
         }
     }
 

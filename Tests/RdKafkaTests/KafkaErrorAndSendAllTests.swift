@@ -76,7 +76,7 @@ struct KafkaErrorAndSendAllTests {
         async let flushed: Void = onThread { try producer.flush(timeoutMilliseconds: 10_000) }
         _ = try await producer.send(KafkaOutgoingRecord(topic: "closing", key: nil, payload: [1]))
         try await flushed
-        producer.close()
+        try await onThread { producer.close() }
         let refused = await producer.sendAll([KafkaOutgoingRecord(topic: "closing", key: nil, payload: [2])])
         #expect(refused.count == 1)
         if case .failure(let error) = refused[0] { #expect(error.code == .closed) } else { Issue.record("sent after close") }

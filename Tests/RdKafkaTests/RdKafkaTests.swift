@@ -64,7 +64,7 @@ struct RdKafkaTests {
         var deliveries: [KafkaDelivery] = []
         for record in sent { deliveries.append(try await producer.send(record)) }
         #expect(Set(deliveries.map(\.partition)).count > 1)
-        producer.close()
+        try await onThread { producer.close() }
 
         var configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
         configuration.set("group.id", "round-\(UUID().uuidString)")
@@ -72,7 +72,7 @@ struct RdKafkaTests {
             configuration: configuration, rebalance: KafkaRebalanceHandler(assigned: { _ in [:] }, revoked: { _ in }), logger: testLogger)
         try consumer.subscribe(["round"])
         let received = try await onThread { try consume(consumer, count: 300) }
-        consumer.close()
+        try await onThread { consumer.close() }
         #expect(received.count == 300)
         let byPayload = Dictionary(grouping: received, by: { $0.headers.first?.value ?? [] })
         for (index, record) in sent.enumerated() {
@@ -81,7 +81,7 @@ struct RdKafkaTests {
             #expect(match?.payload == record.payload, "record \(index)")
             #expect(match?.headers == record.headers, "record \(index)")
         }
-        cluster.close()
+        try await onThread { cluster.close() }
     }
 
     @Test("partitions start at the offsets the rebalance handler returns", arguments: ["range", "cooperative-sticky"])
@@ -94,7 +94,7 @@ struct RdKafkaTests {
                 _ = try await producer.send(KafkaOutgoingRecord(topic: "offsets", partition: partition, key: nil, payload: Array("\(index)".utf8)))
             }
         }
-        producer.close()
+        try await onThread { producer.close() }
         var configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
         configuration.set("group.id", "offsets-\(UUID().uuidString)")
         configuration.set("partition.assignment.strategy", strategy)
@@ -110,11 +110,11 @@ struct RdKafkaTests {
         try consumer.subscribe(["offsets"])
         let received = try await onThread { try consume(consumer, count: 5 + 13) }
         #expect(consumer.rebalanceProtocol == (strategy == "range" ? "EAGER" : "COOPERATIVE"))
-        consumer.close()
+        try await onThread { consumer.close() }
         #expect(assignedSeen.withLock { Set($0) } == [TopicPartition(topic: "offsets", partition: 0), TopicPartition(topic: "offsets", partition: 1)])
         #expect(received.filter { $0.partition == 0 }.map(\.offset) == Array(15..<20))
         #expect(received.filter { $0.partition == 1 }.map(\.offset) == Array(7..<20))
-        cluster.close()
+        try await onThread { cluster.close() }
     }
 
     @Test("a second consumer takes half the partitions; closing it gives them back at once", arguments: ["range", "cooperative-sticky"])
@@ -174,7 +174,7 @@ struct RdKafkaTests {
         #expect(secondOwned.partitions.withLock { $0.isEmpty })  // close revoked its partitions
         let moved = try await tookOver
         #expect(moved)
-        first.close()
-        cluster.close()
+        try await onThread { first.close() }
+        try await onThread { cluster.close() }
     }
 }

@@ -1,7 +1,51 @@
 public import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs `body` on a thread of its own and returns what it returns: for a blocking call (a child's
+/// exit, librdkafka's close, a wait in `recv`) from a test. The cooperative pool has one thread
+/// per core, two here: a test that blocks them holds back every other test running beside it
+/// (a client's 10 s wait once ran out while a parallel test waited for `reddot dev` to stop).
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}
+
 /// Runs programs from tests, off the cooperative thread pool.
 public enum ChildProcess {
+    /// The exit status of `process` once it has ended (exit code, or 128 + the signal that ended
+    /// it), waited for on a thread of its own.
+    public static func exitStatus(of process: Process) async -> Int32 {
+        // The body cannot throw.
+        (try? await onThread { reapedStatus(of: process) }) ?? -1
+    }
+
+    /// The exit status of `process`, waiting for it to end. Not `Process.waitUntilExit`: on
+    /// Linux, Foundation can miss a child's exit and never reap it (a CI run hung for minutes on
+    /// such a zombie). So Foundation is given 5 s to see the exit; after that the child is reaped
+    /// here. Blocks: call it off the cooperative pool.
+    static func reapedStatus(of process: Process) -> Int32 {
+        let seen = Date().addingTimeInterval(5)
+        while process.isRunning, Date() < seen { usleep(10_000) }
+        guard process.isRunning else { return process.terminationStatus }
+        var status: Int32 = 0
+        var reaped: pid_t = -1
+        repeat {
+            reaped = waitpid(process.processIdentifier, &status, 0)
+        } while reaped == -1 && errno == EINTR
+        guard reaped == process.processIdentifier else {
+            // Foundation reaped it meanwhile.
+            while process.isRunning { usleep(10_000) }
+            return process.terminationStatus
+        }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
     /// Runs `executable` to its end in `directory`; returns its status and its standard output
     /// (with standard error too when `mergingStandardError`, else standard error is dropped).
     public static func run(

@@ -77,32 +77,9 @@ extension ChildProcess {
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         group.wait()
         return CommandOutput(
-            exitCode: exitStatus(of: process),
+            exitCode: reapedStatus(of: process),
             stdout: String(decoding: outputData, as: UTF8.self),
             stderr: String(decoding: errorData.data, as: UTF8.self))
-    }
-
-    /// The exit status of `process`, whose pipes have closed. Not `Process.waitUntilExit`: on
-    /// Linux, Foundation can miss a child's exit and never reap it (a CI run hung for minutes on
-    /// such a zombie). So Foundation is given 5 s to see the exit; after that the child is reaped
-    /// here (exit code, or 128 + the signal that ended it). The watchdog still terminates a child
-    /// that runs past its time.
-    private static func exitStatus(of process: Process) -> Int32 {
-        let seen = Date().addingTimeInterval(5)
-        while process.isRunning, Date() < seen { usleep(10_000) }
-        guard process.isRunning else { return process.terminationStatus }
-        var status: Int32 = 0
-        var reaped: pid_t = -1
-        repeat {
-            reaped = waitpid(process.processIdentifier, &status, 0)
-        } while reaped == -1 && errno == EINTR
-        guard reaped == process.processIdentifier else {
-            // Foundation reaped it meanwhile.
-            while process.isRunning { usleep(10_000) }
-            return process.terminationStatus
-        }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 
     /// Written by one reader thread, read after `DispatchGroup.wait()`.
