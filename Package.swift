@@ -9,7 +9,7 @@ let strictSettings: [SwiftSetting] = [
 /// The service modules and the server-side products that the layers on top of them (the
 /// benchmarks, the command line, the executable) all use.
 let servicesAndRuntime: [Target.Dependency] = [
-    "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI",
+    "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "BadgeIngest", "BadgeRollup", "BadgeAPI", "BadgeHooks",
     .product(name: "Hummingbird", package: "hummingbird"),
     .product(name: "Prometheus", package: "swift-prometheus"),
     .product(name: "Metrics", package: "swift-metrics"),
@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // C system libraries: one shim header each, found through pkg-config.
@@ -120,6 +121,22 @@ let package = Package(
             name: "BadgeRollup",
             dependencies: [
                 "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "Backoff",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // Deliveries to other systems from the change feed: signed webhooks (Standard Webhooks).
+        .target(
+            name: "BadgeHooks",
+            dependencies: [
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "Backoff",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

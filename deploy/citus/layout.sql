@@ -19,6 +19,7 @@ SELECT create_reference_table('broadcast_version');
 SELECT create_reference_table('broadcast_change');
 SELECT create_reference_table('aggregation_mode');
 SELECT create_reference_table('applied_event');
+SELECT create_reference_table('webhook_subscription');
 
 -- Per user, in one colocation group: a user's rows of every table sit on one shard.
 SELECT create_distributed_table('user_version', 'user_id');
@@ -38,3 +39,5 @@ SELECT create_distributed_table('applied_action', 'user_id', colocate_with => 'u
 SELECT create_distributed_table('broadcast_clear', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_seen', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('erased_user', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('webhook_user', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('webhook_delivery', 'user_id', colocate_with => 'user_version');

@@ -1,0 +1,302 @@
+import AsyncHTTPClient
+import Backoff
+import BadgeCore
+import BadgeStore
+import Foundation
+public import LibPQ
+public import Logging
+import Metrics
+import NIOCore
+import NIOHTTP1
+import RdKafka
+public import ServiceLifecycle
+import Synchronization
+
+/// `reddot webhooks run`: follows the change feed in a consumer group and turns its records into
+/// deliveries (stored with the feed's position per user, so a record read twice makes none), and
+/// delivers them: signed the Standard Webhooks way, retried with backoff (and `Retry-After`),
+/// dead after the last try.
+public final class WebhookService: Service, Sendable {
+    private let configuration: WebhookConfiguration
+    private let pool: PGPool
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let metrics = Metrics()
+
+    struct Metrics: Sendable {
+        let records = Counter(label: "reddot_webhook_records_total")
+        let unreadable = Counter(label: "reddot_webhook_records_unreadable_total")
+        let enqueued = Counter(label: "reddot_webhook_enqueued_total")
+        let delivered = Counter(label: "reddot_webhook_deliveries_total", dimensions: [("outcome", "delivered")])
+        let retried = Counter(label: "reddot_webhook_deliveries_total", dimensions: [("outcome", "retried")])
+        let dead = Counter(label: "reddot_webhook_deliveries_total", dimensions: [("outcome", "dead")])
+        let latency = Timer(label: "reddot_webhook_request_seconds")
+    }
+
+    public init(configuration: WebhookConfiguration, pool: PGPool, logger: Logger) {
+        (self.configuration, self.pool, self.logger) = (configuration, pool, logger)
+    }
+
+    public func run() async throws {
+        var http = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        http.timeout = .init(connect: .seconds(5), read: Self.timeAmount(configuration.requestTimeout))
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
+        do {
+            try await withGracefulShutdownHandler {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.followOnThread() }
+                    group.addTask { await self.deliverLoop(client) }
+                    group.addTask { await self.pruneLoop() }
+                    try await group.next()
+                    // One part ended (a failure, or the stop): the others stop too.
+                    self.stopping.store(true, ordering: .relaxed)
+                    group.cancelAll()
+                    try await group.waitForAll()
+                }
+            } onGracefulShutdown: {
+                self.stopping.store(true, ordering: .relaxed)
+            }
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+
+    // MARK: Following the feed
+
+    private func followOnThread() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let thread = Thread { continuation.resume(with: Result { try self.follow() }) }
+            thread.name = "reddot.webhooks.follow"
+            thread.start()
+        }
+    }
+
+    /// The consumer's thread: polls batches, plans them, stores deliveries and positions, then
+    /// commits the offsets (a crash between the two re-reads records that then make nothing new).
+    private func follow() throws {
+        var kafka = configuration.kafka
+        kafka.set("group.id", configuration.group)
+        if kafka["auto.offset.reset"] == nil { kafka.set("auto.offset.reset", "earliest") }
+        let consumer = try KafkaConsumer(
+            configuration: kafka, rebalance: KafkaRebalanceHandler(assigned: { _ in [:] }, revoked: { _ in }), logger: logger)
+        defer { consumer.close() }
+        try consumer.subscribe([configuration.topic])
+        logger.info("webhooks follow the change feed", metadata: ["topic": "\(configuration.topic)", "kafka.group": "\(configuration.group)"])
+        var subscriptions: [WebhookSubscription] = []
+        var loadedAt = ContinuousClock.now - .seconds(3600)
+        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10), jitter: true)
+        while !stopping.load(ordering: .relaxed) {
+            var batch: [KafkaRecord] = []
+            let deadline = ContinuousClock.now + .milliseconds(100)
+            while batch.count < 500, ContinuousClock.now < deadline, !stopping.load(ordering: .relaxed) {
+                if let record = try consumer.poll(timeoutMilliseconds: batch.isEmpty ? 200 : 20) { batch.append(record) }
+            }
+            guard !batch.isEmpty else { continue }
+            while !stopping.load(ordering: .relaxed) {
+                do {
+                    if ContinuousClock.now - loadedAt > .seconds(5) {
+                        subscriptions = try blocking { try await self.pool.withConnection { try WebhookStore.subscriptions(on: $0) } }
+                        loadedAt = .now
+                    }
+                    try store(batch, subscriptions: subscriptions)
+                    backoff.reset()
+                    break
+                } catch {
+                    logger.warning("webhooks: storing a batch of the feed failed; retrying", metadata: ["error": "\(error)"])
+                    Backoff.sleepOnThread(backoff.next(), stopWhen: { self.stopping.load(ordering: .relaxed) })
+                }
+            }
+            guard !stopping.load(ordering: .relaxed) else { return }
+            var next: [TopicPartition: Int64] = [:]
+            for record in batch { next[record.topicPartition] = max(next[record.topicPartition] ?? 0, record.offset + 1) }
+            do {
+                try consumer.commitSynchronously(next)
+            } catch {
+                // The records are stored; the next reader of these partitions makes nothing new of them.
+                logger.warning("webhooks: committing the feed's offsets failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func store(_ batch: [KafkaRecord], subscriptions: [WebhookSubscription]) throws {
+        var records: [ChangeRecord] = []
+        for record in batch {
+            metrics.records.increment()
+            // A tombstone (an erased user's key) carries nothing to deliver.
+            guard let payload = record.payload else { continue }
+            switch ChangeRecord.decode(payload) {
+            case .success(let change): records.append(change)
+            case .failure(let problem):
+                metrics.unreadable.increment()
+                logger.warning(
+                    "webhooks: a feed record cannot be read; skipped",
+                    metadata: ["partition": "\(record.partition)", "offset": "\(record.offset)", "error": "\(problem)"])
+            }
+        }
+        let users = Set(records.compactMap { record -> String? in
+            if case .user(let change) = record { return change.user }
+            return nil
+        })
+        guard !records.isEmpty else { return }
+        let planned = records
+        let added = try blocking {
+            try await self.pool.withConnection { connection in
+                var positions = try WebhookStore.positions(of: Array(users), on: connection)
+                let deliveries = WebhookPlanner.plan(planned, positions: &positions, subscriptions: subscriptions)
+                return try WebhookStore.record(deliveries, positions: positions.filter { users.contains($0.key) }, on: connection)
+            }
+        }
+        metrics.enqueued.increment(by: added)
+    }
+
+    /// Runs `body` from the consumer's thread and waits for it (never on the cooperative pool).
+    private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let semaphore = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        Task {
+            let result: Result<T, any Error>
+            do {
+                result = .success(try await body())
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            semaphore.signal()
+        }
+        semaphore.wait()
+        return try outcome.withLock { $0! }.get()
+    }
+
+    // MARK: Delivering
+
+    private func deliverLoop(_ client: HTTPClient) async {
+        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10), jitter: true)
+        let lease = configuration.requestTimeout + .seconds(30)
+        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
+            let claimed: [WebhookStore.Claimed]
+            do {
+                claimed = try await pool.withConnection { [configuration] in
+                    try WebhookStore.claim(limit: configuration.concurrency, lease: lease, on: $0)
+                }
+                backoff.reset()
+            } catch {
+                logger.warning("webhooks: claiming deliveries failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: backoff.next())
+                continue
+            }
+            if claimed.isEmpty {
+                try? await Task.sleep(for: .milliseconds(250))
+                continue
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for delivery in claimed { group.addTask { await self.deliver(delivery, client) } }
+            }
+        }
+    }
+
+    private func deliver(_ delivery: WebhookStore.Claimed, _ client: HTTPClient) async {
+        let outcome = await attempt(delivery, client)
+        let retryDelay: Duration?
+        switch outcome {
+        case .delivered:
+            retryDelay = nil
+        case .failed(_, let retryAfter):
+            retryDelay = configuration.retryDelay(after: delivery.attempt, retryAfter: retryAfter)
+        }
+        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(5), jitter: true)
+        // The result is stored, or the lease runs out and the delivery is tried again.
+        for _ in 0..<10 {
+            do {
+                try await pool.withConnection { connection in
+                    switch outcome {
+                    case .delivered: try WebhookStore.delivered(delivery, on: connection)
+                    case .failed(let error, _): try WebhookStore.failed(delivery, error: error, retryAfter: retryDelay, on: connection)
+                    }
+                }
+                break
+            } catch {
+                logger.warning("webhooks: storing a delivery's outcome failed", metadata: ["id": "\(delivery.id)", "error": "\(error)"])
+                try? await Task.sleep(for: backoff.next())
+            }
+        }
+        switch outcome {
+        case .delivered:
+            metrics.delivered.increment()
+        case .failed(let error, _):
+            if let retryDelay {
+                metrics.retried.increment()
+                logger.info(
+                    "webhooks: a try failed; retrying",
+                    metadata: [
+                        "id": "\(delivery.id)", "subscription": "\(delivery.subscription)", "attempt": "\(delivery.attempt)",
+                        "retry_in": "\(retryDelay)", "error": "\(error)",
+                    ])
+            } else {
+                metrics.dead.increment()
+                logger.warning(
+                    "webhooks: a delivery's last try failed; it is dead (reddot webhooks replay sends it again)",
+                    metadata: ["id": "\(delivery.id)", "subscription": "\(delivery.subscription)", "attempts": "\(delivery.attempt)", "error": "\(error)"])
+            }
+        }
+    }
+
+    enum Outcome {
+        case delivered
+        case failed(String, retryAfter: Duration?)
+    }
+
+    private func attempt(_ delivery: WebhookStore.Claimed, _ client: HTTPClient) async -> Outcome {
+        guard let key = WebhookSubscription.key(of: delivery.secret) else { return .failed("the subscription's secret is not a whsec_ secret", retryAfter: nil) }
+        let timestamp = Int64(Date().timeIntervalSince1970)
+        var request = HTTPClientRequest(url: delivery.url)
+        request.method = .POST
+        request.headers.add(name: "content-type", value: "application/json")
+        request.headers.add(name: "user-agent", value: "RedDot-Webhooks")
+        request.headers.add(name: "webhook-id", value: delivery.id)
+        request.headers.add(name: "webhook-timestamp", value: String(timestamp))
+        request.headers.add(
+            name: "webhook-signature", value: WebhookSignature.sign(id: delivery.id, timestamp: timestamp, body: delivery.payload, key: key))
+        request.body = .bytes(ByteBuffer(string: delivery.payload))
+        let started = ContinuousClock.now
+        defer { metrics.latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - started)) }
+        do {
+            let response = try await client.execute(request, timeout: Self.timeAmount(configuration.requestTimeout))
+            // The body is read (and dropped) so the connection can serve the next try.
+            _ = try? await response.body.collect(upTo: 64 << 10)
+            if (200..<300).contains(response.status.code) { return .delivered }
+            let retryAfter = [429, 503].contains(response.status.code) ? WebhookConfiguration.retryAfter(response.headers.first(name: "retry-after")) : nil
+            return .failed("HTTP \(response.status.code)", retryAfter: retryAfter)
+        } catch {
+            return .failed("\(error)", retryAfter: nil)
+        }
+    }
+
+    // MARK: Retention
+
+    private func pruneLoop() async {
+        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
+            do {
+                var removed = 0
+                repeat {
+                    removed = try await pool.withConnection { [configuration] in
+                        try WebhookStore.prune(olderThan: configuration.retention, limit: 1000, on: $0)
+                    }
+                } while removed == 1000 && !stopping.load(ordering: .relaxed)
+            } catch {
+                logger.warning("webhooks: pruning old deliveries failed", metadata: ["error": "\(error)"])
+            }
+            for _ in 0..<600 where !stopping.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(100)) }
+        }
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(nanoseconds(duration))
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
