@@ -250,6 +250,16 @@ let package = Package(
         .testTarget(name: "BadgePublishTests", dependencies: ["BadgePublish", "BadgeCore"], swiftSettings: strictSettings),
         .testTarget(
             name: "RedDotCommandLineTests", dependencies: ["RedDotCommandLine", "RdKafka"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "BadgeHooksTests",
+            dependencies: [
+                "BadgeHooks", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeStoreTests",

@@ -19,6 +19,8 @@ public enum ExitCodes {
     public static let usage: Int32 = 64
     /// Input data is wrong: migration files that do not match the history, an invalid badge path.
     public static let dataError: Int32 = 65
+    /// What the command was asked to act on does not exist (EX_NOINPUT).
+    public static let noInput: Int32 = 66
     /// The database cannot be reached.
     public static let unavailable: Int32 = 69
     /// Temporary: a lock was busy; try again later.
