@@ -255,6 +255,7 @@ let package = Package(
             dependencies: [
                 "BadgeHooks", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

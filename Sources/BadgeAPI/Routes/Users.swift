@@ -29,10 +29,15 @@ extension BadgeAPI {
     /// valid user id (400). The user need not exist: an export of nobody is empty, and erasing
     /// nobody still marks the id, so that events already on their way stay out.
     private func authorizeAdmin(_ request: Request, _ context: BasicRequestContext) async throws -> UserID {
+        try await requireAdmin(request, for: "a user's export and erasure")
+        return try Self.pathUser(context)
+    }
+
+    /// A token (401) with the admin scope (403, naming `what` needs it).
+    func requireAdmin(_ request: Request, for what: String) async throws {
         let principal = try await authenticator.authenticate(request.headers[.authorization])
         guard principal.isAdmin else {
-            throw APIError(.forbidden, code: "forbidden", message: "a user's export and erasure need a token with scope reddot:admin")
+            throw APIError(.forbidden, code: "forbidden", message: "\(what) need a token with scope reddot:admin")
         }
-        return try Self.pathUser(context)
     }
 }

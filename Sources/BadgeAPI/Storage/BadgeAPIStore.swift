@@ -58,6 +58,18 @@ public protocol BadgeAPIStore: Sendable {
     /// Removes everything stored on `user` and keeps their late events out (`UserData.erase`).
     func eraseUser(_ user: UserID, deadline: ContinuousClock.Instant) async throws -> UserData.Erasure
 
+    /// The webhook subscriptions, by id (`WebhookStore`).
+    func webhooks(deadline: ContinuousClock.Instant) async throws -> [WebhookSubscription]
+
+    /// Stores `subscription`, replacing the one with its id; true when it is new.
+    func putWebhook(_ subscription: WebhookSubscription, deadline: ContinuousClock.Instant) async throws -> Bool
+
+    /// Removes the subscription `id` and its pending deliveries; false when there was none.
+    func removeWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Bool
+
+    /// Makes the dead deliveries of subscription `id` pending again; how many.
+    func replayWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Int
+
     /// Whether a read may answer from a replica that lags behind the writes (then the read after
     /// an action asks for ``ReadFloor/latest``). False by default.
     var readsMayLag: Bool { get }

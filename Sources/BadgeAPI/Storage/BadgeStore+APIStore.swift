@@ -81,6 +81,24 @@ extension BadgeStore: BadgeAPIStore {
         return try await Self.racing(deadline) { try await eraseUser(user, settle: settle) }
     }
 
+    public func webhooks(deadline: ContinuousClock.Instant) async throws -> [WebhookSubscription] {
+        try await pool.withConnection(deadline: deadline) { connection in try WebhookStore.subscriptions(on: connection) }
+    }
+
+    public func putWebhook(_ subscription: WebhookSubscription, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await pool.withConnection(deadline: deadline) { connection in try WebhookStore.put(subscription, on: connection) }
+    }
+
+    public func removeWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await pool.withConnection(deadline: deadline) { connection in try WebhookStore.remove(id, on: connection) }
+    }
+
+    public func replayWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Int {
+        try await pool.withConnection(deadline: deadline) { connection in
+            try WebhookStore.replay(id: nil, user: nil, subscription: id, on: connection)
+        }
+    }
+
     /// The database answers, and its schema is at the version this build needs.
     public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] {
         do {

@@ -24,6 +24,8 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     public static let historyVersions: Int64 = 1_000
 
     private let users = Mutex<[UserID: UserBadges]>([:])
+    /// Webhook subscriptions by id (no deliveries: nothing here follows a feed).
+    private let hooks = Mutex<[String: WebhookSubscription]>([:])
     /// Told of every change, as PostgreSQL's notifications tell the production hub.
     private let hub: ChangeHub?
     /// How ``tree(for:at:depth:)`` displays counts.
@@ -170,6 +172,21 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
         let removed = users.withLock { $0.removeValue(forKey: user) != nil }
         return UserData.Erasure(user: user.rawValue, rows: removed ? ["user_version": 1] : [:], deadLetters: 0, settled: true)
     }
+
+    public func webhooks(deadline: ContinuousClock.Instant) async throws -> [WebhookSubscription] {
+        hooks.withLock { $0.values.sorted { $0.id < $1.id } }
+    }
+
+    public func putWebhook(_ subscription: WebhookSubscription, deadline: ContinuousClock.Instant) async throws -> Bool {
+        hooks.withLock { $0.updateValue(subscription, forKey: subscription.id) == nil }
+    }
+
+    public func removeWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Bool {
+        hooks.withLock { $0.removeValue(forKey: id) != nil }
+    }
+
+    /// Nothing is ever dead here.
+    public func replayWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Int { 0 }
 
     /// Always ready.
     public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] { [] }

@@ -111,6 +111,22 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         try await primary.eraseUser(user, deadline: deadline)
     }
 
+    public func webhooks(deadline: ContinuousClock.Instant) async throws -> [WebhookSubscription] {
+        try await primary.webhooks(deadline: deadline)
+    }
+
+    public func putWebhook(_ subscription: WebhookSubscription, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await primary.putWebhook(subscription, deadline: deadline)
+    }
+
+    public func removeWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await primary.removeWebhook(id, deadline: deadline)
+    }
+
+    public func replayWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Int {
+        try await primary.replayWebhook(id, deadline: deadline)
+    }
+
     public func act(
         _ operation: BadgeOperation, at path: BadgePath, for user: UserID, seenVersion: Int64?, actionID: ActionID?,
         deadline: ContinuousClock.Instant
