@@ -243,7 +243,7 @@ struct APIRouteTests {
             for route in [
                 "/v1/users/{user}/badges:", "/v1/users/{user}/badges/clear:", "/v1/users/{user}/badges/stream:", "/v1/events:",
                 "/v1/users/{user}/badges/mute:", "/v1/users/{user}/badges/unmute:", "/v1/users/{user}/export:", "/v1/users/{user}:",
-                "/healthz:", "/readyz:", "/metrics:", "/openapi.yaml:",
+                "/v1/webhooks:", "/v1/webhooks/{id}:", "/v1/webhooks/{id}/replay:", "/healthz:", "/readyz:", "/metrics:", "/openapi.yaml:",
             ] {
                 #expect(document.text.contains("  \(route)\n"), "\(route)")
             }
