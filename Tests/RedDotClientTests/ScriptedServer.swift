@@ -56,11 +56,19 @@ final class ScriptedServer: Sendable {
         }
         port = Int(UInt16(bigEndian: address.sin_port))
         let listening = listener
+        // The accept thread closes the listener itself, once it no longer accepts: a descriptor
+        // closed by `stop()` could be reused at once by another test's socket while this thread
+        // is about to call `accept` on the number, and it would then take that test's connections.
         Thread.detachNewThread { [self] in
+            defer { close(listening) }
             while !stopped.load(ordering: .relaxed) {
                 let connection = accept(listening, nil, nil)
                 guard connection >= 0 else { continue }
                 _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+                guard !stopped.load(ordering: .relaxed) else {
+                    close(connection)
+                    break
+                }
                 Thread.detachNewThread { [self] in serve(connection, answer) }
             }
         }
@@ -71,10 +79,10 @@ final class ScriptedServer: Sendable {
     /// The requests received so far.
     var requests: [Request] { log.withLock { $0 } }
 
+    /// Stops accepting: wakes the accept thread, which closes the listener.
     func stop() {
         stopped.store(true, ordering: .relaxed)
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func serve(_ connection: Int32, _ answer: @Sendable (Request, Int) -> Answer) {
