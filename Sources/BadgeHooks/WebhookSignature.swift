@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 
 /// Standard Webhooks signing: `webhook-signature: v1,<base64 HMAC-SHA256>` over
 /// `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes (`whsec_` + base64).
@@ -12,8 +12,13 @@ public enum WebhookSignature {
     }
 
     /// Whether `header` (space-separated signatures, as a receiver gets them) holds a `v1`
-    /// signature of `body` for `key`; compared in constant time.
-    public static func verify(header: String, id: String, timestamp: Int64, body: String, key: [UInt8]) -> Bool {
+    /// signature of `body` for `key`, compared in constant time, and `timestamp` is within
+    /// `tolerance` of `now` (an old delivery replayed by someone else is refused).
+    public static func verify(
+        header: String, id: String, timestamp: Int64, body: String, key: [UInt8], now: Date = Date(), tolerance: Duration = .seconds(300)
+    ) -> Bool {
+        let age = now.timeIntervalSince1970 - Double(timestamp)
+        guard abs(age) <= Double(tolerance.components.seconds) else { return false }
         let content = Data("\(id).\(timestamp).\(body)".utf8)
         for part in header.split(separator: " ") where part.hasPrefix("v1,") {
             guard let signature = Data(base64Encoded: String(part.dropFirst(3))) else { continue }

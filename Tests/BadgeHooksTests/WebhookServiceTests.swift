@@ -13,9 +13,10 @@ import Testing
 
 @testable import BadgeHooks
 
-/// An HTTP endpoint on loopback that records every delivery and answers as its path says:
-/// `/ok` 200; `/flaky` 503 with `Retry-After: 1` on a delivery's first try, then 200; `/down`
-/// 500 until `downIsUp`.
+/// An HTTP endpoint on loopback that records every delivery, verifies its signature as a
+/// Standard Webhooks receiver does (401 when it fails: `/stranger` holds another key than the
+/// sender's), and answers as its path says: `/ok` 200; `/flaky` 503 with `Retry-After: 1` on a
+/// delivery's first try, then 200; `/down` 500 until `downIsUp`.
 final class Receiver: Sendable {
     struct Got: Sendable {
         var endpoint: String
@@ -28,6 +29,9 @@ final class Receiver: Sendable {
 
     let got = Mutex<[Got]>([])
     let downIsUp = Atomic<Bool>(false)
+    let key: [UInt8]
+
+    init(key: [UInt8]) { self.key = key }
 
     func requests(_ endpoint: String) -> [Got] { got.withLock { $0.filter { $0.endpoint == endpoint } } }
 
@@ -35,6 +39,10 @@ final class Receiver: Sendable {
         let earlier = got.withLock { received in
             defer { received.append(request) }
             return received.filter { $0.id == request.id }.count
+        }
+        let key = request.endpoint == "stranger" ? Array(self.key.reversed()) : self.key
+        guard WebhookSignature.verify(header: request.signature, id: request.id, timestamp: request.timestamp, body: request.body, key: key) else {
+            return Response(status: .unauthorized)
         }
         switch request.endpoint {
         case "ok": return Response(status: .ok)
@@ -85,17 +93,18 @@ struct WebhookServiceTests {
         let topic = "changes-\(UInt32.random(in: 0...UInt32.max))"
         try cluster.createTopic(topic, partitions: 2)
         let migrated = try await MigratedDatabase.create(prefix: "hooks", logger: logger)
-        let receiver = Receiver()
+        let secret = WebhookSubscription.makeSecret()
+        let key = try #require(WebhookSubscription.key(of: secret))
+        let receiver = Receiver(key: key)
         let (port, serving) = try await receiver.start(logger: logger)
         defer { serving.cancel() }
 
-        let secret = WebhookSubscription.makeSecret()
-        let key = try #require(WebhookSubscription.key(of: secret))
         let subscriptions = try [
             WebhookSubscription(id: "crm", url: "http://127.0.0.1:\(port)/ok", secret: secret, paths: ["root.chat"], kinds: ["cleared", "root"]),
             WebhookSubscription(id: "flaky", url: "http://127.0.0.1:\(port)/flaky", secret: secret, paths: ["root"], kinds: ["root"]),
             WebhookSubscription(id: "down", url: "http://127.0.0.1:\(port)/down", secret: secret, paths: ["root"], kinds: ["root"]),
             WebhookSubscription(id: "bc", url: "http://127.0.0.1:\(port)/ok", secret: secret, paths: ["root"], kinds: ["broadcasts"]),
+            WebhookSubscription(id: "stranger", url: "http://127.0.0.1:\(port)/stranger", secret: secret, paths: ["root"], kinds: ["root"]),
         ]
         try await migrated.pool.withConnection { connection in
             for subscription in subscriptions { try WebhookStore.put(subscription, on: connection) }
@@ -131,23 +140,24 @@ struct WebhookServiceTests {
                 return counts
             }
         }
-        // crm: ann's root at 1, her clear and root at 2, bob's root; flaky and down: 3 roots each; bc: 1.
+        // crm: ann's root at 1, her clear and root at 2, bob's root; flaky, down and stranger: 3 roots each; bc: 1.
         let settled = ContinuousClock.now + .seconds(60)
         var counts: [String: Int] = [:]
         while ContinuousClock.now < settled {
             counts = try await delivered()
-            if counts["delivered"] == 8 && counts["dead"] == 3 { break }
+            if counts["delivered"] == 8 && counts["dead"] == 6 { break }
             try await Task.sleep(for: .milliseconds(200))
         }
-        #expect(counts == ["pending": 0, "delivered": 8, "dead": 3], "\(counts)")
+        #expect(counts == ["pending": 0, "delivered": 8, "dead": 6], "\(counts)")
 
-        // Every request is signed for its id, timestamp and body, with a timestamp of now.
+        // Every request is signed for its id, timestamp and body, with a timestamp of now; the
+        // receiver that holds another key refused each (401), and they died of it.
         let all = receiver.got.withLock { $0 }
-        let now = Int64(Date().timeIntervalSince1970)
         for request in all {
             #expect(WebhookSignature.verify(header: request.signature, id: request.id, timestamp: request.timestamp, body: request.body, key: key), "\(request)")
-            #expect(abs(request.timestamp - now) < 120)
         }
+        let refused = try await migrated.pool.withConnection { try WebhookStore.list(state: "dead", subscription: "stranger", limit: 10, on: $0) }
+        #expect(refused.count == 3 && refused.allSatisfy { $0.lastError == "HTTP 401" }, "\(refused)")
         let crm = receiver.requests("ok").filter { !$0.body.contains("broadcasts.changed") }
         #expect(crm.map { WebhookUnitTests.data($0.body) }.sorted() == [
             #"{"own_version":1,"previous_root":null,"root":{"count":1,"unseen":1},"user":"bob","version":1}"#,
@@ -174,7 +184,7 @@ struct WebhookServiceTests {
         #expect(replayed == 3)
         let backBy = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < backBy, try await delivered()["delivered"] != 11 { try await Task.sleep(for: .milliseconds(200)) }
-        #expect(try await delivered() == ["pending": 0, "delivered": 11, "dead": 0])
+        #expect(try await delivered() == ["pending": 0, "delivered": 11, "dead": 3])
         #expect(Set(receiver.requests("down").map(\.id)) == Set(down.keys))
 
         // A second reader of the whole feed (another group) makes nothing new.
@@ -186,7 +196,7 @@ struct WebhookServiceTests {
         let requestsBefore = receiver.got.withLock { $0.count }
         try await Task.sleep(for: .seconds(4))
         #expect(receiver.got.withLock { $0.count } == requestsBefore)
-        #expect(try await delivered() == ["pending": 0, "delivered": 11, "dead": 0])
+        #expect(try await delivered() == ["pending": 0, "delivered": 11, "dead": 3])
 
         await groupAgain.triggerGracefulShutdown()
         await group.triggerGracefulShutdown()

@@ -9,16 +9,22 @@ import Testing
 struct WebhookUnitTests {
     static let key = Array(0..<32).map(UInt8.init)
 
-    @Test("the signature equals Python's hmac/hashlib over id.timestamp.body, and verifies; another body, id or key does not")
+    @Test("the signature equals Python's hmac/hashlib over id.timestamp.body, and verifies; a tampered body, another id or key, or an old timestamp does not")
     func signature() {
         // python3: base64(hmac.new(bytes(range(32)), b'msg_1.1700000000.{"type":"badge.root"}', sha256).digest())
         let body = #"{"type":"badge.root"}"#
         let signed = WebhookSignature.sign(id: "msg_1", timestamp: 1_700_000_000, body: body, key: Self.key)
         #expect(signed == "v1,SEum0YK8bZkq7/ATZErM3NaZN2CKpJfUAs/uRCATSAs=")
-        #expect(WebhookSignature.verify(header: "v1,bogus \(signed)", id: "msg_1", timestamp: 1_700_000_000, body: body, key: Self.key))
-        #expect(!WebhookSignature.verify(header: signed, id: "msg_1", timestamp: 1_700_000_000, body: body + " ", key: Self.key))
-        #expect(!WebhookSignature.verify(header: signed, id: "msg_2", timestamp: 1_700_000_000, body: body, key: Self.key))
-        #expect(!WebhookSignature.verify(header: signed, id: "msg_1", timestamp: 1_700_000_000, body: body, key: Array(Self.key.reversed())))
+        let then = Date(timeIntervalSince1970: 1_700_000_100)
+        #expect(WebhookSignature.verify(header: "v1,bogus \(signed)", id: "msg_1", timestamp: 1_700_000_000, body: body, key: Self.key, now: then))
+        #expect(!WebhookSignature.verify(header: signed, id: "msg_1", timestamp: 1_700_000_000, body: #"{"type":"badge.rooT"}"#, key: Self.key, now: then))
+        #expect(!WebhookSignature.verify(header: signed, id: "msg_2", timestamp: 1_700_000_000, body: body, key: Self.key, now: then))
+        #expect(!WebhookSignature.verify(header: signed, id: "msg_1", timestamp: 1_700_000_000, body: body, key: Array(Self.key.reversed()), now: then))
+        #expect(!WebhookSignature.verify(header: "v2,\(signed.dropFirst(3))", id: "msg_1", timestamp: 1_700_000_000, body: body, key: Self.key, now: then))
+        // Six minutes old, or from the future by as much: refused, though the signature is right.
+        let late = Date(timeIntervalSince1970: 1_700_000_360)
+        #expect(!WebhookSignature.verify(header: signed, id: "msg_1", timestamp: 1_700_000_000, body: body, key: Self.key, now: late))
+        #expect(!WebhookSignature.verify(header: signed, id: "msg_1", timestamp: 1_700_000_000, body: body, key: Self.key, now: Date(timeIntervalSince1970: 1_699_999_640)))
     }
 
     @Test("a subscription is checked field by field, with a sentence; a made secret is a whsec_ of 32 bytes")
