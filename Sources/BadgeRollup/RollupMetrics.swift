@@ -17,6 +17,8 @@ final class RollupMetrics: Sendable {
     let queueDepth = Gauge(label: "reddot_rollup_queue_depth_users")
     /// Change-log records pruned after the retention.
     let prunedChanges = Counter(label: "reddot_rollup_change_log_pruned_total")
+    let prunedBroadcasts = Counter(label: "reddot_rollup_withdrawn_broadcasts_pruned_total")
+    let prunedDismissals = Counter(label: "reddot_rollup_withdrawn_dismissals_pruned_total")
     /// Of them, records the change feed had not published (they never reach the topic).
     let prunedUnpublished = Counter(label: "reddot_rollup_change_log_pruned_unpublished_total")
     /// Records in the change log (PostgreSQL's estimate).

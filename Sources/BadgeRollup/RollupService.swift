@@ -133,6 +133,29 @@ public struct RollupService: Service {
         return pruned
     }
 
+    /// Deletes the withdrawn broadcasts older than the retention and users' dismissals of them,
+    /// in steps of `expiryBatchSize` (nothing when the retention is off).
+    ///
+    /// - Returns: the broadcasts and the dismissals removed.
+    @discardableResult
+    public func pruneWithdrawnBroadcasts() async throws -> (broadcasts: Int, dismissals: Int) {
+        var total = (broadcasts: 0, dismissals: 0)
+        guard let retention = configuration.withdrawnBroadcastRetention else { return total }
+        let limit = configuration.expiryBatchSize
+        let cutoff = Date().addingTimeInterval(-Self.seconds(retention))
+        while !Task.isCancelled {
+            let step = try await pool.withTransaction { connection in
+                try BadgeStore.pruneWithdrawnBroadcasts(olderThan: cutoff, limit: limit, on: connection)
+            }
+            total.dismissals += step.dismissals
+            total.broadcasts += step.broadcasts
+            if step.dismissals == 0 { break }
+        }
+        metrics.prunedBroadcasts.increment(by: total.broadcasts)
+        metrics.prunedDismissals.increment(by: total.dismissals)
+        return total
+    }
+
     private static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
@@ -208,6 +231,7 @@ public struct RollupService: Service {
                 try await sweepExpired()
                 if ContinuousClock.now - lastPrune >= configuration.changePruneInterval {
                     try await pruneChangeLog()
+                    try await pruneWithdrawnBroadcasts()
                     lastPrune = ContinuousClock.now
                 }
                 if ContinuousClock.now - lastDepth >= configuration.queueDepthInterval {

@@ -46,6 +46,10 @@ public struct RollupOptions: ParsableArguments {
     public var changesTopic: String?
     @Flag(name: .customLong("no-change-feed"), help: "Do not publish the change feed (the log is still kept, for delta polling and resume).")
     public var noChangeFeed = false
+    @Option(
+        name: .customLong("withdrawn-broadcast-retention-days"),
+        help: "Days a withdrawn broadcast (cleared for everyone, or expired) and users' dismissals of it are kept; 0 keeps them.")
+    public var withdrawnBroadcastRetentionDays = 30
     @Option(name: .customLong("changes-count-cap"), help: "Counts above this show as N+ in the feed's node texts (as serve's --count-cap).")
     public var changesCountCap: Int64 = 99
 
@@ -67,7 +71,8 @@ public struct RollupOptions: ParsableArguments {
         guard changesCountCap >= 1 else { throw ValidationError("--changes-count-cap takes a number ≥ 1") }
         let problem = RollupConfiguration.flagProblem(
             workers: workers, batchSize: batchSize, idleMilliseconds: idleMilliseconds, expiryIntervalMilliseconds: expiryIntervalMilliseconds,
-            changeRetentionHours: changeRetentionHours, backlogRecords: backlogRecords)
+            changeRetentionHours: changeRetentionHours, backlogRecords: backlogRecords,
+            withdrawnBroadcastRetentionDays: withdrawnBroadcastRetentionDays)
         if let problem { throw ValidationError(problem) }
     }
 
@@ -108,6 +113,7 @@ public struct RollupOptions: ParsableArguments {
         let configuration = RollupConfiguration(
             workers: workers, batchSize: batchSize, idleInterval: .milliseconds(idleMilliseconds),
             expiryInterval: .milliseconds(expiryIntervalMilliseconds), changeRetention: .seconds(changeRetentionHours * 3_600),
+            withdrawnBroadcastRetention: withdrawnBroadcastRetentionDays == 0 ? nil : .seconds(withdrawnBroadcastRetentionDays * 86_400),
             backlogRecords: backlogRecords)
         return RollupService(database: database.configuration(), configuration: configuration, logger: logger)
     }

@@ -19,4 +19,19 @@ struct RollupFlagTests {
         #expect(problem(backlog: -1) == "--rollup-backlog-records takes 0…1000000000000")
         #expect(problem(backlog: Int64.max) == "--rollup-backlog-records takes 0…1000000000000")
     }
+
+    @Test("withdrawn broadcasts: 0 keeps them, else at least the change log's retention, at most 100 years")
+    func withdrawnRetention() {
+        func problem(days: Int, changeHours: Double = 24) -> String? {
+            RollupConfiguration.flagProblem(
+                workers: 2, batchSize: 500, idleMilliseconds: 20, expiryIntervalMilliseconds: 1_000, changeRetentionHours: changeHours,
+                withdrawnBroadcastRetentionDays: days)
+        }
+        #expect(problem(days: 30) == nil && problem(days: 0) == nil && problem(days: 1) == nil && problem(days: 36_500) == nil)
+        #expect(problem(days: -1) == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
+        #expect(problem(days: 36_501) == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
+        #expect(problem(days: Int.max) == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
+        #expect(problem(days: 2, changeHours: 72)?.contains("at least --change-retention-hours") == true)
+        #expect(problem(days: 0, changeHours: 72) == nil)
+    }
 }
