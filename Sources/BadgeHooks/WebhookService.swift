@@ -22,6 +22,7 @@ public final class WebhookService: Service, Sendable {
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
     private let metrics = Metrics()
+    private let follower: FeedFollower
 
     struct Metrics: Sendable {
         let records = Counter(label: "reddot_webhook_records_total")
@@ -35,6 +36,10 @@ public final class WebhookService: Service, Sendable {
 
     public init(configuration: WebhookConfiguration, pool: PGPool, logger: Logger) {
         (self.configuration, self.pool, self.logger) = (configuration, pool, logger)
+        let unreadable = metrics.unreadable
+        follower = FeedFollower(
+            kafka: configuration.kafka, topic: configuration.topic, group: configuration.group, logger: logger,
+            unreadable: { unreadable.increment() })
     }
 
     public func run() async throws {
@@ -44,17 +49,17 @@ public final class WebhookService: Service, Sendable {
         do {
             try await withGracefulShutdownHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await self.followOnThread() }
+                    group.addTask { try await self.follow() }
                     group.addTask { await self.deliverLoop(client) }
                     group.addTask { await self.pruneLoop() }
                     try await group.next()
                     // One part ended (a failure, or the stop): the others stop too.
-                    self.stopping.store(true, ordering: .relaxed)
+                    self.stop()
                     group.cancelAll()
                     try await group.waitForAll()
                 }
             } onGracefulShutdown: {
-                self.stopping.store(true, ordering: .relaxed)
+                self.stop()
             }
         } catch {
             try? await client.shutdown()
@@ -65,108 +70,34 @@ public final class WebhookService: Service, Sendable {
 
     // MARK: Following the feed
 
-    private func followOnThread() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let thread = Thread { continuation.resume(with: Result { try self.follow() }) }
-            thread.name = "reddot.webhooks.follow"
-            thread.start()
-        }
-    }
-
-    /// The consumer's thread: polls batches, plans them, stores deliveries and positions, then
-    /// commits the offsets (a crash between the two re-reads records that then make nothing new).
-    private func follow() throws {
-        var kafka = configuration.kafka
-        kafka.set("group.id", configuration.group)
-        if kafka["auto.offset.reset"] == nil { kafka.set("auto.offset.reset", "earliest") }
-        let consumer = try KafkaConsumer(
-            configuration: kafka, rebalance: KafkaRebalanceHandler(assigned: { _ in [:] }, revoked: { _ in }), logger: logger)
-        defer { consumer.close() }
-        try consumer.subscribe([configuration.topic])
-        logger.info("webhooks follow the change feed", metadata: ["topic": "\(configuration.topic)", "kafka.group": "\(configuration.group)"])
-        var subscriptions: [WebhookSubscription] = []
-        var loadedAt = ContinuousClock.now - .seconds(3600)
-        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10), jitter: true)
-        while !stopping.load(ordering: .relaxed) {
-            var batch: [KafkaRecord] = []
-            let deadline = ContinuousClock.now + .milliseconds(100)
-            while batch.count < 500, ContinuousClock.now < deadline, !stopping.load(ordering: .relaxed) {
-                if let record = try consumer.poll(timeoutMilliseconds: batch.isEmpty ? 200 : 20) { batch.append(record) }
+    /// Turns each batch of the feed into deliveries: the positions of its users, the planner,
+    /// then the deliveries and the new positions in one transaction.
+    private func follow() async throws {
+        let subscriptions = Mutex<(list: [WebhookSubscription], loadedAt: ContinuousClock.Instant)?>(nil)
+        try await follower.run { [pool, metrics] records in
+            metrics.records.increment(by: records.count)
+            var current = subscriptions.withLock { $0 }
+            if current == nil || ContinuousClock.now - current!.loadedAt > .seconds(5) {
+                current = (try await pool.withConnection { try WebhookStore.subscriptions(on: $0) }, .now)
+                subscriptions.withLock { $0 = current }
             }
-            guard !batch.isEmpty else { continue }
-            while !stopping.load(ordering: .relaxed) {
-                do {
-                    if ContinuousClock.now - loadedAt > .seconds(5) {
-                        subscriptions = try blocking { try await self.pool.withConnection { try WebhookStore.subscriptions(on: $0) } }
-                        loadedAt = .now
-                    }
-                    try store(batch, subscriptions: subscriptions)
-                    backoff.reset()
-                    break
-                } catch {
-                    logger.warning("webhooks: storing a batch of the feed failed; retrying", metadata: ["error": "\(error)"])
-                    Backoff.sleepOnThread(backoff.next(), stopWhen: { self.stopping.load(ordering: .relaxed) })
-                }
-            }
-            guard !stopping.load(ordering: .relaxed) else { return }
-            var next: [TopicPartition: Int64] = [:]
-            for record in batch { next[record.topicPartition] = max(next[record.topicPartition] ?? 0, record.offset + 1) }
-            do {
-                try consumer.commitSynchronously(next)
-            } catch {
-                // The records are stored; the next reader of these partitions makes nothing new of them.
-                logger.warning("webhooks: committing the feed's offsets failed", metadata: ["error": "\(error)"])
-            }
-        }
-    }
-
-    private func store(_ batch: [KafkaRecord], subscriptions: [WebhookSubscription]) throws {
-        var records: [ChangeRecord] = []
-        for record in batch {
-            metrics.records.increment()
-            // A tombstone (an erased user's key) carries nothing to deliver.
-            guard let payload = record.payload else { continue }
-            switch ChangeRecord.decode(payload) {
-            case .success(let change): records.append(change)
-            case .failure(let problem):
-                metrics.unreadable.increment()
-                logger.warning(
-                    "webhooks: a feed record cannot be read; skipped",
-                    metadata: ["partition": "\(record.partition)", "offset": "\(record.offset)", "error": "\(problem)"])
-            }
-        }
-        let users = Set(records.compactMap { record -> String? in
-            if case .user(let change) = record { return change.user }
-            return nil
-        })
-        guard !records.isEmpty else { return }
-        let planned = records
-        let added = try blocking {
-            try await self.pool.withConnection { connection in
+            let list = current!.list
+            let users = Set(records.compactMap { record -> String? in
+                if case .user(let change) = record { return change.user }
+                return nil
+            })
+            let added = try await pool.withConnection { connection in
                 var positions = try WebhookStore.positions(of: Array(users), on: connection)
-                let deliveries = WebhookPlanner.plan(planned, positions: &positions, subscriptions: subscriptions)
+                let deliveries = WebhookPlanner.plan(records, positions: &positions, subscriptions: list)
                 return try WebhookStore.record(deliveries, positions: positions.filter { users.contains($0.key) }, on: connection)
             }
+            metrics.enqueued.increment(by: added)
         }
-        metrics.enqueued.increment(by: added)
     }
 
-    /// Runs `body` from the consumer's thread and waits for it (never on the cooperative pool).
-    private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let semaphore = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<T, any Error>?>(nil)
-        Task {
-            let result: Result<T, any Error>
-            do {
-                result = .success(try await body())
-            } catch {
-                result = .failure(error)
-            }
-            outcome.withLock { $0 = result }
-            semaphore.signal()
-        }
-        semaphore.wait()
-        return try outcome.withLock { $0! }.get()
+    private func stop() {
+        stopping.store(true, ordering: .relaxed)
+        follower.stop()
     }
 
     // MARK: Delivering

@@ -41,3 +41,5 @@ SELECT create_distributed_table('broadcast_seen', 'user_id', colocate_with => 'u
 SELECT create_distributed_table('erased_user', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('webhook_user', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('webhook_delivery', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('push_device', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('push_user', 'user_id', colocate_with => 'user_version');

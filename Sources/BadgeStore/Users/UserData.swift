@@ -12,7 +12,7 @@ public enum UserData {
     public static let tables = [
         "applied_action", "applied_user_event", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta",
         "badge_increment", "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "broadcast_seen",
-        "dirty_mark", "erased_user", "user_version", "user_write", "webhook_delivery", "webhook_user",
+        "dirty_mark", "erased_user", "push_device", "push_user", "user_version", "user_write", "webhook_delivery", "webhook_user",
     ]
 
     /// The per-user tables an erasure empties of the user (all but the marker itself).

@@ -1,0 +1,265 @@
+import AsyncHTTPClient
+import Backoff
+import BadgeStore
+import Crypto
+import Foundation
+public import LibPQ
+public import Logging
+import Metrics
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+public import RdKafka
+public import ServiceLifecycle
+import Synchronization
+
+/// How `reddot push run` follows the feed and reaches the providers.
+public struct PushConfiguration: Sendable {
+    public var kafka: KafkaConfiguration
+    public var topic: String
+    public var group: String
+    /// APNs' address: `https://api.push.apple.com` (production) or
+    /// `https://api.sandbox.push.apple.com` (development builds).
+    public var apnsURL: String
+    /// The APNs provider key; nil: APNs devices wait.
+    public var apns: APNsCredentials?
+    /// A PEM file of certificates to trust instead of the system's (a proxy; tests).
+    public var trustRootsFile: String?
+    /// Devices pushed at once, per process.
+    public var concurrency: Int
+    /// How long one push may take.
+    public var requestTimeout: Duration
+    /// The pause after a failed push; doubling, up to ``maximumRetryDelay``.
+    public var firstRetryDelay: Duration
+    public var maximumRetryDelay: Duration
+
+    public init(
+        kafka: KafkaConfiguration, topic: String = "reddot.changes", group: String = "reddot-push", apnsURL: String = "https://api.push.apple.com",
+        apns: APNsCredentials?, trustRootsFile: String? = nil, concurrency: Int = 32, requestTimeout: Duration = .seconds(10),
+        firstRetryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(300)
+    ) {
+        (self.kafka, self.topic, self.group, self.apnsURL, self.apns, self.trustRootsFile) = (kafka, topic, group, apnsURL, apns, trustRootsFile)
+        (self.concurrency, self.requestTimeout, self.firstRetryDelay, self.maximumRetryDelay) =
+            (concurrency, requestTimeout, firstRetryDelay, maximumRetryDelay)
+    }
+
+    /// The pause after failed try number `attempt`.
+    func retryDelay(after attempt: Int) -> Duration {
+        var delay = firstRetryDelay
+        for _ in 1..<max(1, min(attempt, 40)) where delay < maximumRetryDelay { delay *= 2 }
+        return min(delay, maximumRetryDelay)
+    }
+}
+
+/// Why the push service stopped by itself.
+public struct PushStopped: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+/// `reddot push run`: keeps each registered device's app-icon number equal to its user's root
+/// total. It follows the change feed in a consumer group, storing each user's latest total and
+/// making their devices due (a burst of versions leaves one number to send), and pushes due
+/// devices: APNs over HTTP/2 with a provider token, `aps.badge`, collapsed per user. A device the
+/// provider calls gone is removed; 429 and 5xx are retried (with `Retry-After`); refused
+/// credentials stop the service with the provider's reason.
+public final class PushService: Service, Sendable {
+    private let configuration: PushConfiguration
+    private let pool: PGPool
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let follower: FeedFollower
+    private let metrics = Metrics()
+
+    struct Metrics: Sendable {
+        let records = Counter(label: "reddot_push_records_total")
+        let unreadable = Counter(label: "reddot_push_records_unreadable_total")
+        let due = Counter(label: "reddot_push_devices_due_total")
+        let sent = Counter(label: "reddot_push_sent_total")
+        let removed = Counter(label: "reddot_push_devices_removed_total")
+        let latency = Timer(label: "reddot_push_request_seconds")
+        func failed(_ reason: String) -> Counter { Counter(label: "reddot_push_failed_total", dimensions: [("reason", reason)]) }
+    }
+
+    public init(configuration: PushConfiguration, pool: PGPool, logger: Logger) {
+        (self.configuration, self.pool, self.logger) = (configuration, pool, logger)
+        let unreadable = metrics.unreadable
+        follower = FeedFollower(
+            kafka: configuration.kafka, topic: configuration.topic, group: configuration.group, logger: logger,
+            unreadable: { unreadable.increment() })
+    }
+
+    public func run() async throws {
+        var http = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        http.timeout = .init(connect: .seconds(5), read: WebhookService.timeAmount(configuration.requestTimeout))
+        if let file = configuration.trustRootsFile {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file))
+            } catch {
+                throw PushStopped(description: "cannot read the trusted certificates in \(file): \(error)")
+            }
+            http.tlsConfiguration = tls
+        }
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
+        do {
+            try await withGracefulShutdownHandler {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.follow() }
+                    group.addTask { try await self.pushLoop(client) }
+                    do {
+                        try await group.next()
+                    } catch {
+                        self.stop()
+                        throw error
+                    }
+                    self.stop()
+                    group.cancelAll()
+                    try await group.waitForAll()
+                }
+            } onGracefulShutdown: {
+                self.stop()
+            }
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+
+    private func stop() {
+        stopping.store(true, ordering: .relaxed)
+        follower.stop()
+    }
+
+    /// Each batch: the latest root total of each user (the highest own version in it), stored
+    /// with the user's devices made due.
+    private func follow() async throws {
+        try await follower.run { [pool, metrics] records in
+            metrics.records.increment(by: records.count)
+            var latest: [String: (version: Int64, count: Int64)] = [:]
+            for case .user(let change) in records where (latest[change.user]?.version ?? 0) < change.ownVersion {
+                latest[change.user] = (change.ownVersion, change.root.count)
+            }
+            let users = latest
+            let due = try await pool.withConnection { try PushStore.follow(users, on: $0) }
+            metrics.due.increment(by: due)
+        }
+    }
+
+    private func pushLoop(_ client: HTTPClient) async throws {
+        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10), jitter: true)
+        let lease = configuration.requestTimeout + .seconds(30)
+        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
+            let claimed: [PushStore.Claimed]
+            do {
+                claimed = try await pool.withConnection { [configuration] in
+                    try PushStore.claim(limit: configuration.concurrency, lease: lease, on: $0)
+                }
+                backoff.reset()
+            } catch {
+                logger.warning("push: claiming devices failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: backoff.next())
+                continue
+            }
+            if claimed.isEmpty {
+                try? await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for device in claimed { group.addTask { try await self.push(device, client) } }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    private func push(_ device: PushStore.Claimed, _ client: HTTPClient) async throws {
+        let verdict: APNsVerdict
+        switch device.platform {
+        case .apns:
+            guard let credentials = configuration.apns else {
+                try await record(device, .retry("no APNs credentials (--apns-key-file)", after: configuration.maximumRetryDelay))
+                return
+            }
+            verdict = await sendAPNs(device, credentials, client)
+        case .fcm:
+            verdict = .retry("FCM is not supported by this build yet", after: configuration.maximumRetryDelay)
+        }
+        try await record(device, verdict)
+    }
+
+    private func record(_ device: PushStore.Claimed, _ verdict: APNsVerdict) async throws {
+        let context: Logger.Metadata = ["user": "\(device.user)", "device": "\(device.device)", "badge": "\(device.badge)"]
+        switch verdict {
+        case .sent:
+            try await store { try PushStore.sent(device, on: $0) }
+            metrics.sent.increment()
+        case .gone(let reason):
+            if try await store({ try PushStore.gone(device, on: $0) }) {
+                metrics.removed.increment()
+                logger.info("push: the provider says the device is gone; removed", metadata: context.merging(["reason": "\(reason)"]) { $1 })
+            }
+        case .expiredToken:
+            metrics.failed("expired_token").increment()
+            try await store { try PushStore.failed(device, error: "ExpiredProviderToken", retryAfter: .zero, on: $0) }
+        case .refused(let reason):
+            metrics.failed("credentials").increment()
+            try await store { try PushStore.failed(device, error: reason, retryAfter: .seconds(60), on: $0) }
+            throw PushStopped(description: "APNs refuses the provider credentials (\(reason)): check --apns-key-file, --apns-key-id and --apns-team-id")
+        case .retry(let reason, let after):
+            metrics.failed(reason == "FCM is not supported by this build yet" ? "unsupported" : "retry").increment()
+            let delay = after.map { min(max($0, .seconds(1)), configuration.maximumRetryDelay) } ?? configuration.retryDelay(after: device.attempt)
+            try await store { try PushStore.failed(device, error: reason, retryAfter: delay, on: $0) }
+            logger.info("push: a push failed; retrying", metadata: context.merging(["reason": "\(reason)", "retry_in": "\(delay)"]) { $1 })
+        case .rejected(let reason):
+            metrics.failed("rejected").increment()
+            let later = configuration.maximumRetryDelay
+            try await store { try PushStore.failed(device, error: reason, retryAfter: later, on: $0) }
+            logger.warning("push: the provider rejected a push", metadata: context.merging(["reason": "\(reason)"]) { $1 })
+        }
+    }
+
+    /// Runs a store step, retried a few times: a lost outcome leaves the device due again after its lease.
+    private func store<T: Sendable>(_ body: @escaping @Sendable (PGConnection) throws -> T) async throws -> T {
+        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(5), jitter: true)
+        var attempt = 0
+        while true {
+            do {
+                return try await pool.withConnection(body)
+            } catch {
+                attempt += 1
+                guard attempt < 10, !stopping.load(ordering: .relaxed) else { throw error }
+                try? await Task.sleep(for: backoff.next())
+            }
+        }
+    }
+
+    private func sendAPNs(_ device: PushStore.Claimed, _ credentials: APNsCredentials, _ client: HTTPClient) async -> APNsVerdict {
+        let token = credentials.token()
+        var request = HTTPClientRequest(url: "\(configuration.apnsURL)/3/device/\(device.token)")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "bearer \(token)")
+        request.headers.add(name: "apns-topic", value: device.appID)
+        request.headers.add(name: "apns-push-type", value: "alert")
+        request.headers.add(name: "apns-priority", value: "5")
+        request.headers.add(name: "apns-collapse-id", value: Self.collapseID(device.user))
+        request.headers.add(name: "content-type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: #"{"aps":{"badge":\#(min(device.badge, Int64(Int32.max)))}}"#))
+        let started = ContinuousClock.now
+        defer { metrics.latency.recordNanoseconds(WebhookService.nanoseconds(ContinuousClock.now - started)) }
+        do {
+            let response = try await client.execute(request, timeout: WebhookService.timeAmount(configuration.requestTimeout))
+            let body = (try? await response.body.collect(upTo: 64 << 10)).map { String(buffer: $0) } ?? ""
+            let verdict = APNsVerdict.of(status: Int(response.status.code), body: body, retryAfter: response.headers.first(name: "retry-after"))
+            if verdict == .expiredToken { credentials.expire(token) }
+            return verdict
+        } catch {
+            return .retry("\(error)", after: nil)
+        }
+    }
+
+    /// The same for every push of a user, at most 64 bytes: a later push replaces an earlier
+    /// one still waiting on the device.
+    static func collapseID(_ user: String) -> String {
+        "badge-" + SHA256.hash(data: Data(user.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
+    }
+}

@@ -1,0 +1,197 @@
+public import BadgeCore
+import Foundation
+public import LibPQ
+
+/// A device that shows its user's app-icon number (issue 28): where the provider reaches it.
+public struct PushDevice: Sendable, Hashable, Codable {
+    /// The provider that delivers to it.
+    public enum Platform: String, Sendable, Hashable, Codable, CaseIterable {
+        case apns, fcm
+    }
+
+    /// The app's own id of the device: letters, digits, `_ . : -`, 1 to 128.
+    public var id: String
+    public var platform: Platform
+    /// The provider's device token (APNs) or registration token (FCM), 1 to 4,096 visible characters.
+    public var token: String
+    /// The app: its bundle id (the APNs topic) or its package name.
+    public var appID: String
+
+    /// A checked device.
+    ///
+    /// - Throws: ``Invalid`` with a sentence naming the field.
+    public init(id: String, platform: String, token: String, appID: String) throws(Invalid) {
+        guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy({ Self.idBytes.contains($0) }) else {
+            throw Invalid("the device id must be 1 to 128 letters, digits, _, ., : or -")
+        }
+        guard let known = Platform(rawValue: platform) else { throw Invalid("platform must be apns or fcm") }
+        guard (1...4096).contains(token.utf8.count), token.utf8.allSatisfy({ (0x21...0x7e).contains($0) }) else {
+            throw Invalid("token must be 1 to 4,096 visible ASCII characters")
+        }
+        guard (1...255).contains(appID.utf8.count), appID.utf8.allSatisfy({ Self.appBytes.contains($0) }) else {
+            throw Invalid("app_id must be 1 to 255 letters, digits, _, . or - (the bundle id or package name)")
+        }
+        (self.id, self.platform, self.token, self.appID) = (id, known, token, appID)
+    }
+
+    private static let idBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-".utf8))
+    private static let appBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-".utf8))
+
+    /// A device that cannot be stored, and why.
+    public struct Invalid: Error, CustomStringConvertible, Sendable {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, platform, token
+        case appID = "app_id"
+    }
+}
+
+/// The push tables (migration 26): devices with the number each should show and the number it
+/// was last sent, and the feed's position per user.
+public enum PushStore {
+    /// A device claimed for a try: the number to send and the version it is of.
+    public struct Claimed: Sendable, Hashable {
+        public var user: String
+        public var device: String
+        public var platform: PushDevice.Platform
+        public var token: String
+        public var appID: String
+        public var badge: Int64
+        public var version: Int64
+        /// This try's number since the last success (1 for the first).
+        public var attempt: Int
+    }
+
+    /// Registers `device` for `user` (replacing one with its id, which is sent its number
+    /// again): due at once with the user's last root total the feed carried, if any. Returns
+    /// true when it is new.
+    @discardableResult
+    public static func register(_ device: PushDevice, for user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
+        try connection.query(PushSQL.register, [user.rawValue, device.id, device.platform.rawValue, device.token, device.appID])
+            .singleRow().decode(0, as: Bool.self)
+    }
+
+    /// Removes a device; false when there was none.
+    public static func remove(device: String, of user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
+        try connection.query(PushSQL.remove, [user.rawValue, device]).affectedRows > 0
+    }
+
+    /// Takes the latest root total of each user in `latest` (own version → count) whose
+    /// version is above the stored one: stored, and their devices made due. One statement.
+    /// Returns how many devices became due.
+    public static func follow(_ latest: [String: (version: Int64, count: Int64)], on connection: PGConnection) throws(PGError) -> Int {
+        let users = latest.keys.sorted()
+        guard !users.isEmpty else { return 0 }
+        return try connection.query(
+            PushSQL.follow, [users, users.map { latest[$0]!.version }, users.map { latest[$0]!.count }]
+        ).singleRow().decode(0, as: Int.self)
+    }
+
+    /// Claims up to `limit` due devices for a try, each held for `lease`.
+    public static func claim(limit: Int, lease: Duration, on connection: PGConnection) throws(PGError) -> [Claimed] {
+        try connection.query(PushSQL.claim, [limit, WebhookStore.seconds(lease)]).rows.map { row throws(PGError) in
+            Claimed(
+                user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
+                token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
+                attempt: try row.decode(7))
+        }
+    }
+
+    /// The provider accepted `claimed`'s number.
+    public static func sent(_ claimed: Claimed, on connection: PGConnection) throws(PGError) {
+        _ = try connection.query(PushSQL.sent, [claimed.user, claimed.device, claimed.badge, claimed.version, claimed.token])
+    }
+
+    /// The try failed; the device is due again after `retryAfter`.
+    public static func failed(_ claimed: Claimed, error: String, retryAfter: Duration, on connection: PGConnection) throws(PGError) {
+        _ = try connection.query(PushSQL.failed, [claimed.user, claimed.device, WebhookStore.seconds(retryAfter), String(error.prefix(1000))])
+    }
+
+    /// The provider says the device is gone: removed, unless it registered a new token meanwhile.
+    public static func gone(_ claimed: Claimed, on connection: PGConnection) throws(PGError) -> Bool {
+        try connection.query(PushSQL.gone, [claimed.user, claimed.device, claimed.token]).affectedRows > 0
+    }
+
+    /// A user's devices (for tests and `reddot push devices`).
+    public static func devices(of user: UserID, on connection: PGConnection) throws(PGError) -> [(device: String, wanted: Int64, sent: Int64?)] {
+        try connection.query(PushSQL.devices, [user.rawValue]).rows.map { row throws(PGError) in
+            (try row.decode(0, as: String.self), try row.decode(1, as: Int64.self), try row.decode(2, as: Int64?.self))
+        }
+    }
+}
+
+enum PushSQL {
+    static let register = PGStatement(
+        "push.register",
+        """
+        INSERT INTO push_device AS d (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version)
+        SELECT $1, $2, $3, $4, $5, coalesce(u.root_count, 0), coalesce(u.own_version, 0)
+        FROM (SELECT 1) one LEFT JOIN push_user u ON u.user_id = $1
+        ON CONFLICT (user_id, device_id) DO UPDATE SET platform = EXCLUDED.platform, token = EXCLUDED.token, app_id = EXCLUDED.app_id,
+            sent_version = 0, sent_badge = NULL, attempts = 0,
+            next_attempt_at = now(), last_error = NULL, updated_at = now()
+        RETURNING (xmax = 0)
+        """)
+
+    static let remove = PGStatement("push.remove", "DELETE FROM push_device WHERE user_id = $1 AND device_id = $2")
+
+    static let follow = PGStatement(
+        "push.follow",
+        """
+        WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS i(user_id, own_version, root_count)),
+        moved AS (
+            INSERT INTO push_user AS u (user_id, own_version, root_count)
+            SELECT * FROM input ORDER BY 1
+            ON CONFLICT (user_id) DO UPDATE SET own_version = EXCLUDED.own_version, root_count = EXCLUDED.root_count
+            WHERE u.own_version < EXCLUDED.own_version
+            RETURNING u.user_id, u.own_version, u.root_count
+        ), due AS (
+            UPDATE push_device d
+            SET wanted_badge = m.root_count, wanted_version = m.own_version,
+                next_attempt_at = CASE WHEN d.wanted_version > d.sent_version THEN d.next_attempt_at ELSE now() END
+            FROM moved m
+            WHERE d.user_id = m.user_id AND d.wanted_version < m.own_version
+            RETURNING 1
+        )
+        SELECT count(*)::int FROM due
+        """)
+
+    static let claim = PGStatement(
+        "push.claim",
+        """
+        WITH due AS (
+            SELECT user_id, device_id FROM push_device
+            WHERE wanted_version > sent_version AND next_attempt_at <= now()
+            ORDER BY next_attempt_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE push_device d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
+        FROM due WHERE d.user_id = due.user_id AND d.device_id = due.device_id
+        RETURNING d.user_id, d.device_id, d.platform, d.token, d.app_id, d.wanted_badge, d.wanted_version, d.attempts
+        """)
+
+    /// A newer number that arrived during the try stays due (its version is above the one sent).
+    static let sent = PGStatement(
+        "push.sent",
+        """
+        UPDATE push_device SET sent_badge = $3, sent_version = greatest(sent_version, $4), attempts = 0, last_error = NULL,
+            next_attempt_at = now()
+        WHERE user_id = $1 AND device_id = $2 AND token = $5
+        """)
+
+    static let failed = PGStatement(
+        "push.failed",
+        """
+        UPDATE push_device SET next_attempt_at = now() + make_interval(secs => $3::float8), last_error = $4
+        WHERE user_id = $1 AND device_id = $2
+        """)
+
+    static let gone = PGStatement("push.gone", "DELETE FROM push_device WHERE user_id = $1 AND device_id = $2 AND token = $3")
+
+    static let devices = PGStatement(
+        "push.devices", "SELECT device_id, wanted_badge, sent_badge FROM push_device WHERE user_id = $1 ORDER BY device_id")
+}
