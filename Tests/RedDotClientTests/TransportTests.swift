@@ -38,9 +38,15 @@ struct TransportTests {
         let calls = ClientCalls()
         let observation = try client.observe("root.chat") { calls.add($0) }
         defer { observation.cancel() }
+        let started = ContinuousClock.now
+        let states = Mutex<[String]>([])
+        let watcher = client.observeConnection { state in states.withLock { $0.append("\(ContinuousClock.now - started): \(state)") } }
+        defer { watcher.cancel() }
         client.start()
         defer { client.stop() }
-        #expect(await Self.eventually(seconds: 60) { server.requests.count >= 7 })
+        #expect(
+            await Self.eventually(seconds: 60) { server.requests.count >= 7 },
+            "requests: \(server.requests.count); connection: \(states.withLock { $0 })")
         #expect(client.badge("root.chat").count == 2 && client.badge("root.chat").shown)
         #expect(calls.all.map(\.count) == [0, 2], "the empty, unreadable, older and 304 answers cost no callback")
         // Each poll after the first sent the version held.

@@ -1,4 +1,4 @@
-import BadgeStore
+public import BadgeStore
 public import Foundation
 public import LibPQ
 public import Logging
@@ -11,6 +11,16 @@ public enum Repository {
 
     /// The repository's `migrations` folder, the one `reddot migrate` applies.
     public static let migrationsDirectory = root.appendingPathComponent("migrations")
+
+    /// The repository's migration files, read and parsed once per test process: hundreds of
+    /// fixtures migrate a database each, and parsing the files every time kept the cooperative
+    /// pool's two threads busy for tens of seconds at the start of a run (a client test's
+    /// polls then started 11 s late and failed).
+    public static func migrationFiles() throws -> [MigrationFile] {
+        try loadedMigrations.get()
+    }
+
+    private static let loadedMigrations = Result { try MigrationFile.load(from: migrationsDirectory) }
 }
 
 /// A throwaway database with the repository's migrations applied, and a pool on it (with
@@ -62,7 +72,7 @@ public struct MigratedDatabase: Sendable {
     /// Applies the repository's migrations to the database of `pool`; throws what loading the
     /// files or applying them throws.
     public static func migrate(_ pool: PGPool, logger: Logger = TestServer.logger) async throws {
-        let migrator = Migrator(files: try MigrationFile.load(from: Repository.migrationsDirectory), logger: logger)
+        let migrator = Migrator(files: try Repository.migrationFiles(), logger: logger)
         try await pool.withConnection { connection in _ = try migrator.up(on: connection) }
     }
 

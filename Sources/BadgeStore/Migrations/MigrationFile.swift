@@ -48,9 +48,10 @@ public struct MigrationFile: Sendable, Hashable {
         self.fileName = fileName
         self.sql = sql
         self.checksum = "sha256:" + SHA256.hash(data: contents).map { String(format: "%02x", $0) }.joined()
-        self.isTransactional = !Self.lines(of: sql).contains {
-            $0.trimmingCharacters(in: .whitespaces) == Self.noTransactionDirective
-        }
+        // Only a file holding the directive's text is split into lines to look for it alone on one.
+        self.isTransactional =
+            !sql.contains(Self.noTransactionDirective)
+            || !Self.lines(of: sql).contains { $0.trimmingCharacters(in: .whitespaces) == Self.noTransactionDirective }
     }
 
     /// The largest number a file may have: the history table's `integer` column holds it.
