@@ -72,7 +72,7 @@ public struct BadgeAPI: Sendable {
     /// The router with every route.
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
-        router.addAPIRoutes(badgeRoutes + changeRoutes + streamRoutes + eventRoutes + userRoutes + webhookRoutes + operationRoutes, logger: logger)
+        router.addAPIRoutes(badgeRoutes + changeRoutes + streamRoutes + eventRoutes + userRoutes + deviceRoutes + webhookRoutes + operationRoutes, logger: logger)
         return router
     }
 

@@ -16,7 +16,7 @@ struct Reddot: AsyncParsableCommand {
             """,
         subcommands: [
             DevCommand.self, MigrateCommand.self, BadgesCommand.self, IngestCommand.self, RollupCommand.self, ServeCommand.self, RunCommand.self,
-            VerifyCommand.self, DeadLetterCommand.self, UsersCommand.self, WebhooksCommand.self, PublishCommand.self, TokenCommand.self, WatchCommand.self, BenchCommand.self,
+            VerifyCommand.self, DeadLetterCommand.self, UsersCommand.self, WebhooksCommand.self, PushCommand.self, PublishCommand.self, TokenCommand.self, WatchCommand.self, BenchCommand.self,
         ]
     )
 }

@@ -70,6 +70,12 @@ public protocol BadgeAPIStore: Sendable {
     /// Makes the dead deliveries of subscription `id` pending again; how many.
     func replayWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Int
 
+    /// Registers `device` for `user` (replacing the one with its id); true when it is new.
+    func registerDevice(_ device: PushDevice, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
+
+    /// Removes the user's device `id`; false when there was none.
+    func removeDevice(_ id: String, of user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool
+
     /// Whether a read may answer from a replica that lags behind the writes (then the read after
     /// an action asks for ``ReadFloor/latest``). False by default.
     var readsMayLag: Bool { get }

@@ -99,6 +99,14 @@ extension BadgeStore: BadgeAPIStore {
         }
     }
 
+    public func registerDevice(_ device: PushDevice, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await pool.withConnection(deadline: deadline) { connection in try PushStore.register(device, for: user, on: connection) }
+    }
+
+    public func removeDevice(_ id: String, of user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await pool.withConnection(deadline: deadline) { connection in try PushStore.remove(device: id, of: user, on: connection) }
+    }
+
     /// The database answers, and its schema is at the version this build needs.
     public func readinessProblems(deadline: ContinuousClock.Instant) async -> [String] {
         do {

@@ -26,6 +26,8 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
     private let users = Mutex<[UserID: UserBadges]>([:])
     /// Webhook subscriptions by id (no deliveries: nothing here follows a feed).
     private let hooks = Mutex<[String: WebhookSubscription]>([:])
+    /// Push devices by user and id (nothing here pushes).
+    private let devices = Mutex<[UserID: [String: PushDevice]]>([:])
     /// Told of every change, as PostgreSQL's notifications tell the production hub.
     private let hub: ChangeHub?
     /// How ``tree(for:at:depth:)`` displays counts.
@@ -183,6 +185,14 @@ public final class InMemoryBadgeStore: BadgeAPIStore, Sendable {
 
     public func removeWebhook(_ id: String, deadline: ContinuousClock.Instant) async throws -> Bool {
         hooks.withLock { $0.removeValue(forKey: id) != nil }
+    }
+
+    public func registerDevice(_ device: PushDevice, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        devices.withLock { $0[user, default: [:]].updateValue(device, forKey: device.id) == nil }
+    }
+
+    public func removeDevice(_ id: String, of user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        devices.withLock { $0[user]?.removeValue(forKey: id) != nil }
     }
 
     /// Nothing is ever dead here.

@@ -115,6 +115,14 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         try await primary.webhooks(deadline: deadline)
     }
 
+    public func registerDevice(_ device: PushDevice, for user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await primary.registerDevice(device, for: user, deadline: deadline)
+    }
+
+    public func removeDevice(_ id: String, of user: UserID, deadline: ContinuousClock.Instant) async throws -> Bool {
+        try await primary.removeDevice(id, of: user, deadline: deadline)
+    }
+
     public func putWebhook(_ subscription: WebhookSubscription, deadline: ContinuousClock.Instant) async throws -> Bool {
         try await primary.putWebhook(subscription, deadline: deadline)
     }

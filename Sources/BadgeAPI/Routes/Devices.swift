@@ -1,0 +1,56 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// `PUT` and `DELETE /v1/users/{user}/devices/{device}`: the devices `reddot push run` keeps
+/// showing the user's app-icon number, registered with the user's own token.
+extension BadgeAPI {
+    var deviceRoutes: [APIRoute<BasicRequestContext>] {
+        [
+            APIRoute(.put, "/v1/users/:user/devices/:device") { request, context in
+                let (_, user) = try await self.authorize(request, context)
+                let body = try await self.collectBody(request, limit: configuration.maximumBodySize)
+                let device = try Self.device(id: context.parameters.get("device") ?? "", body)
+                let created = try await self.storage { deadline in try await self.store.registerDevice(device, for: user, deadline: deadline) }
+                return Self.json(status: created ? .created : .ok, String(decoding: try Self.encode(device).readableBytesView, as: UTF8.self))
+            },
+            APIRoute(.delete, "/v1/users/:user/devices/:device") { request, context in
+                let (_, user) = try await self.authorize(request, context)
+                let id = context.parameters.get("device") ?? ""
+                guard try await self.storage({ deadline in try await self.store.removeDevice(id, of: user, deadline: deadline) }) else {
+                    throw APIError(.notFound, code: "not_found", message: "no device \(id.prefix(128)) for this user")
+                }
+                return Response(status: .noContent)
+            },
+        ]
+    }
+
+    /// What a PUT sends: the device id is the path's.
+    private struct DeviceBody: Decodable {
+        var platform: String
+        var token: String
+        var appID: String
+
+        enum CodingKeys: String, CodingKey {
+            case platform, token
+            case appID = "app_id"
+        }
+    }
+
+    private static func device(id: String, _ body: ByteBuffer) throws -> PushDevice {
+        let decoded: DeviceBody
+        do {
+            decoded = try JSONDecoder().decode(DeviceBody.self, from: Data(buffer: body))
+        } catch {
+            throw APIError.badRequest("invalid_device", "the body must be a JSON object {platform, token, app_id}")
+        }
+        do {
+            return try PushDevice(id: id, platform: decoded.platform, token: decoded.token, appID: decoded.appID)
+        } catch {
+            throw APIError.badRequest("invalid_device", "\(error)")
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import ArgumentParser
+import BadgeHooks
+import BadgeStore
+import Foundation
+import LibPQ
+import Logging
+import RdKafka
+import RedDotCommandLine
+import ServiceLifecycle
+
+/// `reddot push`: the app-icon number on every registered device.
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Keep each registered device's app-icon badge equal to its user's root total (APNs).",
+        discussion: """
+            run follows the change feed (reddot.changes) in a consumer group, keeps each user's latest \
+            root total, and pushes it to the user's devices (PUT /v1/users/{user}/devices/{device}): \
+            APNs over HTTP/2 with a provider token made from --apns-key-file (ES256, renewed every 50 \
+            minutes or when APNs calls it expired), {"aps":{"badge":N}}, apns-push-type alert, one \
+            collapse id per user. A burst of versions sends the latest number once; a version read \
+            again sends nothing. 429 and 5xx are retried (Retry-After kept, else 1 s doubling up to \
+            --max-retry-seconds); a device APNs calls gone (410, BadDeviceToken) is removed; refused \
+            credentials stop the command with APNs' reason. FCM devices are stored but not pushed yet.
+
+            Exit codes: 0 stopped by SIGTERM or SIGINT; 64 bad arguments or an unreadable key; 69 the \
+            database or Kafka cannot be reached; 1 another failure (refused credentials).
+            """,
+        subcommands: [Run.self]
+    )
+
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Follow the change feed and push badges.")
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var operations: OperationsOptions
+        @Option(help: ArgumentHelp("Kafka brokers. Default: REDDOT_KAFKA_BROKERS, else localhost:9092.", valueName: "list"))
+        var brokers: String?
+        @Option(name: .customShort("X"), help: ArgumentHelp("Any librdkafka property (repeatable), applied last.", valueName: "key=value"))
+        var assignments: [String] = []
+        @Option(name: .customLong("changes-topic"), help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
+        var changesTopic: String?
+        @Option(help: ArgumentHelp("The consumer group push processes share the feed in.", valueName: "name"))
+        var group: String = "reddot-push"
+        @Option(help: ArgumentHelp("The APNs provider key (AuthKey_XXXXXXXXXX.p8). Default: REDDOT_APNS_KEY_FILE.", valueName: "file"))
+        var apnsKeyFile: String?
+        @Option(help: ArgumentHelp("The key's id (10 characters). Default: REDDOT_APNS_KEY_ID.", valueName: "id"))
+        var apnsKeyId: String?
+        @Option(help: ArgumentHelp("The developer team's id (10 characters). Default: REDDOT_APNS_TEAM_ID.", valueName: "id"))
+        var apnsTeamId: String?
+        @Option(help: ArgumentHelp("APNs' address (https://api.sandbox.push.apple.com for development builds).", valueName: "url"))
+        var apnsUrl: String = "https://api.push.apple.com"
+        @Option(help: ArgumentHelp("Trust the certificates in this PEM file instead of the system's (a proxy).", valueName: "file"))
+        var trustRootsFile: String?
+        @Option(help: "Devices pushed at once (1…1000).")
+        var concurrency: Int = 32
+        @Option(help: "Seconds one push may take (1…300).")
+        var requestTimeoutSeconds: Int = 10
+        @Option(help: "The longest pause between tries of one device, in seconds (1…3600).")
+        var maxRetrySeconds: Int = 300
+
+        var topic: String {
+            KafkaOptions.nonEmpty(changesTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_CHANGES_TOPIC"]) ?? "reddot.changes"
+        }
+
+        func validate() throws {
+            for (name, value, range) in [
+                ("--concurrency", concurrency, 1...1000), ("--request-timeout-seconds", requestTimeoutSeconds, 1...300),
+                ("--max-retry-seconds", maxRetrySeconds, 1...3600),
+            ] where !range.contains(value) {
+                throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
+            }
+            guard let url = URL(string: apnsUrl), url.scheme == "https", url.host != nil else {
+                throw ValidationError("--apns-url must be an https:// URL")
+            }
+            if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("--changes-topic: \(problem)") }
+            if let problem = KafkaConfiguration.nameProblem(group, kind: "group") { throw ValidationError("--group: \(problem)") }
+            for assignment in assignments {
+                do { _ = try KafkaConfiguration.parse(assignment: assignment) } catch { throw ValidationError("-X \(error.message); write -X key=value") }
+            }
+        }
+
+        /// The APNs credentials from the flags or variables; nil when none of the three is given.
+        func credentials() throws -> APNsCredentials? {
+            let environment = KafkaOptions.environment
+            let file = KafkaOptions.nonEmpty(apnsKeyFile) ?? KafkaOptions.nonEmpty(environment["REDDOT_APNS_KEY_FILE"])
+            let keyID = KafkaOptions.nonEmpty(apnsKeyId) ?? KafkaOptions.nonEmpty(environment["REDDOT_APNS_KEY_ID"])
+            let teamID = KafkaOptions.nonEmpty(apnsTeamId) ?? KafkaOptions.nonEmpty(environment["REDDOT_APNS_TEAM_ID"])
+            guard file != nil || keyID != nil || teamID != nil else { return nil }
+            guard let file, let keyID, let teamID else {
+                throw fail("APNs needs all three of --apns-key-file, --apns-key-id and --apns-team-id", code: ExitCodes.usage)
+            }
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: file, encoding: .utf8)
+            } catch {
+                throw fail("cannot read the APNs key \(file): \(error.localizedDescription)", code: ExitCodes.usage)
+            }
+            do {
+                return try APNsCredentials(keyPEM: pem, keyID: keyID, teamID: teamID)
+            } catch {
+                throw fail("\(file): \(error)", code: ExitCodes.usage)
+            }
+        }
+
+        func run() async throws {
+            let logger = try database.logger(label: "reddot.push")
+            let apns = try credentials()
+            if apns == nil { logger.warning("no APNs credentials (--apns-key-file, --apns-key-id, --apns-team-id): APNs devices wait") }
+            let registry = MetricsSetup.bootstrap()
+            var kafka = KafkaConfiguration(
+                bootstrapServers: KafkaOptions.nonEmpty(brokers) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_BROKERS"])
+                    ?? KafkaOptions.defaultBrokers)
+            if let path = KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_CONFIG"]) {
+                for (key, value) in try KafkaOptions.readProperties(path: path) { kafka.set(key, value) }
+            }
+            for assignment in assignments {
+                let (key, value) = try KafkaConfiguration.parse(assignment: assignment)
+                kafka.set(key, value)
+            }
+            let pool = PGPool(configuration: database.configuration(), maximumConnections: 4, logger: logger)
+            defer { pool.close() }
+            let service = PushService(
+                configuration: PushConfiguration(
+                    kafka: kafka, topic: topic, group: group, apnsURL: apnsUrl, apns: apns, trustRootsFile: trustRootsFile,
+                    concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds), maximumRetryDelay: .seconds(maxRetrySeconds)),
+                pool: pool, logger: logger)
+            var services: [any Service] = [service]
+            if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }
+            try await runServices(services, logger: logger)
+        }
+    }
+}
