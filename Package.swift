@@ -283,6 +283,7 @@ let package = Package(
                 "BadgeAPI", "BadgeRollup", "BadgeIngest", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka",
                 "TestSupport", "RedDotClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
