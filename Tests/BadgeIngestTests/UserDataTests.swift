@@ -55,6 +55,17 @@ struct UserDataTests {
                 ("ua", #"{"id":"u11","op":"seen","user":"ua","path":"root"}"#),
             ])
             _ = try await fixture.store.act(.seen, at: path("root.inbox"), for: user("ua"), seenVersion: nil, actionID: try ActionID(validating: "a1"))
+            // A device and the push feed's position, a pending webhook delivery and the webhooks' position, for both.
+            try await fixture.pool.withConnection { connection in
+                for name in ["ua", "ub"] {
+                    try PushStore.register(try PushDevice(id: "phone", platform: "apns", token: "t-\(name)", appID: "com.example.app"), for: user(name), on: connection)
+                }
+                _ = try PushStore.follow(["ua": (3, 7), "ub": (1, 1)], on: connection)
+                _ = try WebhookStore.record(
+                    ["ua", "ub"].map { WebhookStore.NewDelivery(subscription: "crm", user: $0, id: "msg_\($0)", kind: "root", payload: "{}") },
+                    positions: ["ua": WebhookStore.UserPosition(ownVersion: 3, root: BadgeAggregate(count: 7)), "ub": WebhookStore.UserPosition(ownVersion: 1, root: BadgeAggregate(count: 1))],
+                    on: connection)
+            }
             let other = try await fixture.store.tree(for: user("ub"))
             let otherRows = try await rowCounts("ub", fixture)
 
@@ -66,7 +77,8 @@ struct UserDataTests {
             let held = Set(counts.filter { $0.value > 0 }.keys)
             let expected: Set<String> = [
                 "applied_action", "applied_user_event", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_increment",
-                "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "user_version", "user_write",
+                "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "push_device", "push_user", "user_version",
+                "user_write", "webhook_delivery", "webhook_user",
             ]
             #expect(held.isSuperset(of: expected), "tables with rows of ua: \(held.sorted()); missing \(expected.subtracting(held).sorted())")
             #expect(before.deadLetters.count == 1, "\(before.deadLetters)")
