@@ -33,14 +33,7 @@ struct PushCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Follow the change feed and push badges.")
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var operations: OperationsOptions
-        @Option(help: ArgumentHelp("Kafka brokers. Default: REDDOT_KAFKA_BROKERS, else localhost:9092.", valueName: "list"))
-        var brokers: String?
-        @Option(name: .customShort("X"), help: ArgumentHelp("Any librdkafka property (repeatable), applied last.", valueName: "key=value"))
-        var assignments: [String] = []
-        @Option(name: .customLong("changes-topic"), help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
-        var changesTopic: String?
-        @Option(help: ArgumentHelp("The consumer group push processes share the feed in.", valueName: "name"))
-        var group: String = "reddot-push"
+        @OptionGroup var feed: FeedConsumerOptions
         @Option(help: ArgumentHelp("The APNs provider key (AuthKey_XXXXXXXXXX.p8). Default: REDDOT_APNS_KEY_FILE.", valueName: "file"))
         var apnsKeyFile: String?
         @Option(help: ArgumentHelp("The key's id (10 characters). Default: REDDOT_APNS_KEY_ID.", valueName: "id"))
@@ -58,10 +51,6 @@ struct PushCommand: AsyncParsableCommand {
         @Option(help: "The longest pause between tries of one device, in seconds (1…3600).")
         var maxRetrySeconds: Int = 300
 
-        var topic: String {
-            KafkaOptions.nonEmpty(changesTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_CHANGES_TOPIC"]) ?? "reddot.changes"
-        }
-
         func validate() throws {
             for (name, value, range) in [
                 ("--concurrency", concurrency, 1...1000), ("--request-timeout-seconds", requestTimeoutSeconds, 1...300),
@@ -71,11 +60,6 @@ struct PushCommand: AsyncParsableCommand {
             }
             guard let url = URL(string: apnsUrl), url.scheme == "https", url.host != nil else {
                 throw ValidationError("--apns-url must be an https:// URL")
-            }
-            if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("--changes-topic: \(problem)") }
-            if let problem = KafkaConfiguration.nameProblem(group, kind: "group") { throw ValidationError("--group: \(problem)") }
-            for assignment in assignments {
-                do { _ = try KafkaConfiguration.parse(assignment: assignment) } catch { throw ValidationError("-X \(error.message); write -X key=value") }
             }
         }
 
@@ -107,21 +91,12 @@ struct PushCommand: AsyncParsableCommand {
             let apns = try credentials()
             if apns == nil { logger.warning("no APNs credentials (--apns-key-file, --apns-key-id, --apns-team-id): APNs devices wait") }
             let registry = MetricsSetup.bootstrap()
-            var kafka = KafkaConfiguration(
-                bootstrapServers: KafkaOptions.nonEmpty(brokers) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_BROKERS"])
-                    ?? KafkaOptions.defaultBrokers)
-            if let path = KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_CONFIG"]) {
-                for (key, value) in try KafkaOptions.readProperties(path: path) { kafka.set(key, value) }
-            }
-            for assignment in assignments {
-                let (key, value) = try KafkaConfiguration.parse(assignment: assignment)
-                kafka.set(key, value)
-            }
+            let kafka = try feed.kafka()
             let pool = PGPool(configuration: database.configuration(), maximumConnections: 4, logger: logger)
             defer { pool.close() }
             let service = PushService(
                 configuration: PushConfiguration(
-                    kafka: kafka, topic: topic, group: group, apnsURL: apnsUrl, apns: apns, trustRootsFile: trustRootsFile,
+                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-push", apnsURL: apnsUrl, apns: apns, trustRootsFile: trustRootsFile,
                     concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds), maximumRetryDelay: .seconds(maxRetrySeconds)),
                 pool: pool, logger: logger)
             var services: [any Service] = [service]

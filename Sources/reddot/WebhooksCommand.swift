@@ -55,14 +55,7 @@ struct WebhooksCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Follow the change feed and deliver the webhooks.")
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var operations: OperationsOptions
-        @Option(help: ArgumentHelp("Kafka brokers. Default: REDDOT_KAFKA_BROKERS, else localhost:9092.", valueName: "list"))
-        var brokers: String?
-        @Option(name: .customShort("X"), help: ArgumentHelp("Any librdkafka property (repeatable), applied last.", valueName: "key=value"))
-        var assignments: [String] = []
-        @Option(name: .customLong("changes-topic"), help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
-        var changesTopic: String?
-        @Option(help: ArgumentHelp("The consumer group webhook processes share the feed in.", valueName: "name"))
-        var group: String = "reddot-webhooks"
+        @OptionGroup var feed: FeedConsumerOptions
         @Option(help: ArgumentHelp("A JSON file of subscriptions; replaces the file-made ones at start.", valueName: "file"))
         var subscriptions: String?
         @Option(help: "Deliveries in flight at once (1…256).")
@@ -78,10 +71,6 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Option(help: "Days finished deliveries are kept (1…3650).")
         var retentionDays: Int = 7
 
-        var topic: String {
-            KafkaOptions.nonEmpty(changesTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_CHANGES_TOPIC"]) ?? "reddot.changes"
-        }
-
         func validate() throws {
             for (name, value, range) in [
                 ("--concurrency", concurrency, 1...256), ("--request-timeout-seconds", requestTimeoutSeconds, 1...300),
@@ -90,26 +79,12 @@ struct WebhooksCommand: AsyncParsableCommand {
             ] where !range.contains(value) {
                 throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
             }
-            if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("--changes-topic: \(problem)") }
-            if let problem = KafkaConfiguration.nameProblem(group, kind: "group") { throw ValidationError("--group: \(problem)") }
-            for assignment in assignments {
-                do { _ = try KafkaConfiguration.parse(assignment: assignment) } catch { throw ValidationError("-X \(error.message); write -X key=value") }
-            }
         }
 
         func run() async throws {
             let logger = try database.logger(label: "reddot.webhooks")
             let registry = MetricsSetup.bootstrap()
-            var kafka = KafkaConfiguration(
-                bootstrapServers: KafkaOptions.nonEmpty(brokers) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_BROKERS"])
-                    ?? KafkaOptions.defaultBrokers)
-            if let path = KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_CONFIG"]) {
-                for (key, value) in try KafkaOptions.readProperties(path: path) { kafka.set(key, value) }
-            }
-            for assignment in assignments {
-                let (key, value) = try KafkaConfiguration.parse(assignment: assignment)
-                kafka.set(key, value)
-            }
+            let kafka = try feed.kafka()
             let pool = PGPool(configuration: database.configuration(), maximumConnections: 4, logger: logger)
             if let subscriptions {
                 let loaded = try WebhooksCommand.readFile(subscriptions)
@@ -119,7 +94,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             }
             let service = WebhookService(
                 configuration: WebhookConfiguration(
-                    kafka: kafka, topic: topic, group: group, concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds),
+                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-webhooks", concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds),
                     maximumAttempts: maxAttempts, firstRetryDelay: .seconds(firstRetrySeconds), maximumRetryDelay: .seconds(maxRetrySeconds),
                     retention: .seconds(retentionDays * 86_400)),
                 pool: pool, logger: logger)
