@@ -147,29 +147,13 @@ public final class PushService: Service, Sendable {
     }
 
     private func pushLoop(_ client: HTTPClient) async throws {
-        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10), jitter: true)
         let lease = configuration.requestTimeout + .seconds(30)
-        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
-            let claimed: [PushStore.Claimed]
-            do {
-                claimed = try await pool.withConnection { [configuration] in
-                    try PushStore.claim(limit: configuration.concurrency, lease: lease, on: $0)
-                }
-                backoff.reset()
-            } catch {
-                logger.warning("push: claiming devices failed; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: backoff.next())
-                continue
-            }
-            if claimed.isEmpty {
-                try? await Task.sleep(for: .milliseconds(100))
-                continue
-            }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for device in claimed { group.addTask { try await self.push(device, client) } }
-                try await group.waitForAll()
-            }
-        }
+        try await claimLoop(
+            what: "push devices", idle: .milliseconds(100), logger: logger, isStopping: { self.stopping.load(ordering: .relaxed) },
+            claim: { [pool, configuration] in
+                try await pool.withConnection { try PushStore.claim(limit: configuration.concurrency, lease: lease, on: $0) }
+            },
+            run: { device in try await self.push(device, client) })
     }
 
     private func push(_ device: PushStore.Claimed, _ client: HTTPClient) async throws {

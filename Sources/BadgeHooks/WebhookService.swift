@@ -50,7 +50,7 @@ public final class WebhookService: Service, Sendable {
             try await withGracefulShutdownHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await self.follow() }
-                    group.addTask { await self.deliverLoop(client) }
+                    group.addTask { try await self.deliverLoop(client) }
                     group.addTask { await self.pruneLoop() }
                     try await group.next()
                     // One part ended (a failure, or the stop): the others stop too.
@@ -102,29 +102,14 @@ public final class WebhookService: Service, Sendable {
 
     // MARK: Delivering
 
-    private func deliverLoop(_ client: HTTPClient) async {
-        var backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10), jitter: true)
+    private func deliverLoop(_ client: HTTPClient) async throws {
         let lease = configuration.requestTimeout + .seconds(30)
-        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
-            let claimed: [WebhookStore.Claimed]
-            do {
-                claimed = try await pool.withConnection { [configuration] in
-                    try WebhookStore.claim(limit: configuration.concurrency, lease: lease, on: $0)
-                }
-                backoff.reset()
-            } catch {
-                logger.warning("webhooks: claiming deliveries failed; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: backoff.next())
-                continue
-            }
-            if claimed.isEmpty {
-                try? await Task.sleep(for: .milliseconds(250))
-                continue
-            }
-            await withTaskGroup(of: Void.self) { group in
-                for delivery in claimed { group.addTask { await self.deliver(delivery, client) } }
-            }
-        }
+        try await claimLoop(
+            what: "webhook deliveries", idle: .milliseconds(250), logger: logger, isStopping: { self.stopping.load(ordering: .relaxed) },
+            claim: { [pool, configuration] in
+                try await pool.withConnection { try WebhookStore.claim(limit: configuration.concurrency, lease: lease, on: $0) }
+            },
+            run: { delivery in await self.deliver(delivery, client) })
     }
 
     private func deliver(_ delivery: WebhookStore.Claimed, _ client: HTTPClient) async {
