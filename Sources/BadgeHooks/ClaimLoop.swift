@@ -1,5 +1,7 @@
+import AsyncHTTPClient
 import Backoff
 import Logging
+import ServiceLifecycle
 
 /// The senders' loop (webhook deliveries, push devices): claims a batch of work in the database,
 /// runs each item at once, and claims again, until `isStopping`. A failed claim is retried
@@ -28,4 +30,32 @@ func claimLoop<Item: Sendable>(
             try await group.waitForAll()
         }
     }
+}
+
+/// Runs a sender's `parts` side by side on one HTTP client made from `http`, until graceful
+/// shutdown or until one part ends; then `stop` tells the others (the feed's follower, on its
+/// own thread, watches no task cancellation), the client is shut down, and the first error, if
+/// any, is thrown.
+func runParts(
+    http: HTTPClient.Configuration, stop: @escaping @Sendable () -> Void, _ parts: [@Sendable (HTTPClient) async throws -> Void]
+) async throws {
+    let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
+    do {
+        try await withGracefulShutdownHandler {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for part in parts { group.addTask { try await part(client) } }
+                defer { stop() }
+                try await group.next()
+                stop()
+                group.cancelAll()
+                try await group.waitForAll()
+            }
+        } onGracefulShutdown: {
+            stop()
+        }
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+    try await client.shutdown()
 }

@@ -100,30 +100,10 @@ public final class PushService: Service, Sendable {
             }
             http.tlsConfiguration = tls
         }
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
-        do {
-            try await withGracefulShutdownHandler {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await self.follow() }
-                    group.addTask { try await self.pushLoop(client) }
-                    do {
-                        try await group.next()
-                    } catch {
-                        self.stop()
-                        throw error
-                    }
-                    self.stop()
-                    group.cancelAll()
-                    try await group.waitForAll()
-                }
-            } onGracefulShutdown: {
-                self.stop()
-            }
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
-        try await client.shutdown()
+        try await runParts(http: http, stop: { self.stop() }, [
+            { _ in try await self.follow() },
+            { client in try await self.pushLoop(client) },
+        ])
     }
 
     private func stop() {

@@ -45,27 +45,11 @@ public final class WebhookService: Service, Sendable {
     public func run() async throws {
         var http = HTTPClient.Configuration(redirectConfiguration: .disallow)
         http.timeout = .init(connect: .seconds(5), read: Self.timeAmount(configuration.requestTimeout))
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
-        do {
-            try await withGracefulShutdownHandler {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await self.follow() }
-                    group.addTask { try await self.deliverLoop(client) }
-                    group.addTask { await self.pruneLoop() }
-                    try await group.next()
-                    // One part ended (a failure, or the stop): the others stop too.
-                    self.stop()
-                    group.cancelAll()
-                    try await group.waitForAll()
-                }
-            } onGracefulShutdown: {
-                self.stop()
-            }
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
-        try await client.shutdown()
+        try await runParts(http: http, stop: { self.stop() }, [
+            { _ in try await self.follow() },
+            { client in try await self.deliverLoop(client) },
+            { _ in await self.pruneLoop() },
+        ])
     }
 
     // MARK: Following the feed
