@@ -255,7 +255,7 @@ let package = Package(
         .testTarget(
             name: "BadgeHooksTests",
             dependencies: [
-                "BadgeHooks", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "TestSupport",
+                "reddot", "BadgeHooks", "BadgeStore", "BadgeCore", "LibPQ", "RdKafka", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -37,6 +37,7 @@ final class FeedFollower: Sendable {
     private func follow(_ handle: @escaping @Sendable ([ChangeRecord]) async throws -> Void) throws {
         var kafka = kafka
         kafka.set("group.id", group)
+        kafka.setGroupTimerDefaults()
         if kafka["auto.offset.reset"] == nil { kafka.set("auto.offset.reset", "earliest") }
         let consumer = try KafkaConsumer(
             configuration: kafka, rebalance: KafkaRebalanceHandler(assigned: { _ in [:] }, revoked: { _ in }), logger: logger)

@@ -43,9 +43,6 @@ final class IngestWorker: @unchecked Sendable {
         self.readConnection = DatabaseSession(logger: logger)
     }
 
-    /// `session.timeout.ms` unless the configuration sets it.
-    static let defaultSessionTimeout = "6000"
-
     /// Asks the loop to finish its batch, commit, close the consumer and return.
     func stop() {
         stopRequested.store(true, ordering: .releasing)
@@ -88,14 +85,7 @@ final class IngestWorker: @unchecked Sendable {
         if let instanceID = configuration.instanceID, kafka["group.instance.id"] == nil {
             kafka.set("group.instance.id", instanceID)
         }
-        // A member that dies without leaving (kill -9, a lost node) holds its partitions until
-        // its session times out; librdkafka's 45 s default stalls the partitions (and, on
-        // brokers that wait for every member to rejoin, the whole group) that long. 6 s is the
-        // broker's default minimum (group.min.session.timeout.ms); heartbeats at a third of it.
-        if kafka["session.timeout.ms"] == nil { kafka.set("session.timeout.ms", Self.defaultSessionTimeout) }
-        if kafka["heartbeat.interval.ms"] == nil, kafka["session.timeout.ms"] == Self.defaultSessionTimeout {
-            kafka.set("heartbeat.interval.ms", "2000")
-        }
+        kafka.setGroupTimerDefaults()
         if kafka["statistics.interval.ms"] == nil { kafka.set("statistics.interval.ms", "5000") }
         // librdkafka waits up to 500 ms for a fetch to fill by default: too long for badges.
         if kafka["fetch.wait.max.ms"] == nil { kafka.set("fetch.wait.max.ms", "10") }

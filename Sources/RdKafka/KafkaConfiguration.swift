@@ -16,6 +16,21 @@ public struct KafkaConfiguration: Sendable {
         self.properties = [("bootstrap.servers", bootstrapServers)]
     }
 
+    /// `session.timeout.ms` for a consumer group member, unless the configuration sets it.
+    public static let groupSessionTimeout = "6000"
+
+    /// Sets the group timers a consumer needs unless they are set. A member that dies without
+    /// leaving (kill -9, a lost node) holds its partitions until its session times out;
+    /// librdkafka's 45 s default stalls the partitions (and, on brokers that wait for every
+    /// member to rejoin, the whole group) that long. 6 s is the broker's default minimum
+    /// (`group.min.session.timeout.ms`); heartbeats at a third of it.
+    public mutating func setGroupTimerDefaults() {
+        if self["session.timeout.ms"] == nil { set("session.timeout.ms", Self.groupSessionTimeout) }
+        if self["heartbeat.interval.ms"] == nil, self["session.timeout.ms"] == Self.groupSessionTimeout {
+            set("heartbeat.interval.ms", "2000")
+        }
+    }
+
     /// Sets (or overrides) a property.
     public mutating func set(_ key: String, _ value: String) {
         properties.append((key, value))

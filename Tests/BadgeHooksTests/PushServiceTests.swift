@@ -138,6 +138,57 @@ struct PushServiceTests {
         try await setting.tearDown()
     }
 
+    @Test("reddot push run killed with SIGKILL twice during 150 versions and started again: never an older number than one sent, and the device ends on the last")
+    func killedAndRestarted() async throws {
+        let setting = try await Setting.make()
+        let key = P256.Signing.PrivateKey()
+        let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
+        let (url, trust, serving) = try await apns.start(in: setting.folder, logger: setting.logger)
+        defer { serving.cancel() }
+        let keyFile = setting.folder.appendingPathComponent("AuthKey_ABC123DEFG.p8")
+        try key.pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
+        try await setting.register("ann", "phone", token: "aa01")
+        let binary = try ReddotBinary.url.get()
+        func start(_ name: String) throws -> Process {
+            let process = Process()
+            process.executableURL = binary
+            process.arguments = [
+                "push", "run", "--database-url", setting.migrated.database.url, "--brokers", setting.cluster.bootstrapServers,
+                "--changes-topic", setting.topic, "--group", "push-\(setting.topic)", "--apns-key-file", keyFile.path, "--apns-key-id", "ABC123DEFG",
+                "--apns-team-id", "TEAM123456", "--apns-url", url, "--trust-roots-file", trust, "--log-level", "error",
+            ]
+            let log = setting.folder.appendingPathComponent("\(name).err")
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = try FileHandle(forWritingTo: log)
+            try process.run()
+            return process
+        }
+        var process = try start("push-1")
+        for version in 1...150 {
+            try await setting.publish("ann", own: Int64(version), root: Int64(version))
+            if version == 50 || version == 100 {
+                // Once the device has been sent something since the last start, the process dies mid-stream.
+                let sentBefore = apns.pushes(to: "aa01").count
+                _ = try await Self.eventually(seconds: 30) { apns.pushes(to: "aa01").count > sentBefore }
+                kill(process.processIdentifier, SIGKILL)
+                _ = await ChildProcess.exitStatus(of: process)
+                process = try start("push-\(version)")
+            }
+            if version % 10 == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let ended = try await Self.eventually { try await setting.devices("ann")["phone"]?.sent == 150 }
+        let errors = (try? String(contentsOf: setting.folder.appendingPathComponent("push-100.err"), encoding: .utf8)) ?? ""
+        let shown = try await setting.devices("ann")["phone"]
+        #expect(ended, "the device shows \(String(describing: shown)); \(errors)")
+        let badges = apns.pushes(to: "aa01").map(\.badge)
+        #expect(badges.last == 150, "\(badges)")
+        #expect(badges == badges.sorted(), "never an older number than one sent: \(badges)")
+        kill(process.processIdentifier, SIGTERM)
+        #expect(await ChildProcess.exitStatus(of: process) == 0)
+        try await setting.tearDown()
+    }
+
     @Test("credentials APNs refuses stop the service with its reason, not a retry loop")
     func refusedCredentials() async throws {
         let setting = try await Setting.make()
