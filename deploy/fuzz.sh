@@ -25,7 +25,7 @@ if [ $# -gt 0 ]; then shift; fi
 case $seconds in
   '' | *[!0-9]*) say "the duration is a number of seconds, not '$seconds'"; exit 64 ;;
 esac
-all_targets=(events paths http migrations sse response cache)
+all_targets=(events paths http migrations sse response cache hooks)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 for target in "${targets[@]}"; do
   case " ${all_targets[*]} " in

@@ -1,4 +1,5 @@
 import Backoff
+import BadgeCore
 import Foundation
 import Logging
 import RdKafka

@@ -1,4 +1,4 @@
-import BadgeCore
+public import BadgeCore
 public import BadgeStore
 import Crypto
 import Foundation

@@ -19,6 +19,9 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case response
     /// RedDotClient's offline cache file (the tree and the queued taps), read at start.
     case cache
+    /// A change-feed record as `reddot push` and `reddot webhooks` read it, a webhook
+    /// subscription and a push device as the API takes them (the first byte picks).
+    case hooks
 
     /// Runs the target on one input.
     func run(_ bytes: [UInt8]) {
@@ -30,6 +33,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .sse: ServerSentEventsFuzzTarget.run(bytes)
         case .response: HTTPResponseFuzzTarget.run(bytes)
         case .cache: CacheFileFuzzTarget.run(bytes)
+        case .hooks: HooksFuzzTarget.run(bytes)
         }
     }
 

@@ -114,7 +114,9 @@ struct WebhookUnitTests {
     func unreadableRecords() {
         for text in ["", "[]", "{}", #"{"type":"user"}"#, #"{"type":"user","user":"a","version":1,"own_version":0,"changed":[],"root":{"count":0,"unseen":0}}"#,
             #"{"type":"user","user":"a","version":1,"own_version":1,"changed":[{"path":"x","shown":true,"count":1,"unseen":0}],"root":{"count":0,"unseen":0}}"#,
-            #"{"type":"broadcasts"}"#, #"{"type":"other"}"#, #"{"type":"user","user":"a","version":1e99}"#]
+            #"{"type":"broadcasts"}"#, #"{"type":"other"}"#, #"{"type":"user","user":"a","version":1e99}"#,
+            #"{"type":"user","user":"a","version":1,"own_version":1,"changed":[],"root":{"count":-1,"unseen":0}}"#,
+            #"{"type":"user","user":"a","version":1,"own_version":1,"changed":[{"path":"root","shown":true,"count":1,"unseen":-2}],"root":{"count":1,"unseen":0}}"#]
         {
             if case .success(let record) = ChangeRecord.decode(Array(text.utf8)) { Issue.record("\(text) read as \(record)") }
         }

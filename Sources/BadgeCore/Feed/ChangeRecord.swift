@@ -1,8 +1,8 @@
-public import BadgeCore
 import Foundation
 
-/// A record of the change feed (`deploy/schema/change.schema.json`) as the webhooks read it:
-/// what a user record says of each changed node and of the root, and a broadcasts record whole.
+/// A record of the change feed (`deploy/schema/change.schema.json`) as its consumers in RedDot
+/// (`reddot push`, `reddot webhooks`) read it: what a user record says of each changed node and
+/// of the root, and a broadcasts record whole. Records come from Kafka: anything may arrive.
 public enum ChangeRecord: Sendable, Hashable {
     case user(User)
     case broadcasts(version: Int64, json: String)
@@ -41,6 +41,9 @@ public enum ChangeRecord: Sendable, Hashable {
             guard let user = wire.user, !user.isEmpty, let version = wire.version, let ownVersion = wire.ownVersion, ownVersion >= 1,
                 let root = wire.root, let changed = wire.changed
             else { return .failure(Unreadable("a user record without user, version, own_version, changed or root")) }
+            guard root.count >= 0, root.unseen >= 0, changed.allSatisfy({ $0.count >= 0 && $0.unseen >= 0 }) else {
+                return .failure(Unreadable("a user record with a negative count"))
+            }
             var nodes: [Node] = []
             for node in changed {
                 guard let path = try? BadgePath(validating: node.path) else { return .failure(Unreadable("a changed node with an invalid path")) }
