@@ -82,7 +82,9 @@ enum APNsVerdict: Equatable {
     case rejected(String)
 
     static func of(status: Int, body: String, retryAfter: String?) -> APNsVerdict {
-        let reason = (try? JSONDecoder().decode([String: String].self, from: Data(body.utf8)))?["reason"] ?? "HTTP \(status)"
+        // APNs' error body: {"reason": "...", "timestamp": …} (a 410 carries the time as a number).
+        struct Answer: Decodable { var reason: String? }
+        let reason = (try? JSONDecoder().decode(Answer.self, from: Data(body.utf8)))?.reason ?? "HTTP \(status)"
         switch status {
         case 200: return .sent
         case 410: return .gone(reason)

@@ -235,6 +235,12 @@ struct PushServiceTests {
         let signature = try #require(FakeAPNs.base64URL(parts[2]))
         #expect(key.publicKey.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8)))
         #expect(FakeAPNs.json(parts[0])?["kid"] as? String == "ABC123DEFG" && FakeAPNs.json(parts[1])?["iss"] as? String == "TEAM123456")
+        #expect(APNsVerdict.of(status: 410, body: #"{"reason":"Unregistered","timestamp":1700000000000}"#, retryAfter: nil) == .gone("Unregistered"))
+        #expect(APNsVerdict.of(status: 400, body: #"{"reason":"BadDeviceToken"}"#, retryAfter: nil) == .gone("BadDeviceToken"))
+        #expect(APNsVerdict.of(status: 400, body: #"{"reason":"BadCollapseId"}"#, retryAfter: nil) == .rejected("BadCollapseId"))
+        #expect(APNsVerdict.of(status: 429, body: "", retryAfter: "7") == .retry("HTTP 429", after: .seconds(7)))
+        #expect(APNsVerdict.of(status: 403, body: #"{"reason":"ExpiredProviderToken"}"#, retryAfter: nil) == .expiredToken)
+        #expect(APNsVerdict.of(status: 403, body: "not json", retryAfter: nil) == .refused("HTTP 403"))
         for device in [("", "apns", "t", "a.b"), ("d", "gcm", "t", "a.b"), ("d", "apns", "", "a.b"), ("d", "apns", "t t", "a.b"), ("d", "apns", "t", "a b")] {
             #expect(throws: PushDevice.Invalid.self) { try PushDevice(id: device.0, platform: device.1, token: device.2, appID: device.3) }
         }
