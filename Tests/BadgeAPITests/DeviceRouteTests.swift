@@ -22,6 +22,7 @@ struct DeviceRouteTests {
             for (bad, said) in [
                 ("[]", "JSON object"), (#"{"platform":"wns","token":"t","app_id":"a"}"#, "platform must be"),
                 (#"{"platform":"apns","token":"a b","app_id":"a"}"#, "token must be"),
+                (#"{"platform":"apns","token":"../../x","app_id":"a"}"#, "token must be"),
                 (#"{"platform":"fcm","token":"t","app_id":"a/b"}"#, "app_id must be"),
             ] {
                 let refused = try await harness.call(.put, "/v1/users/u1/devices/phone-1", token: own, body: bad)

@@ -241,7 +241,7 @@ struct PushServiceTests {
         #expect(APNsVerdict.of(status: 429, body: "", retryAfter: "7") == .retry("HTTP 429", after: .seconds(7)))
         #expect(APNsVerdict.of(status: 403, body: #"{"reason":"ExpiredProviderToken"}"#, retryAfter: nil) == .expiredToken)
         #expect(APNsVerdict.of(status: 403, body: "not json", retryAfter: nil) == .refused("HTTP 403"))
-        for device in [("", "apns", "t", "a.b"), ("d", "gcm", "t", "a.b"), ("d", "apns", "", "a.b"), ("d", "apns", "t t", "a.b"), ("d", "apns", "t", "a b")] {
+        for device in [("", "apns", "t", "a.b"), ("d", "gcm", "t", "a.b"), ("d", "apns", "", "a.b"), ("d", "apns", "t t", "a.b"), ("d", "apns", "../x", "a.b"), ("d", "apns", "a?b", "a.b"), ("d", "fcm", "a%2F", "a.b"), ("d", "apns", "t", "a b")] {
             #expect(throws: PushDevice.Invalid.self) { try PushDevice(id: device.0, platform: device.1, token: device.2, appID: device.3) }
         }
     }

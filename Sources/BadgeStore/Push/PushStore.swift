@@ -12,7 +12,8 @@ public struct PushDevice: Sendable, Hashable, Codable {
     /// The app's own id of the device: letters, digits, `_ . : -`, 1 to 128.
     public var id: String
     public var platform: Platform
-    /// The provider's device token (APNs) or registration token (FCM), 1 to 4,096 visible characters.
+    /// The provider's device token (APNs, hex) or registration token (FCM): 1 to 4,096 letters,
+    /// digits, `_ - : .`.
     public var token: String
     /// The app: its bundle id (the APNs topic) or its package name.
     public var appID: String
@@ -25,8 +26,10 @@ public struct PushDevice: Sendable, Hashable, Codable {
             throw Invalid("the device id must be 1 to 128 letters, digits, _, ., : or -")
         }
         guard let known = Platform(rawValue: platform) else { throw Invalid("platform must be apns or fcm") }
-        guard (1...4096).contains(token.utf8.count), token.utf8.allSatisfy({ (0x21...0x7e).contains($0) }) else {
-            throw Invalid("token must be 1 to 4,096 visible ASCII characters")
+        // APNs tokens are hex, FCM's letters, digits, `_ - : .`; nothing that could change the
+        // request's URL (`/ ? # %`) gets in.
+        guard (1...4096).contains(token.utf8.count), token.utf8.allSatisfy({ Self.tokenBytes.contains($0) }) else {
+            throw Invalid("token must be 1 to 4,096 letters, digits, _, -, : or .")
         }
         guard (1...255).contains(appID.utf8.count), appID.utf8.allSatisfy({ Self.appBytes.contains($0) }) else {
             throw Invalid("app_id must be 1 to 255 letters, digits, _, . or - (the bundle id or package name)")
@@ -35,6 +38,7 @@ public struct PushDevice: Sendable, Hashable, Codable {
     }
 
     private static let idBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-".utf8))
+    private static let tokenBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:.".utf8))
     private static let appBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-".utf8))
 
     /// A device that cannot be stored, and why.
