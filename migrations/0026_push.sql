@@ -10,7 +10,7 @@ CREATE TABLE push_device (
     user_id          text        NOT NULL,
     device_id        text        NOT NULL CHECK (device_id ~ '^[A-Za-z0-9_.:-]{1,128}$'),
     platform         text        NOT NULL CHECK (platform IN ('apns', 'fcm')),
-    token            text        NOT NULL CHECK (token ~ '^[A-Za-z0-9_:.-]{1,4096}$'),
+    token            text        NOT NULL CHECK (token ~ '^[A-Za-z0-9_:.-]+$' AND length(token) <= 4096),
     app_id           text        NOT NULL CHECK (app_id ~ '^[A-Za-z0-9_.-]{1,255}$'),
     wanted_badge     bigint      NOT NULL DEFAULT 0 CHECK (wanted_badge >= 0),
     wanted_version   bigint      NOT NULL DEFAULT 0 CHECK (wanted_version >= 0),
