@@ -185,10 +185,10 @@ test_log="$work/test.log"
 # the parallel suites they stretched both their timings and the others'.
 alone='ScaleOutTests'
 # Suites that measure time (a client's polls and retries, latency percentiles, deliveries retried
-# after Retry-After) go after the rest too: hundreds of suites starting at once on two cores
+# after Retry-After, a short benchmark run against its watchdog) go after the rest too: hundreds of suites starting at once on two cores
 # (a load average above 20) held the cooperative pool for tens of seconds, and their clocks ran
 # out before their work was scheduled.
-timed='TransportTests|HTTPLoadGeneratorTests|WebhookServiceTests|PushServiceTests'
+timed='TransportTests|HTTPLoadGeneratorTests|WebhookServiceTests|PushServiceTests|BenchPipelineCLITests'
 if [ $# -eq 0 ]; then
   if swift test --skip-build --skip "$alone|$timed" 2>&1 | tee "$test_log" &&
     { say "the suites that measure time: $timed"; swift test --skip-build --filter "$timed" 2>&1 | tee -a "$test_log"; } &&

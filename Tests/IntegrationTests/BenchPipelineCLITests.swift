@@ -15,7 +15,7 @@ struct BenchPipelineCLITests {
             "bench", "pipeline", "--database-url", server, "--migrations", Repository.migrationsDirectory.path,
             "--rate", "100", "--warmup", "1", "--seconds", "2", "--users", "10", "--paths", "3", "--partitions", "2",
             "--drain-seconds", "10",
-        ])
+        ], timeoutSeconds: 120)  // a watchdog against a hang: the run asserts what it prints, not how fast
         #expect(result.exitCode == 0, "\(result)")
         let output = result.stdout
         #expect(output.hasPrefix("reddot bench pipeline: debug build"), "\(output)")
