@@ -61,7 +61,8 @@ public struct WebhookSubscription: Sendable, Hashable, Codable {
         var wanted: [Kind] = []
         for kind in kinds {
             guard let known = Kind(rawValue: kind) else {
-                throw Invalid("kinds: \"\(kind)\" is not one of \(Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+                // Quoted with escapes, and cut: the kind is the caller's text (a line break in it stays on one line).
+                throw Invalid("kinds: \(String(reflecting: String(kind.prefix(64)))) is not one of \(Kind.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             if !wanted.contains(known) { wanted.append(known) }
         }
