@@ -10,8 +10,10 @@ import TestSupport
 @Suite("The rollup coalesces while ingest is behind")
 struct RollupBacklogTests {
     /// Stores a report as ingest does with its offsets: `waiting` records after the batch, written
-    /// `age` seconds ago (a negative age dates it ahead).
-    private static func report(_ fixture: RollupFixture, partition: Int32, waiting: Int64?, age: Double = 0) async throws {
+    /// `age` seconds ago (a negative age dates it ahead). By default a report is dated ten minutes
+    /// ahead, so it stays within the rule's last 10 s however slowly a busy machine runs the test
+    /// (CI once took longer than that between a report and the check that reads it).
+    private static func report(_ fixture: RollupFixture, partition: Int32, waiting: Int64?, age: Double = -600) async throws {
         try await fixture.execute(
             """
             INSERT INTO consumer_offset (consumer_group, topic, partition, next_offset, waiting, updated_at)
