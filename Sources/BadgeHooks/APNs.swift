@@ -66,33 +66,3 @@ public final class APNsCredentials: Sendable {
         init(_ description: String) { self.description = description }
     }
 }
-
-/// What APNs said of one push (its HTTP status and `reason`), as the sender acts on it.
-enum APNsVerdict: Equatable {
-    case sent
-    /// The device token is no longer valid (410 `Unregistered`, 400 `BadDeviceToken`): remove it.
-    case gone(String)
-    /// The provider token expired (403 `ExpiredProviderToken`): make a new one and try again.
-    case expiredToken
-    /// The credentials are refused (403 other than expired): stop, with the reason.
-    case refused(String)
-    /// Try again later (429, 5xx, a connection failure); `after` is the `Retry-After` if any.
-    case retry(String, after: Duration?)
-    /// The request itself is wrong for this device (another 4xx): try again only after a change.
-    case rejected(String)
-
-    static func of(status: Int, body: String, retryAfter: String?) -> APNsVerdict {
-        // APNs' error body: {"reason": "...", "timestamp": …} (a 410 carries the time as a number).
-        struct Answer: Decodable { var reason: String? }
-        let reason = (try? JSONDecoder().decode(Answer.self, from: Data(body.utf8)))?.reason ?? "HTTP \(status)"
-        switch status {
-        case 200: return .sent
-        case 410: return .gone(reason)
-        case 400 where reason == "BadDeviceToken" || reason == "DeviceTokenNotForTopic": return .gone(reason)
-        case 403 where reason == "ExpiredProviderToken": return .expiredToken
-        case 403: return .refused(reason)
-        case 429, 500...599: return .retry(reason, after: WebhookConfiguration.retryAfter(retryAfter))
-        default: return .rejected(reason)
-        }
-    }
-}

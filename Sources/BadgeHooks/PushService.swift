@@ -23,6 +23,10 @@ public struct PushConfiguration: Sendable {
     public var apnsURL: String
     /// The APNs provider key; nil: APNs devices wait.
     public var apns: APNsCredentials?
+    /// FCM's address: `https://fcm.googleapis.com`.
+    public var fcmURL: String
+    /// The Firebase project's service account; nil: FCM devices wait.
+    public var fcm: FCMCredentials?
     /// A PEM file of certificates to trust instead of the system's (a proxy; tests).
     public var trustRootsFile: String?
     /// Devices pushed at once, per process.
@@ -35,10 +39,12 @@ public struct PushConfiguration: Sendable {
 
     public init(
         kafka: KafkaConfiguration, topic: String = "reddot.changes", group: String = "reddot-push", apnsURL: String = "https://api.push.apple.com",
-        apns: APNsCredentials?, trustRootsFile: String? = nil, concurrency: Int = 32, requestTimeout: Duration = .seconds(10),
-        firstRetryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(300)
+        apns: APNsCredentials?, fcmURL: String = "https://fcm.googleapis.com", fcm: FCMCredentials? = nil, trustRootsFile: String? = nil,
+        concurrency: Int = 32, requestTimeout: Duration = .seconds(10), firstRetryDelay: Duration = .seconds(1),
+        maximumRetryDelay: Duration = .seconds(300)
     ) {
         (self.kafka, self.topic, self.group, self.apnsURL, self.apns, self.trustRootsFile) = (kafka, topic, group, apnsURL, apns, trustRootsFile)
+        (self.fcmURL, self.fcm) = (fcmURL, fcm)
         (self.concurrency, self.requestTimeout, self.firstRetryDelay, self.maximumRetryDelay) =
             (concurrency, requestTimeout, firstRetryDelay, maximumRetryDelay)
     }
@@ -59,9 +65,10 @@ public struct PushStopped: Error, CustomStringConvertible, Sendable {
 /// `reddot push run`: keeps each registered device's app-icon number equal to its user's root
 /// total. It follows the change feed in a consumer group, storing each user's latest total and
 /// making their devices due (a burst of versions leaves one number to send), and pushes due
-/// devices: APNs over HTTP/2 with a provider token, `aps.badge`, collapsed per user. A device the
-/// provider calls gone is removed; 429 and 5xx are retried (with `Retry-After`); refused
-/// credentials stop the service with the provider's reason.
+/// devices: APNs over HTTP/2 with a provider token, `aps.badge`, collapsed per user; FCM HTTP v1
+/// with a service account's OAuth2 access token, the number in the Android and APNs parts. A
+/// device the provider calls gone is removed; 429 and 5xx are retried (with `Retry-After`);
+/// refused credentials stop the service with the provider's reason.
 public final class PushService: Service, Sendable {
     private let configuration: PushConfiguration
     private let pool: PGPool
@@ -137,21 +144,25 @@ public final class PushService: Service, Sendable {
     }
 
     private func push(_ device: PushStore.Claimed, _ client: HTTPClient) async throws {
-        let verdict: APNsVerdict
         switch device.platform {
         case .apns:
-            guard let credentials = configuration.apns else {
-                try await record(device, .retry("no APNs credentials (--apns-key-file)", after: configuration.maximumRetryDelay))
-                return
-            }
-            verdict = await sendAPNs(device, credentials, client)
+            guard let credentials = configuration.apns else { return try await waitForCredentials(device, "no APNs credentials (--apns-key-file)") }
+            try await record(device, await sendAPNs(device, credentials, client))
         case .fcm:
-            verdict = .retry("FCM is not supported by this build yet", after: configuration.maximumRetryDelay)
+            guard let credentials = configuration.fcm else {
+                return try await waitForCredentials(device, "no FCM credentials (--fcm-service-account-file)")
+            }
+            try await record(device, await sendFCM(device, credentials, client))
         }
-        try await record(device, verdict)
     }
 
-    private func record(_ device: PushStore.Claimed, _ verdict: APNsVerdict) async throws {
+    /// A device of a provider this process has no credentials for: tried again after the longest pause.
+    private func waitForCredentials(_ device: PushStore.Claimed, _ reason: String) async throws {
+        metrics.failed("no_credentials").increment()
+        try await store { [configuration] in try PushStore.failed(device, error: reason, retryAfter: configuration.maximumRetryDelay, on: $0) }
+    }
+
+    private func record(_ device: PushStore.Claimed, _ verdict: PushVerdict) async throws {
         let context: Logger.Metadata = ["user": "\(device.user)", "device": "\(device.device)", "badge": "\(device.badge)"]
         switch verdict {
         case .sent:
@@ -163,14 +174,22 @@ public final class PushService: Service, Sendable {
                 logger.info("push: the provider says the device is gone; removed", metadata: context.merging(["reason": "\(reason)"]) { $1 })
             }
         case .expiredToken:
+            // Tried again after a second with a new token (not at once: a provider that calls
+            // every new token expired must not be asked in a tight loop).
             metrics.failed("expired_token").increment()
-            try await store { try PushStore.failed(device, error: "ExpiredProviderToken", retryAfter: .zero, on: $0) }
+            try await store { try PushStore.failed(device, error: "expired bearer token", retryAfter: .seconds(1), on: $0) }
         case .refused(let reason):
             metrics.failed("credentials").increment()
             try await store { try PushStore.failed(device, error: reason, retryAfter: .seconds(60), on: $0) }
-            throw PushStopped(description: "APNs refuses the provider credentials (\(reason)): check --apns-key-file, --apns-key-id and --apns-team-id")
+            switch device.platform {
+            case .apns:
+                throw PushStopped(description: "APNs refuses the provider credentials (\(reason)): check --apns-key-file, --apns-key-id and --apns-team-id")
+            case .fcm:
+                throw PushStopped(
+                    description: "FCM refuses the service account (\(reason)): check --fcm-service-account-file and that the account may send for its project")
+            }
         case .retry(let reason, let after):
-            metrics.failed(reason == "FCM is not supported by this build yet" ? "unsupported" : "retry").increment()
+            metrics.failed("retry").increment()
             let delay = after.map { min(max($0, .seconds(1)), configuration.maximumRetryDelay) } ?? configuration.retryDelay(after: device.attempt)
             try await store { try PushStore.failed(device, error: reason, retryAfter: delay, on: $0) }
             logger.info("push: a push failed; retrying", metadata: context.merging(["reason": "\(reason)", "retry_in": "\(delay)"]) { $1 })
@@ -197,7 +216,7 @@ public final class PushService: Service, Sendable {
         }
     }
 
-    private func sendAPNs(_ device: PushStore.Claimed, _ credentials: APNsCredentials, _ client: HTTPClient) async -> APNsVerdict {
+    private func sendAPNs(_ device: PushStore.Claimed, _ credentials: APNsCredentials, _ client: HTTPClient) async -> PushVerdict {
         let token = credentials.token()
         var request = HTTPClientRequest(url: "\(configuration.apnsURL)/3/device/\(device.token)")
         request.method = .POST
@@ -208,16 +227,42 @@ public final class PushService: Service, Sendable {
         request.headers.add(name: "apns-collapse-id", value: Self.collapseID(device.user))
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(string: #"{"aps":{"badge":\#(min(device.badge, Int64(Int32.max)))}}"#))
+        let verdict = await execute(request, client, PushVerdict.apns)
+        if verdict == .expiredToken { credentials.expire(token) }
+        return verdict
+    }
+
+    private func sendFCM(_ device: PushStore.Claimed, _ credentials: FCMCredentials, _ client: HTTPClient) async -> PushVerdict {
+        let token: String
+        do {
+            token = try await credentials.accessToken(client: client, timeout: configuration.requestTimeout)
+        } catch FCMCredentials.TokenFailure.refused(let reason) {
+            return .refused(reason)
+        } catch {
+            return .retry("\(error)", after: nil)
+        }
+        var request = HTTPClientRequest(url: "\(configuration.fcmURL)/v1/projects/\(credentials.projectID)/messages:send")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "Bearer \(token)")
+        request.headers.add(name: "content-type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: FCMMessage.body(token: device.token, badge: device.badge, collapseID: Self.collapseID(device.user))))
+        let verdict = await execute(request, client, PushVerdict.fcm)
+        if verdict == .expiredToken { credentials.expire(token) }
+        return verdict
+    }
+
+    /// Sends one push and reads the provider's answer with `verdict`; a failure to reach it is retried.
+    private func execute(
+        _ request: HTTPClientRequest, _ client: HTTPClient, _ verdict: (Int, String, String?) -> PushVerdict
+    ) async -> PushVerdict {
         let started = ContinuousClock.now
         defer { metrics.latency.recordNanoseconds(WebhookService.nanoseconds(ContinuousClock.now - started)) }
         do {
             let response = try await client.execute(request, timeout: WebhookService.timeAmount(configuration.requestTimeout))
             let body = (try? await response.body.collect(upTo: 64 << 10)).map { String(buffer: $0) } ?? ""
-            let verdict = APNsVerdict.of(status: Int(response.status.code), body: body, retryAfter: response.headers.first(name: "retry-after"))
-            if verdict == .expiredToken { credentials.expire(token) }
-            return verdict
+            return verdict(Int(response.status.code), body, response.headers.first(name: "retry-after"))
         } catch {
-            return .retry("\(error)", after: nil)
+            return .retry(PushVerdict.cut("\(error)"), after: nil)
         }
     }
 

@@ -12,16 +12,21 @@ import ServiceLifecycle
 struct PushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push",
-        abstract: "Keep each registered device's app-icon badge equal to its user's root total (APNs).",
+        abstract: "Keep each registered device's app-icon badge equal to its user's root total (APNs, FCM).",
         discussion: """
             run follows the change feed (reddot.changes) in a consumer group, keeps each user's latest \
             root total, and pushes it to the user's devices (PUT /v1/users/{user}/devices/{device}): \
             APNs over HTTP/2 with a provider token made from --apns-key-file (ES256, renewed every 50 \
             minutes or when APNs calls it expired), {"aps":{"badge":N}}, apns-push-type alert, one \
-            collapse id per user. A burst of versions sends the latest number once; a version read \
-            again sends nothing. 429 and 5xx are retried (Retry-After kept, else 1 s doubling up to \
-            --max-retry-seconds); a device APNs calls gone (410, BadDeviceToken) is removed; refused \
-            credentials stop the command with APNs' reason. FCM devices are stored but not pushed yet.
+            collapse id per user. FCM devices: HTTP v1 (messages:send) with an OAuth2 access token \
+            that the service account in --fcm-service-account-file obtains from its token_uri (an RS256 \
+            assertion; cached, renewed five minutes before it runs out or when FCM calls it invalid), \
+            the number as android.notification.notification_count and apns aps.badge. A burst of \
+            versions sends the latest number once; a version read again sends nothing. 429 and 5xx \
+            are retried (Retry-After kept, else 1 s doubling up to --max-retry-seconds); a device the \
+            provider calls gone (APNs 410 or BadDeviceToken, FCM UNREGISTERED or SENDER_ID_MISMATCH) \
+            is removed; refused credentials stop the command with the provider's reason. Devices of a \
+            provider without credentials wait (retried every --max-retry-seconds).
 
             Exit codes: 0 stopped by SIGTERM or SIGINT; 64 bad arguments or an unreadable key; 69 the \
             database or Kafka cannot be reached; 1 another failure (refused credentials).
@@ -42,6 +47,10 @@ struct PushCommand: AsyncParsableCommand {
         var apnsTeamId: String?
         @Option(help: ArgumentHelp("APNs' address (https://api.sandbox.push.apple.com for development builds).", valueName: "url"))
         var apnsUrl: String = "https://api.push.apple.com"
+        @Option(help: ArgumentHelp("The Firebase project's service account key (JSON). Default: REDDOT_FCM_SERVICE_ACCOUNT_FILE.", valueName: "file"))
+        var fcmServiceAccountFile: String?
+        @Option(help: ArgumentHelp("FCM's address.", valueName: "url"))
+        var fcmUrl: String = "https://fcm.googleapis.com"
         @Option(help: ArgumentHelp("Trust the certificates in this PEM file instead of the system's (a proxy).", valueName: "file"))
         var trustRootsFile: String?
         @Option(help: "Devices pushed at once (1…1000).")
@@ -58,8 +67,30 @@ struct PushCommand: AsyncParsableCommand {
             ] where !range.contains(value) {
                 throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
             }
-            guard let url = URL(string: apnsUrl), url.scheme == "https", url.host != nil else {
-                throw ValidationError("--apns-url must be an https:// URL")
+            for (name, value) in [("--apns-url", apnsUrl), ("--fcm-url", fcmUrl)] {
+                guard let url = URL(string: value), url.scheme == "https", url.host != nil else {
+                    throw ValidationError("\(name) must be an https:// URL")
+                }
+            }
+        }
+
+        /// The FCM service account from the flag or variable; nil when neither is given.
+        func fcmCredentials() throws -> FCMCredentials? {
+            let environment = KafkaOptions.environment
+            guard let file = KafkaOptions.nonEmpty(fcmServiceAccountFile) ?? KafkaOptions.nonEmpty(environment["REDDOT_FCM_SERVICE_ACCOUNT_FILE"]) else {
+                return nil
+            }
+            let data: Data
+            do {
+                data = try Data(contentsOf: URL(fileURLWithPath: file))
+            } catch {
+                throw fail("cannot read the FCM service account file \(file): \(error.localizedDescription)", code: ExitCodes.usage)
+            }
+            guard data.count <= 1 << 20 else { throw fail("\(file) is over 1 MiB: not a service account key", code: ExitCodes.usage) }
+            do {
+                return try FCMCredentials(serviceAccountJSON: data)
+            } catch {
+                throw fail("\(file): \(error)", code: ExitCodes.usage)
             }
         }
 
@@ -89,14 +120,17 @@ struct PushCommand: AsyncParsableCommand {
         func run() async throws {
             let logger = try database.logger(label: "reddot.push")
             let apns = try credentials()
+            let fcm = try fcmCredentials()
             if apns == nil { logger.warning("no APNs credentials (--apns-key-file, --apns-key-id, --apns-team-id): APNs devices wait") }
+            if fcm == nil { logger.warning("no FCM credentials (--fcm-service-account-file): FCM devices wait") }
             let registry = MetricsSetup.bootstrap()
             let kafka = try feed.kafka()
             let pool = PGPool(configuration: database.configuration(), maximumConnections: 4, logger: logger)
             defer { pool.close() }
             let service = PushService(
                 configuration: PushConfiguration(
-                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-push", apnsURL: apnsUrl, apns: apns, trustRootsFile: trustRootsFile,
+                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-push", apnsURL: apnsUrl, apns: apns, fcmURL: fcmUrl, fcm: fcm,
+                    trustRootsFile: trustRootsFile,
                     concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds), maximumRetryDelay: .seconds(maxRetrySeconds)),
                 pool: pool, logger: logger)
             var services: [any Service] = [service]

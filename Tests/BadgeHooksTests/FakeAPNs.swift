@@ -2,9 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdHTTP2
 import Logging
-import NIOSSL
 import Synchronization
 import TestSupport
 
@@ -19,6 +17,8 @@ final class FakeAPNs: Sendable {
         var topic: String
         var collapseID: String
         var token: String
+        /// Whether it came over HTTP/2, as APNs requires.
+        var http2: Bool
     }
 
     let publicKey: P256.Signing.PublicKey
@@ -44,7 +44,7 @@ final class FakeAPNs: Sendable {
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"reason":"\#(reason)"}"#)))
     }
 
-    func answer(device: String, headers: HTTPFields, body: String) -> Response {
+    func answer(device: String, headers: HTTPFields, body: String, http2: Bool) -> Response {
         guard let authorization = headers[.authorization], authorization.hasPrefix("bearer ") else {
             return refuse(.forbidden, "MissingProviderToken")
         }
@@ -76,44 +76,21 @@ final class FakeAPNs: Sendable {
         case 410: return refuse(.gone, "Unregistered")
         default:
             pushes.withLock {
-                $0.append(Push(device: device, badge: badge, topic: field("apns-topic"), collapseID: field("apns-collapse-id"), token: token))
+                $0.append(Push(device: device, badge: badge, topic: field("apns-topic"), collapseID: field("apns-collapse-id"), token: token, http2: http2))
             }
             return Response(status: .ok)
         }
     }
 
-    /// Serves until the task is cancelled, with a certificate for localhost made by openssl in
-    /// `folder`; returns the base URL and the certificate file to trust.
+    /// Serves until the task is cancelled; returns the base URL and the certificate file to trust.
     func start(in folder: URL, logger: Logger) async throws -> (url: String, trust: String, task: Task<Void, any Error>) {
-        let certificate = folder.appendingPathComponent("apns.crt").path
-        let key = folder.appendingPathComponent("apns.key").path
-        let made = try await ChildProcess.run(
-            "/usr/bin/openssl",
-            [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", certificate,
-                "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            ], mergingStandardError: true)
-        guard made.status == 0 else { throw TestSetupError("openssl could not make a certificate: \(made.output)") }
-        let tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-        let router = Router()
+        let router = Router(context: ProviderContext.self)
         router.post("/3/device/:device") { request, context -> Response in
             let body = try await request.body.collect(upTo: 1 << 16)
-            return self.answer(device: context.parameters.get("device") ?? "", headers: request.headers, body: String(buffer: body))
+            let http2 = await context.isHTTP2()
+            return self.answer(device: context.parameters.get("device") ?? "", headers: request.headers, body: String(buffer: body), http2: http2)
         }
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: router, server: try .http2Upgrade(tlsConfiguration: tls),
-            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
-        var port = 0
-        for await value in stream {
-            port = value
-            break
-        }
-        return ("https://localhost:\(port)", certificate, task)
+        return try await LoopbackTLS.serve(router, name: "apns", in: folder, logger: logger)
     }
 
     static func base64URL(_ text: String) -> Data? {

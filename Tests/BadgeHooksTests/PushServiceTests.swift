@@ -1,6 +1,7 @@
 import BadgeCore
 import BadgeStore
 import Crypto
+import CryptoExtras
 import Foundation
 import LibPQ
 import Logging
@@ -40,8 +41,8 @@ struct PushServiceTests {
             _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(user.utf8), payload: Array(json.utf8)))
         }
 
-        func register(_ user: String, _ device: String, token: String) async throws {
-            let made = try PushDevice(id: device, platform: "apns", token: token, appID: "com.example.app")
+        func register(_ user: String, _ device: String, token: String, platform: String = "apns") async throws {
+            let made = try PushDevice(id: device, platform: platform, token: token, appID: "com.example.app")
             try await migrated.pool.withConnection { try PushStore.register(made, for: TestSupport.user(user), on: $0) }
         }
 
@@ -52,11 +53,13 @@ struct PushServiceTests {
             return found
         }
 
-        func configuration(_ apns: APNsCredentials, url: String, trust: String) -> PushConfiguration {
+        func configuration(_ apns: APNsCredentials?, url: String, fcm: FCMCredentials? = nil, fcmURL: String = "", trust: String) -> PushConfiguration {
             var kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
             kafka.set("session.timeout.ms", "6000")
             kafka.set("heartbeat.interval.ms", "500")
-            return PushConfiguration(kafka: kafka, topic: topic, group: "push-\(topic)", apnsURL: url, apns: apns, trustRootsFile: trust)
+            return PushConfiguration(
+                kafka: kafka, topic: topic, group: "push-\(topic)", apnsURL: url, apns: apns, fcmURL: fcmURL, fcm: fcm, trustRootsFile: trust,
+                maximumRetryDelay: .seconds(30))
         }
 
         func tearDown() async throws {
@@ -119,6 +122,8 @@ struct PushServiceTests {
         #expect(apns.pushes(to: "bb01").map(\.badge) == [5], "sent once, after 429 and 503")
         #expect(apns.pushes(to: "cc01").isEmpty)
         #expect(apns.refusals.withLock { $0 }.sorted() == ["410 Unregistered", "429 TooManyRequests", "503 ServiceUnavailable"])
+        let overHTTP2 = apns.pushes.withLock { $0.allSatisfy(\.http2) }
+        #expect(overHTTP2, "every push over HTTP/2, as APNs requires")
 
         // The provider token grows old: APNs calls it expired, a new one is made and the push goes.
         apns.maximumTokenAge.store(1, ordering: .relaxed)
@@ -235,14 +240,236 @@ struct PushServiceTests {
         let signature = try #require(FakeAPNs.base64URL(parts[2]))
         #expect(key.publicKey.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8)))
         #expect(FakeAPNs.json(parts[0])?["kid"] as? String == "ABC123DEFG" && FakeAPNs.json(parts[1])?["iss"] as? String == "TEAM123456")
-        #expect(APNsVerdict.of(status: 410, body: #"{"reason":"Unregistered","timestamp":1700000000000}"#, retryAfter: nil) == .gone("Unregistered"))
-        #expect(APNsVerdict.of(status: 400, body: #"{"reason":"BadDeviceToken"}"#, retryAfter: nil) == .gone("BadDeviceToken"))
-        #expect(APNsVerdict.of(status: 400, body: #"{"reason":"BadCollapseId"}"#, retryAfter: nil) == .rejected("BadCollapseId"))
-        #expect(APNsVerdict.of(status: 429, body: "", retryAfter: "7") == .retry("HTTP 429", after: .seconds(7)))
-        #expect(APNsVerdict.of(status: 403, body: #"{"reason":"ExpiredProviderToken"}"#, retryAfter: nil) == .expiredToken)
-        #expect(APNsVerdict.of(status: 403, body: "not json", retryAfter: nil) == .refused("HTTP 403"))
+        #expect(PushVerdict.apns(status: 410, body: #"{"reason":"Unregistered","timestamp":1700000000000}"#, retryAfter: nil) == .gone("Unregistered"))
+        #expect(PushVerdict.apns(status: 400, body: #"{"reason":"BadDeviceToken"}"#, retryAfter: nil) == .gone("BadDeviceToken"))
+        #expect(PushVerdict.apns(status: 400, body: #"{"reason":"BadCollapseId"}"#, retryAfter: nil) == .rejected("BadCollapseId"))
+        #expect(PushVerdict.apns(status: 429, body: "", retryAfter: "7") == .retry("HTTP 429", after: .seconds(7)))
+        #expect(PushVerdict.apns(status: 403, body: #"{"reason":"ExpiredProviderToken"}"#, retryAfter: nil) == .expiredToken)
+        #expect(PushVerdict.apns(status: 403, body: "not json", retryAfter: nil) == .refused("HTTP 403"))
+        #expect(PushVerdict.apns(status: 400, body: #"{"reason":"Bad\r\nThing"}"#, retryAfter: nil) == .rejected("Bad  Thing"), "one line in logs")
+        #expect(PushVerdict.apns(status: 400, body: #"{"reason":"Bad\u2028Thing"}"#, retryAfter: nil) == .rejected("Bad Thing"))
         for device in [("", "apns", "t", "a.b"), ("d", "gcm", "t", "a.b"), ("d", "apns", "", "a.b"), ("d", "apns", "t t", "a.b"), ("d", "apns", "../x", "a.b"), ("d", "apns", "a?b", "a.b"), ("d", "fcm", "a%2F", "a.b"), ("d", "apns", "t", "a b")] {
             #expect(throws: PushDevice.Invalid.self) { try PushDevice(id: device.0, platform: device.1, token: device.2, appID: device.3) }
+        }
+    }
+
+    @Test(
+        "FCM: the right number reaches each device over HTTP/2 with an OAuth2 access token from the service account; a burst ends on the last; 429 and 503 are retried; UNREGISTERED removes the device; an access token FCM calls invalid is renewed; an APNs device without APNs credentials waits"
+    )
+    func fcmEndToEnd() async throws {
+        let setting = try await Setting.make()
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let fcm = FakeFCM(publicKey: key.publicKey, clientEmail: "relay@demo-app.iam.gserviceaccount.com", projectID: "demo-app")
+        let (url, trust, serving) = try await fcm.start(in: setting.folder, logger: setting.logger)
+        defer { serving.cancel() }
+        let credentials = try FCMCredentials(serviceAccountJSON: try fcm.serviceAccount(key))
+
+        try await setting.register("ann", "pixel", token: "fcm:ann-1", platform: "fcm")
+        try await setting.register("ann", "iphone", token: "aa01")
+        try await setting.register("bob", "pixel", token: "fcm:bob-1", platform: "fcm")
+        try await setting.register("carol", "old", token: "fcm:carol-1", platform: "fcm")
+        fcm.answers.withLock { $0 = ["fcm:bob-1": [429, 503], "fcm:carol-1": [404]] }
+        try await setting.publish("bob", own: 1, root: 5)
+        try await setting.publish("carol", own: 1, root: 1)
+        try await setting.publish("ann", own: 1, root: 2)
+
+        let service = PushService(
+            configuration: setting.configuration(nil, url: "", fcm: credentials, fcmURL: url, trust: trust), pool: setting.migrated.pool,
+            logger: setting.logger)
+        let group = ServiceGroup(services: [service], gracefulShutdownSignals: [], logger: setting.logger)
+        let running = Task { try await group.run() }
+
+        #expect(try await Self.eventually { try await setting.devices("ann")["pixel"]?.sent == 2 })
+        for version in 2...101 { try await setting.publish("ann", own: Int64(version), root: Int64(version + 1)) }
+        #expect(try await Self.eventually { try await setting.devices("ann")["pixel"]?.sent == 102 })
+        #expect(try await Self.eventually { try await setting.devices("bob")["pixel"]?.sent == 5 })
+        #expect(try await Self.eventually { try await setting.devices("carol").isEmpty }, "the device FCM calls UNREGISTERED is removed")
+        let ann = try await setting.devices("ann")
+        #expect(ann["iphone"]?.wanted == 102 && ann["iphone"]?.sent == nil, "without APNs credentials the iPhone waits: \(ann)")
+
+        let pushes = fcm.pushes(to: "fcm:ann-1")
+        #expect(pushes.first?.badge == 2 && pushes.last?.badge == 102, "\(pushes.map(\.badge))")
+        #expect(pushes.count < 30, "far fewer pushes than versions: \(pushes.map(\.badge))")
+        #expect(pushes.map(\.badge) == pushes.map(\.badge).sorted(), "never a number older than one sent")
+        #expect(Set(pushes.map(\.collapseKey)).count == 1 && pushes.first?.collapseKey == PushService.collapseID("ann"))
+        #expect(fcm.pushes(to: "fcm:bob-1").map(\.badge) == [5], "sent once, after 429 and 503")
+        let overHTTP2 = fcm.pushes.withLock { $0.allSatisfy(\.http2) }
+        #expect(overHTTP2, "every push over HTTP/2")
+        #expect(fcm.refusals.withLock { $0 }.sorted() == ["404 UNREGISTERED", "429 QUOTA_EXCEEDED", "503 UNAVAILABLE"])
+        #expect(fcm.issued.withLock { $0.count } == 1, "one access token, shared by every push while it lasts")
+
+        // The access token stops being valid earlier than it said: FCM answers 401, a new one is had.
+        fcm.tokenValidity.store(1, ordering: .relaxed)
+        credentials.expire(pushes.last?.accessToken ?? "")
+        try await setting.publish("ann", own: 102, root: 8)
+        #expect(try await Self.eventually { try await setting.devices("ann")["pixel"]?.sent == 8 })
+        try await Task.sleep(for: .milliseconds(1_100))
+        try await setting.publish("ann", own: 103, root: 9)
+        #expect(try await Self.eventually { try await setting.devices("ann")["pixel"]?.sent == 9 })
+        #expect(fcm.refusals.withLock { $0 }.contains("401 UNAUTHENTICATED"))
+        #expect(fcm.issued.withLock { $0.count } == 3, "renewed after FCM called it invalid")
+
+        await group.triggerGracefulShutdown()
+        try await running.value
+        try await setting.tearDown()
+    }
+
+    @Test("FCM: a service account the token endpoint refuses stops the service with the reason, not a retry loop")
+    func fcmRefusedAccount() async throws {
+        let setting = try await Setting.make()
+        let fcm = FakeFCM(
+            publicKey: try _RSA.Signing.PrivateKey(keySize: .bits2048).publicKey, clientEmail: "relay@demo-app.iam.gserviceaccount.com", projectID: "demo-app")
+        let (url, trust, serving) = try await fcm.start(in: setting.folder, logger: setting.logger)
+        defer { serving.cancel() }
+        // A key the endpoint does not know for this account.
+        let credentials = try FCMCredentials(serviceAccountJSON: try fcm.serviceAccount(try _RSA.Signing.PrivateKey(keySize: .bits2048)))
+        try await setting.register("ann", "pixel", token: "fcm:ann-1", platform: "fcm")
+        try await setting.publish("ann", own: 1, root: 2)
+        let service = PushService(
+            configuration: setting.configuration(nil, url: "", fcm: credentials, fcmURL: url, trust: trust), pool: setting.migrated.pool,
+            logger: setting.logger)
+        let stopped = try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                do {
+                    try await service.run()
+                    return "returned"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        #expect(
+            stopped?.contains("FCM refuses the service account (the token endpoint says invalid_grant: Invalid JWT Signature.)") == true,
+            "\(stopped ?? "still running after 60 s")")
+        #expect(fcm.refusals.withLock { $0 } == ["400 invalid_grant"], "one try, no loop")
+        #expect(fcm.pushes.withLock { $0 }.isEmpty)
+        try await setting.tearDown()
+    }
+
+    @Test("FCM: service account files, token answers and FCM's errors are read with a sentence or a verdict; the message clamps the number")
+    func fcmChecks() throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        func account(_ change: (inout [String: Any]) -> Void) throws -> Data {
+            var fields: [String: Any] = [
+                "type": "service_account", "project_id": "demo-app", "private_key": key.pkcs8PEMRepresentation,
+                "client_email": "relay@demo-app.iam.gserviceaccount.com", "token_uri": "https://oauth2.googleapis.com/token",
+            ]
+            change(&fields)
+            return try JSONSerialization.data(withJSONObject: fields)
+        }
+        let made = try FCMCredentials(serviceAccountJSON: try account { _ in })
+        #expect(made.projectID == "demo-app" && made.tokenURL == "https://oauth2.googleapis.com/token")
+        let parts = made.assertion(issuedAt: Date(timeIntervalSince1970: 1_700_000_000)).split(separator: ".").map(String.init)
+        let signature = try #require(FakeAPNs.base64URL(parts[2]))
+        #expect(
+            key.publicKey.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5))
+        let claims = try #require(FakeAPNs.json(parts[1]))
+        #expect(claims["iat"] as? Int == 1_700_000_000 && claims["exp"] as? Int == 1_700_003_600)
+        #expect(claims["aud"] as? String == "https://oauth2.googleapis.com/token" && claims["iss"] as? String == "relay@demo-app.iam.gserviceaccount.com")
+        let refused: [(String, Data)] = [
+            ("not JSON", Data("{".utf8)),
+            ("a user's credentials", try account { $0["type"] = "authorized_user" }),
+            ("no project", try account { $0["project_id"] = nil }),
+            ("a project id with a slash", try account { $0["project_id"] = "demo/../x" }),
+            ("no email", try account { $0["client_email"] = nil }),
+            ("an email with a quote", try account { $0["client_email"] = "a\"b@c" }),
+            ("an http token endpoint", try account { $0["token_uri"] = "http://oauth2.googleapis.com/token" }),
+            ("no key", try account { $0["private_key"] = nil }),
+            ("a P-256 key", try account { $0["private_key"] = P256.Signing.PrivateKey().pemRepresentation }),
+            ("a 1,024-bit key", try account { $0["private_key"] = try! _RSA.Signing.PrivateKey(unsafeKeySize: .init(bitCount: 1024)).pemRepresentation }),
+        ]
+        for (what, data) in refused {
+            #expect(throws: FCMCredentials.Invalid.self, "\(what)") { try FCMCredentials(serviceAccountJSON: data) }
+        }
+
+        #expect(try FCMCredentials.access(status: 200, body: #"{"access_token":"ya29.x","expires_in":3599}"#).lifetime == .seconds(3599))
+        #expect(try FCMCredentials.access(status: 200, body: #"{"access_token":"ya29.x","expires_in":1e300}"#).lifetime == .seconds(86_400))
+        #expect(try FCMCredentials.access(status: 200, body: #"{"access_token":"ya29.x","expires_in":-5}"#).lifetime == .seconds(1))
+        #expect(try FCMCredentials.access(status: 200, body: #"{"access_token":"ya29.x"}"#).lifetime == .seconds(3600))
+        for body in [#"{"access_token":"a\r\nx: y"}"#, #"{"access_token":""}"#, "[]", #"{"access_token":"ya29.x","expires_in":"soon"}"#] {
+            #expect(throws: FCMCredentials.TokenFailure.self, "\(body)") { try FCMCredentials.access(status: 200, body: body) }
+        }
+        #expect(throws: FCMCredentials.TokenFailure.refused("the token endpoint says invalid_grant: Invalid JWT Signature.")) {
+            try FCMCredentials.access(status: 400, body: #"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#)
+        }
+        #expect(throws: FCMCredentials.TokenFailure.unavailable("the token endpoint answers HTTP 503")) {
+            try FCMCredentials.access(status: 503, body: "busy")
+        }
+
+        func fcmError(_ status: Int, _ state: String, _ code: String?) -> String {
+            let details = code.map { #","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#($0)"}]"# } ?? ""
+            return #"{"error":{"code":\#(status),"message":"m","status":"\#(state)"\#(details)}}"#
+        }
+        #expect(PushVerdict.fcm(status: 200, body: "{}", retryAfter: nil) == .sent)
+        #expect(PushVerdict.fcm(status: 404, body: fcmError(404, "NOT_FOUND", "UNREGISTERED"), retryAfter: nil) == .gone("UNREGISTERED: m"))
+        #expect(PushVerdict.fcm(status: 403, body: fcmError(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH"), retryAfter: nil) == .gone("SENDER_ID_MISMATCH: m"))
+        #expect(PushVerdict.fcm(status: 401, body: fcmError(401, "UNAUTHENTICATED", nil), retryAfter: nil) == .expiredToken)
+        #expect(PushVerdict.fcm(status: 401, body: fcmError(401, "UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"), retryAfter: nil) == .rejected("THIRD_PARTY_AUTH_ERROR: m"))
+        #expect(PushVerdict.fcm(status: 403, body: fcmError(403, "PERMISSION_DENIED", nil), retryAfter: nil) == .refused("PERMISSION_DENIED: m"))
+        #expect(PushVerdict.fcm(status: 429, body: fcmError(429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"), retryAfter: "30") == .retry("QUOTA_EXCEEDED: m", after: .seconds(30)))
+        #expect(PushVerdict.fcm(status: 502, body: "<html>", retryAfter: nil) == .retry("HTTP 502", after: nil))
+        #expect(PushVerdict.fcm(status: 400, body: fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT"), retryAfter: nil) == .rejected("INVALID_ARGUMENT: m"))
+
+        for (badge, shown) in [(Int64(-3), 0), (7, 7), (Int64.max, Int(Int32.max))] {
+            let body = FCMMessage.body(token: "t", badge: badge, collapseID: "c")
+            let message = try #require((try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+            #expect(((message["android"] as? [String: Any])?["notification"] as? [String: Any])?["notification_count"] as? Int == shown)
+            #expect((((message["apns"] as? [String: Any])?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["badge"] as? Int == shown)
+        }
+    }
+
+    @Test("provider answers and service account files mutated at random: never a trap; reasons one line of at most 200 characters; tokens printable")
+    func mutatedAnswers() throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let seeds = [
+            #"{"reason":"Unregistered","timestamp":1700000000000}"#,
+            #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#,
+            #"{"access_token":"ya29.c.abc","expires_in":3599,"token_type":"Bearer"}"#,
+            #"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#,
+            String(decoding: try JSONSerialization.data(withJSONObject: [
+                "type": "service_account", "project_id": "demo-app", "private_key": key.pkcs8PEMRepresentation,
+                "client_email": "relay@demo-app.iam.gserviceaccount.com",
+            ]), as: UTF8.self),
+        ].map { Array($0.utf8) }
+        var generator = SystemRandomNumberGenerator()
+        let statuses = [200, 400, 401, 403, 404, 410, 429, 500, 503, 0, 999]
+        let oneLine = { (reason: String) in reason.count <= 200 && !reason.contains(where: { $0.isNewline }) }
+        for round in 0..<4_000 {
+            var bytes = seeds[round % seeds.count]
+            for _ in 0...Int.random(in: 0...6, using: &generator) where !bytes.isEmpty {
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0...3, using: &generator) {
+                case 0: bytes[at] = UInt8.random(in: 0...255, using: &generator)
+                case 1: bytes.remove(at: at)
+                case 2: bytes.insert(contentsOf: Array(#"\r\n"9e999,-1,"x":[]"#.utf8).shuffled(using: &generator).prefix(4), at: at)
+                default: bytes.insert(bytes[at], at: at)
+                }
+            }
+            let body = String(decoding: bytes, as: UTF8.self)
+            let status = statuses[round % statuses.count]
+            for verdict in [PushVerdict.apns(status: status, body: body, retryAfter: body), PushVerdict.fcm(status: status, body: body, retryAfter: nil)] {
+                switch verdict {
+                case .sent, .expiredToken: break
+                case .gone(let reason), .refused(let reason), .rejected(let reason), .retry(let reason, _):
+                    #expect(oneLine(reason), "\(reason.debugDescription)")
+                }
+            }
+            do {
+                let access = try FCMCredentials.access(status: status, body: body)
+                #expect(access.token.utf8.allSatisfy { (0x21...0x7e).contains($0) } && access.lifetime >= .seconds(1) && access.lifetime <= .seconds(86_400))
+            } catch {
+                if case .refused(let reason) = error { #expect(oneLine(reason)) }
+            }
+            if let credentials = try? FCMCredentials(serviceAccountJSON: Data(bytes)) {
+                #expect(!credentials.assertion(issuedAt: Date()).hasSuffix("."), "a usable key signs")
+            }
         }
     }
 }
