@@ -81,6 +81,7 @@ public final class PushService: Service, Sendable {
         let records = Counter(label: "reddot_push_records_total")
         let unreadable = Counter(label: "reddot_push_records_unreadable_total")
         let due = Counter(label: "reddot_push_devices_due_total")
+        let broadcastRecounts = Counter(label: "reddot_push_broadcast_recounts_total")
         let sent = Counter(label: "reddot_push_sent_total")
         let removed = Counter(label: "reddot_push_devices_removed_total")
         let latency = Timer(label: "reddot_push_request_seconds")
@@ -118,18 +119,40 @@ public final class PushService: Service, Sendable {
         follower.stop()
     }
 
-    /// Each batch: the latest root total of each user (the highest own version in it), stored
-    /// with the user's devices made due.
+    /// Each batch: the latest root total of each user (the highest visible version in it: own
+    /// plus broadcast, which only grows), stored with the user's devices made due. A broadcast
+    /// record changes every user's total without a user record: after one, the total now of
+    /// every user with a device is recounted from the database, a page of users per statement.
     private func follow() async throws {
-        try await follower.run { [pool, metrics] records in
+        try await follower.run { [pool, metrics, logger] records in
             metrics.records.increment(by: records.count)
             var latest: [String: (version: Int64, count: Int64)] = [:]
-            for case .user(let change) in records where (latest[change.user]?.version ?? 0) < change.ownVersion {
-                latest[change.user] = (change.ownVersion, change.root.count)
+            var broadcasts = false
+            for record in records {
+                switch record {
+                case .user(let change):
+                    let version = max(change.version, change.ownVersion)
+                    if (latest[change.user]?.version ?? 0) < version { latest[change.user] = (version, change.root.count) }
+                case .broadcasts:
+                    broadcasts = true
+                }
             }
             let users = latest
             let due = try await pool.withConnection { try PushStore.follow(users, on: $0) }
             metrics.due.increment(by: due)
+            guard broadcasts else { return }
+            let started = ContinuousClock.now
+            var (cursor, pages, dueAfterBroadcast) = ("", 0, 0)
+            while true {
+                let page = try await pool.withConnection { [cursor] in try PushStore.followBroadcasts(after: cursor, limit: 1_000, on: $0) }
+                guard let last = page.last else { break }
+                (cursor, pages, dueAfterBroadcast) = (last, pages + 1, dueAfterBroadcast + page.due)
+            }
+            metrics.due.increment(by: dueAfterBroadcast)
+            metrics.broadcastRecounts.increment()
+            logger.debug(
+                "push: a broadcast change recounted the users with devices",
+                metadata: ["pages": "\(pages)", "devices_due": "\(dueAfterBroadcast)", "took": "\(ContinuousClock.now - started)"])
         }
     }
 

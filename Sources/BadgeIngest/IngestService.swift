@@ -169,9 +169,33 @@ struct DeadLetterPublisher: Sendable {
     func publishPending() async {
         do {
             while try await publishChunk(limit: 500) == 500 {}
+            while try await publishTombstones(limit: 500) == 500 {}
         } catch {
             logger.info("publishing dead letters failed; will retry", metadata: [LibPQ.LogKey.error: "\(error)"])
         }
+    }
+
+    /// Sends a tombstone (the user's key, no value) to the dead-letter topic for up to `limit`
+    /// erased users that have not had one, stamped in the transaction that locked them; returns
+    /// how many. A dead letter is keyed as its producer keyed the event: producers that key by
+    /// user id have every dead letter of an erased user dropped by a compacted topic.
+    private func publishTombstones(limit: Int) async throws -> Int {
+        let (producer, topic) = (self.producer, self.topic)
+        let sent = try await pool.withTransaction { connection in
+            let users = try DeadLetterStore.pendingTombstones(limit: limit, on: connection)
+            guard !users.isEmpty else { return 0 }
+            let failure = Mutex<KafkaError?>(nil)
+            producer.sendAll(users.lazy.map { KafkaOutgoingRecord(topic: topic, key: Array($0.utf8), payload: nil) }, timeout: .seconds(30)) { _, result in
+                if case .failure(let error) = result { failure.withLock { $0 = $0 ?? error } }
+            }
+            if let failure = failure.withLock({ $0 }) { throw failure }
+            try DeadLetterStore.markTombstonesPublished(users, on: connection)
+            return users.count
+        }
+        if sent > 0 {
+            logger.info("sent erased users' tombstones to the dead-letter topic", metadata: [RdKafka.LogKey.topic: "\(topic)", "ingest.tombstones": "\(sent)"])
+        }
+        return sent
     }
 
     /// Publishes up to `limit` records; returns how many.

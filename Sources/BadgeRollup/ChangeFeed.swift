@@ -132,7 +132,7 @@ public struct ChangeFeed: Service {
         guard !round.records.isEmpty else { return 0 }
         let sentAt = ContinuousClock.now
         let outgoing = round.records.map {
-            KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: Array($0.payload.utf8))
+            KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: $0.payload.map { Array($0.utf8) })
         }
         let results = await producer.sendAll(outgoing)
         let sendSeconds = Self.seconds(ContinuousClock.now - sentAt)
@@ -178,14 +178,15 @@ final class ChangeFeedMetrics: Sendable {
     let lag = Metrics.Timer(label: "reddot_feed_lag_seconds")
     let publishedUsers = Counter(label: "reddot_feed_published_total", dimensions: [("kind", "user")])
     let publishedBroadcasts = Counter(label: "reddot_feed_published_total", dimensions: [("kind", "broadcasts")])
+    let publishedTombstones = Counter(label: "reddot_feed_published_total", dimensions: [("kind", "tombstone")])
     /// Failed rounds (retried with backoff).
     let errors = Counter(label: "reddot_feed_errors_total")
     /// Records waiting to be published (measured every 5 s).
     let pending = Gauge(label: "reddot_feed_pending_records")
 
     func published(_ records: [FeedRecord]) {
-        let users = records.count { $0.kind == .user }
-        publishedUsers.increment(by: users)
-        publishedBroadcasts.increment(by: records.count - users)
+        publishedUsers.increment(by: records.count { $0.kind == .user })
+        publishedBroadcasts.increment(by: records.count { $0.kind == .broadcasts })
+        publishedTombstones.increment(by: records.count { $0.kind == .tombstone })
     }
 }

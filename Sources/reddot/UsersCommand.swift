@@ -19,8 +19,9 @@ struct UsersCommand: AsyncParsableCommand {
 
             erase removes the same rows and marks the user erased: ingest drops events for the user \
             (an event still in Kafka does not bring the tree back) until the mark is as old as ingest's \
-            --event-retention-days; then the mark is pruned and new events count again. With --brokers it also \
-            writes a tombstone (the user's key, no value) to the change feed's and the dead-letter topics.
+            --event-retention-days; then the mark is pruned and new events count again. The running change feed \
+            (reddot rollup) and ingest then write a tombstone (the user's key, no value) to the changes and the \
+            dead-letter topics; with --brokers the command also writes them at once itself.
 
             Exit codes: 0 done; 64 bad arguments or an invalid user id (nothing changed); 69 the \
             database or Kafka cannot be reached; 75 erase: a transaction open when the user was marked \

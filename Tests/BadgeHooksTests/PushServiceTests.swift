@@ -143,6 +143,62 @@ struct PushServiceTests {
         try await setting.tearDown()
     }
 
+    @Test(
+        "a broadcast counts on the icon: a device registered gets its user's total with the broadcasts now; a broadcast withdrawn (a broadcasts record, no user record) brings every device's number down; an older user record does not bring it back"
+    )
+    func broadcastsOnTheIcon() async throws {
+        let setting = try await Setting.make()
+        let key = P256.Signing.PrivateKey()
+        let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
+        let (url, trust, serving) = try await apns.start(in: setting.folder, logger: setting.logger)
+        defer { serving.cancel() }
+        let credentials = try APNsCredentials(keyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
+        let store = BadgeStore(pool: setting.migrated.pool)
+        func apply(_ id: String, _ audience: Audience, _ path: String, _ operation: BadgeOperation) async throws {
+            let event = MappedOperation(
+                eventID: try EventID(validating: id), audience: audience, path: try BadgePath(validating: path), operation: operation, expiresAt: nil)
+            try await setting.migrated.pool.withTransaction { connection in
+                var outcome = BatchOutcome()
+                try IngestTransaction.applyEvents([event], into: &outcome, on: connection)
+            }
+            while try await store.recomputeDirtyUsers(limit: 100) > 0 {}
+        }
+        try await apply("own-1", .users([TestSupport.user("ann")]), "root.chat.c1", .increment(by: 2))
+        try await apply("own-2", .users([TestSupport.user("carol")]), "root.chat.c1", .increment(by: 1))
+        try await apply("promo", .everyone, "root.promo.p1", .set(count: 3, icon: nil))
+        try await setting.register("ann", "phone", token: "aa01")
+        try await setting.register("bob", "phone", token: "bb01")
+
+        let service = PushService(configuration: setting.configuration(credentials, url: url, trust: trust), pool: setting.migrated.pool, logger: setting.logger)
+        let group = ServiceGroup(services: [service], gracefulShutdownSignals: [], logger: setting.logger)
+        let running = Task { try await group.run() }
+        #expect(try await Self.eventually { try await setting.devices("ann")["phone"]?.sent == 5 }, "2 own + 3 broadcast")
+        #expect(try await Self.eventually { try await setting.devices("bob")["phone"]?.sent == 3 }, "a user with no own badge sees the broadcast")
+
+        // Withdrawn: the feed carries a broadcasts record and no user record.
+        try await apply("promo-off", .everyone, "root.promo", .clear(force: true))
+        _ = try await setting.producer.send(
+            KafkaOutgoingRecord(
+                topic: setting.topic, key: Array("*".utf8),
+                payload: Array(#"{"type":"broadcasts","version":2,"previous_version":1,"added":[],"withdrawn":["promo"],"at":"2026-11-28T10:00:00.000+00:00"}"#.utf8)))
+        #expect(try await Self.eventually { try await setting.devices("ann")["phone"]?.sent == 2 })
+        #expect(try await Self.eventually { try await setting.devices("bob")["phone"]?.sent == 0 })
+        // A user record from before (ann's first version, with the broadcast) read late changes nothing.
+        try await setting.publish("ann", own: 1, root: 5)
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await setting.devices("ann")["phone"]?.wanted == 2)
+        #expect(apns.pushes(to: "aa01").map(\.badge) == [5, 2] && apns.pushes(to: "bb01").map(\.badge) == [3, 0])
+        let counted = try await setting.migrated.pool.withConnection {
+            try $0.query(PGStatement("test.push_users", "SELECT string_agg(user_id, ',' ORDER BY user_id) FROM push_user", prepared: false))
+                .singleRow().decode(0, as: String?.self)
+        }
+        #expect(counted == "ann,bob", "only users with a device are recounted, not carol")
+
+        await group.triggerGracefulShutdown()
+        try await running.value
+        try await setting.tearDown()
+    }
+
     @Test("reddot push run killed with SIGKILL twice during 150 versions and started again: never an older number than one sent, and the device ends on the last")
     func killedAndRestarted() async throws {
         let setting = try await Setting.make()

@@ -118,8 +118,9 @@ struct FeedRecordTests {
         #expect(Self.integer((objects[3]["root"] as? [String: Any])?["count"]) == 5)
     }
 
-    static func object(_ payload: String) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any], "\(payload)")
+    static func object(_ payload: String?) throws -> [String: Any] {
+        let payload = try #require(payload, "a tombstone where a record was expected")
+        return try #require(try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any], "\(payload)")
     }
 
     static func integer(_ value: Any?) -> Int64? {

@@ -9,16 +9,20 @@ public struct FeedRecord: Sendable, Hashable {
         case user
         /// A version of the set of active broadcasts (`broadcast_change`), one global record.
         case broadcasts
+        /// An erased user's tombstone (`erased_user`): the user's key and no value, after the
+        /// user's last record, so a compacted topic drops them all.
+        case tombstone
     }
 
     /// The table.
     public var kind: Kind
-    /// Its number in that table: `seq` for a user's version, the broadcast version for broadcasts.
+    /// Its number in that table: `seq` for a user's version, the broadcast version for
+    /// broadcasts, 0 for a tombstone.
     public var number: Int64
     /// The Kafka key: the user id, or `*` for broadcasts.
     public var key: String
-    /// The Kafka value: the record as JSON (`deploy/schema/change.schema.json`).
-    public var payload: String
+    /// The Kafka value: the record as JSON (`deploy/schema/change.schema.json`); nil for a tombstone.
+    public var payload: String?
     /// Seconds from the change's transaction to when the record was read.
     public var age: Double
 }
@@ -27,7 +31,8 @@ public struct FeedRecord: Sendable, Hashable {
 /// they were read after. ``BadgeStore/finishFeedRound(_:failed:holder:on:)`` moves the cursor
 /// past the ones Kafka acknowledged.
 public struct FeedRound: Sendable {
-    /// Users' versions in feed order (a user's versions in order), then broadcast versions in order.
+    /// Users' versions in feed order (a user's versions in order), then broadcast versions in
+    /// order, then erased users' tombstones.
     public var records: [FeedRecord]
     /// The cursor the users' versions were read after: the highest `seq` published, and the
     /// snapshot (text) of the read that published it.
@@ -52,8 +57,9 @@ extension BadgeStore {
     }
 
     /// Up to `limit` records of each kind that the feed has not published, each kind in its
-    /// order (a user's versions in order; broadcast versions in order); node texts capped at
-    /// `countCap`. Users' versions come after the feed's cursor: the ones above its `seq`, and
+    /// order (a user's versions in order; broadcast versions in order), and erased users'
+    /// tombstones last (after any version of the user read in the same round); node texts
+    /// capped at `countCap`. Users' versions come after the feed's cursor: the ones above its `seq`, and
     /// the ones below it that committed after the snapshot it was read in.
     ///
     /// - Throws: `PGError`.
@@ -106,13 +112,17 @@ extension BadgeStore {
                     kind: .broadcasts, number: try row.decode(0, as: Int64.self), key: broadcastFeedKey,
                     payload: try row.decode(2, as: String.self), age: try row.decode(1, as: Double.self)))
         }
+        for row in try connection.query(BadgeSQL.pendingTombstones, [limit]).rows {
+            records.append(
+                FeedRecord(kind: .tombstone, number: 0, key: try row.decode(0, as: String.self), payload: nil, age: try row.decode(1, as: Double.self)))
+        }
         return FeedRound(records: records, cursor: cursor, snapshot: readUsers ? snapshot : nil)
     }
 
     /// Ends a round that `holder` sent, of which Kafka refused the records at `failed` (indexes
     /// into `round.records`): moves the cursor past the users' versions up to the first refused
-    /// one, in this round's snapshot, and marks the broadcast versions up to the first refused
-    /// one published. What comes after a refused record is read and sent again next round, in
+    /// one, in this round's snapshot, marks the broadcast versions up to the first refused
+    /// one published, and stamps the tombstones delivered. What comes after a refused record is read and sent again next round, in
     /// order (at least once). False when `holder` no longer holds the lease (the cursor stays for
     /// the next holder; records it sent are sent again).
     @discardableResult
@@ -124,6 +134,7 @@ extension BadgeStore {
             case (.user, true): firstFailedSeq = min(firstFailedSeq, record.number)
             case (.broadcasts, false): break
             case (.broadcasts, true): firstFailedBroadcast = min(firstFailedBroadcast, record.number)
+            case (.tombstone, _): break
             }
         }
         if firstFailedSeq != .max { seq = min(seq, firstFailedSeq == .min ? .min : firstFailedSeq - 1) }
@@ -133,6 +144,8 @@ extension BadgeStore {
         }
         let broadcasts = round.records.filter { $0.kind == .broadcasts && $0.number < firstFailedBroadcast }.map(\.number)
         if held, !broadcasts.isEmpty { try connection.query(BadgeSQL.markBroadcastChangesPublished, [broadcasts]) }
+        let tombstones = round.records.indices.filter { round.records[$0].kind == .tombstone && !failed.contains($0) }.map { round.records[$0].key }
+        if held, !tombstones.isEmpty { try connection.query(BadgeSQL.markTombstonesPublished, [tombstones]) }
         return held
     }
 

@@ -88,6 +88,25 @@ extension BadgeSQL {
         "feed.mark_broadcast_changes",
         "UPDATE broadcast_change SET published_at = now() WHERE version = ANY($1::bigint[]) AND published_at IS NULL")
 
+    /// Up to `$1` erased users whose tombstone the feed has not published, oldest erasure
+    /// first: the user and seconds since the erasure.
+    static let pendingTombstones = PGStatement(
+        "feed.pending_tombstones",
+        """
+        SELECT user_id, extract(epoch FROM clock_timestamp() - erased_at)::float8
+        FROM erased_user WHERE changes_tombstone_at IS NULL
+        ORDER BY erased_at
+        LIMIT $1
+        """)
+
+    /// Stamps the tombstones of users `$1` published.
+    static let markTombstonesPublished = PGStatement(
+        "feed.mark_tombstones",
+        """
+        UPDATE erased_user SET changes_tombstone_at = now()
+        WHERE user_id = ANY($1::text[]) AND changes_tombstone_at IS NULL
+        """)
+
     /// How many users' versions wait above `seq` `$1`, counted up to a million (planned for
     /// the value: the feed-order index reads only those).
     static let unpublishedUserCount = PGStatement(

@@ -30,6 +30,17 @@ enum DeadLetterSQL {
     static let markReplayed = PGStatement(
         "dlq.mark_replayed", "UPDATE rejected_record SET replayed_at = now() WHERE id = ANY($1::bigint[])")
 
+    static let pendingTombstones = PGStatement(
+        "dlq.pending_tombstones",
+        """
+        SELECT user_id FROM erased_user WHERE dlq_tombstone_at IS NULL
+        ORDER BY erased_at LIMIT $1
+        FOR UPDATE SKIP LOCKED
+        """)
+
+    static let markTombstones = PGStatement(
+        "dlq.mark_tombstones", "UPDATE erased_user SET dlq_tombstone_at = now() WHERE user_id = ANY($1::text[])")
+
     /// One chunk of published dead letters rejected before `$1`.
     static let prune = PGStatement(
         "dlq.prune",

@@ -21,6 +21,20 @@ public enum DeadLetterStore {
         try connection.query(IngestSQL.markPublished, [ids])
     }
 
+    /// Erased users whose tombstone the dead-letter topic has not had, oldest erasure first, at
+    /// most `limit`, locked until the caller's transaction ends: send a tombstone (the user's
+    /// key, no value) for each, then `markTombstonesPublished` in the same transaction.
+    public static func pendingTombstones(limit: Int, on connection: PGConnection) throws(PGError) -> [String] {
+        guard limit > 0 else { return [] }
+        return try connection.query(DeadLetterSQL.pendingTombstones, [limit]).rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
+    }
+
+    /// Stamps the dead-letter tombstones of `users` sent.
+    public static func markTombstonesPublished(_ users: [String], on connection: PGConnection) throws(PGError) {
+        guard !users.isEmpty else { return }
+        try connection.query(DeadLetterSQL.markTombstones, [users])
+    }
+
     /// The rejected records that match, oldest first.
     public static func list(_ filter: DeadLetterFilter, on connection: PGConnection) throws(PGError) -> [StoredRejection] {
         try connection.query(

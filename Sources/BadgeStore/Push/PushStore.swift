@@ -70,8 +70,9 @@ public enum PushStore {
     }
 
     /// Registers `device` for `user` (replacing one with its id, which is sent its number
-    /// again): due at once with the user's last root total the feed carried, if any. Returns
-    /// true when it is new.
+    /// again): due at once with the user's visible root total now (own badges and the
+    /// broadcasts not dismissed, as the change log counts them), at the user's visible version.
+    /// Returns true when it is new.
     @discardableResult
     public static func register(_ device: PushDevice, for user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
         try connection.query(PushSQL.register, [user.rawValue, device.id, device.platform.rawValue, device.token, device.appID])
@@ -83,15 +84,26 @@ public enum PushStore {
         try connection.query(PushSQL.remove, [user.rawValue, device]).affectedRows > 0
     }
 
-    /// Takes the latest root total of each user in `latest` (own version → count) whose
-    /// version is above the stored one: stored, and their devices made due. One statement.
-    /// Returns how many devices became due.
+    /// Takes the latest root total of each user in `latest` (visible version → count: a change
+    /// record's `version`, own plus broadcast, which only grows) whose version is above the
+    /// stored one: stored, and their devices made due. One statement. Returns how many devices
+    /// became due.
     public static func follow(_ latest: [String: (version: Int64, count: Int64)], on connection: PGConnection) throws(PGError) -> Int {
         let users = latest.keys.sorted()
         guard !users.isEmpty else { return 0 }
         return try connection.query(
             PushSQL.follow, [users, users.map { latest[$0]!.version }, users.map { latest[$0]!.count }]
         ).singleRow().decode(0, as: Int.self)
+    }
+
+    /// After a broadcast change: the visible root total now of up to `limit` users with devices
+    /// after `cursor` (in user order), stored at their visible version now (own version plus the
+    /// broadcast version, read in the same snapshot), their devices made due where it is newer.
+    /// One statement per page: users without devices cost nothing. Returns the last user of the
+    /// page (nil when there was none) and how many devices became due.
+    public static func followBroadcasts(after cursor: String, limit: Int, on connection: PGConnection) throws(PGError) -> (last: String?, due: Int) {
+        let row = try connection.query(PushSQL.followBroadcasts, [cursor, limit]).singleRow()
+        return (try row.decode(0, as: String?.self), try row.decode(1, as: Int.self))
     }
 
     /// Claims up to `limit` due devices for a try, each held for `lease`.
@@ -131,10 +143,19 @@ enum PushSQL {
     static let register = PGStatement(
         "push.register",
         """
+        WITH now_state AS (\(visibleRoot(users: "SELECT $1::text AS user_id"))),
+        best AS (
+            -- The feed's last total when it is newer than this snapshot (it cannot be, but a
+            -- stored version never goes back).
+            SELECT CASE WHEN u.own_version > s.visible_version THEN u.root_count ELSE s.root_count END AS root_count,
+                   greatest(u.own_version, s.visible_version) AS visible_version
+            FROM now_state s LEFT JOIN push_user u ON u.user_id = s.user_id
+        )
         INSERT INTO push_device AS d (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version)
-        SELECT $1, $2, $3, $4, $5, coalesce(u.root_count, 0), coalesce(u.own_version, 0)
-        FROM (SELECT 1) one LEFT JOIN push_user u ON u.user_id = $1
+        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version FROM best b
         ON CONFLICT (user_id, device_id) DO UPDATE SET platform = EXCLUDED.platform, token = EXCLUDED.token, app_id = EXCLUDED.app_id,
+            wanted_badge = CASE WHEN EXCLUDED.wanted_version > d.wanted_version THEN EXCLUDED.wanted_badge ELSE d.wanted_badge END,
+            wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version),
             sent_version = 0, sent_badge = NULL, attempts = 0,
             next_attempt_at = now(), last_error = NULL, updated_at = now()
         RETURNING (xmax = 0)
@@ -142,13 +163,28 @@ enum PushSQL {
 
     static let remove = PGStatement("push.remove", "DELETE FROM push_device WHERE user_id = $1 AND device_id = $2")
 
-    static let follow = PGStatement(
-        "push.follow",
+    /// Each user of `users` (a query with a `user_id` column) with their visible version now
+    /// (own version plus the broadcast version) and visible root count now: the own root with
+    /// the broadcasts they have not dismissed merged in under the modes and the version's mutes
+    /// (`badge_visible_root`, migration 0014, as the change log counts it). One snapshot reads
+    /// the version, the aggregates and the broadcasts, which change together.
+    static func visibleRoot(users: String) -> String {
         """
-        WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS i(user_id, own_version, root_count)),
+        SELECT u.user_id, coalesce(v.version, 0) + (SELECT version FROM broadcast_version) AS visible_version,
+               greatest(coalesce((badge_visible_root(u.user_id, a.count, a.unseen, v.writes_through, NULL, v.mutes))[1], 0), 0) AS root_count
+        FROM (\(users)) u
+        LEFT JOIN user_version v ON v.user_id = u.user_id
+        LEFT JOIN badge_aggregate a ON a.user_id = u.user_id AND a.path = 'root'
+        """
+    }
+
+    /// Stores `input`'s rows (user_id, own_version: the visible version, root_count) in
+    /// `push_user` where newer, and makes the users' devices due.
+    static func store(_ input: String) -> String {
+        """
         moved AS (
             INSERT INTO push_user AS u (user_id, own_version, root_count)
-            SELECT * FROM input ORDER BY 1
+            SELECT user_id, own_version, root_count FROM \(input) ORDER BY 1
             ON CONFLICT (user_id) DO UPDATE SET own_version = EXCLUDED.own_version, root_count = EXCLUDED.root_count
             WHERE u.own_version < EXCLUDED.own_version
             RETURNING u.user_id, u.own_version, u.root_count
@@ -160,6 +196,25 @@ enum PushSQL {
             WHERE d.user_id = m.user_id AND d.wanted_version < m.own_version
             RETURNING 1
         )
+        """
+    }
+
+    static let followBroadcasts = PGStatement(
+        "push.follow_broadcasts",
+        """
+        WITH page AS (
+            SELECT DISTINCT user_id FROM push_device WHERE user_id > $1 ORDER BY user_id LIMIT $2
+        ), now_state AS (
+            SELECT user_id, visible_version AS own_version, root_count FROM (\(visibleRoot(users: "SELECT user_id FROM page"))) s
+        ), \(store("now_state"))
+        SELECT (SELECT max(user_id) FROM page), (SELECT count(*)::int FROM due)
+        """)
+
+    static let follow = PGStatement(
+        "push.follow",
+        """
+        WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS i(user_id, own_version, root_count)),
+        \(store("input"))
         SELECT count(*)::int FROM due
         """)
 
