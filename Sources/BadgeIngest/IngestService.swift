@@ -176,8 +176,8 @@ struct DeadLetterPublisher: Sendable {
     }
 
     /// Sends a tombstone (the user's key, no value) to the dead-letter topic for up to `limit`
-    /// erased users that have not had one, stamped in the transaction that locked them; returns
-    /// how many. A dead letter is keyed as its producer keyed the event: producers that key by
+    /// erased users that have not had one, then stamps them; returns how many (a crash between
+    /// the two, or a second ingest process, sends one again: harmless). A dead letter is keyed as its producer keyed the event: producers that key by
     /// user id have every dead letter of an erased user dropped by a compacted topic.
     private func publishTombstones(limit: Int) async throws -> Int {
         let (producer, topic) = (self.producer, self.topic)

@@ -35,7 +35,6 @@ enum DeadLetterSQL {
         """
         SELECT user_id FROM erased_user WHERE dlq_tombstone_at IS NULL
         ORDER BY erased_at LIMIT $1
-        FOR UPDATE SKIP LOCKED
         """)
 
     static let markTombstones = PGStatement(

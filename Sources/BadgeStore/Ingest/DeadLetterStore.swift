@@ -22,8 +22,10 @@ public enum DeadLetterStore {
     }
 
     /// Erased users whose tombstone the dead-letter topic has not had, oldest erasure first, at
-    /// most `limit`, locked until the caller's transaction ends: send a tombstone (the user's
-    /// key, no value) for each, then `markTombstonesPublished` in the same transaction.
+    /// most `limit`: send a tombstone (the user's key, no value) for each, then
+    /// `markTombstonesPublished`. Not locked (`erased_user` is distributed by user under Citus,
+    /// which locks rows in one shard only): two ingest processes may both send one, which is
+    /// harmless.
     public static func pendingTombstones(limit: Int, on connection: PGConnection) throws(PGError) -> [String] {
         guard limit > 0 else { return [] }
         return try connection.query(DeadLetterSQL.pendingTombstones, [limit]).rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
