@@ -22,8 +22,9 @@ struct DevCommand: AsyncParsableCommand {
             enter the data folder the cluster lives in /var/lib/reddot-dev/<name>-<hash> instead, \
             which the output says), an in-process Kafka broker \
             (librdkafka's mock cluster: memory only, never production) with the topics created, \
-            applies the migrations, and runs ingest, rollup and the API with the live view in one \
-            process. Auth stays on: a development secret is kept in --data and a ready token is \
+            applies the migrations, and runs ingest, rollup, the API with the live view and the \
+            webhook sender (reddot webhooks put adds a subscription) in one process, and the push sender \
+            when a provider's credentials are given. Auth stays on: a development secret is kept in --data and a ready token is \
             printed, with copy-paste curl, reddot publish and kcat lines. --demo loads a few users \
             with chat, promotion and a broadcast "new feature" dot.
 
@@ -51,6 +52,8 @@ struct DevCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else warning.")
     var logLevel: String?
+
+    @OptionGroup var providers: PushProviderOptions
 
     func validate() throws {
         guard (1...65_535).contains(port) else { throw ValidationError("--port takes 1…65535") }
@@ -125,10 +128,14 @@ struct DevCommand: AsyncParsableCommand {
         let (application, services) = try await serve.makeServices(
             database: database, registry: registry, logger: logger, kafka: (brokers, DevStack.topic), forceLiveView: true,
             onRunning: { _ in readyContinuation.yield() })
+        var senderOptions = try InProcessSenderOptions.parse([])
+        senderOptions.providers = providers
+        let senders = try await senderOptions.services(
+            database: database, feed: (brokers, DevStack.changesTopic), webhooksByDefault: true, logger: logger)
         let allServices: [any Service] =
             [IngestService(configuration: ingestConfiguration, logger: logger)]
             + (try rollup.services(database: database, brokers: brokers, logger: logger))
-            + [application] + services
+            + [application] + services + senders
         let loadDemo = demo
         let databaseURL = postgres.url
         try await withThrowingTaskGroup(of: Bool.self) { group in

@@ -39,20 +39,7 @@ struct PushCommand: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var operations: OperationsOptions
         @OptionGroup var feed: FeedConsumerOptions
-        @Option(help: ArgumentHelp("The APNs provider key (AuthKey_XXXXXXXXXX.p8). Default: REDDOT_APNS_KEY_FILE.", valueName: "file"))
-        var apnsKeyFile: String?
-        @Option(help: ArgumentHelp("The key's id (10 characters). Default: REDDOT_APNS_KEY_ID.", valueName: "id"))
-        var apnsKeyId: String?
-        @Option(help: ArgumentHelp("The developer team's id (10 characters). Default: REDDOT_APNS_TEAM_ID.", valueName: "id"))
-        var apnsTeamId: String?
-        @Option(help: ArgumentHelp("APNs' address (https://api.sandbox.push.apple.com for development builds).", valueName: "url"))
-        var apnsUrl: String = "https://api.push.apple.com"
-        @Option(help: ArgumentHelp("The Firebase project's service account key (JSON). Default: REDDOT_FCM_SERVICE_ACCOUNT_FILE.", valueName: "file"))
-        var fcmServiceAccountFile: String?
-        @Option(help: ArgumentHelp("FCM's address.", valueName: "url"))
-        var fcmUrl: String = "https://fcm.googleapis.com"
-        @Option(help: ArgumentHelp("Trust the certificates in this PEM file instead of the system's (a proxy).", valueName: "file"))
-        var trustRootsFile: String?
+        @OptionGroup var providers: PushProviderOptions
         @Option(help: "Devices pushed at once (1…1000).")
         var concurrency: Int = 32
         @Option(help: "Seconds one push may take (1…300).")
@@ -67,60 +54,11 @@ struct PushCommand: AsyncParsableCommand {
             ] where !range.contains(value) {
                 throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
             }
-            for (name, value) in [("--apns-url", apnsUrl), ("--fcm-url", fcmUrl)] {
-                guard let url = URL(string: value), url.scheme == "https", url.host != nil else {
-                    throw ValidationError("\(name) must be an https:// URL")
-                }
-            }
-        }
-
-        /// The FCM service account from the flag or variable; nil when neither is given.
-        func fcmCredentials() throws -> FCMCredentials? {
-            let environment = KafkaOptions.environment
-            guard let file = KafkaOptions.nonEmpty(fcmServiceAccountFile) ?? KafkaOptions.nonEmpty(environment["REDDOT_FCM_SERVICE_ACCOUNT_FILE"]) else {
-                return nil
-            }
-            let data: Data
-            do {
-                data = try Data(contentsOf: URL(fileURLWithPath: file))
-            } catch {
-                throw fail("cannot read the FCM service account file \(file): \(error.localizedDescription)", code: ExitCodes.usage)
-            }
-            guard data.count <= 1 << 20 else { throw fail("\(file) is over 1 MiB: not a service account key", code: ExitCodes.usage) }
-            do {
-                return try FCMCredentials(serviceAccountJSON: data)
-            } catch {
-                throw fail("\(file): \(error)", code: ExitCodes.usage)
-            }
-        }
-
-        /// The APNs credentials from the flags or variables; nil when none of the three is given.
-        func credentials() throws -> APNsCredentials? {
-            let environment = KafkaOptions.environment
-            let file = KafkaOptions.nonEmpty(apnsKeyFile) ?? KafkaOptions.nonEmpty(environment["REDDOT_APNS_KEY_FILE"])
-            let keyID = KafkaOptions.nonEmpty(apnsKeyId) ?? KafkaOptions.nonEmpty(environment["REDDOT_APNS_KEY_ID"])
-            let teamID = KafkaOptions.nonEmpty(apnsTeamId) ?? KafkaOptions.nonEmpty(environment["REDDOT_APNS_TEAM_ID"])
-            guard file != nil || keyID != nil || teamID != nil else { return nil }
-            guard let file, let keyID, let teamID else {
-                throw fail("APNs needs all three of --apns-key-file, --apns-key-id and --apns-team-id", code: ExitCodes.usage)
-            }
-            let pem: String
-            do {
-                pem = try String(contentsOfFile: file, encoding: .utf8)
-            } catch {
-                throw fail("cannot read the APNs key \(file): \(error.localizedDescription)", code: ExitCodes.usage)
-            }
-            do {
-                return try APNsCredentials(keyPEM: pem, keyID: keyID, teamID: teamID)
-            } catch {
-                throw fail("\(file): \(error)", code: ExitCodes.usage)
-            }
         }
 
         func run() async throws {
             let logger = try database.logger(label: "reddot.push")
-            let apns = try credentials()
-            let fcm = try fcmCredentials()
+            let (apns, fcm) = (try providers.apns(), try providers.fcm())
             if apns == nil { logger.warning("no APNs credentials (--apns-key-file, --apns-key-id, --apns-team-id): APNs devices wait") }
             if fcm == nil { logger.warning("no FCM credentials (--fcm-service-account-file): FCM devices wait") }
             let registry = MetricsSetup.bootstrap()
@@ -129,8 +67,8 @@ struct PushCommand: AsyncParsableCommand {
             defer { pool.close() }
             let service = PushService(
                 configuration: PushConfiguration(
-                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-push", apnsURL: apnsUrl, apns: apns, fcmURL: fcmUrl, fcm: fcm,
-                    trustRootsFile: trustRootsFile,
+                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-push", apnsURL: providers.apnsUrl, apns: apns, fcmURL: providers.fcmUrl,
+                    fcm: fcm, trustRootsFile: providers.trustRootsFile,
                     concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds), maximumRetryDelay: .seconds(maxRetrySeconds)),
                 pool: pool, logger: logger)
             var services: [any Service] = [service]
