@@ -85,6 +85,8 @@ public final class PushService: Service, Sendable {
         let sent = Counter(label: "reddot_push_sent_total")
         let removed = Counter(label: "reddot_push_devices_removed_total")
         let latency = Timer(label: "reddot_push_request_seconds")
+        /// From the change (the record's `at`) to the provider's acceptance of its number.
+        let lag = Timer(label: "reddot_push_lag_seconds")
         func failed(_ reason: String) -> Counter { Counter(label: "reddot_push_failed_total", dimensions: [("reason", reason)]) }
     }
 
@@ -126,13 +128,13 @@ public final class PushService: Service, Sendable {
     private func follow() async throws {
         try await follower.run { [pool, metrics, logger] records in
             metrics.records.increment(by: records.count)
-            var latest: [String: (version: Int64, count: Int64)] = [:]
+            var latest: [String: (version: Int64, count: Int64, at: Date?)] = [:]
             var broadcasts = false
             for record in records {
                 switch record {
                 case .user(let change):
                     let version = max(change.version, change.ownVersion)
-                    if (latest[change.user]?.version ?? 0) < version { latest[change.user] = (version, change.root.count) }
+                    if (latest[change.user]?.version ?? 0) < version { latest[change.user] = (version, change.root.count, Self.time(change.at)) }
                 case .broadcasts:
                     broadcasts = true
                 }
@@ -191,6 +193,9 @@ public final class PushService: Service, Sendable {
         case .sent:
             try await store { try PushStore.sent(device, on: $0) }
             metrics.sent.increment()
+            if let wantedAt = device.wantedAt {
+                metrics.lag.recordNanoseconds(Int64(min(max(0, Date().timeIntervalSince(wantedAt)), 1e9) * 1e9))
+            }
         case .gone(let reason):
             if try await store({ try PushStore.gone(device, on: $0) }) {
                 metrics.removed.increment()
@@ -287,6 +292,13 @@ public final class PushService: Service, Sendable {
         } catch {
             return .retry(PushVerdict.cut("\(error)"), after: nil)
         }
+    }
+
+    /// A change record's `at` (RFC 3339, as the feed writes it) when it reads as a time between
+    /// 2000 and 2200; nil otherwise (the store then takes now).
+    static func time(_ text: String) -> Date? {
+        guard text.utf8.count <= 64, let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) else { return nil }
+        return (946_684_800...7_258_118_400).contains(date.timeIntervalSince1970) ? date : nil
     }
 
     /// The same for every push of a user, at most 64 bytes: a later push replaces an earlier

@@ -120,6 +120,11 @@ struct PushServiceTests {
             #expect(Set(pushes.map(\.collapseID)).count == 1 && pushes.allSatisfy { $0.topic == "com.example.app" })
         }
         #expect(apns.pushes(to: "bb01").map(\.badge) == [5], "sent once, after 429 and 503")
+        let wantedAt = try await setting.migrated.pool.withConnection {
+            try $0.query(PGStatement("test.wanted_at", "SELECT extract(epoch FROM wanted_at)::float8 FROM push_device WHERE user_id = 'bob'", prepared: false))
+                .singleRow().decode(0, as: Double?.self)
+        }
+        #expect(wantedAt == 1_795_773_600, "the record's at, for the lag metric")
         #expect(apns.pushes(to: "cc01").isEmpty)
         #expect(apns.refusals.withLock { $0 }.sorted() == ["410 Unregistered", "429 TooManyRequests", "503 ServiceUnavailable"])
         let overHTTP2 = apns.pushes.withLock { $0.allSatisfy(\.http2) }
@@ -304,6 +309,11 @@ struct PushServiceTests {
         #expect(PushVerdict.apns(status: 403, body: "not json", retryAfter: nil) == .refused("HTTP 403"))
         #expect(PushVerdict.apns(status: 400, body: #"{"reason":"Bad\r\nThing"}"#, retryAfter: nil) == .rejected("Bad  Thing"), "one line in logs")
         #expect(PushVerdict.apns(status: 400, body: #"{"reason":"Bad\u2028Thing"}"#, retryAfter: nil) == .rejected("Bad Thing"))
+        #expect(PushService.time("2026-11-27T10:00:00.000+00:00")?.timeIntervalSince1970 == 1_795_773_600)
+        #expect(PushService.time("2026-11-27T11:00:00.5+01:00")?.timeIntervalSince1970 == 1_795_773_600.5)
+        for text in ["", "yesterday", "9999-01-01T00:00:00.000+00:00", "1970-01-01T00:00:00.000+00:00", String(repeating: "2", count: 100)] {
+            #expect(PushService.time(text) == nil, "\(text)")
+        }
         for device in [("", "apns", "t", "a.b"), ("d", "gcm", "t", "a.b"), ("d", "apns", "", "a.b"), ("d", "apns", "t t", "a.b"), ("d", "apns", "../x", "a.b"), ("d", "apns", "a?b", "a.b"), ("d", "fcm", "a%2F", "a.b"), ("d", "apns", "t", "a b")] {
             #expect(throws: PushDevice.Invalid.self) { try PushDevice(id: device.0, platform: device.1, token: device.2, appID: device.3) }
         }

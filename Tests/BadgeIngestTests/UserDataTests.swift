@@ -60,7 +60,7 @@ struct UserDataTests {
                 for name in ["ua", "ub"] {
                     try PushStore.register(try PushDevice(id: "phone", platform: "apns", token: "t-\(name)", appID: "com.example.app"), for: user(name), on: connection)
                 }
-                _ = try PushStore.follow(["ua": (3, 7), "ub": (1, 1)], on: connection)
+                _ = try PushStore.follow(["ua": (3, 7, nil), "ub": (1, 1, Date())], on: connection)
                 _ = try WebhookStore.record(
                     ["ua", "ub"].map { WebhookStore.NewDelivery(subscription: "crm", user: $0, id: "msg_\($0)", kind: "root", payload: "{}") },
                     positions: ["ua": WebhookStore.UserPosition(ownVersion: 3, root: BadgeAggregate(count: 7)), "ub": WebhookStore.UserPosition(ownVersion: 1, root: BadgeAggregate(count: 1))],

@@ -1,5 +1,5 @@
 public import BadgeCore
-import Foundation
+public import Foundation
 public import LibPQ
 
 /// A device that shows its user's app-icon number (issue 28): where the provider reaches it.
@@ -67,6 +67,8 @@ public enum PushStore {
         public var version: Int64
         /// This try's number since the last success (1 for the first).
         public var attempt: Int
+        /// When the change that made the number happened, if known.
+        public var wantedAt: Date?
     }
 
     /// Registers `device` for `user` (replacing one with its id, which is sent its number
@@ -85,14 +87,15 @@ public enum PushStore {
     }
 
     /// Takes the latest root total of each user in `latest` (visible version → count: a change
-    /// record's `version`, own plus broadcast, which only grows) whose version is above the
-    /// stored one: stored, and their devices made due. One statement. Returns how many devices
-    /// became due.
-    public static func follow(_ latest: [String: (version: Int64, count: Int64)], on connection: PGConnection) throws(PGError) -> Int {
+    /// record's `version`, own plus broadcast, which only grows; `at`: the change's time, now
+    /// when unknown) whose version is above the stored one: stored, and their devices made due.
+    /// One statement. Returns how many devices became due.
+    public static func follow(_ latest: [String: (version: Int64, count: Int64, at: Date?)], on connection: PGConnection) throws(PGError) -> Int {
         let users = latest.keys.sorted()
         guard !users.isEmpty else { return 0 }
+        let times = users.map { user -> Double? in latest[user]!.at.map(\.timeIntervalSince1970).flatMap { $0.isFinite ? $0 : nil } }
         return try connection.query(
-            PushSQL.follow, [users, users.map { latest[$0]!.version }, users.map { latest[$0]!.count }]
+            PushSQL.follow, [users, users.map { latest[$0]!.version }, users.map { latest[$0]!.count }, times]
         ).singleRow().decode(0, as: Int.self)
     }
 
@@ -112,7 +115,7 @@ public enum PushStore {
             Claimed(
                 user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
                 token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
-                attempt: try row.decode(7))
+                attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) })
         }
     }
 
@@ -151,11 +154,11 @@ enum PushSQL {
                    greatest(u.own_version, s.visible_version) AS visible_version
             FROM now_state s LEFT JOIN push_user u ON u.user_id = s.user_id
         )
-        INSERT INTO push_device AS d (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version)
-        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version FROM best b
+        INSERT INTO push_device AS d (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version, wanted_at)
+        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version, now() FROM best b
         ON CONFLICT (user_id, device_id) DO UPDATE SET platform = EXCLUDED.platform, token = EXCLUDED.token, app_id = EXCLUDED.app_id,
             wanted_badge = CASE WHEN EXCLUDED.wanted_version > d.wanted_version THEN EXCLUDED.wanted_badge ELSE d.wanted_badge END,
-            wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version),
+            wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version), wanted_at = now(),
             sent_version = 0, sent_badge = NULL, attempts = 0,
             next_attempt_at = now(), last_error = NULL, updated_at = now()
         RETURNING (xmax = 0)
@@ -178,8 +181,8 @@ enum PushSQL {
         """
     }
 
-    /// Stores `input`'s rows (user_id, own_version: the visible version, root_count) in
-    /// `push_user` where newer, and makes the users' devices due.
+    /// Stores `input`'s rows (user_id, own_version: the visible version, root_count, at: the
+    /// change's time or NULL) in `push_user` where newer, and makes the users' devices due.
     static func store(_ input: String) -> String {
         """
         moved AS (
@@ -191,6 +194,7 @@ enum PushSQL {
         ), due AS (
             UPDATE push_device d
             SET wanted_badge = m.root_count, wanted_version = m.own_version,
+                wanted_at = coalesce((SELECT i.at FROM \(input) i WHERE i.user_id = m.user_id), now()),
                 next_attempt_at = CASE WHEN d.wanted_version > d.sent_version THEN d.next_attempt_at ELSE now() END
             FROM moved m
             WHERE d.user_id = m.user_id AND d.wanted_version < m.own_version
@@ -205,7 +209,7 @@ enum PushSQL {
         WITH page AS (
             SELECT DISTINCT user_id FROM push_device WHERE user_id > $1 ORDER BY user_id LIMIT $2
         ), now_state AS (
-            SELECT user_id, visible_version AS own_version, root_count FROM (\(visibleRoot(users: "SELECT user_id FROM page"))) s
+            SELECT user_id, visible_version AS own_version, root_count, now() AS at FROM (\(visibleRoot(users: "SELECT user_id FROM page"))) s
         ), \(store("now_state"))
         SELECT (SELECT max(user_id) FROM page), (SELECT count(*)::int FROM due)
         """)
@@ -213,7 +217,10 @@ enum PushSQL {
     static let follow = PGStatement(
         "push.follow",
         """
-        WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS i(user_id, own_version, root_count)),
+        WITH input AS (
+            SELECT i.user_id, i.own_version, i.root_count, to_timestamp(i.at) AS at
+            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::float8[]) AS i(user_id, own_version, root_count, at)
+        ),
         \(store("input"))
         SELECT count(*)::int FROM due
         """)
@@ -230,7 +237,8 @@ enum PushSQL {
         )
         UPDATE push_device d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
         FROM due WHERE d.user_id = due.user_id AND d.device_id = due.device_id
-        RETURNING d.user_id, d.device_id, d.platform, d.token, d.app_id, d.wanted_badge, d.wanted_version, d.attempts
+        RETURNING d.user_id, d.device_id, d.platform, d.token, d.app_id, d.wanted_badge, d.wanted_version, d.attempts,
+                  extract(epoch FROM d.wanted_at)::float8
         """)
 
     /// A newer number that arrived during the try stays due (its version is above the one sent).
