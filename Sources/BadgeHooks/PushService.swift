@@ -84,6 +84,7 @@ public final class PushService: Service, Sendable {
         let broadcastRecounts = Counter(label: "reddot_push_broadcast_recounts_total")
         let sent = Counter(label: "reddot_push_sent_total")
         let removed = Counter(label: "reddot_push_devices_removed_total")
+        let quiet = Counter(label: "reddot_push_quiet_deferred_total")
         let latency = Timer(label: "reddot_push_request_seconds")
         /// From the change (the record's `at`) to the provider's acceptance of its number.
         let lag = Timer(label: "reddot_push_lag_seconds")
@@ -169,6 +170,12 @@ public final class PushService: Service, Sendable {
     }
 
     private func push(_ device: PushStore.Claimed, _ client: HTTPClient) async throws {
+        if let quiet = device.quietHours, let end = quiet.end(containing: Date()) {
+            // Quiet hours: the number waits for their end (the latest one then, once).
+            metrics.quiet.increment()
+            try await store { try PushStore.quiet(device, until: end, on: $0) }
+            return
+        }
         switch device.platform {
         case .apns:
             guard let credentials = configuration.apns else { return try await waitForCredentials(device, "no APNs credentials (--apns-key-file)") }

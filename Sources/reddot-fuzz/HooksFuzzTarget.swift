@@ -4,7 +4,7 @@ import Foundation
 
 /// What `reddot push` and `reddot webhooks` read from outside: a change-feed record (from Kafka),
 /// and a webhook subscription or a push device as the admin API and the device route take them
-/// (JSON). The first byte picks which. A record read is consistent (a user, own version 1 or
+/// (JSON, quiet hours included). The first byte picks which. A record read is consistent (a user, own version 1 or
 /// more, valid paths, counts not negative); a refusal is one line; a subscription or device
 /// read holds only what its checks allow, and reads back the same after encoding.
 enum HooksFuzzTarget {
@@ -57,14 +57,28 @@ enum HooksFuzzTarget {
 
     static func device(_ bytes: [UInt8]) {
         struct Body: Decodable {
+            struct Quiet: Decodable {
+                var start: String
+                var end: String
+                var time_zone: String
+            }
             var id: String
             var platform: String
             var token: String
             var app_id: String
+            var quiet_hours: Quiet?
         }
         guard let body = try? JSONDecoder().decode(Body.self, from: Data(bytes)) else { return }
         do {
-            let device = try PushDevice(id: body.id, platform: body.platform, token: body.token, appID: body.app_id)
+            let quiet = try body.quiet_hours.map { quiet throws(PushDevice.Invalid) in
+                try PushDevice.QuietHours(start: quiet.start, end: quiet.end, timeZone: quiet.time_zone)
+            }
+            if let quiet {
+                FuzzFailure.check(
+                    (0..<1440).contains(quiet.start) && (0..<1440).contains(quiet.end) && quiet.start != quiet.end, target, "quiet hours out of range")
+                _ = quiet.end(containing: Date())
+            }
+            let device = try PushDevice(id: body.id, platform: body.platform, token: body.token, appID: body.app_id, quietHours: quiet)
             FuzzFailure.check(
                 device.id.utf8.count <= 128 && device.token.utf8.count <= 4096 && device.appID.utf8.count <= 255, target, "a device over its limits")
             FuzzFailure.check(

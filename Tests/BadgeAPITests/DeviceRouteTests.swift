@@ -19,11 +19,19 @@ struct DeviceRouteTests {
             let made = try await harness.call(.put, "/v1/users/u1/devices/phone-1", token: own, body: body)
             #expect(made.status == .created && made.text.contains(#""app_id":"com.example.app""#), "\(made.text)")
             #expect(try await harness.call(.put, "/v1/users/u1/devices/phone-1", token: own, body: body).status == .ok)
+            let quiet = #"{"platform":"fcm","token":"t:1","app_id":"com.example.app","quiet_hours":{"start":"22:00","end":"07:30","time_zone":"Europe/Berlin"}}"#
+            let withQuiet = try await harness.call(.put, "/v1/users/u1/devices/pixel", token: own, body: quiet)
+            #expect(
+                withQuiet.status == .created && withQuiet.text.contains(#""quiet_hours":{"#) && withQuiet.text.contains(#""end":"07:30""#),
+                "\(withQuiet.text)")
             for (bad, said) in [
                 ("[]", "JSON object"), (#"{"platform":"wns","token":"t","app_id":"a"}"#, "platform must be"),
                 (#"{"platform":"apns","token":"a b","app_id":"a"}"#, "token must be"),
                 (#"{"platform":"apns","token":"../../x","app_id":"a"}"#, "token must be"),
                 (#"{"platform":"fcm","token":"t","app_id":"a/b"}"#, "app_id must be"),
+                (#"{"platform":"fcm","token":"t","app_id":"a","quiet_hours":{"start":"22:00","end":"07:00","time_zone":"Nowhere/Land"}}"#, "IANA time zone"),
+                (#"{"platform":"fcm","token":"t","app_id":"a","quiet_hours":{"start":"24:00","end":"07:00","time_zone":"UTC"}}"#, "HH:MM"),
+                (#"{"platform":"fcm","token":"t","app_id":"a","quiet_hours":{"start":"22:00"}}"#, "quiet_hours {start, end, time_zone}"),
             ] {
                 let refused = try await harness.call(.put, "/v1/users/u1/devices/phone-1", token: own, body: bad)
                 #expect(refused.status == .badRequest && refused.errorCode == "invalid_device" && refused.text.contains(said), "\(bad): \(refused.text)")

@@ -41,8 +41,8 @@ struct PushServiceTests {
             _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(user.utf8), payload: Array(json.utf8)))
         }
 
-        func register(_ user: String, _ device: String, token: String, platform: String = "apns") async throws {
-            let made = try PushDevice(id: device, platform: platform, token: token, appID: "com.example.app")
+        func register(_ user: String, _ device: String, token: String, platform: String = "apns", quiet: PushDevice.QuietHours? = nil) async throws {
+            let made = try PushDevice(id: device, platform: platform, token: token, appID: "com.example.app", quietHours: quiet)
             try await migrated.pool.withConnection { try PushStore.register(made, for: TestSupport.user(user), on: $0) }
         }
 
@@ -202,6 +202,73 @@ struct PushServiceTests {
         await group.triggerGracefulShutdown()
         try await running.value
         try await setting.tearDown()
+    }
+
+    @Test("quiet hours: a device inside them is sent nothing and waits for their end; out of them (registered again without) it gets the latest number")
+    func quietHours() async throws {
+        let setting = try await Setting.make()
+        let key = P256.Signing.PrivateKey()
+        let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
+        let (url, trust, serving) = try await apns.start(in: setting.folder, logger: setting.logger)
+        defer { serving.cancel() }
+        let credentials = try APNsCredentials(keyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
+        // A window around now in Tokyo (no clock changes), ending two hours from now.
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(identifier: "Asia/Tokyo"))
+        let now = calendar.dateComponents([.hour, .minute], from: Date())
+        let minute = (now.hour ?? 0) * 60 + (now.minute ?? 0)
+        let window = try PushDevice.QuietHours(
+            start: PushDevice.QuietHours.text((minute + 1440 - 60) % 1440), end: PushDevice.QuietHours.text((minute + 120) % 1440), timeZone: "Asia/Tokyo")
+        try await setting.register("ann", "phone", token: "aa01", quiet: window)
+        try await setting.register("ann", "tablet", token: "aa02")
+        let service = PushService(configuration: setting.configuration(credentials, url: url, trust: trust), pool: setting.migrated.pool, logger: setting.logger)
+        let group = ServiceGroup(services: [service], gracefulShutdownSignals: [], logger: setting.logger)
+        let running = Task { try await group.run() }
+        for version in 1...3 { try await setting.publish("ann", own: Int64(version), root: Int64(version)) }
+        #expect(try await Self.eventually { try await setting.devices("ann")["tablet"]?.sent == 3 })
+        try await Task.sleep(for: .seconds(1))
+        #expect(apns.pushes(to: "aa01").isEmpty, "nothing during quiet hours")
+        let waits = try await setting.migrated.pool.withConnection {
+            try $0.query(
+                PGStatement(
+                    "test.quiet_until", "SELECT extract(epoch FROM next_attempt_at - now())::float8, attempts FROM push_device WHERE device_id = 'phone'",
+                    prepared: false)
+            ).singleRow()
+        }
+        let seconds = try waits.decode(0, as: Double.self)
+        #expect(seconds > 100 * 60 && seconds <= 120 * 60, "due again when the window ends, \(seconds) s from now")
+        #expect(try waits.decode(1, as: Int.self) == 0, "a deferral is not a failed try")
+        // Registered again without quiet hours: due at once, with the latest number.
+        try await setting.register("ann", "phone", token: "aa01")
+        #expect(try await Self.eventually { try await setting.devices("ann")["phone"]?.sent == 3 })
+        #expect(apns.pushes(to: "aa01").map(\.badge) == [3])
+        await group.triggerGracefulShutdown()
+        try await running.value
+        try await setting.tearDown()
+    }
+
+    @Test("quiet hours are read with a sentence, and their end is found across midnight and clock changes")
+    func quietHoursRules() throws {
+        for (start, end, zone) in [("25:00", "07:00", "UTC"), ("22:00", "22:00", "UTC"), ("22:00", "7:00", "UTC"), ("22:00", "07:00", "Mars/Olympus"),
+                                   ("22:00", "07:00", "../etc/passwd"), ("22:00", "07:60", "UTC"), ("２２:00", "07:00", "UTC")] {
+            #expect(throws: PushDevice.Invalid.self, "\(start) \(end) \(zone)") { try PushDevice.QuietHours(start: start, end: end, timeZone: zone) }
+        }
+        let night = try PushDevice.QuietHours(start: "22:00", end: "07:00", timeZone: "Europe/Berlin")
+        let formatter = ISO8601DateFormatter()
+        func at(_ text: String) throws -> Date { try #require(formatter.date(from: text)) }
+        // 23:30 in Berlin (winter, UTC+1) is inside; it ends at 07:00 Berlin, 06:00 UTC.
+        #expect(night.end(containing: try at("2026-01-10T22:30:00Z")) == (try at("2026-01-11T06:00:00Z")))
+        #expect(night.end(containing: try at("2026-01-10T05:59:00Z")) == (try at("2026-01-10T06:00:00Z")))
+        #expect(night.end(containing: try at("2026-01-10T06:00:00Z")) == nil, "the end itself is outside")
+        #expect(night.end(containing: try at("2026-01-10T12:00:00Z")) == nil)
+        // The night the clocks go forward (29 March 2026, 02:00 → 03:00): 07:00 is then UTC+2.
+        #expect(night.end(containing: try at("2026-03-29T01:30:00Z")) == (try at("2026-03-29T05:00:00Z")))
+        let day = try PushDevice.QuietHours(start: "09:00", end: "17:30", timeZone: "UTC")
+        #expect(day.end(containing: try at("2026-01-10T12:00:00Z")) == (try at("2026-01-10T17:30:00Z")))
+        #expect(day.end(containing: try at("2026-01-10T08:59:00Z")) == nil)
+        let encoded = String(decoding: try JSONEncoder().encode(night), as: UTF8.self)
+        #expect(encoded.contains(#""start":"22:00""#) && encoded.contains(#""end":"07:00""#) && encoded.contains(#""time_zone":"Europe\/Berlin""#), "\(encoded)")
+        #expect(try JSONDecoder().decode(PushDevice.QuietHours.self, from: Data(encoded.utf8)) == night)
     }
 
     @Test("reddot push run killed with SIGKILL twice during 150 versions and started again: never an older number than one sent, and the device ends on the last")

@@ -33,10 +33,23 @@ extension BadgeAPI {
         var platform: String
         var token: String
         var appID: String
+        var quietHours: QuietBody?
+
+        struct QuietBody: Decodable {
+            var start: String
+            var end: String
+            var timeZone: String
+
+            enum CodingKeys: String, CodingKey {
+                case start, end
+                case timeZone = "time_zone"
+            }
+        }
 
         enum CodingKeys: String, CodingKey {
             case platform, token
             case appID = "app_id"
+            case quietHours = "quiet_hours"
         }
     }
 
@@ -45,10 +58,14 @@ extension BadgeAPI {
         do {
             decoded = try JSONDecoder().decode(DeviceBody.self, from: Data(buffer: body))
         } catch {
-            throw APIError.badRequest("invalid_device", "the body must be a JSON object {platform, token, app_id}")
+            throw APIError.badRequest(
+                "invalid_device", "the body must be a JSON object {platform, token, app_id} with, optionally, quiet_hours {start, end, time_zone}")
         }
         do {
-            return try PushDevice(id: id, platform: decoded.platform, token: decoded.token, appID: decoded.appID)
+            let quiet = try decoded.quietHours.map { quiet throws(PushDevice.Invalid) in
+                try PushDevice.QuietHours(start: quiet.start, end: quiet.end, timeZone: quiet.timeZone)
+            }
+            return try PushDevice(id: id, platform: decoded.platform, token: decoded.token, appID: decoded.appID, quietHours: quiet)
         } catch {
             throw APIError.badRequest("invalid_device", "\(error)")
         }

@@ -17,11 +17,91 @@ public struct PushDevice: Sendable, Hashable, Codable {
     public var token: String
     /// The app: its bundle id (the APNs topic) or its package name.
     public var appID: String
+    /// When not to push, in the device's time zone; nil: any time.
+    public var quietHours: QuietHours?
+
+    /// A daily window, in a time zone, in which the device is not pushed: a number that comes
+    /// then is sent when the window ends (the latest one, once). `start` and `end` are minutes
+    /// after midnight; a window whose end is before its start runs over midnight.
+    public struct QuietHours: Sendable, Hashable, Codable {
+        public var start: Int
+        public var end: Int
+        /// An IANA time zone name (`Europe/Berlin`), as the device reports it.
+        public var timeZone: String
+
+        /// A checked window from `HH:MM` texts.
+        ///
+        /// - Throws: ``Invalid`` with a sentence naming the field.
+        public init(start: String, end: String, timeZone: String) throws(Invalid) {
+            guard let from = Self.minutes(start), let to = Self.minutes(end) else {
+                throw Invalid("quiet_hours start and end must be times HH:MM from 00:00 to 23:59")
+            }
+            guard from != to else { throw Invalid("quiet_hours start and end must differ") }
+            guard (1...64).contains(timeZone.utf8.count), timeZone.utf8.allSatisfy({ Self.zoneBytes.contains($0) }), TimeZone(identifier: timeZone) != nil
+            else { throw Invalid("quiet_hours time_zone must be an IANA time zone name such as Europe/Berlin") }
+            (self.start, self.end, self.timeZone) = (from, to, timeZone)
+        }
+
+        /// A window as stored (minutes), unchecked but for the ranges; nil when out of them.
+        public init?(storedStart: Int, end: Int, timeZone: String) {
+            guard (0..<1440).contains(storedStart), (0..<1440).contains(end), storedStart != end, TimeZone(identifier: timeZone) != nil else { return nil }
+            (self.start, self.end, self.timeZone) = (storedStart, end, timeZone)
+        }
+
+        private static let zoneBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-/".utf8))
+
+        static func minutes(_ text: String) -> Int? {
+            let bytes = Array(text.utf8)
+            guard bytes.count == 5, bytes[2] == UInt8(ascii: ":"), [0, 1, 3, 4].allSatisfy({ (0x30...0x39).contains(bytes[$0]) }) else { return nil }
+            let hours = Int(bytes[0] - 0x30) * 10 + Int(bytes[1] - 0x30), minutes = Int(bytes[3] - 0x30) * 10 + Int(bytes[4] - 0x30)
+            guard hours < 24, minutes < 60 else { return nil }
+            return hours * 60 + minutes
+        }
+
+        /// `minutes` after midnight as `HH:MM`.
+        public static func text(_ minutes: Int) -> String {
+            let (hours, rest) = (minutes / 60, minutes % 60)
+            return (hours < 10 ? "0" : "") + "\(hours):" + (rest < 10 ? "0" : "") + "\(rest)"
+        }
+
+        /// When the window that holds `now` ends; nil when `now` is outside the window. Local
+        /// times a clock change skips or repeats count as the calendar resolves them.
+        public func end(containing now: Date) -> Date? {
+            guard let zone = TimeZone(identifier: timeZone) else { return nil }
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            let parts = calendar.dateComponents([.hour, .minute], from: now)
+            let minute = (parts.hour ?? 0) * 60 + (parts.minute ?? 0)
+            let inside = start < end ? (start <= minute && minute < end) : (minute >= start || minute < end)
+            guard inside else { return nil }
+            return calendar.nextDate(
+                after: now, matching: DateComponents(hour: end / 60, minute: end % 60, second: 0), matchingPolicy: .nextTime)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case start, end
+            case timeZone = "time_zone"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try self.init(
+                start: try container.decode(String.self, forKey: .start), end: try container.decode(String.self, forKey: .end),
+                timeZone: try container.decode(String.self, forKey: .timeZone))
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(Self.text(start), forKey: .start)
+            try container.encode(Self.text(end), forKey: .end)
+            try container.encode(timeZone, forKey: .timeZone)
+        }
+    }
 
     /// A checked device.
     ///
     /// - Throws: ``Invalid`` with a sentence naming the field.
-    public init(id: String, platform: String, token: String, appID: String) throws(Invalid) {
+    public init(id: String, platform: String, token: String, appID: String, quietHours: QuietHours? = nil) throws(Invalid) {
         guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy({ Self.idBytes.contains($0) }) else {
             throw Invalid("the device id must be 1 to 128 letters, digits, _, ., : or -")
         }
@@ -34,7 +114,7 @@ public struct PushDevice: Sendable, Hashable, Codable {
         guard (1...255).contains(appID.utf8.count), appID.utf8.allSatisfy({ Self.appBytes.contains($0) }) else {
             throw Invalid("app_id must be 1 to 255 letters, digits, _, . or - (the bundle id or package name)")
         }
-        (self.id, self.platform, self.token, self.appID) = (id, known, token, appID)
+        (self.id, self.platform, self.token, self.appID, self.quietHours) = (id, known, token, appID, quietHours)
     }
 
     private static let idBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-".utf8))
@@ -50,6 +130,7 @@ public struct PushDevice: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case id, platform, token
         case appID = "app_id"
+        case quietHours = "quiet_hours"
     }
 }
 
@@ -69,6 +150,8 @@ public enum PushStore {
         public var attempt: Int
         /// When the change that made the number happened, if known.
         public var wantedAt: Date?
+        /// The device's quiet hours, if any.
+        public var quietHours: PushDevice.QuietHours?
     }
 
     /// Registers `device` for `user` (replacing one with its id, which is sent its number
@@ -77,8 +160,11 @@ public enum PushStore {
     /// Returns true when it is new.
     @discardableResult
     public static func register(_ device: PushDevice, for user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
-        try connection.query(PushSQL.register, [user.rawValue, device.id, device.platform.rawValue, device.token, device.appID])
-            .singleRow().decode(0, as: Bool.self)
+        try connection.query(
+            PushSQL.register,
+            [user.rawValue, device.id, device.platform.rawValue, device.token, device.appID, device.quietHours?.start, device.quietHours?.end,
+             device.quietHours?.timeZone]
+        ).singleRow().decode(0, as: Bool.self)
     }
 
     /// Removes a device; false when there was none.
@@ -115,8 +201,19 @@ public enum PushStore {
             Claimed(
                 user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
                 token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
-                attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) })
+                attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) },
+                quietHours: Self.quietHours(try row.decode(9, as: Int?.self), try row.decode(10, as: Int?.self), try row.decode(11, as: String?.self)))
         }
+    }
+
+    static func quietHours(_ start: Int?, _ end: Int?, _ zone: String?) -> PushDevice.QuietHours? {
+        guard let start, let end, let zone else { return nil }
+        return PushDevice.QuietHours(storedStart: start, end: end, timeZone: zone)
+    }
+
+    /// `claimed` is in its quiet hours: due again at `until`, the try not counted.
+    public static func quiet(_ claimed: Claimed, until: Date, on connection: PGConnection) throws(PGError) {
+        _ = try connection.query(PushSQL.quiet, [claimed.user, claimed.device, until.timeIntervalSince1970])
     }
 
     /// The provider accepted `claimed`'s number.
@@ -154,9 +251,11 @@ enum PushSQL {
                    greatest(u.own_version, s.visible_version) AS visible_version
             FROM now_state s LEFT JOIN push_user u ON u.user_id = s.user_id
         )
-        INSERT INTO push_device AS d (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version, wanted_at)
-        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version, now() FROM best b
+        INSERT INTO push_device AS d
+            (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version, wanted_at, quiet_start, quiet_end, quiet_time_zone)
+        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version, now(), $6, $7, $8 FROM best b
         ON CONFLICT (user_id, device_id) DO UPDATE SET platform = EXCLUDED.platform, token = EXCLUDED.token, app_id = EXCLUDED.app_id,
+            quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, quiet_time_zone = EXCLUDED.quiet_time_zone,
             wanted_badge = CASE WHEN EXCLUDED.wanted_version > d.wanted_version THEN EXCLUDED.wanted_badge ELSE d.wanted_badge END,
             wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version), wanted_at = now(),
             sent_version = 0, sent_badge = NULL, attempts = 0,
@@ -238,7 +337,7 @@ enum PushSQL {
         UPDATE push_device d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
         FROM due WHERE d.user_id = due.user_id AND d.device_id = due.device_id
         RETURNING d.user_id, d.device_id, d.platform, d.token, d.app_id, d.wanted_badge, d.wanted_version, d.attempts,
-                  extract(epoch FROM d.wanted_at)::float8
+                  extract(epoch FROM d.wanted_at)::float8, d.quiet_start::int, d.quiet_end::int, d.quiet_time_zone
         """)
 
     /// A newer number that arrived during the try stays due (its version is above the one sent).
@@ -254,6 +353,13 @@ enum PushSQL {
         "push.failed",
         """
         UPDATE push_device SET next_attempt_at = now() + make_interval(secs => $3::float8), last_error = $4
+        WHERE user_id = $1 AND device_id = $2
+        """)
+
+    static let quiet = PGStatement(
+        "push.quiet",
+        """
+        UPDATE push_device SET next_attempt_at = to_timestamp($3::float8), attempts = greatest(attempts - 1, 0)
         WHERE user_id = $1 AND device_id = $2
         """)
 
