@@ -81,6 +81,8 @@ public final class PushService: Service, Sendable {
         let records = Counter(label: "reddot_push_records_total")
         let unreadable = Counter(label: "reddot_push_records_unreadable_total")
         let due = Counter(label: "reddot_push_devices_due_total")
+        /// New numbers that replaced one not yet sent (a burst sends the latest once).
+        let coalesced = Counter(label: "reddot_push_coalesced_total")
         let broadcastRecounts = Counter(label: "reddot_push_broadcast_recounts_total")
         let sent = Counter(label: "reddot_push_sent_total")
         let removed = Counter(label: "reddot_push_devices_removed_total")
@@ -141,8 +143,9 @@ public final class PushService: Service, Sendable {
                 }
             }
             let users = latest
-            let due = try await pool.withConnection { try PushStore.follow(users, on: $0) }
+            let (due, coalesced) = try await pool.withConnection { try PushStore.follow(users, on: $0) }
             metrics.due.increment(by: due)
+            metrics.coalesced.increment(by: coalesced)
             guard broadcasts else { return }
             let started = ContinuousClock.now
             var (cursor, pages, dueAfterBroadcast) = ("", 0, 0)
@@ -150,6 +153,7 @@ public final class PushService: Service, Sendable {
                 let page = try await pool.withConnection { [cursor] in try PushStore.followBroadcasts(after: cursor, limit: 1_000, on: $0) }
                 guard let last = page.last else { break }
                 (cursor, pages, dueAfterBroadcast) = (last, pages + 1, dueAfterBroadcast + page.due)
+                metrics.coalesced.increment(by: page.coalesced)
             }
             metrics.due.increment(by: dueAfterBroadcast)
             metrics.broadcastRecounts.increment()

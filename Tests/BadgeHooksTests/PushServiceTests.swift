@@ -247,6 +247,24 @@ struct PushServiceTests {
         try await setting.tearDown()
     }
 
+    @Test("the store: a new number for a device counts as due, and as coalesced when it replaces one not yet sent; an older version changes nothing")
+    func storeCoalesces() async throws {
+        let setting = try await Setting.make()
+        try await setting.register("ann", "phone", token: "aa01")
+        let pool = setting.migrated.pool
+        func follow(_ version: Int64, _ count: Int64) async throws -> (due: Int, coalesced: Int) {
+            try await pool.withConnection { try PushStore.follow(["ann": (version, count, nil)], on: $0) }
+        }
+        #expect(try await follow(1, 1) == (1, 0))
+        #expect(try await follow(2, 2) == (1, 1), "version 1 was never sent")
+        #expect(try await follow(2, 9) == (0, 0), "a version seen before")
+        let claimed = try await pool.withConnection { try PushStore.claim(limit: 10, lease: .seconds(30), on: $0) }
+        #expect(claimed.map(\.badge) == [2])
+        for device in claimed { try await pool.withConnection { try PushStore.sent(device, on: $0) } }
+        #expect(try await follow(3, 3) == (1, 0), "version 2 was sent")
+        try await setting.tearDown()
+    }
+
     @Test("quiet hours are read with a sentence, and their end is found across midnight and clock changes")
     func quietHoursRules() throws {
         for (start, end, zone) in [("25:00", "07:00", "UTC"), ("22:00", "22:00", "UTC"), ("22:00", "7:00", "UTC"), ("22:00", "07:00", "Mars/Olympus"),

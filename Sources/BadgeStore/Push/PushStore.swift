@@ -175,24 +175,31 @@ public enum PushStore {
     /// Takes the latest root total of each user in `latest` (visible version → count: a change
     /// record's `version`, own plus broadcast, which only grows; `at`: the change's time, now
     /// when unknown) whose version is above the stored one: stored, and their devices made due.
-    /// One statement. Returns how many devices became due.
-    public static func follow(_ latest: [String: (version: Int64, count: Int64, at: Date?)], on connection: PGConnection) throws(PGError) -> Int {
+    /// One statement. Returns how many devices were given a new number, and how many of those
+    /// still had an unsent one, which the new one replaces (coalesced).
+    public static func follow(
+        _ latest: [String: (version: Int64, count: Int64, at: Date?)], on connection: PGConnection
+    ) throws(PGError) -> (due: Int, coalesced: Int) {
         let users = latest.keys.sorted()
-        guard !users.isEmpty else { return 0 }
+        guard !users.isEmpty else { return (0, 0) }
         let times = users.map { user -> Double? in latest[user]!.at.map(\.timeIntervalSince1970).flatMap { $0.isFinite ? $0 : nil } }
-        return try connection.query(
+        let row = try connection.query(
             PushSQL.follow, [users, users.map { latest[$0]!.version }, users.map { latest[$0]!.count }, times]
-        ).singleRow().decode(0, as: Int.self)
+        ).singleRow()
+        return (try row.decode(0, as: Int.self), try row.decode(1, as: Int.self))
     }
 
     /// After a broadcast change: the visible root total now of up to `limit` users with devices
     /// after `cursor` (in user order), stored at their visible version now (own version plus the
     /// broadcast version, read in the same snapshot), their devices made due where it is newer.
     /// One statement per page: users without devices cost nothing. Returns the last user of the
-    /// page (nil when there was none) and how many devices became due.
-    public static func followBroadcasts(after cursor: String, limit: Int, on connection: PGConnection) throws(PGError) -> (last: String?, due: Int) {
+    /// page (nil when there was none), how many devices were given a new number and how many of
+    /// those replaced an unsent one.
+    public static func followBroadcasts(
+        after cursor: String, limit: Int, on connection: PGConnection
+    ) throws(PGError) -> (last: String?, due: Int, coalesced: Int) {
         let row = try connection.query(PushSQL.followBroadcasts, [cursor, limit]).singleRow()
-        return (try row.decode(0, as: String?.self), try row.decode(1, as: Int.self))
+        return (try row.decode(0, as: String?.self), try row.decode(1, as: Int.self), try row.decode(2, as: Int.self))
     }
 
     /// Claims up to `limit` due devices for a try, each held for `lease`.
@@ -295,9 +302,10 @@ enum PushSQL {
             SET wanted_badge = m.root_count, wanted_version = m.own_version,
                 wanted_at = coalesce((SELECT i.at FROM \(input) i WHERE i.user_id = m.user_id), now()),
                 next_attempt_at = CASE WHEN d.wanted_version > d.sent_version THEN d.next_attempt_at ELSE now() END
-            FROM moved m
-            WHERE d.user_id = m.user_id AND d.wanted_version < m.own_version
-            RETURNING 1
+            FROM moved m, push_device o
+            WHERE d.user_id = m.user_id AND d.wanted_version < m.own_version AND o.user_id = d.user_id AND o.device_id = d.device_id
+            -- `o` is the row before: a number still unsent that this one replaces is coalesced.
+            RETURNING o.wanted_version > o.sent_version AS replaced
         )
         """
     }
@@ -310,7 +318,7 @@ enum PushSQL {
         ), now_state AS (
             SELECT user_id, visible_version AS own_version, root_count, now() AS at FROM (\(visibleRoot(users: "SELECT user_id FROM page"))) s
         ), \(store("now_state"))
-        SELECT (SELECT max(user_id) FROM page), (SELECT count(*)::int FROM due)
+        SELECT (SELECT max(user_id) FROM page), (SELECT count(*)::int FROM due), (SELECT count(*)::int FROM due WHERE replaced)
         """)
 
     static let follow = PGStatement(
@@ -321,7 +329,7 @@ enum PushSQL {
             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::float8[]) AS i(user_id, own_version, root_count, at)
         ),
         \(store("input"))
-        SELECT count(*)::int FROM due
+        SELECT count(*)::int, (count(*) FILTER (WHERE replaced))::int FROM due
         """)
 
     static let claim = PGStatement(
