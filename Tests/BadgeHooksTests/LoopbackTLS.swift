@@ -48,12 +48,15 @@ enum LoopbackTLS {
             router: router, server: try .http2Upgrade(tlsConfiguration: tls),
             configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
-        var port = 0
-        for await value in stream {
-            port = value
-            break
-        }
+        let (port, task) = await run(app, ports: stream)
         return ("https://localhost:\(port)", certificate, task)
+    }
+
+    /// Runs `app` until the task is cancelled; returns once it listens, with the port it
+    /// reported on `ports` (its `onServerRunning`).
+    static func run(_ app: some ApplicationProtocol & Sendable, ports: AsyncStream<Int>) async -> (port: Int, task: Task<Void, any Error>) {
+        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        for await port in ports { return (port, task) }
+        return (0, task)
     }
 }

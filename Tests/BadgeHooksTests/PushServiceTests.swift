@@ -62,11 +62,40 @@ struct PushServiceTests {
                 maximumRetryDelay: .seconds(30))
         }
 
+        /// A fake APNs on loopback and credentials it takes (key id ABC123DEFG, team TEAM123456).
+        func startAPNs() async throws -> (FakeAPNs, APNsCredentials, url: String, trust: String, serving: Task<Void, any Error>) {
+            let key = P256.Signing.PrivateKey()
+            let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
+            let (url, trust, serving) = try await apns.start(in: folder, logger: logger)
+            let credentials = try APNsCredentials(keyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
+            return (apns, credentials, url, trust, serving)
+        }
+
         func tearDown() async throws {
             try await onThread { producer.close() }
             await migrated.drop()
             try await onThread { cluster.close() }
             try? FileManager.default.removeItem(at: folder)
+        }
+    }
+
+    /// How `service` stopped by itself within 60 s: its error, or "returned"; nil if it still runs.
+    static func stopped(_ service: PushService) async throws -> String? {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                do {
+                    try await service.run()
+                    return "returned"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
         }
     }
 
@@ -84,11 +113,8 @@ struct PushServiceTests {
     )
     func endToEnd() async throws {
         let setting = try await Setting.make()
-        let key = P256.Signing.PrivateKey()
-        let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
-        let (url, trust, serving) = try await apns.start(in: setting.folder, logger: setting.logger)
+        let (apns, credentials, url, trust, serving) = try await setting.startAPNs()
         defer { serving.cancel() }
-        let credentials = try APNsCredentials(keyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
 
         try await setting.register("ann", "phone", token: "aa01")
         try await setting.register("ann", "tablet", token: "aa02")
@@ -153,11 +179,8 @@ struct PushServiceTests {
     )
     func broadcastsOnTheIcon() async throws {
         let setting = try await Setting.make()
-        let key = P256.Signing.PrivateKey()
-        let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
-        let (url, trust, serving) = try await apns.start(in: setting.folder, logger: setting.logger)
+        let (apns, credentials, url, trust, serving) = try await setting.startAPNs()
         defer { serving.cancel() }
-        let credentials = try APNsCredentials(keyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
         let store = BadgeStore(pool: setting.migrated.pool)
         func apply(_ id: String, _ audience: Audience, _ path: String, _ operation: BadgeOperation) async throws {
             let event = MappedOperation(
@@ -207,11 +230,8 @@ struct PushServiceTests {
     @Test("quiet hours: a device inside them is sent nothing and waits for their end; out of them (registered again without) it gets the latest number")
     func quietHours() async throws {
         let setting = try await Setting.make()
-        let key = P256.Signing.PrivateKey()
-        let apns = FakeAPNs(publicKey: key.publicKey, keyID: "ABC123DEFG", teamID: "TEAM123456")
-        let (url, trust, serving) = try await apns.start(in: setting.folder, logger: setting.logger)
+        let (apns, credentials, url, trust, serving) = try await setting.startAPNs()
         defer { serving.cancel() }
-        let credentials = try APNsCredentials(keyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
         // A window around now in Tokyo (no clock changes), ending two hours from now.
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = try #require(TimeZone(identifier: "Asia/Tokyo"))
@@ -350,22 +370,7 @@ struct PushServiceTests {
         try await setting.register("ann", "phone", token: "aa01")
         try await setting.publish("ann", own: 1, root: 2)
         let service = PushService(configuration: setting.configuration(credentials, url: url, trust: trust), pool: setting.migrated.pool, logger: setting.logger)
-        let stopped = try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask {
-                do {
-                    try await service.run()
-                    return "returned"
-                } catch {
-                    return "\(error)"
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: .seconds(60))
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
-        }
+        let stopped = try await Self.stopped(service)
         #expect(stopped?.contains("APNs refuses the provider credentials (InvalidProviderToken)") == true, "\(stopped ?? "still running after 60 s")")
         #expect(apns.refusals.withLock { $0 } == ["403 InvalidProviderToken"], "one try, no loop")
         try await setting.tearDown()
@@ -479,22 +484,7 @@ struct PushServiceTests {
         let service = PushService(
             configuration: setting.configuration(nil, url: "", fcm: credentials, fcmURL: url, trust: trust), pool: setting.migrated.pool,
             logger: setting.logger)
-        let stopped = try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask {
-                do {
-                    try await service.run()
-                    return "returned"
-                } catch {
-                    return "\(error)"
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: .seconds(60))
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
-        }
+        let stopped = try await Self.stopped(service)
         #expect(
             stopped?.contains("FCM refuses the service account (the token endpoint says invalid_grant: Invalid JWT Signature.)") == true,
             "\(stopped ?? "still running after 60 s")")

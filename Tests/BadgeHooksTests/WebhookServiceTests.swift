@@ -66,13 +66,7 @@ final class Receiver: Sendable {
         let app = Application(
             router: router, configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
-        var port = 0
-        for await value in stream {
-            port = value
-            break
-        }
-        return (port, task)
+        return await LoopbackTLS.run(app, ports: stream)
     }
 }
 
