@@ -367,6 +367,11 @@ public final class ChangeHub: Service, Sendable {
         return Subscription(stream: stream, continuation: continuation)
     }
 
+    /// How many subscriptions `user` has now (tests wait for a request to be parked).
+    func subscribers(of user: UserID) -> Int {
+        state.withLock { $0.byUser[user]?.count ?? 0 }
+    }
+
     private func remove(_ user: UserID, _ id: UInt64) {
         let (count, removed) = state.withLock { state in
             let removed = state.byUser[user]?.removeValue(forKey: id) != nil

@@ -20,6 +20,7 @@ protocol HTTPHarness: Sendable {
 /// validation, auth and ETags, with no PostgreSQL.
 struct MemoryHarness: HTTPHarness {
     let store: InMemoryBadgeStore
+    let hub: ChangeHub
     let api: BadgeAPI
     let client: any TestClientProtocol
 
@@ -31,7 +32,7 @@ struct MemoryHarness: HTTPHarness {
         let hub = ChangeHub(logger: TestServer.logger)
         let store = InMemoryBadgeStore(hub: hub)
         return try await APIHarness.serve(store: store, hub: hub, auth: auth, publisher: publisher) { api, client in
-            try await body(MemoryHarness(store: store, api: api, client: client))
+            try await body(MemoryHarness(store: store, hub: hub, api: api, client: client))
         }
     }
 

@@ -1,4 +1,4 @@
-import BadgeAPI
+@testable import BadgeAPI
 import BadgeCore
 import BadgeStore
 import Foundation
@@ -127,7 +127,10 @@ struct APIRouteTests {
             #expect(stale.status == .ok)
 
             async let waiting = harness.get("/v1/users/carol/badges?wait=10s&since=\(version)", token: token)
-            try await Task.sleep(for: .milliseconds(300))
+            // The change comes only once the request is parked on the hub: what answers it is the wake-up.
+            let parkedBy = ContinuousClock.now + .seconds(10)
+            while harness.hub.subscribers(of: carol) == 0, ContinuousClock.now < parkedBy { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(harness.hub.subscribers(of: carol) == 1, "the long-poll is waiting")
             let changedAt = ContinuousClock.now
             try await harness.apply([BadgeMutation(user: carol, path: path("root.b"), operation: .increment(by: 4))])
             let woken = try await waiting

@@ -207,22 +207,34 @@ struct EventDecoderTests {
         #expect((rejection?.message.count ?? .max) < 300)
     }
 
-    @Test("random bytes and mutated records never crash the decoder")
+    @Test("random bytes and mutated records: an event read encodes and reads back the same; a refusal is one line with a reason")
     func fuzz() {
         var random = SeededRandom(seed: 42)
         let seed = Array(#"{"id":"e1","op":"set","users":["u1","u2"],"path":"root.a.b","count":3,"icon":"new","expires_at":"2025-03-01T12:00:00Z"}"#.utf8)
+        var (read, refused) = (0, 0)
+        func check(_ bytes: [UInt8]) {
+            switch EventDecoder().decode(bytes) {
+            case .success(let event):
+                read += 1
+                #expect(EventDecoder().decode(EventEncoder().encode(event)) == .success(event), "\(String(decoding: bytes, as: UTF8.self))")
+            case .failure(let rejection):
+                refused += 1
+                #expect(!rejection.message.isEmpty && rejection.message.count < 300 && !rejection.message.contains("\n"), "\(rejection)")
+            }
+        }
         for _ in 0..<2_000 {
             var bytes = seed
             for _ in 0..<Int.random(in: 1...4, using: &random) {
                 let index = Int.random(in: 0..<bytes.count, using: &random)
                 bytes[index] = UInt8.random(in: 0...255, using: &random)
             }
-            _ = EventDecoder().decode(bytes)
+            check(bytes)
         }
         for _ in 0..<500 {
-            let bytes = (0..<Int.random(in: 0...64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
-            _ = EventDecoder().decode(bytes)
+            check((0..<Int.random(in: 0...64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
         }
+        // Both sides were reached: mutations that keep a valid event, and ones that do not.
+        #expect(read > 50 && refused > 500, "read \(read), refused \(refused)")
     }
 }
 

@@ -209,21 +209,33 @@ struct LibPQTests {
     func taskCancellation() async throws {
         let pool = try pool(1)
         defer { pool.close() }
+        let observer = try self.pool(1)
+        defer { observer.close() }
         try await pool.withConnection { try $0.query(PGStatement("test.one", "SELECT 1")) }  // connect first
+        let marker = "reddot-cancel-\(UInt32.random(in: 0...UInt32.max))"
+        let running = PGStatement(
+            "test.running", "SELECT count(*)::int FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+            prepared: false)
+        func activeOnServer() async throws -> Int {
+            try await observer.withConnection { try $0.query(running, [marker]).singleRow().decode(0, as: Int.self) }
+        }
         let started = ContinuousClock.now
         let task = Task {
-            try await pool.withConnection { try $0.query(PGStatement("test.sleep", "SELECT pg_sleep(120)")) }
+            try await pool.withConnection { try $0.query(PGStatement("test.sleep", "SELECT pg_sleep(120) -- \(marker)", prepared: false)) }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // The task is cancelled only once the server runs the statement: what ends it is the
+        // server's cancel, not a task cancelled before it started.
+        let runningBy = ContinuousClock.now + .seconds(30)
+        while try await activeOnServer() == 0, ContinuousClock.now < runningBy { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(try await activeOnServer() == 1, "the statement never started on the server")
         task.cancel()
         let result = await task.result
-        // Cancelled while running (the server cancels the statement) or, on a slow machine,
-        // before it started: either way it fails at once and never runs to completion.
         switch result {
         case .success: Issue.record("the statement ran to completion")
-        case .failure(let error as PGError): #expect(error.code == .cancelled)
-        case .failure(let error): #expect(error is CancellationError)
+        case .failure(let error as PGError): #expect(error.code == .cancelled && error.sqlState == "57014", "\(error)")
+        case .failure(let error): Issue.record("not the server's cancel: \(error)")
         }
+        #expect(try await activeOnServer() == 0, "the server no longer runs it")
         // Cut short: the statement sleeps 120 s. (Cancels usually land within milliseconds; on
         // a machine running every suite at once one took 15.9 s, hence no tighter bound.)
         #expect(ContinuousClock.now - started < .seconds(60))
