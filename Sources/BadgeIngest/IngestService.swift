@@ -11,8 +11,10 @@ import Synchronization
 /// `reddot ingest` as a service: the consumer loop, plus the dead-letter publisher and the
 /// pruning of old event ids.
 ///
-/// Graceful shutdown (SIGTERM): the consumer finishes its batch, commits it, closes (so its
-/// partitions move at once), the dead letters left are published, and `run()` returns.
+/// Graceful shutdown (SIGTERM): the consumer finishes its batch, commits it and closes (a
+/// dynamic member leaves the group, so its partitions move at once; a static one, the default,
+/// keeps them until it returns with the same id or its session times out), the dead letters
+/// left are published, and `run()` returns.
 public final class IngestService: Service {
     private let configuration: IngestConfiguration
     private let logger: Logger
@@ -28,7 +30,10 @@ public final class IngestService: Service {
     public func run() async throws {
         try RdKafkaVersion.requireSupported()
         let producer = try KafkaProducer(configuration: configuration.kafka, logger: logger)
-        defer { producer.close() }
+        try await producer.closing { try await run(producer: producer) }
+    }
+
+    private func run(producer: KafkaProducer) async throws {
         var database = configuration.database
         if database.statementTimeoutMilliseconds == nil { database.statementTimeoutMilliseconds = 60_000 }
         let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)

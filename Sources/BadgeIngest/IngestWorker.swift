@@ -9,10 +9,11 @@ import Synchronization
 
 /// The consumer loop: poll, batch, decode, write each batch in one transaction, repeat.
 ///
-/// Two threads. The consumer thread polls Kafka, serves rebalances (inside `poll`), and decodes
-/// each batch; the writer thread commits it to PostgreSQL. At most one batch is being written
-/// while the next is read and decoded, so decoding overlaps the database's work. The consumer
-/// thread hands batch N+1 over only after batch N is done, with the offsets batch N stored as
+/// A consumer thread and `--writers` writer threads. The consumer thread polls Kafka, serves
+/// rebalances (inside `poll`), and decodes each batch; the writers (`BatchWriters`, each with
+/// its own thread and connection) commit it to PostgreSQL, its partitions split between them. At
+/// most one batch is being written while the next is read and decoded, so decoding overlaps the
+/// database's work. The consumer thread hands batch N+1 over only after batch N is done, with the offsets batch N stored as
 /// the expected ones: if N was fenced, N+1 is dropped too and the stored offsets are read
 /// again. Rebalances wait for the batch in flight, so a partition is never given up while one
 /// of its batches is being written.

@@ -110,7 +110,7 @@ public struct ChangeFeed: Service {
             }
         }
         try? await pool.withConnection { try BadgeStore.releaseFeedLease(holder: holder, on: $0) }
-        producer.close()
+        await producer.closeOffPool()
         logger.info("change feed stopped")
     }
 

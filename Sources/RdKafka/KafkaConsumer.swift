@@ -16,7 +16,9 @@ public import Logging
 /// throws `.closed` rather than touching a destroyed client. The client's main queue
 /// (statistics, client errors) is served by a thread of the consumer's own, so they keep coming
 /// while `poll` waits. Owns its `rd_kafka_t` and destroys it in `close()` (or deinit), after
-/// `rd_kafka_consumer_close` so partitions move at once.
+/// `rd_kafka_consumer_close`: a dynamic member leaves the group, so its partitions move at once;
+/// a static one (`group.instance.id`) keeps them until it rejoins with the same id or its
+/// session times out.
 public final class KafkaConsumer: Sendable {
     /// The client, nil once `close` took it. Guarded so that `commit` on another thread never
     /// sees a destroyed client.
@@ -202,8 +204,9 @@ public final class KafkaConsumer: Sendable {
         return String(cString: name)
     }
 
-    /// Leaves the group (revoking partitions through the handler, so they move at once) and
-    /// destroys the client. Idempotent. Call it from the poll thread, or after it stopped.
+    /// Closes the consumer (revoking partitions through the handler; a dynamic member leaves the
+    /// group so they move at once, a static one keeps them for its session) and destroys the
+    /// client. Idempotent. Call it from the poll thread, or after it stopped.
     public func close() {
         // Taken under the lock: a `commit` running now finishes first, and later ones throw.
         let taken = state.withLock { state in

@@ -193,6 +193,33 @@ public final class KafkaProducer: Sendable {
         if error != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(error, context: "flush") }
     }
 
+    /// ``close(timeoutMilliseconds:)`` on a thread of its own, awaited: its flush and destroy
+    /// block for up to the timeout, which must not hold a thread of Swift's cooperative pool.
+    public func closeOffPool(timeoutMilliseconds: Int32 = 10_000) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                self.close(timeoutMilliseconds: timeoutMilliseconds)
+                continuation.resume()
+            }
+            thread.name = "reddot.kafka.close"
+            thread.start()
+        }
+    }
+
+    /// Runs `body`, then closes this producer off the cooperative pool (``closeOffPool(timeoutMilliseconds:)``),
+    /// however `body` ends.
+    public func closing<T: Sendable>(after body: () async throws -> T) async throws -> T {
+        let result: T
+        do {
+            result = try await body()
+        } catch {
+            await closeOffPool()
+            throw error
+        }
+        await closeOffPool()
+        return result
+    }
+
     /// Waits up to `timeoutMilliseconds` for records in flight, then destroys the client
     /// (records still queued then fail). Idempotent.
     public func close(timeoutMilliseconds: Int32 = 10_000) {

@@ -110,9 +110,10 @@ public enum DevStack {
 
     public static func publishDemo(brokers: String, logger: Logger) async throws {
         let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers), logger: logger)
-        defer { producer.close() }
-        for event in demoEvents {
-            _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(event.key.utf8), payload: Array(event.json.utf8)))
+        try await producer.closing {
+            for event in demoEvents {
+                _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(event.key.utf8), payload: Array(event.json.utf8)))
+            }
         }
     }
 

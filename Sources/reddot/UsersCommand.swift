@@ -104,10 +104,11 @@ struct UsersCommand: AsyncParsableCommand {
                 let logger = try common.database.logger(label: "reddot.users")
                 do {
                     let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers), logger: logger)
-                    defer { producer.close() }
-                    for topic in topics {
-                        _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(user.rawValue.utf8), payload: nil))
-                        tombstones.append(topic)
+                    try await producer.closing {
+                        for topic in topics {
+                            _ = try await producer.send(KafkaOutgoingRecord(topic: topic, key: Array(user.rawValue.utf8), payload: nil))
+                            tombstones.append(topic)
+                        }
                     }
                 } catch {
                     try printJSON(Summary(erasure: erasure, tombstones: tombstones))

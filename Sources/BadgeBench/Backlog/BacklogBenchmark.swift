@@ -175,20 +175,21 @@ public struct BacklogBenchmark: Sendable {
         }
         benchProgress("publishing them to \(settings.topic)")
         let producer = try KafkaProducer(configuration: settings.kafka, logger: logger)
-        defer { producer.close() }
-        let failures = FailureTally()
-        let started = BenchClock.now
-        try await onThread(named: "reddot.bench.publish") {
-            let records = (0..<workload.payloads.count).lazy.map { index in
-                KafkaOutgoingRecord(topic: settings.topic, key: PipelineWorkload.key(of: workload.users[index]), payload: workload.payloads[index])
+        try await producer.closing { () async throws -> Void in
+            let failures = FailureTally()
+            let started = BenchClock.now
+            try await onThread(named: "reddot.bench.publish") {
+                let records = (0..<workload.payloads.count).lazy.map { index in
+                    KafkaOutgoingRecord(topic: settings.topic, key: PipelineWorkload.key(of: workload.users[index]), payload: workload.payloads[index])
+                }
+                producer.sendAll(records, timeout: .seconds(300)) { _, result in
+                    if case .failure(let error) = result { failures.record(error) }
+                }
             }
-            producer.sendAll(records, timeout: .seconds(300)) { _, result in
-                if case .failure(let error) = result { failures.record(error) }
+            measurement.publishSeconds = Double(BenchClock.now - started) / 1e9
+            if let failure = failures.first {
+                throw BenchFailure("\(failures.count) events were not delivered to Kafka: \(failure)")
             }
-        }
-        measurement.publishSeconds = Double(BenchClock.now - started) / 1e9
-        if let failure = failures.first {
-            throw BenchFailure("\(failures.count) events were not delivered to Kafka: \(failure)")
         }
     }
 

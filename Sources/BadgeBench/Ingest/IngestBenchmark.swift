@@ -165,52 +165,53 @@ public struct IngestBenchmark: Sendable {
 
     private func publishAndWait(_ workload: BenchWorkload, recorder: BenchRecorder) async throws -> IngestMeasurement {
         let producer = try KafkaProducer(configuration: settings.kafka, logger: logger)
-        defer { producer.close() }
-        let publisher = BenchPublisher(producer: producer, recorder: recorder, stallSeconds: Self.stallSeconds)
+        return try await producer.closing { () async throws -> IngestMeasurement in
+            let publisher = BenchPublisher(producer: producer, recorder: recorder, stallSeconds: Self.stallSeconds)
 
-        // Warm up: one event per partition, committed, so the group has joined and the
-        // database connection is open before the clock starts.
-        let warmups = try await publisher.warmUp(
-            topic: settings.topic, mockPartitions: settings.isMockCluster ? settings.partitions : nil, runID: settings.runID,
-            user: "bench_warmup", path: "root.bench.warmup")
+            // Warm up: one event per partition, committed, so the group has joined and the
+            // database connection is open before the clock starts.
+            let warmups = try await publisher.warmUp(
+                topic: settings.topic, mockPartitions: settings.isMockCluster ? settings.partitions : nil, runID: settings.runID,
+                user: "bench_warmup", path: "root.bench.warmup")
 
-        let (topic, rate) = (settings.topic, settings.rate)
-        let window = settings.isMockCluster ? workload.inFlightWindow(partitions: Int(settings.partitions), batchSize: settings.batchSize) : Int.max
-        let baseline = recorder.committedTotal
-        let publishTimes: [UInt64] = try await onThread(named: "reddot.bench.producer") {
-            try publisher.publish(workload, topic: topic, rate: rate, window: window, baseline: baseline)
-        }
-        let deliveries = try await publisher.awaitDeliveries()
-
-        // The log-end offset of every partition written, warm-ups included.
-        let ends = recorder.logEndOffsets(warmups: warmups, events: workload.count)
-        let allCommitted = try await waitForCommits(ends, recorder: recorder)
-
-        // Each event's commit: the first commit of its partition whose next offset is past it.
-        let commits = recorder.commitHistory
-        var latencies: [UInt64] = []
-        latencies.reserveCapacity(workload.count)
-        var lastCommit: UInt64 = 0
-        var uncovered = 0
-        for index in 0..<workload.count {
-            let offset = deliveries.offsets[index]
-            guard let history = commits[deliveries.partitions[index]],
-                let committedAt = BenchRecorder.firstCommit(after: offset, in: history)
-            else {
-                uncovered += 1
-                continue
+            let (topic, rate) = (settings.topic, settings.rate)
+            let window = settings.isMockCluster ? workload.inFlightWindow(partitions: Int(settings.partitions), batchSize: settings.batchSize) : Int.max
+            let baseline = recorder.committedTotal
+            let publishTimes: [UInt64] = try await onThread(named: "reddot.bench.producer") {
+                try publisher.publish(workload, topic: topic, rate: rate, window: window, baseline: baseline)
             }
-            lastCommit = max(lastCommit, committedAt)
-            latencies.append(committedAt >= publishTimes[index] ? committedAt - publishTimes[index] : 0)
+            let deliveries = try await publisher.awaitDeliveries()
+
+            // The log-end offset of every partition written, warm-ups included.
+            let ends = recorder.logEndOffsets(warmups: warmups, events: workload.count)
+            let allCommitted = try await waitForCommits(ends, recorder: recorder)
+
+            // Each event's commit: the first commit of its partition whose next offset is past it.
+            let commits = recorder.commitHistory
+            var latencies: [UInt64] = []
+            latencies.reserveCapacity(workload.count)
+            var lastCommit: UInt64 = 0
+            var uncovered = 0
+            for index in 0..<workload.count {
+                let offset = deliveries.offsets[index]
+                guard let history = commits[deliveries.partitions[index]],
+                    let committedAt = BenchRecorder.firstCommit(after: offset, in: history)
+                else {
+                    uncovered += 1
+                    continue
+                }
+                lastCommit = max(lastCommit, committedAt)
+                latencies.append(committedAt >= publishTimes[index] ? committedAt - publishTimes[index] : 0)
+            }
+            latencies.sort()
+            let firstPublish = publishTimes.first ?? 0
+            let elapsed = lastCommit > firstPublish ? Double(lastCommit - firstPublish) / 1e9 : 0
+            return IngestMeasurement(
+                seconds: elapsed, latencies: LatencySummary(sortedNanoseconds: latencies),
+                partitionsWritten: ends.count, logEndOffsets: ends, warmupEvents: warmups.count,
+                uncoveredEvents: uncovered, allCommitted: allCommitted, storedOffsetsMatch: false,
+                appliedEvents: 0, rejectedRecords: 0)
         }
-        latencies.sort()
-        let firstPublish = publishTimes.first ?? 0
-        let elapsed = lastCommit > firstPublish ? Double(lastCommit - firstPublish) / 1e9 : 0
-        return IngestMeasurement(
-            seconds: elapsed, latencies: LatencySummary(sortedNanoseconds: latencies),
-            partitionsWritten: ends.count, logEndOffsets: ends, warmupEvents: warmups.count,
-            uncoveredEvents: uncovered, allCommitted: allCommitted, storedOffsetsMatch: false,
-            appliedEvents: 0, rejectedRecords: 0)
     }
 
     /// Waits until every partition's commits reach its log-end offset; false when ingest stalls

@@ -17,74 +17,75 @@ extension PipelineBenchmark {
         let settings = self.settings
         try await waitForStreams(client, recorder: recorder)
         let producer = try KafkaProducer(configuration: settings.kafka, logger: logger)
-        defer { producer.close() }
-        let publisher = BenchPublisher(producer: producer, recorder: recorder, stallSeconds: Self.stallSeconds)
-        benchProgress("warming up ingest (the consumer group joins)")
-        let warmups = try await publisher.warmUp(
-            topic: settings.topic, mockPartitions: settings.isMockCluster ? settings.partitions : nil, runID: settings.runID,
-            user: Self.warmupUser, path: "root.warmup")
+        return try await producer.closing { () async throws -> Measurement in
+            let publisher = BenchPublisher(producer: producer, recorder: recorder, stallSeconds: Self.stallSeconds)
+            benchProgress("warming up ingest (the consumer group joins)")
+            let warmups = try await publisher.warmUp(
+                topic: settings.topic, mockPartitions: settings.isMockCluster ? settings.partitions : nil, runID: settings.runID,
+                user: Self.warmupUser, path: "root.warmup")
 
-        let total = settings.totalEvents
-        benchProgress("generating \(total) events")
-        let workload = try await onThread(named: "reddot.bench.generate") { try PipelineWorkload(settings: settings) }
-        let start = BenchClock.now + 20_000_000
-        let measureStart = start + UInt64(settings.warmup) * 1_000_000_000
-        let measureEnd = measureStart + UInt64(settings.seconds) * 1_000_000_000
-        benchProgress(
-            "publishing \(BenchReport.number(settings.rate)) events/s over \(settings.users) users × \(settings.paths) paths: "
-                + "\(settings.warmup) s warm-up, then \(settings.seconds) s measured")
-        // About 2 MB of records per partition may be published and not yet committed (the mock
-        // broker keeps ~5 MB of each); the producer waits beyond that.
-        let window = settings.isMockCluster ? max(20_000, Int(settings.partitions) * 2_000_000 / (workload.averagePayloadBytes + 60)) : Int.max
-        let baseline = recorder.committedTotal
-        async let published: UInt64 = onThread(named: "reddot.bench.producer") {
-            try publisher.publishOnSchedule(workload, settings: settings, start: start, window: window, baseline: baseline, tracker: tracker)
+            let total = settings.totalEvents
+            benchProgress("generating \(total) events")
+            let workload = try await onThread(named: "reddot.bench.generate") { try PipelineWorkload(settings: settings) }
+            let start = BenchClock.now + 20_000_000
+            let measureStart = start + UInt64(settings.warmup) * 1_000_000_000
+            let measureEnd = measureStart + UInt64(settings.seconds) * 1_000_000_000
+            benchProgress(
+                "publishing \(BenchReport.number(settings.rate)) events/s over \(settings.users) users × \(settings.paths) paths: "
+                    + "\(settings.warmup) s warm-up, then \(settings.seconds) s measured")
+            // About 2 MB of records per partition may be published and not yet committed (the mock
+            // broker keeps ~5 MB of each); the producer waits beyond that.
+            let window = settings.isMockCluster ? max(20_000, Int(settings.partitions) * 2_000_000 / (workload.averagePayloadBytes + 60)) : Int.max
+            let baseline = recorder.committedTotal
+            async let published: UInt64 = onThread(named: "reddot.bench.producer") {
+                try publisher.publishOnSchedule(workload, settings: settings, start: start, window: window, baseline: baseline, tracker: tracker)
+            }
+
+            try await BenchClock.sleep(until: measureStart)
+            let before = CPUSample.now(database: settings.databaseName)
+            let (producerBefore, streamsBefore) = (tracker.producerCPUNanoseconds, client.cpuNanoseconds)
+            try await BenchClock.sleep(until: measureEnd)
+            let after = CPUSample.now(database: settings.databaseName)
+            let producerSeconds = Double(tracker.producerCPUNanoseconds - producerBefore) / 1e9
+            let streamSeconds = Double(client.cpuNanoseconds - streamsBefore) / 1e9
+            let cpu = WindowCPU(
+                usage: CPUUsage(before: before, after: after, httpClientSeconds: producerSeconds + streamSeconds),
+                producerSeconds: producerSeconds, streamSeconds: streamSeconds)
+
+            let maxBehind = try await published
+            let deliveries = try await publisher.awaitDeliveries()
+
+            benchProgress("published \(total) events; waiting for the last ones to become visible")
+            let drainStart = BenchClock.now
+            let drainDeadline = drainStart + UInt64(settings.drainSeconds) * 1_000_000_000
+            let tracked = tracker.trackedCount
+            while tracker.visibleCount < tracked, BenchClock.now < drainDeadline, !recorder.hasIngestEnded {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let drainSeconds = Double(BenchClock.now - drainStart) / 1e9
+            // Let the last commits' callbacks land before reading the history.
+            let ends = recorder.logEndOffsets(warmups: warmups, events: total)
+            let commitDeadline = BenchClock.now + 5_000_000_000
+            while !recorder.committedAll(ends), BenchClock.now < commitDeadline, !recorder.hasIngestEnded {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            var measurement = summarize(
+                workload: workload, deliveries: deliveries, recorder: recorder, tracker: tracker, streams: client.totals, cpu: cpu)
+            var lag = lagCapture.samples(from: measureStart, to: measureEnd)
+            lag.sort()
+            measurement.rollupLag = LatencySummary(sortedNanoseconds: lag.map { UInt64(max(0, $0)) })
+            measurement.rollupLagSamples = lag.count
+            measurement.usersRolledUpByIngest = lagCapture.ingestUsers("rolled_up", from: measureStart, to: measureEnd)
+            measurement.usersLeftToRollup = lagCapture.ingestUsers("left", from: measureStart, to: measureEnd)
+            measurement.rollupLagUnder100Percent = lag.isEmpty ? 0 : 100 * Double(lag.count(where: { $0 < 100_000_000 })) / Double(lag.count)
+            let feedLag = lagCapture.samples(RollupLagCapture.feedLabel, from: measureStart, to: measureEnd).sorted()
+            measurement.feedLag = LatencySummary(sortedNanoseconds: feedLag.map { UInt64(max(0, $0)) })
+            measurement.feedLagSamples = feedLag.count
+            measurement.maxBehindScheduleMilliseconds = Double(maxBehind) / 1e6
+            measurement.trackedEvents = tracked
+            measurement.drainSeconds = drainSeconds
+            return measurement
         }
-
-        try await BenchClock.sleep(until: measureStart)
-        let before = CPUSample.now(database: settings.databaseName)
-        let (producerBefore, streamsBefore) = (tracker.producerCPUNanoseconds, client.cpuNanoseconds)
-        try await BenchClock.sleep(until: measureEnd)
-        let after = CPUSample.now(database: settings.databaseName)
-        let producerSeconds = Double(tracker.producerCPUNanoseconds - producerBefore) / 1e9
-        let streamSeconds = Double(client.cpuNanoseconds - streamsBefore) / 1e9
-        let cpu = WindowCPU(
-            usage: CPUUsage(before: before, after: after, httpClientSeconds: producerSeconds + streamSeconds),
-            producerSeconds: producerSeconds, streamSeconds: streamSeconds)
-
-        let maxBehind = try await published
-        let deliveries = try await publisher.awaitDeliveries()
-
-        benchProgress("published \(total) events; waiting for the last ones to become visible")
-        let drainStart = BenchClock.now
-        let drainDeadline = drainStart + UInt64(settings.drainSeconds) * 1_000_000_000
-        let tracked = tracker.trackedCount
-        while tracker.visibleCount < tracked, BenchClock.now < drainDeadline, !recorder.hasIngestEnded {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        let drainSeconds = Double(BenchClock.now - drainStart) / 1e9
-        // Let the last commits' callbacks land before reading the history.
-        let ends = recorder.logEndOffsets(warmups: warmups, events: total)
-        let commitDeadline = BenchClock.now + 5_000_000_000
-        while !recorder.committedAll(ends), BenchClock.now < commitDeadline, !recorder.hasIngestEnded {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        var measurement = summarize(
-            workload: workload, deliveries: deliveries, recorder: recorder, tracker: tracker, streams: client.totals, cpu: cpu)
-        var lag = lagCapture.samples(from: measureStart, to: measureEnd)
-        lag.sort()
-        measurement.rollupLag = LatencySummary(sortedNanoseconds: lag.map { UInt64(max(0, $0)) })
-        measurement.rollupLagSamples = lag.count
-        measurement.usersRolledUpByIngest = lagCapture.ingestUsers("rolled_up", from: measureStart, to: measureEnd)
-        measurement.usersLeftToRollup = lagCapture.ingestUsers("left", from: measureStart, to: measureEnd)
-        measurement.rollupLagUnder100Percent = lag.isEmpty ? 0 : 100 * Double(lag.count(where: { $0 < 100_000_000 })) / Double(lag.count)
-        let feedLag = lagCapture.samples(RollupLagCapture.feedLabel, from: measureStart, to: measureEnd).sorted()
-        measurement.feedLag = LatencySummary(sortedNanoseconds: feedLag.map { UInt64(max(0, $0)) })
-        measurement.feedLagSamples = feedLag.count
-        measurement.maxBehindScheduleMilliseconds = Double(maxBehind) / 1e6
-        measurement.trackedEvents = tracked
-        measurement.drainSeconds = drainSeconds
-        return measurement
     }
 
     /// Waits until every stream has opened (its first event arrived), for at most 60 s.
