@@ -24,7 +24,7 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             let answer = APIError.from(error)
             if answer.status == .internalServerError {
-                logger.info("request failed", metadata: ["http.path": "\(context.endpointPath ?? "-")", "error": "\(error)"])
+                logger.info("request failed", metadata: ["http.path": "\(context.endpointPath ?? "-")", RedDotLogKey.error: "\(error)"])
             }
             response = answer.response()
         }

@@ -285,7 +285,7 @@ public final class ChangeHub: Service, Sendable {
             treeCache.setBroadcasts(set)
             wakeEveryone(.broadcasts)
         } catch {
-            logger.info("reading the broadcast change failed; every tree is read again", metadata: ["error": "\(error)"])
+            logger.info("reading the broadcast change failed; every tree is read again", metadata: [RedDotLogKey.error: "\(error)"])
             broadcasts.withLock { $0.set = nil }
             treeCache.setBroadcasts(nil)
             deliver(.broadcasts(version))

@@ -1,3 +1,4 @@
+import BadgeCore
 import AsyncHTTPClient
 import Backoff
 import Logging
@@ -17,7 +18,7 @@ func claimLoop<Item: Sendable>(
             claimed = try await claim()
             backoff.reset()
         } catch {
-            logger.warning("claiming \(what) failed; retrying", metadata: ["error": "\(error)"])
+            logger.warning("claiming \(what) failed; retrying", metadata: [RedDotLogKey.error: "\(error)"])
             try? await Task.sleep(for: backoff.next())
             continue
         }

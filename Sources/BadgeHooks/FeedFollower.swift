@@ -60,7 +60,7 @@ final class FeedFollower: Sendable {
                     backoff.reset()
                     break
                 } catch {
-                    logger.warning("handling a batch of the change feed failed; retrying", metadata: ["kafka.group": "\(group)", "error": "\(error)"])
+                    logger.warning("handling a batch of the change feed failed; retrying", metadata: ["kafka.group": "\(group)", RedDotLogKey.error: "\(error)"])
                     Backoff.sleepOnThread(backoff.next(), stopWhen: { self.isStopping })
                 }
             }
@@ -71,7 +71,7 @@ final class FeedFollower: Sendable {
                 try consumer.commitSynchronously(next)
             } catch {
                 // The batch is handled; the next reader of these partitions makes nothing new of it.
-                logger.warning("committing the change feed's offsets failed", metadata: ["kafka.group": "\(group)", "error": "\(error)"])
+                logger.warning("committing the change feed's offsets failed", metadata: ["kafka.group": "\(group)", RedDotLogKey.error: "\(error)"])
             }
         }
     }
@@ -87,7 +87,7 @@ final class FeedFollower: Sendable {
                 unreadable()
                 logger.warning(
                     "a change feed record cannot be read; skipped",
-                    metadata: ["partition": "\(record.partition)", "offset": "\(record.offset)", "error": "\(problem)"])
+                    metadata: ["partition": "\(record.partition)", "offset": "\(record.offset)", RedDotLogKey.error: "\(problem)"])
             }
         }
         return records

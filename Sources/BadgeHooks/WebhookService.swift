@@ -117,7 +117,7 @@ public final class WebhookService: Service, Sendable {
                 }
                 break
             } catch {
-                logger.warning("webhooks: storing a delivery's outcome failed", metadata: ["id": "\(delivery.id)", "error": "\(error)"])
+                logger.warning("webhooks: storing a delivery's outcome failed", metadata: [RedDotLogKey.delivery: "\(delivery.id)", RedDotLogKey.error: "\(error)"])
                 try? await Task.sleep(for: backoff.next())
             }
         }
@@ -130,14 +130,14 @@ public final class WebhookService: Service, Sendable {
                 logger.info(
                     "webhooks: a try failed; retrying",
                     metadata: [
-                        "id": "\(delivery.id)", "subscription": "\(delivery.subscription)", "attempt": "\(delivery.attempt)",
-                        "retry_in": "\(retryDelay)", "error": "\(error)",
+                        RedDotLogKey.delivery: "\(delivery.id)", RedDotLogKey.subscription: "\(delivery.subscription)", "attempt": "\(delivery.attempt)",
+                        "retry_in": "\(retryDelay)", RedDotLogKey.error: "\(error)",
                     ])
             } else {
                 metrics.dead.increment()
                 logger.warning(
                     "webhooks: a delivery's last try failed; it is dead (reddot webhooks replay sends it again)",
-                    metadata: ["id": "\(delivery.id)", "subscription": "\(delivery.subscription)", "attempts": "\(delivery.attempt)", "error": "\(error)"])
+                    metadata: [RedDotLogKey.delivery: "\(delivery.id)", RedDotLogKey.subscription: "\(delivery.subscription)", "attempts": "\(delivery.attempt)", RedDotLogKey.error: "\(error)"])
             }
         }
     }
@@ -185,7 +185,7 @@ public final class WebhookService: Service, Sendable {
                     }
                 } while removed == 1000 && !stopping.load(ordering: .relaxed)
             } catch {
-                logger.warning("webhooks: pruning old deliveries failed", metadata: ["error": "\(error)"])
+                logger.warning("webhooks: pruning old deliveries failed", metadata: [RedDotLogKey.error: "\(error)"])
             }
             for _ in 0..<600 where !stopping.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(100)) }
         }

@@ -1,3 +1,4 @@
+import BadgeCore
 import Backoff
 import BadgeStore
 import Foundation
@@ -104,7 +105,7 @@ public struct ChangeFeed: Service {
                 }
             } catch {
                 metrics.errors.increment()
-                logger.info("change feed round failed; retrying", metadata: ["error": "\(error)"])
+                logger.info("change feed round failed; retrying", metadata: [RedDotLogKey.error: "\(error)"])
                 let pause = backoff.next()
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
             }

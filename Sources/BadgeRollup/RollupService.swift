@@ -215,7 +215,7 @@ public struct RollupService: Service {
                 metrics.errors.increment()
                 logger.info(
                     "rollup transaction failed; retrying",
-                    metadata: ["rollup.worker": "\(worker)", "error": "\(error)"])
+                    metadata: ["rollup.worker": "\(worker)", RedDotLogKey.error: "\(error)"])
                 await pause(backoff.next())
             }
         }
@@ -245,7 +245,7 @@ public struct RollupService: Service {
                 if shouldStop { break }
                 self.failures.value.add(1, ordering: .relaxed)
                 metrics.errors.increment()
-                logger.info("expiry sweep failed; retrying", metadata: ["error": "\(error)"])
+                logger.info("expiry sweep failed; retrying", metadata: [RedDotLogKey.error: "\(error)"])
                 await pause(backoff.next())
             }
         }

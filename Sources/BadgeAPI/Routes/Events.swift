@@ -43,7 +43,7 @@ extension BadgeAPI {
         do {
             delivered = try await publisher.publish(records)
         } catch {
-            logger.info("publishing events failed", metadata: ["error": "\(error)"])
+            logger.info("publishing events failed", metadata: [RedDotLogKey.error: "\(error)"])
             throw APIError.unavailable("the event log (Kafka) did not take the events; retry (event ids make it safe)")
         }
         let items = zip(ids, delivered).map { PublishedEvent(id: $0, partition: $1.partition, offset: $1.offset) }

@@ -116,7 +116,7 @@ extension BadgeAPI {
                             event = try await follower.next(
                                 after: wake, hub: self.hub, read: { try await self.readView(user, at: path) }, render: { self.tree(user, $0) })
                         } catch {
-                            logger.info("stream read failed; waiting for the next change", metadata: ["error": "\(error)"])
+                            logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
                             continue
                         }
                         guard let event else { continue }
