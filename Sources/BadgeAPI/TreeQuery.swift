@@ -168,10 +168,11 @@ struct ActionRequest: Sendable {
     ///
     /// - Throws: 400 when `If-Match` names no version, or names another than `seen_version`.
     func version(ifMatch header: String?) throws(APIError) -> Int64? {
-        guard let tags = EntityTags(header), !tags.tags.contains("*") else { return seenVersion }
-        guard let tagged = tags.firstVersion, tagged >= 0 else {
-            throw APIError.badRequest("invalid_if_match", "If-Match must be an ETag this API gave (\"7\"), or *")
+        guard let header else { return seenVersion }
+        guard let ifMatch = IfMatch(header) else {
+            throw APIError.badRequest("invalid_if_match", "If-Match must be one ETag this API gave (\"7\" or W/\"7\"), or *")
         }
+        guard case .version(let tagged) = ifMatch else { return seenVersion }
         if let seenVersion, seenVersion != tagged {
             throw APIError.badRequest(
                 "invalid_if_match", "If-Match names version \(tagged) but seen_version is \(seenVersion); give one")

@@ -259,6 +259,41 @@ struct APIRouteTests {
         }
     }
 
+    @Test("the document's patterns are the server's own: If-Match on both actions, a webhook's url and secret; the server reads them alike")
+    func documentPatterns() async throws {
+        let text = try String(contentsOf: Repository.root.appendingPathComponent("Sources/BadgeAPI/Resources/openapi.yaml"), encoding: .utf8)
+        let document = try #require(try Yams.load(yaml: text) as? [String: Any])
+        func node(_ keys: [String]) -> Any? {
+            keys.reduce(document as Any?) { ($0 as? [String: Any])?[$1] }
+        }
+        for action in ["clear", "seen"] {
+            let parameters = node(["paths", "/v1/users/{user}/badges/\(action)", "post", "parameters"]) as? [Any] ?? []
+            let ifMatch = parameters.compactMap { $0 as? [String: Any] }.first { $0["name"] as? String == "If-Match" }
+            #expect((ifMatch?["schema"] as? [String: Any])?["pattern"] as? String == IfMatch.pattern, "\(action)")
+        }
+        let body = ["paths", "/v1/webhooks/{id}", "put", "requestBody", "content", "application/json", "schema", "properties"]
+        #expect((node(body + ["url"]) as? [String: Any])?["pattern"] as? String == WebhookSubscription.urlPattern)
+        #expect((node(body + ["secret"]) as? [String: Any])?["pattern"] as? String == WebhookSubscription.secretPattern)
+
+        // The pattern and the server's reading agree on each side of the line.
+        let ifMatch = try Regex(IfMatch.pattern)
+        for header in [#""7""#, #"W/"7""#, "*", #" "0" "#, #""999999999999999999""#, #""7", "8""#, "7", #""07""#, #""1234567890123456789""#, #"W/"""#, "", "**"] {
+            #expect((try ifMatch.wholeMatch(in: header) != nil) == (IfMatch(header) != nil), "\(header)")
+        }
+        let url = try Regex(WebhookSubscription.urlPattern)
+        let secret = WebhookSubscription.makeSecret()
+        for candidate in [
+            "https://crm.example.com/hooks?x=1#y", "http://10.0.0.1:65535/", "http://a", "http://", "HTTP://a", "http://a:65536", "http://a:0",
+            "http://a/%zz", "http://a/%41", "ftp://a", "http://[::1]/", "http://a b", "http://-a", "http://a..b",
+        ] {
+            let accepted = (try? WebhookSubscription(id: "w", url: candidate, secret: secret, paths: ["root"], kinds: ["root"])) != nil
+            #expect((try url.wholeMatch(in: candidate) != nil) == accepted, "\(candidate)")
+        }
+        #expect(WebhookSubscription.key(of: "whsec_" + Data(count: 23).base64EncodedString()) == nil, "23 bytes")
+        #expect(WebhookSubscription.key(of: "whsec_" + Data(count: 64).base64EncodedString())?.count == 64)
+        #expect(WebhookSubscription.key(of: "whsec_" + Data(count: 65).base64EncodedString()) == nil, "65 bytes")
+    }
+
     @Test("another method on a known path answers 405 with Allow; an unknown path 404")
     func methodNotAllowed() async throws {
         try await MemoryHarness.with { harness in

@@ -43,9 +43,11 @@ public struct WebhookSubscription: Sendable, Hashable, Codable {
         guard (1...64).contains(id.utf8.count), id.utf8.allSatisfy({ Self.idBytes.contains($0) }) else {
             throw Invalid("id must be 1 to 64 letters, digits, _ or -")
         }
-        guard url.utf8.count <= 2048, let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""),
-            let host = parsed.host, !host.isEmpty, url.hasPrefix(parsed.scheme ?? "")
-        else { throw Invalid("url must be an http:// or https:// URL with a host (at most 2,048 bytes)") }
+        guard url.utf8.count <= 2048, Self.matches(url, Self.urlPattern), let parsed = URL(string: url), let host = parsed.host, !host.isEmpty
+        else {
+            throw Invalid(
+                "url must be an http:// or https:// URL (lower case) with a host name or IPv4 address, an optional port 1-65535, and a path of URL characters (at most 2,048 bytes)")
+        }
         guard Self.key(of: secret) != nil else {
             throw Invalid("secret must be whsec_ followed by the base64 of 24 to 64 random bytes (reddot webhooks secret makes one)")
         }
@@ -75,9 +77,29 @@ public struct WebhookSubscription: Sendable, Hashable, Codable {
         paths.contains { path.isWithin($0) }
     }
 
+    /// What a subscription's `url` may be, as the API document's pattern says it (a test keeps
+    /// the two equal, and the table's check takes it): http or https in lower case, a host name or IPv4 address, an optional port 1-65535, and
+    /// a path, query and fragment of URL characters with valid %-escapes.
+    public static let urlPattern =
+        #"^https?://[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"#
+        + #"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"#
+        + #"(?:[/?#](?:[A-Za-z0-9._~!$&'()*+,;=:@/?#-]|%[0-9A-Fa-f]{2})*)?$"#
+
+    /// What a `secret` may be, as the API document's pattern says it: `whsec_` and the padded
+    /// base64 of 24 to 64 bytes.
+    public static let secretPattern =
+        #"^whsec_(?:(?:[A-Za-z0-9+/]{4}){8,21}|(?:[A-Za-z0-9+/]{4}){8,21}[A-Za-z0-9+/]{2}==|(?:[A-Za-z0-9+/]{4}){8,20}[A-Za-z0-9+/]{3}=)$"#
+
+    /// Whether all of `text` matches `pattern` (compiled here: a `Regex` is not `Sendable`, and
+    /// subscriptions are checked rarely).
+    static func matches(_ text: String, _ pattern: String) -> Bool {
+        guard let grammar = try? Regex(pattern) else { return false }
+        return (try? grammar.wholeMatch(in: text)) != nil
+    }
+
     /// The HMAC key of a `whsec_` secret, nil when it is not one.
     public static func key(of secret: String) -> [UInt8]? {
-        guard secret.hasPrefix("whsec_"), let data = Data(base64Encoded: String(secret.dropFirst(6))), (24...64).contains(data.count) else {
+        guard secret.utf8.count <= 200, matches(secret, secretPattern), let data = Data(base64Encoded: String(secret.dropFirst(6))), (24...64).contains(data.count) else {
             return nil
         }
         return [UInt8](data)
