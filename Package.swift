@@ -110,6 +110,7 @@ let package = Package(
             name: "BadgeIngest",
             dependencies: [
                 "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "Backoff",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -123,6 +124,7 @@ let package = Package(
             name: "BadgeRollup",
             dependencies: [
                 "BadgeCore", "BadgeStore", "LibPQ", "RdKafka", "Backoff",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -300,7 +302,7 @@ let package = Package(
         .testTarget(
             name: "BadgeBenchTests",
             dependencies: [
-                "BadgeBench", "BadgeCore",
+                "BadgeBench", "BadgeCore", "BadgeIngest",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

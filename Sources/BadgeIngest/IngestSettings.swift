@@ -1,40 +1,93 @@
+public import ArgumentParser
 import Foundation
-import RdKafka
+public import RdKafka
 
-/// What `reddot ingest` (and `reddot run`) was given for the consumer: each flag's value, nil
-/// when the flag was left out and its `REDDOT_*` variable or default applies. `reddot` owns the
-/// flags and their help; this type owns their ranges and how they fill an `IngestConfiguration`.
-public struct IngestSettings: Sendable {
-    /// `--group`; else `REDDOT_KAFKA_GROUP`, else reddot-ingest.
-    public var group: String?
-    /// `--instance-id`; else `REDDOT_INSTANCE_ID`, else the host name; `none` for a dynamic member.
-    public var instanceID: String?
-    /// `--dlq-topic`; else `REDDOT_KAFKA_DLQ_TOPIC`, else `<topic>.dlq`.
-    public var deadLetterTopic: String?
-    /// `--batch-size`.
-    public var batchSize = 5_000
-    /// `--batch-wait-ms`.
-    public var batchWaitMilliseconds = 100
-    /// `--writers`.
-    public var writers = IngestConfiguration.defaultWriters
-    /// `--start-from`: earliest or latest.
-    public var startFrom = "earliest"
-    /// `--event-retention-days`.
-    public var eventRetentionDays: Double = 7
-    /// `--dead-letter-retention-days` (0: kept until deleted by hand).
-    public var deadLetterRetentionDays: Double = 30
-    /// `--rollup-in-ingest` (true) or `--no-rollup-in-ingest`.
-    public var rollUp = true
-
-    /// Settings with every flag left out.
+/// Every setting of `reddot ingest` (and of `reddot run`'s ingest), declared once: its flag, its
+/// `REDDOT_*` variable where it has one, its default, its help and the values it takes. The
+/// commands include this type as an option group; `IngestConfiguration.settings` carries it to the
+/// worker, which reads each value from here. A new setting is one `@Option` here, with its range
+/// in ``problem``.
+public struct IngestSettings: ParsableArguments, Sendable {
+    /// Options in their definition state; read ``defaults`` (or a parsed value) instead.
     public init() {}
 
+    /// Every flag left out, as `reddot ingest` with no flags parses them (no variable read).
+    public static let defaults: IngestSettings = {
+        do {
+            return try IngestSettings.parse([])
+        } catch {
+            preconditionFailure("ingest's defaults are out of their own ranges: \(error)")
+        }
+    }()
+
+    @Option(help: ArgumentHelp("The consumer group. Default: REDDOT_KAFKA_GROUP, else reddot-ingest.", valueName: "id"))
+    public var group: String?
+    @Option(
+        name: .customLong("instance-id"),
+        help: ArgumentHelp(
+            "This consumer's stable name in the group (Kafka static membership, group.instance.id): an ingest that "
+                + "restarts under the same name gets its partitions back at once, without waiting for the dead "
+                + "one's session to time out. Each live ingest of a group needs its own (two with one name fence "
+                + "each other), so with the default run one ingest per host. Default: REDDOT_INSTANCE_ID, "
+                + "else the host name (in Kubernetes, the pod name); 'none' makes a dynamic member.",
+            valueName: "name"))
+    public var instanceID: String?
+    @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq.", valueName: "name"))
+    public var deadLetterTopic: String?
+    @Option(help: ArgumentHelp("The rules file mapping content event types to badge operations (YAML). Default: REDDOT_RULES_FILE; without one, only direct operations (op) are accepted.", valueName: "file"))
+    public var rules: String?
+    @Option(name: .customLong("batch-size"), help: "The most records written in one transaction.")
+    public var batchSize: Int = 5_000
+    @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
+    public var batchWaitMilliseconds: Int = 100
+    @Option(help: "Writer threads (each with its own database connection) that commit a batch's partitions in parallel.")
+    public var writers: Int = 2
+    @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
+    public var startFrom: String = "earliest"
+    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones, clear marks and erased users' marks too; increments stored longer fold into their counts).")
+    public var eventRetentionDays: Double = 7
+    @Option(
+        name: .customLong("dead-letter-retention-days"),
+        help: "How long dead letters (rejected records, whole events) are kept once published to the dead-letter topic; 0 keeps them until deleted by hand.")
+    public var deadLetterRetentionDays: Double = 30
+    @Flag(
+        name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
+        help: ArgumentHelp(
+            "Bring a batch's users current in the batch's own transaction, as a rollup round would, when less than "
+                + "--batch-size records wait after it (ingest has caught up): their new versions show when it commits. "
+                + "Behind that, a batch's users, and a user a rollup round or an action holds at that moment, are "
+                + "left to the rollup, which must still run (it also takes expiries). "
+                + "--no-rollup-in-ingest leaves every user to the rollup."))
+    public var rollUp = true
+
+    /// The librdkafka properties the consumer sets unless the properties file or `-X` gives them,
+    /// each with why; besides these, `group.id` and `group.instance.id` come from the settings
+    /// above, and the group timers from `KafkaConfiguration.setGroupTimerDefaults()`.
+    public static let kafkaDefaults: [(key: String, value: String, why: String)] = [
+        ("statistics.interval.ms", "5000", "librdkafka's statistics feed the consumer-lag metrics"),
+        ("fetch.wait.max.ms", "10", "librdkafka's 500 ms would add up to half a second to every badge"),
+    ]
+
+    /// Every librdkafka property default of the consumer, as one sentence for `--help`.
+    public static var kafkaDefaultsText: String {
+        let timers = [
+            "session.timeout.ms=\(KafkaConfiguration.groupSessionTimeout)",
+            "heartbeat.interval.ms=\(KafkaConfiguration.groupHeartbeatInterval) (with that session timeout)",
+        ]
+        return "Kafka properties set unless --kafka-config or -X gives them: "
+            + (timers + kafkaDefaults.map { "\($0.key)=\($0.value)" }).joined(separator: ", ") + "."
+    }
+
+    public func validate() throws {
+        if let problem { throw ValidationError(problem) }
+    }
+
     /// The first flag outside its range, as a sentence naming the flag (the command's usage
-    /// error); nil when every flag is usable. The instance id is checked after the variable and
-    /// host name defaults apply.
-    public func flagProblem(environment: [String: String]) -> String? {
+    /// error); nil when every flag is usable. The member name from the environment or the host is
+    /// checked by ``environmentProblem(environment:)``.
+    public var problem: String? {
         guard batchSize >= 1, batchSize <= 100_000 else { return "--batch-size takes 1…100000" }
-        if let problem = IngestConfiguration.writersProblem(writers) { return problem }
+        guard (1...16).contains(writers) else { return "--writers takes 1…16" }
         guard (0...3_600_000).contains(batchWaitMilliseconds) else { return "--batch-wait-ms takes 0…3600000" }
         guard ["earliest", "latest"].contains(startFrom) else { return "--start-from takes earliest or latest" }
         // Bounded before `.seconds(days * 86400)`, which traps beyond Int128 attoseconds (1e300, inf).
@@ -42,25 +95,30 @@ public struct IngestSettings: Sendable {
         guard deadLetterRetentionDays >= 0, deadLetterRetentionDays <= 36_500 else {
             return "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"
         }
-        if let name = instanceName(environment: environment), let problem = KafkaConfiguration.nameProblem(name, kind: "instance id") {
-            return "\(problem) (--instance-id or REDDOT_INSTANCE_ID)"
-        }
         return nil
     }
 
-    /// Sets `configuration`'s group, member name, dead-letter topic and batching from these
-    /// settings and `environment` (its topic and rules stay as they are).
-    public func apply(to configuration: inout IngestConfiguration, environment: [String: String]) {
-        configuration.group = group ?? environment["REDDOT_KAFKA_GROUP"] ?? "reddot-ingest"
-        configuration.instanceID = instanceName(environment: environment)
-        configuration.deadLetterTopic = deadLetterTopic ?? environment["REDDOT_KAFKA_DLQ_TOPIC"] ?? "\(configuration.topic).dlq"
-        configuration.batchSize = batchSize
-        configuration.batchWaitMilliseconds = batchWaitMilliseconds
-        configuration.writers = writers
-        configuration.startFromEnd = startFrom == "latest"
-        configuration.eventRetention = .seconds(eventRetentionDays * 86_400)
-        configuration.deadLetterRetention = deadLetterRetentionDays > 0 ? .seconds(deadLetterRetentionDays * 86_400) : nil
-        configuration.rollUp = rollUp
+    /// Why the member name these settings and `environment` give is not a valid one, naming the
+    /// flag and the variable; nil when it is (or there is none).
+    public func environmentProblem(environment: [String: String]) -> String? {
+        guard let name = instanceName(environment: environment), let problem = KafkaConfiguration.nameProblem(name, kind: "instance id") else {
+            return nil
+        }
+        return "\(problem) (--instance-id or REDDOT_INSTANCE_ID)"
+    }
+
+    /// These settings with what the command line left out filled from `environment` and this
+    /// host: the group from `REDDOT_KAFKA_GROUP`, the member name from `REDDOT_INSTANCE_ID` or
+    /// the host name (`none` when neither gives one), the dead-letter topic from
+    /// `REDDOT_KAFKA_DLQ_TOPIC`, else `<topic>.dlq` (the rules file's variable is read where the
+    /// file is loaded).
+    /// A library user who builds a configuration without this gets a dynamic member.
+    public func resolved(topic: String, environment: [String: String]) -> IngestSettings {
+        var settings = self
+        settings.group = Self.nonEmpty(group) ?? Self.nonEmpty(environment["REDDOT_KAFKA_GROUP"])
+        settings.instanceID = instanceName(environment: environment) ?? "none"
+        settings.deadLetterTopic = Self.nonEmpty(deadLetterTopic) ?? Self.nonEmpty(environment["REDDOT_KAFKA_DLQ_TOPIC"]) ?? "\(topic).dlq"
+        return settings
     }
 
     /// The static member name: the flag, then `REDDOT_INSTANCE_ID` (either unless empty), then
@@ -84,5 +142,42 @@ public struct IngestSettings: Sendable {
                 }
             })
         return name.isEmpty || name == "." || name == ".." ? nil : name
+    }
+
+    private static func nonEmpty(_ text: String?) -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        return text
+    }
+}
+
+extension IngestConfiguration {
+    /// The consumer group (`--group`), else reddot-ingest.
+    public var group: String { settings.group ?? "reddot-ingest" }
+    /// This consumer's static member name (`group.instance.id`, Kafka static membership,
+    /// KIP-345), or nil for a dynamic member (no `--instance-id`, or `none`). A static member that
+    /// restarts under the same name within `session.timeout.ms` gets its partitions back without a
+    /// rebalance; two live consumers of one group must never share a name (the broker fences the
+    /// older one).
+    public var instanceID: String? { settings.instanceID.flatMap { $0.isEmpty || $0 == "none" ? nil : $0 } }
+    /// Where rejected records are published (`--dlq-topic`), else `<topic>.dlq`.
+    public var deadLetterTopic: String { settings.deadLetterTopic ?? "\(topic).dlq" }
+    /// Whether a partition with no stored offset starts at its end (`--start-from latest`).
+    public var startFromEnd: Bool { settings.startFrom == "latest" }
+    /// How long applied event ids are kept for deduplication (`--event-retention-days`, within
+    /// its range whoever set it).
+    public var eventRetention: Duration { .seconds(min(max(settings.eventRetentionDays, 1.0 / 86_400), 36_500) * 86_400) }
+    /// How long dead letters are kept once published (nil: until deleted by hand).
+    public var deadLetterRetention: Duration? {
+        settings.deadLetterRetentionDays > 0 ? .seconds(min(settings.deadLetterRetentionDays, 36_500) * 86_400) : nil
+    }
+    /// The consumer's librdkafka properties: `kafka`, the group and member name, and each of
+    /// ``IngestSettings/kafkaDefaults`` that the properties file and `-X` left out.
+    public var consumerKafka: KafkaConfiguration {
+        var kafka = self.kafka
+        kafka.set("group.id", group)
+        if let instanceID, kafka["group.instance.id"] == nil { kafka.set("group.instance.id", instanceID) }
+        kafka.setGroupTimerDefaults()
+        for (key, value, _) in IngestSettings.kafkaDefaults where kafka[key] == nil { kafka.set(key, value) }
+        return kafka
     }
 }

@@ -38,7 +38,7 @@ final class IngestWorker: @unchecked Sendable {
         self.metrics = metrics
         self.onRejections = onRejections
         self.writer = BatchWriters(
-            (0..<max(1, configuration.writers)).map { [stretch = MergingStretch()] _ in
+            (0..<max(1, configuration.settings.writers)).map { [stretch = MergingStretch()] _ in
                 BatchWriter(configuration: configuration, logger: logger, metrics: metrics, stretch: stretch)
             })
         self.readConnection = DatabaseSession(logger: logger)
@@ -81,15 +81,7 @@ final class IngestWorker: @unchecked Sendable {
             readConnection.close()
             writer.close()
         }
-        var kafka = configuration.kafka
-        kafka.set("group.id", configuration.group)
-        if let instanceID = configuration.instanceID, kafka["group.instance.id"] == nil {
-            kafka.set("group.instance.id", instanceID)
-        }
-        kafka.setGroupTimerDefaults()
-        if kafka["statistics.interval.ms"] == nil { kafka.set("statistics.interval.ms", "5000") }
-        // librdkafka waits up to 500 ms for a fetch to fill by default: too long for badges.
-        if kafka["fetch.wait.max.ms"] == nil { kafka.set("fetch.wait.max.ms", "10") }
+        let kafka = configuration.consumerKafka
         let consumer = try KafkaConsumer(
             configuration: kafka,
             rebalance: KafkaRebalanceHandler(
@@ -110,7 +102,7 @@ final class IngestWorker: @unchecked Sendable {
                 "librdkafka.version": "\(RdKafkaVersion.text)",
             ])
 
-        let wait = Duration.milliseconds(configuration.batchWaitMilliseconds)
+        let wait = Duration.milliseconds(configuration.settings.batchWaitMilliseconds)
         var batchStarted = ContinuousClock.now
         while !isStopping {
             let remaining = pending.isEmpty ? Duration.milliseconds(200) : wait - (ContinuousClock.now - batchStarted)
@@ -122,7 +114,7 @@ final class IngestWorker: @unchecked Sendable {
                     pending.append(record)
                 }
             }
-            if pending.count >= configuration.batchSize || (!pending.isEmpty && ContinuousClock.now - batchStarted >= wait) {
+            if pending.count >= configuration.settings.batchSize || (!pending.isEmpty && ContinuousClock.now - batchStarted >= wait) {
                 try flush(consumer)
             }
             try writer.throwIfFailed()
@@ -190,13 +182,13 @@ final class IngestWorker: @unchecked Sendable {
     /// batch), then hands them to the writers: the batch's partitions are split between them, so
     /// each partition's records stay in one transaction, in order.
     ///
-    /// With `configuration.rollUp`, a batch after which less than a batch of records waits in
+    /// With `configuration.settings.rollUp`, a batch after which less than a batch of records waits in
     /// its partitions (`caughtUp`) brings its users current itself; otherwise (ingest is behind)
     /// it leaves them to the rollup, whose round brings many batches of a user current at once.
     private func flush(_ consumer: KafkaConsumer) throws {
         var batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
         for index in batches.indices { batches[index].waiting = waiting(after: batches[index], consumer) }
-        let rollUp = configuration.rollUp && caughtUp(after: batches)
+        let rollUp = configuration.settings.rollUp && caughtUp(after: batches)
         pending.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
         try writer.throwIfFailed()
@@ -235,7 +227,7 @@ final class IngestWorker: @unchecked Sendable {
     /// batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`, a
     /// backlog's batches are flushed by their wait.
     private func caughtUp(after batches: [PreparedBatch]) -> Bool {
-        let limit = Int64(configuration.batchSize)
+        let limit = Int64(configuration.settings.batchSize)
         var waiting: Int64 = 0
         for batch in batches {
             for partition in batch.nextOffsets.keys {

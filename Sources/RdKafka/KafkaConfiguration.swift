@@ -18,6 +18,8 @@ public struct KafkaConfiguration: Sendable {
 
     /// `session.timeout.ms` for a consumer group member, unless the configuration sets it.
     public static let groupSessionTimeout = "6000"
+    /// `heartbeat.interval.ms` with ``groupSessionTimeout``: a third of it.
+    public static let groupHeartbeatInterval = "2000"
 
     /// Sets the group timers a consumer needs unless they are set. A member that dies without
     /// leaving (kill -9, a lost node) holds its partitions until its session times out;
@@ -27,7 +29,7 @@ public struct KafkaConfiguration: Sendable {
     public mutating func setGroupTimerDefaults() {
         if self["session.timeout.ms"] == nil { set("session.timeout.ms", Self.groupSessionTimeout) }
         if self["heartbeat.interval.ms"] == nil, self["session.timeout.ms"] == Self.groupSessionTimeout {
-            set("heartbeat.interval.ms", "2000")
+            set("heartbeat.interval.ms", Self.groupHeartbeatInterval)
         }
     }
 

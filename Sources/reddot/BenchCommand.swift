@@ -38,13 +38,20 @@ struct BenchCommand: AsyncParsableCommand {
         var partitions: Int32 = 8
 
         @Option(name: .customLong("batch-size"), help: "Ingest's batch size, and the upsert's.")
-        var batchSize: Int = 5_000
+        var batchSize: Int = IngestSettings.defaults.batchSize
 
         @Option(name: .customLong("batch-wait-ms"), help: "How long an ingest batch may wait to fill, in milliseconds.")
-        var batchWaitMilliseconds: Int = 100
+        var batchWaitMilliseconds: Int = IngestSettings.defaults.batchWaitMilliseconds
 
         @Option(help: "Ingest's writer threads (each with its own database connection), as reddot ingest --writers.")
-        var writers: Int = IngestConfiguration.defaultWriters
+        var writers: Int = IngestSettings.defaults.writers
+
+        /// Ingest's settings: the defaults with this command's batching and writers.
+        var ingest: IngestSettings {
+            var ingest = IngestSettings.defaults
+            (ingest.batchSize, ingest.batchWaitMilliseconds, ingest.writers) = (batchSize, batchWaitMilliseconds, writers)
+            return ingest
+        }
 
         @Option(help: ArgumentHelp("Publish at most this many events/s (default: as fast as possible).", valueName: "events/s"))
         var rate: Double?
@@ -62,8 +69,7 @@ struct BenchCommand: AsyncParsableCommand {
 
         func validate() throws {
             if let problem = IngestBenchmark.problem(
-                events: events, users: users, paths: paths, partitions: partitions, batchSize: batchSize,
-                batchWaitMilliseconds: batchWaitMilliseconds, rate: rate, writers: writers)
+                events: events, users: users, paths: paths, partitions: partitions, ingest: ingest, rate: rate)
             {
                 throw ValidationError(problem)
             }
@@ -80,11 +86,9 @@ struct BenchCommand: AsyncParsableCommand {
                 let kafka = try BenchCommand.kafka(kafka, partitions: partitions, runID: runID, logger: logger)
                 defer { kafka.close() }
                 var settings = IngestBenchmark.Settings(
-                    events: events, users: users, paths: paths, partitions: partitions, batchSize: batchSize,
-                    batchWaitMilliseconds: batchWaitMilliseconds, rate: rate, seed: seed, runID: runID,
+                    events: events, users: users, paths: paths, partitions: partitions, ingest: ingest, rate: rate, seed: seed, runID: runID,
                     kafka: kafka.configuration, topic: kafka.topic, isMockCluster: kafka.cluster != nil, database: scratch)
                 settings.workload = workload
-                settings.writers = writers
                 return try await IngestBenchmark(settings: settings, logger: logger).run(
                     brokers: kafka.brokers, postgresql: serverVersion, database: scratchName, kept: scratchSettings.keep)
             }

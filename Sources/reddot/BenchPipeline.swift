@@ -112,13 +112,12 @@ extension BenchCommand {
             defer { kafka.close() }
             let wanted = rate * Double(seconds)
             let events = wanted.isFinite ? Int(min(1_000_000, max(10_000, wanted))) : 10_000
+            var ingestSettings = ingest.settings
+            ingestSettings.rollUp = false
             var settings = IngestBenchmark.Settings(
-                events: events, users: users, paths: paths, partitions: partitions, batchSize: ingest.batchSize,
-                batchWaitMilliseconds: ingest.batchWaitMilliseconds, rate: nil, seed: seed &+ 1, runID: runID, kafka: kafka.configuration,
-                topic: kafka.topic, isMockCluster: kafka.cluster != nil, database: scratch)
+                events: events, users: users, paths: paths, partitions: partitions, ingest: ingestSettings, rate: nil, seed: seed &+ 1, runID: runID,
+                kafka: kafka.configuration, topic: kafka.topic, isMockCluster: kafka.cluster != nil, database: scratch)
             settings.workload = .increments
-            settings.writers = ingest.writers
-            settings.rollUp = false
             let alone = try await IngestBenchmark(settings: settings, logger: logger).ingestAlone()
             return (alone.rate, alone.events, alone.problem)
         }
@@ -135,8 +134,8 @@ extension BenchCommand {
             var ingestConfiguration = try ingest.configuration(kafka: self.kafka, database: scratchOptions)
             ingestConfiguration.kafka = kafka.configuration
             ingestConfiguration.topic = kafka.topic
-            ingestConfiguration.group = ingest.group ?? "reddot-bench-\(runID)"
-            ingestConfiguration.deadLetterTopic = ingest.deadLetterTopic ?? kafka.topic + ".dlq"
+            ingestConfiguration.settings.group = ingest.settings.group ?? "reddot-bench-\(runID)"
+            ingestConfiguration.settings.deadLetterTopic = ingest.settings.deadLetterTopic ?? kafka.topic + ".dlq"
 
             var settings = PipelineBenchmark.Settings(
                 rate: rate, seconds: seconds, warmup: warmup, users: users, streams: streams ?? users, paths: paths, partitions: partitions,
@@ -153,7 +152,7 @@ extension BenchCommand {
                 rollup: {
                     // The change feed to the run's own topic, on the same brokers.
                     var options = rollup
-                    options.changesTopic = kafka.topic + ".changes"
+                    options.settings.changesTopic = kafka.topic + ".changes"
                     return try options.services(
                         database: scratchOptions, brokers: kafka.configuration["bootstrap.servers"] ?? self.kafka.brokers, logger: logger)
                 },
@@ -162,8 +161,8 @@ extension BenchCommand {
                 },
                 secret: secret, lagCapture: lagCapture)
             return PipelineReport(
-                settings: settings, measurement: measurement, ingest: ingestConfiguration, rollupWorkers: rollup.workers,
-                rollupBatchSize: rollup.batchSize, rollupIdleMilliseconds: rollup.idleMilliseconds, poolSize: poolSize,
+                settings: settings, measurement: measurement, ingest: ingestConfiguration, rollupWorkers: rollup.settings.workers,
+                rollupBatchSize: rollup.settings.batchSize, rollupIdleMilliseconds: rollup.settings.idleMilliseconds, poolSize: poolSize,
                 kafka: kafka.reportName, postgresql: serverVersion,
                 kept: scratchSettings.keep)
         }

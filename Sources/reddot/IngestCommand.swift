@@ -31,6 +31,8 @@ struct IngestCommand: AsyncParsableCommand {
             quick restart resumes without a rebalance; --instance-id none makes a dynamic member \
             that leaves the group at once). Database outages are waited out (retries with backoff).
 
+            \(IngestSettings.kafkaDefaultsText)
+
             Exit codes: 0 stopped by a signal; 64 bad arguments or a refused Kafka property; \
             65 an invalid rules file; 1 a fatal Kafka or database error.
             """)

@@ -52,15 +52,15 @@ struct Pipeline: Sendable {
             kafka.set("heartbeat.interval.ms", "500")
             var ingest = IngestConfiguration(kafka: kafka, database: PGConfiguration(connectionString: harness.database.url))
             ingest.topic = topic
-            ingest.group = "api-e2e"
-            ingest.deadLetterTopic = topic + ".dlq"
-            ingest.batchWaitMilliseconds = 20
+            ingest.settings.group = "api-e2e"
+            ingest.settings.deadLetterTopic = topic + ".dlq"
+            ingest.settings.batchWaitMilliseconds = 20
             let rollupPool = PGPool(
                 configuration: PGConfiguration(connectionString: harness.database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
                 maximumConnections: 3, logger: logger)
             defer { rollupPool.close() }
             let rollup = RollupService(
-                pool: rollupPool, configuration: RollupConfiguration(workers: 2, idleInterval: .milliseconds(5)), logger: logger)
+                pool: rollupPool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "2", "--rollup-idle-ms", "5"]), logger: logger)
             let group = ServiceGroup(
                 configuration: ServiceGroupConfiguration(
                     services: [IngestService(configuration: ingest, logger: logger), rollup], gracefulShutdownSignals: [],

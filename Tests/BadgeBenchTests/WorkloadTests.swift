@@ -1,5 +1,6 @@
 import BadgeBench
 import BadgeCore
+import BadgeIngest
 import Testing
 
 /// What the benches generate and check without PostgreSQL or Kafka: workloads from a seed, the
@@ -99,16 +100,18 @@ struct WorkloadTests {
 
     @Test("option limits: in range passes; out of range names the flag")
     func optionLimits() {
+        var noWriters = IngestSettings.defaults
+        noWriters.writers = 0
         #expect(
-            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil, writers: 2) == nil)
+            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, ingest: .defaults, rate: nil) == nil)
         #expect(
-            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: 1e-300, writers: 2)
+            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, ingest: .defaults, rate: 1e-300)
                 == "--rate takes 1…100000000 events/s")
         #expect(
-            IngestBenchmark.problem(events: 0, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil, writers: 2)
+            IngestBenchmark.problem(events: 0, users: 1, paths: 1, partitions: 1, ingest: .defaults, rate: nil)
                 == "--events takes 1…1000000000")
         #expect(
-            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, batchSize: 1, batchWaitMilliseconds: 0, rate: nil, writers: 0)
+            IngestBenchmark.problem(events: 10, users: 1, paths: 1, partitions: 1, ingest: noWriters, rate: nil)
                 == "--writers takes 1…16")
         #expect(
             PipelineBenchmark.problem(

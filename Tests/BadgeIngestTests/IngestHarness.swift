@@ -51,10 +51,10 @@ final class IngestHarness: Sendable {
     func configuration(group: String, batchSize: Int = 1_000) -> IngestConfiguration {
         var configuration = IngestConfiguration(kafka: kafka, database: PGConfiguration(connectionString: database.url))
         configuration.topic = topic
-        configuration.group = group
-        configuration.deadLetterTopic = topic + ".dlq"
-        configuration.batchSize = batchSize
-        configuration.batchWaitMilliseconds = 50
+        configuration.settings.group = group
+        configuration.settings.deadLetterTopic = topic + ".dlq"
+        configuration.settings.batchSize = batchSize
+        configuration.settings.batchWaitMilliseconds = 50
         configuration.deadLetterInterval = .milliseconds(500)
         return configuration
     }

@@ -3,38 +3,49 @@ import LibPQ
 import RdKafka
 import Testing
 
-/// `reddot ingest`'s settings: ranges, defaults from the variables, member names; no Kafka or database needed.
+/// `reddot ingest`'s settings: ranges, defaults from the variables, member names, the consumer's
+/// librdkafka properties; no Kafka or database needed.
 @Suite("Ingest settings")
 struct IngestSettingsTests {
-    @Test("each flag out of range is named in a sentence")
-    func flagProblems() {
-        let named = ["REDDOT_INSTANCE_ID": "ingest-1"]
-        #expect(IngestSettings().flagProblem(environment: named) == nil)
-        var settings = IngestSettings()
-        settings.batchSize = 0
-        #expect(settings.flagProblem(environment: named) == "--batch-size takes 1…100000")
-        settings = IngestSettings()
-        settings.writers = 17
-        #expect(settings.flagProblem(environment: named) == "--writers takes 1…16")
-        settings = IngestSettings()
-        settings.startFrom = "middle"
-        #expect(settings.flagProblem(environment: named) == "--start-from takes earliest or latest")
-        settings = IngestSettings()
-        settings.eventRetentionDays = .infinity
-        #expect(settings.flagProblem(environment: named) == "--event-retention-days takes a number > 0 and ≤ 36500")
-        for days in [-1, .nan, .infinity, 36_501] {
-            settings = IngestSettings()
-            settings.deadLetterRetentionDays = days
-            #expect(settings.flagProblem(environment: named) == "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500")
+    @Test("each flag out of range is named in a sentence; the parser refuses it with the same sentence")
+    func flagProblems() throws {
+        #expect(IngestSettings.defaults.problem == nil)
+        let refused: [(arguments: [String], sentence: String)] = [
+            (["--batch-size", "0"], "--batch-size takes 1…100000"),
+            (["--writers", "17"], "--writers takes 1…16"),
+            (["--batch-wait-ms=-1"], "--batch-wait-ms takes 0…3600000"),
+            (["--start-from", "middle"], "--start-from takes earliest or latest"),
+            (["--event-retention-days", "inf"], "--event-retention-days takes a number > 0 and ≤ 36500"),
+            (["--dead-letter-retention-days", "nan"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
+            (["--dead-letter-retention-days", "36501"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
+        ]
+        for (arguments, sentence) in refused {
+            #expect(throws: (any Error).self, "\(arguments)") { try IngestSettings.parse(arguments) }
+            #expect(IngestSettings.message(for: IngestSettingsTests.parseError(arguments)) == sentence, "\(arguments)")
         }
-        settings = IngestSettings()
+        var settings = IngestSettings.defaults
         settings.instanceID = "bad name"
-        #expect(settings.flagProblem(environment: named)?.hasSuffix("(--instance-id or REDDOT_INSTANCE_ID)") == true)
+        #expect(settings.environmentProblem(environment: [:])?.hasSuffix("(--instance-id or REDDOT_INSTANCE_ID)") == true)
+        settings.instanceID = nil
+        #expect(settings.environmentProblem(environment: ["REDDOT_INSTANCE_ID": "ingest-1"]) == nil)
+    }
+
+    @Test("the defaults are the documented ones")
+    func defaults() throws {
+        let settings = try IngestSettings.parse([])
+        #expect(settings.batchSize == 5_000)
+        #expect(settings.batchWaitMilliseconds == 100)
+        #expect(settings.writers == 2)
+        #expect(settings.startFrom == "earliest")
+        #expect(settings.eventRetentionDays == 7)
+        #expect(settings.deadLetterRetentionDays == 30)
+        #expect(settings.rollUp)
+        #expect(try IngestSettings.parse(["--no-rollup-in-ingest"]).rollUp == false)
     }
 
     @Test("the flag wins over the variable, and none makes a dynamic member")
     func instanceName() {
-        var settings = IngestSettings()
+        var settings = IngestSettings.defaults
         #expect(settings.instanceName(environment: ["REDDOT_INSTANCE_ID": "from-variable"]) == "from-variable")
         settings.instanceID = "from-flag"
         #expect(settings.instanceName(environment: ["REDDOT_INSTANCE_ID": "from-variable"]) == "from-flag")
@@ -45,24 +56,59 @@ struct IngestSettingsTests {
         #expect(IngestSettings.memberName(host: String(repeating: "h", count: 300))?.count == 200)
     }
 
-    @Test("group and dead-letter topic come from the variables, else the defaults")
-    func apply() {
+    @Test("group and dead-letter topic come from the flags, else the variables, else the defaults; a library user gets a dynamic member")
+    func resolved() throws {
         var configuration = IngestConfiguration(kafka: KafkaConfiguration(bootstrapServers: "localhost:9092"), database: PGConfiguration())
         configuration.topic = "events"
-        var settings = IngestSettings()
-        (settings.instanceID, settings.startFrom, settings.eventRetentionDays) = ("none", "latest", 1)
-        settings.apply(to: &configuration, environment: [:])
+        #expect(configuration.instanceID == nil, "without the command line's resolution, no host name")
+        configuration.settings = try IngestSettings.parse(["--instance-id", "none", "--start-from", "latest", "--event-retention-days", "1"])
+            .resolved(topic: "events", environment: [:])
         #expect(configuration.group == "reddot-ingest")
         #expect(configuration.deadLetterTopic == "events.dlq")
         #expect(configuration.instanceID == nil)
         #expect(configuration.startFromEnd)
         #expect(configuration.eventRetention == .seconds(86_400))
         #expect(configuration.deadLetterRetention == .seconds(30 * 86_400))
-        settings.deadLetterRetentionDays = 0
-        settings.apply(to: &configuration, environment: [:])
+        configuration.settings = try IngestSettings.parse(["--dead-letter-retention-days", "0"]).resolved(
+            topic: "events", environment: ["REDDOT_KAFKA_GROUP": "g", "REDDOT_KAFKA_DLQ_TOPIC": "dead", "REDDOT_INSTANCE_ID": "i-1"])
         #expect(configuration.deadLetterRetention == nil)
-        settings.apply(to: &configuration, environment: ["REDDOT_KAFKA_GROUP": "g", "REDDOT_KAFKA_DLQ_TOPIC": "dead"])
         #expect(configuration.group == "g")
         #expect(configuration.deadLetterTopic == "dead")
+        #expect(configuration.instanceID == "i-1")
+        configuration.settings = try IngestSettings.parse(["--group", "flag", "--dlq-topic", "flag.dlq"]).resolved(
+            topic: "events", environment: ["REDDOT_KAFKA_GROUP": "g", "REDDOT_KAFKA_DLQ_TOPIC": "dead"])
+        #expect(configuration.group == "flag")
+        #expect(configuration.deadLetterTopic == "flag.dlq")
+    }
+
+    @Test("the consumer's librdkafka defaults apply unless a property is given, and --help lists them")
+    func kafkaDefaults() throws {
+        var configuration = IngestConfiguration(kafka: KafkaConfiguration(bootstrapServers: "b:9092"), database: PGConfiguration())
+        configuration.settings.group = "g"
+        configuration.settings.instanceID = "i-1"
+        var kafka = configuration.consumerKafka
+        #expect(kafka["group.id"] == "g")
+        #expect(kafka["group.instance.id"] == "i-1")
+        #expect(kafka["session.timeout.ms"] == "6000")
+        #expect(kafka["heartbeat.interval.ms"] == "2000")
+        for (key, value, _) in IngestSettings.kafkaDefaults {
+            #expect(kafka[key] == value)
+            #expect(IngestSettings.kafkaDefaultsText.contains("\(key)=\(value)"))
+        }
+        configuration.kafka.set("fetch.wait.max.ms", "250")
+        configuration.kafka.set("session.timeout.ms", "30000")
+        kafka = configuration.consumerKafka
+        #expect(kafka["fetch.wait.max.ms"] == "250")
+        #expect(kafka["session.timeout.ms"] == "30000")
+        #expect(kafka["heartbeat.interval.ms"] == nil, "librdkafka's own heartbeat for a session timeout of the operator's")
+    }
+
+    private static func parseError(_ arguments: [String]) -> any Error {
+        do {
+            _ = try IngestSettings.parse(arguments)
+        } catch {
+            return error
+        }
+        return CancellationError()
     }
 }

@@ -27,7 +27,10 @@ struct RollupBacklogTests {
     func readsIngestReports() async throws {
         try await RollupFixture.with { fixture in
             func behind(limit: Int64 = 50_000) async -> Bool {
-                let configuration = RollupConfiguration(workers: 2, backlogRecords: limit, backlogCheckInterval: .zero)
+                var settings = RollupSettings.defaults
+                settings.backlogRecords = limit
+                var configuration = RollupConfiguration(settings: settings)
+                configuration.backlogCheckInterval = .zero
                 return await RollupService(pool: fixture.pool, configuration: configuration, logger: TestServer.logger).ingestIsBehind()
             }
             #expect(await behind() == false, "no report")
@@ -56,7 +59,7 @@ struct RollupBacklogTests {
             let users = try (0..<300).map { try UserID(validating: "backlog_u\($0)") }
             try await fixture.ingest(users.map { BadgeMutation(user: $0, path: path, operation: .increment(by: 2)) })
             let service = RollupService(
-                pool: fixture.pool, configuration: RollupConfiguration(workers: 3, batchSize: 50), logger: TestServer.logger)
+                pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "3", "--rollup-batch-size", "50"]), logger: TestServer.logger)
             try await fixture.withRollup([service]) {
                 #expect(await service.ingestIsBehind())
                 try await fixture.waitForEmptyQueue()

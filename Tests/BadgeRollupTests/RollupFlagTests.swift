@@ -1,37 +1,61 @@
 import BadgeRollup
 import Testing
 
-/// `reddot rollup`'s ranges; no database needed.
+/// `reddot rollup`'s flags: defaults and ranges, parsed as the command line gives them; no
+/// database needed.
 @Suite("Rollup flags")
 struct RollupFlagTests {
+    /// The sentence the parser refuses `arguments` with; nil when it takes them.
+    private func refusal(_ arguments: [String]) -> String? {
+        do {
+            _ = try RollupSettings.parse(arguments)
+            return nil
+        } catch {
+            return RollupSettings.message(for: error)
+        }
+    }
+
+    @Test("the defaults are the documented ones")
+    func defaults() throws {
+        let configuration = try RollupConfiguration(arguments: [])
+        #expect(configuration.workers == 2 && configuration.batchSize == 500)
+        #expect(configuration.idleInterval == .milliseconds(20) && configuration.expiryInterval == .seconds(1))
+        #expect(configuration.changeRetention == .seconds(86_400))
+        #expect(configuration.withdrawnBroadcastRetention == .seconds(30 * 86_400))
+        #expect(configuration.backlogRecords == 50_000)
+        #expect(configuration.settings.changesCountCap == 99 && !configuration.settings.noChangeFeed)
+        #expect(configuration.settings.feedTopic(environment: [:]) == "reddot.changes")
+        #expect(configuration.settings.feedTopic(environment: ["REDDOT_CHANGES_TOPIC": "c"]) == "c")
+        #expect(configuration.settings.feedBrokers(fallback: nil, environment: [:]) == nil)
+        #expect(configuration.settings.feedBrokers(fallback: "a:1", environment: ["REDDOT_KAFKA_BROKERS": "b:1"]) == "a:1")
+        #expect(try RollupSettings.parse(["--no-change-feed"]).feedBrokers(fallback: "a:1", environment: [:]) == nil)
+    }
+
     @Test("each number out of range is named in a sentence")
     func flagProblems() {
-        func problem(workers: Int = 2, batchSize: Int = 500, idle: Int = 20, expiry: Int = 1_000, backlog: Int64 = 50_000) -> String? {
-            RollupConfiguration.flagProblem(
-                workers: workers, batchSize: batchSize, idleMilliseconds: idle, expiryIntervalMilliseconds: expiry, backlogRecords: backlog)
-        }
-        #expect(problem() == nil)
-        #expect(problem(workers: 65) == "--rollup-workers takes 1…64")
-        #expect(problem(batchSize: 0) == "--rollup-batch-size takes 1…100000")
-        #expect(problem(idle: 0) == "--rollup-idle-ms takes 1…3600000")
-        #expect(problem(expiry: 9) == "--expiry-interval-ms takes 10…3600000")
-        #expect(problem(backlog: 0) == nil)
-        #expect(problem(backlog: -1) == "--rollup-backlog-records takes 0…1000000000000")
-        #expect(problem(backlog: Int64.max) == "--rollup-backlog-records takes 0…1000000000000")
+        #expect(refusal([]) == nil)
+        #expect(refusal(["--rollup-workers", "65"]) == "--rollup-workers takes 1…64")
+        #expect(refusal(["--rollup-batch-size", "0"]) == "--rollup-batch-size takes 1…100000")
+        #expect(refusal(["--rollup-idle-ms", "0"]) == "--rollup-idle-ms takes 1…3600000")
+        #expect(refusal(["--expiry-interval-ms", "9"]) == "--expiry-interval-ms takes 10…3600000")
+        #expect(refusal(["--rollup-backlog-records", "0"]) == nil)
+        #expect(refusal(["--rollup-backlog-records=-1"]) == "--rollup-backlog-records takes 0…1000000000000")
+        #expect(refusal(["--rollup-backlog-records", "\(Int64.max)"]) == "--rollup-backlog-records takes 0…1000000000000")
+        #expect(refusal(["--change-retention-hours", "inf"]) == "--change-retention-hours takes a number ≥ 0.001 and ≤ 8760")
+        #expect(refusal(["--changes-count-cap", "0"]) == "--changes-count-cap takes a number ≥ 1")
+        #expect(refusal(["--changes-topic", "a b"])?.hasPrefix("--changes-topic: ") == true)
     }
 
     @Test("withdrawn broadcasts: 0 keeps them, else at least the change log's retention, at most 100 years")
     func withdrawnRetention() {
-        func problem(days: Int, changeHours: Double = 24) -> String? {
-            RollupConfiguration.flagProblem(
-                workers: 2, batchSize: 500, idleMilliseconds: 20, expiryIntervalMilliseconds: 1_000, changeRetentionHours: changeHours,
-                withdrawnBroadcastRetentionDays: days)
+        func problem(days: String, changeHours: Double = 24) -> String? {
+            refusal(["--withdrawn-broadcast-retention-days=\(days)", "--change-retention-hours", "\(changeHours)"])
         }
-        #expect(problem(days: 30) == nil && problem(days: 0) == nil && problem(days: 1) == nil && problem(days: 36_500) == nil)
-        #expect(problem(days: -1) == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
-        #expect(problem(days: 36_501) == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
-        #expect(problem(days: Int.max) == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
-        #expect(problem(days: 2, changeHours: 72)?.contains("at least --change-retention-hours") == true)
-        #expect(problem(days: 0, changeHours: 72) == nil)
+        #expect(problem(days: "30") == nil && problem(days: "0") == nil && problem(days: "1") == nil && problem(days: "36500") == nil)
+        #expect(problem(days: "-1") == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
+        #expect(problem(days: "36501") == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
+        #expect(problem(days: "\(Int.max)") == "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500")
+        #expect(problem(days: "2", changeHours: 72)?.contains("at least --change-retention-hours") == true)
+        #expect(problem(days: "0", changeHours: 72) == nil)
     }
 }

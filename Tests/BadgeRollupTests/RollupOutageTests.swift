@@ -15,7 +15,7 @@ struct RollupOutageTests {
         try await RollupFixture.with { fixture in
             let alice = user("alice")
             let service = RollupService(
-                pool: fixture.pool, configuration: RollupConfiguration(workers: 2, expiryInterval: .milliseconds(200)),
+                pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "2", "--expiry-interval-ms", "200"]),
                 logger: TestServer.logger)
             try await fixture.withRollup([service]) {
                 try await fixture.ingest([BadgeMutation(user: alice, path: path("root.inbox.a"), operation: .set(count: 1, icon: nil))])
@@ -47,7 +47,7 @@ struct RollupOutageTests {
     func shutdownDuringPause() async throws {
         try await RollupFixture.with { fixture in
             let service = RollupService(
-                pool: fixture.pool, configuration: RollupConfiguration(workers: 1), logger: TestServer.logger)
+                pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "1"]), logger: TestServer.logger)
             let group = ServiceGroup(
                 configuration: ServiceGroupConfiguration(
                     services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: TestServer.logger))

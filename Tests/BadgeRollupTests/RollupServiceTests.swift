@@ -15,14 +15,14 @@ struct RollupServiceTests {
             let users = (0..<60).map { user("c\($0)") }
             let now = Date()
             let first = RollupService(
-                pool: fixture.pool, configuration: RollupConfiguration(workers: 2, batchSize: 7, idleInterval: .milliseconds(2)),
+                pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "2", "--rollup-batch-size", "7", "--rollup-idle-ms", "2"]),
                 logger: TestServer.logger)
             let secondPool = PGPool(
                 configuration: PGConfiguration(connectionString: fixture.database.url, sessionSettings: BadgeStore.recommendedSessionSettings),
                 maximumConnections: 3, logger: TestServer.logger)
             defer { secondPool.close() }
             let second = RollupService(
-                pool: secondPool, configuration: RollupConfiguration(workers: 2, batchSize: 5, idleInterval: .milliseconds(2)),
+                pool: secondPool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "2", "--rollup-batch-size", "5", "--rollup-idle-ms", "2"]),
                 logger: TestServer.logger)
             let written: [BadgeMutation] = try await fixture.withRollup([first, second]) {
                 let written = try await withThrowingTaskGroup(of: [BadgeMutation].self) { group in
@@ -69,7 +69,7 @@ struct RollupServiceTests {
     func expiry() async throws {
         try await RollupFixture.with { fixture in
             let service = RollupService(
-                pool: fixture.pool, configuration: RollupConfiguration(workers: 1, expiryInterval: .milliseconds(100)),
+                pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "1", "--expiry-interval-ms", "100"]),
                 logger: TestServer.logger)
             try await fixture.withRollup([service]) {
                 // The tree must be read once before the badge expires: a machine too busy to do
@@ -116,7 +116,7 @@ struct RollupServiceTests {
             try await fixture.execute(
                 "INSERT INTO broadcast (event_id, path, count, icon, expires_at) VALUES ('b1', 'root.settings.dark', 0, 'new', now() + interval '1 second')")
             let service = RollupService(
-                pool: fixture.pool, configuration: RollupConfiguration(workers: 1, expiryInterval: .milliseconds(100)),
+                pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "1", "--expiry-interval-ms", "100"]),
                 logger: TestServer.logger)
             try await fixture.withRollup([service]) {
                 try await fixture.waitForEmptyQueue()
@@ -137,7 +137,7 @@ struct RollupServiceTests {
     @Test("graceful shutdown ends the workers promptly")
     func shutdown() async throws {
         try await RollupFixture.with { fixture in
-            let service = RollupService(pool: fixture.pool, configuration: RollupConfiguration(workers: 3), logger: TestServer.logger)
+            let service = RollupService(pool: fixture.pool, configuration: try RollupConfiguration(arguments: ["--rollup-workers", "3"]), logger: TestServer.logger)
             let started = ContinuousClock.now
             try await fixture.withRollup([service]) { try await Task.sleep(for: .milliseconds(200)) }
             #expect(ContinuousClock.now - started < .seconds(10))

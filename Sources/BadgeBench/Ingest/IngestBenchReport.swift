@@ -56,9 +56,9 @@ public struct BenchReport: Encodable, Sendable {
         self.workload = workload.kind.rawValue
         incrementEvents = workload.incrementCount
         setEvents = workload.count - workload.incrementCount
-        batchSize = settings.batchSize
-        batchWaitMs = settings.batchWaitMilliseconds
-        writers = settings.writers
+        batchSize = settings.ingest.batchSize
+        batchWaitMs = settings.ingest.batchWaitMilliseconds
+        writers = settings.ingest.writers
         rateLimit = settings.rate
         ingestSeconds = ingest.seconds
         ingestEventsPerSecond = Self.perSecond(settings.events, ingest.seconds)

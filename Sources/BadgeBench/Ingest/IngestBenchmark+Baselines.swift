@@ -9,7 +9,7 @@ extension IngestBenchmark {
     /// Upserts the workload's rows, batch by batch as ingest saw them, into a fresh table shaped
     /// like `badge_state`: one writer, one statement (one transaction) per batch.
     func runUpsert(_ workload: BenchWorkload) async throws -> UpsertMeasurement {
-        let batches = workload.upsertBatches(size: settings.batchSize)
+        let batches = workload.upsertBatches(size: settings.ingest.batchSize)
         let rows = batches.reduce(0) { $0 + $1.users.count }
         var database = settings.database
         database.sessionSettings += BadgeStore.recommendedSessionSettings
@@ -44,7 +44,7 @@ extension IngestBenchmark {
                     topic: topic, partition: partition, offset: offset, key: workload.keys[index],
                     payload: workload.payloads[index]))
         }
-        let batchSize = settings.batchSize
+        let batchSize = settings.ingest.batchSize
         let decodeStart = BenchClock.now
         var batches: [PreparedBatch] = []
         var index = 0

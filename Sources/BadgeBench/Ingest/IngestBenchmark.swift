@@ -1,4 +1,4 @@
-import BadgeIngest
+public import BadgeIngest
 import BadgeStore
 public import LibPQ
 public import Logging
@@ -19,10 +19,9 @@ public struct IngestBenchmark: Sendable {
         public var paths: Int
         /// Partitions of the topic (the mock cluster's).
         public var partitions: Int32
-        /// Ingest's batch size, and the upsert's.
-        public var batchSize: Int
-        /// How long an ingest batch may wait to fill, in milliseconds.
-        public var batchWaitMilliseconds: Int
+        /// Ingest's settings (`IngestSettings`: batch size, which is the upsert's too, batch
+        /// wait, writers, rollup in ingest); the group and topics are the run's own.
+        public var ingest: IngestSettings
         /// At most this many events/s published; nil: as fast as possible.
         public var rate: Double?
         /// The workload generator's seed.
@@ -39,23 +38,17 @@ public struct IngestBenchmark: Sendable {
         public var database: PGConfiguration
         /// What the events do (`--workload`).
         public var workload: BenchWorkload.Kind = .counter
-        /// Ingest's writer threads (`--writers`).
-        public var writers = IngestConfiguration.defaultWriters
-        /// Whether ingest brings a batch's users current itself when it has caught up
-        /// (`IngestConfiguration.rollUp`, on in `reddot ingest`).
-        public var rollUp = true
 
         /// Settings with every field given.
         public init(
-            events: Int, users: Int, paths: Int, partitions: Int32, batchSize: Int, batchWaitMilliseconds: Int, rate: Double?,
+            events: Int, users: Int, paths: Int, partitions: Int32, ingest: IngestSettings, rate: Double?,
             seed: UInt64, runID: String, kafka: KafkaConfiguration, topic: String, isMockCluster: Bool, database: PGConfiguration
         ) {
             self.events = events
             self.users = users
             self.paths = paths
             self.partitions = partitions
-            self.batchSize = batchSize
-            self.batchWaitMilliseconds = batchWaitMilliseconds
+            self.ingest = ingest
             self.rate = rate
             self.seed = seed
             self.runID = runID
@@ -81,16 +74,13 @@ public struct IngestBenchmark: Sendable {
     /// The first problem with these option values, as the sentence `reddot bench ingest` prints
     /// (naming the flag); nil when they are all in range.
     public static func problem(
-        events: Int, users: Int, paths: Int, partitions: Int32, batchSize: Int, batchWaitMilliseconds: Int, rate: Double?,
-        writers: Int
+        events: Int, users: Int, paths: Int, partitions: Int32, ingest: IngestSettings, rate: Double?
     ) -> String? {
         guard (1...1_000_000_000).contains(events) else { return "--events takes 1…1000000000" }
         guard users >= 1, users <= Int(Int32.max) else { return "--users takes a number ≥ 1" }
         guard paths >= 1, paths <= 1_000_000 else { return "--paths takes 1…1000000" }
         guard partitions >= 1, partitions <= 10_000 else { return "--partitions takes 1…10000" }
-        guard batchSize >= 1, batchSize <= 100_000 else { return "--batch-size takes 1…100000" }
-        guard batchWaitMilliseconds >= 0 else { return "--batch-wait-ms takes a number ≥ 0" }
-        if let problem = IngestConfiguration.writersProblem(writers) { return problem }
+        if let problem = ingest.problem { return problem }
         // The schedule is UInt64(index / rate * 1e9) ns: a tiny rate would trap.
         if let rate, !(rate >= 1 && rate <= 100_000_000) { return "--rate takes 1…100000000 events/s" }
         return nil
@@ -145,12 +135,10 @@ public struct IngestBenchmark: Sendable {
         let recorder = BenchRecorder(topic: settings.topic, events: workload.count)
         var configuration = IngestConfiguration(kafka: settings.kafka, database: settings.database)
         configuration.topic = settings.topic
-        configuration.group = "reddot-bench-\(settings.runID)"
-        configuration.deadLetterTopic = settings.topic + ".dlq"
-        configuration.batchSize = settings.batchSize
-        configuration.batchWaitMilliseconds = settings.batchWaitMilliseconds
-        configuration.writers = settings.writers
-        configuration.rollUp = settings.rollUp
+        configuration.settings = settings.ingest
+        configuration.settings.group = "reddot-bench-\(settings.runID)"
+        configuration.settings.deadLetterTopic = settings.topic + ".dlq"
+        configuration.settings.instanceID = "none"
         configuration.onCommit = { offsets in recorder.committed(offsets) }
         let group = configuration.group
         let service = IngestService(configuration: configuration, logger: logger)
@@ -175,7 +163,7 @@ public struct IngestBenchmark: Sendable {
                 user: "bench_warmup", path: "root.bench.warmup")
 
             let (topic, rate) = (settings.topic, settings.rate)
-            let window = settings.isMockCluster ? workload.inFlightWindow(partitions: Int(settings.partitions), batchSize: settings.batchSize) : Int.max
+            let window = settings.isMockCluster ? workload.inFlightWindow(partitions: Int(settings.partitions), batchSize: settings.ingest.batchSize) : Int.max
             let baseline = recorder.committedTotal
             let publishTimes: [UInt64] = try await onThread(named: "reddot.bench.producer") {
                 try publisher.publish(workload, topic: topic, rate: rate, window: window, baseline: baseline)

@@ -116,10 +116,10 @@ public struct PipelineReport: Encodable, Sendable {
         streams = settings.streams
         hotUsers = settings.hotUsers
         hotShare = settings.hotShare
-        ingestBatchSize = ingest.batchSize
-        ingestBatchWaitMs = ingest.batchWaitMilliseconds
-        ingestWriters = ingest.writers
-        ingestRollsUp = ingest.rollUp
+        ingestBatchSize = ingest.settings.batchSize
+        ingestBatchWaitMs = ingest.settings.batchWaitMilliseconds
+        ingestWriters = ingest.settings.writers
+        ingestRollsUp = ingest.settings.rollUp
         self.rollupWorkers = rollupWorkers
         self.rollupBatchSize = rollupBatchSize
         rollupIdleMs = rollupIdleMilliseconds
