@@ -160,6 +160,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -255,7 +256,9 @@ let package = Package(
         ),
         .testTarget(name: "BadgePublishTests", dependencies: ["BadgePublish", "BadgeCore"], swiftSettings: strictSettings),
         .testTarget(
-            name: "RedDotCommandLineTests", dependencies: ["RedDotCommandLine", "RdKafka"], swiftSettings: strictSettings),
+            name: "RedDotCommandLineTests",
+            dependencies: ["RedDotCommandLine", "BadgeIngest", "RdKafka", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeHooksTests",
             dependencies: [

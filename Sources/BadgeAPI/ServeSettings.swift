@@ -1,63 +1,79 @@
+public import ArgumentParser
 import BadgeCore
 import Foundation
 public import LibPQ
 public import Logging
 
-/// What `reddot serve` (and `reddot run`) was given for the query service: each flag's value, nil
-/// when the flag was left out and its `REDDOT_*` variable or default applies. `reddot` owns the
-/// flags and their help; this type owns their ranges and how they become a
-/// `BadgeServerConfiguration`.
-public struct ServeSettings: Sendable {
-    /// `--host`; else `REDDOT_HTTP_HOST`, else 0.0.0.0.
+/// Every setting of `reddot serve` (and of `reddot run`'s query service), declared once: its flag,
+/// its `REDDOT_*` variable, its default, its help and the values it takes; a flag left out is nil
+/// where its variable or a computed default applies. The commands include this type as an option
+/// group; ``configuration(database:environment:forceLiveView:openFileLimit:)`` makes the
+/// `BadgeServerConfiguration`. A new setting is one `@Option` here, with its range in
+/// ``flagProblem``.
+public struct ServeSettings: ParsableArguments, Sendable {
+    /// Options in their definition state; read ``defaults`` (or a parsed value) instead.
+    public init() {}
+
+    /// Every flag left out, as `reddot serve` with no flags parses them (no variable read).
+    public static let defaults: ServeSettings = {
+        do {
+            return try ServeSettings.parse([])
+        } catch {
+            preconditionFailure("serve's defaults are out of their own ranges: \(error)")
+        }
+    }()
+
+    @Option(help: ArgumentHelp("The address to listen on. Default: REDDOT_HTTP_HOST, else 0.0.0.0.", valueName: "address"))
     public var host: String?
-    /// `--port`; else `REDDOT_HTTP_PORT`, else 8080.
+    @Option(help: ArgumentHelp("The HTTP port. Default: REDDOT_HTTP_PORT, else 8080.", valueName: "port"))
     public var port: Int?
-    /// `--jwt-hs256-secret`; else `REDDOT_JWT_HS256_SECRET`.
+    @Option(name: .customLong("jwt-hs256-secret"), help: ArgumentHelp("The HS256 token secret (at least 32 bytes). Default: REDDOT_JWT_HS256_SECRET. Prefer the variable: flags show in ps.", valueName: "secret"))
     public var hs256Secret: String?
-    /// `--jwt-jwks-file`; else `REDDOT_JWT_JWKS_FILE`.
+    @Option(name: .customLong("jwt-jwks-file"), help: ArgumentHelp("A JWKS file of RS256/ES256 keys (each with a kid). Default: REDDOT_JWT_JWKS_FILE.", valueName: "file"))
     public var jwksFile: String?
-    /// `--jwt-audience`; else `REDDOT_JWT_AUDIENCE`.
+    @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud every token must include. Default: REDDOT_JWT_AUDIENCE.", valueName: "aud"))
     public var audience: String?
-    /// `--jwt-issuer`; else `REDDOT_JWT_ISSUER`.
+    @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss every token must carry. Default: REDDOT_JWT_ISSUER.", valueName: "iss"))
     public var issuer: String?
-    /// `--insecure-no-auth`.
+    @Flag(name: .customLong("insecure-no-auth"), help: "No authentication: every request may act for every user. Development only; logs a warning.")
     public var insecureNoAuth = false
-    /// `--pool-size`; else `REDDOT_HTTP_POOL_SIZE`, else 8.
+    @Option(name: .customLong("pool-size"), help: "Database connections for requests. Default: REDDOT_HTTP_POOL_SIZE, else 8.")
     public var poolSize: Int?
-    /// `--statement-timeout-ms`.
+    @Option(name: .customLong("statement-timeout-ms"), help: "The longest a request's statement may run before it answers 503.")
     public var statementTimeoutMilliseconds = 2_000
-    /// `--count-cap`.
+    @Option(name: .customLong("count-cap"), help: "Counts above this show as N+ in text (99 → \"99+\").")
     public var countCap: Int64 = 99
-    /// `--heartbeat-seconds`.
+    @Option(name: .customLong("heartbeat-seconds"), help: "Seconds between stream heartbeats.")
     public var heartbeatSeconds: Double = 15
-    /// `--tree-cache-mb`; else `REDDOT_TREE_CACHE_MB`, else 64.
+    @Option(name: .customLong("tree-cache-mb"), help: ArgumentHelp("Memory for cached whole-tree answers, in MiB; 0 turns the cache off. Default: REDDOT_TREE_CACHE_MB, else 64.", valueName: "MiB"))
     public var treeCacheMegabytes: Int?
-    /// `--tree-cache-max-age-seconds`.
+    @Option(name: .customLong("tree-cache-max-age-seconds"), help: "The longest a cached tree is served (a bound for writers that do not NOTIFY).")
     public var treeCacheMaximumAgeSeconds: Double = 60
-    /// `--live-view`.
+    @Flag(name: .customLong("live-view"), help: "Serve the live view at / (a page showing one user's tree, live).")
     public var liveView = false
-    /// `--idle-timeout-seconds`; else `REDDOT_HTTP_IDLE_TIMEOUT_SECONDS`, else 30.
-    public var idleTimeoutSeconds: Double?
-    /// `--body-timeout-seconds`; else `REDDOT_HTTP_BODY_TIMEOUT_SECONDS`, else 10.
-    public var bodyTimeoutSeconds: Double?
-    /// `--max-connections`; else `REDDOT_HTTP_MAX_CONNECTIONS`, else from the open-file limit.
-    public var maximumConnections: Int?
-    /// `--max-streams`; else `REDDOT_HTTP_MAX_STREAMS`, else 10000.
-    public var maximumStreams: Int?
-    /// `--max-streams-per-user`; else `REDDOT_HTTP_MAX_STREAMS_PER_USER`, else 32.
-    public var maximumStreamsPerUser: Int?
-    /// `--publish-brokers`; else `REDDOT_KAFKA_BROKERS`; without either, no publishing.
+    @Option(name: .customLong("publish-brokers"), help: ArgumentHelp("Kafka brokers for POST /v1/events. Default: REDDOT_KAFKA_BROKERS; without either, publishing over HTTP answers 503.", valueName: "list"))
     public var publishBrokers: String?
-    /// `--publish-topic`; else `REDDOT_KAFKA_TOPIC`.
+    @Option(name: .customLong("idle-timeout-seconds"), help: ArgumentHelp("Close a connection that sends no complete request part for this long (unfinished request lines or headers, stalled bodies, idle keep-alive); 0: never. Streams and long-polls being answered are not cut. Default: REDDOT_HTTP_IDLE_TIMEOUT_SECONDS, else 30.", valueName: "seconds"))
+    public var idleTimeoutSeconds: Double?
+    @Option(name: .customLong("body-timeout-seconds"), help: ArgumentHelp("A request body must arrive within this, else 408. Default: REDDOT_HTTP_BODY_TIMEOUT_SECONDS, else 10.", valueName: "seconds"))
+    public var bodyTimeoutSeconds: Double?
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp("Open connections at most; more wait in the listen backlog; 0: no limit. Default: REDDOT_HTTP_MAX_CONNECTIONS, else the open-file limit less the pool and 128.", valueName: "count"))
+    public var maximumConnections: Int?
+    @Option(name: .customLong("max-streams"), help: ArgumentHelp("Open streams and long-polls in this process at most; more answer 503 with Retry-After. Default: REDDOT_HTTP_MAX_STREAMS, else 10000.", valueName: "count"))
+    public var maximumStreams: Int?
+    @Option(name: .customLong("max-streams-per-user"), help: ArgumentHelp("Open streams and long-polls of one user in this process at most; more answer 429 with Retry-After. Default: REDDOT_HTTP_MAX_STREAMS_PER_USER, else 32.", valueName: "count"))
+    public var maximumStreamsPerUser: Int?
+    @Option(name: .customLong("publish-topic"), help: ArgumentHelp("The topic POST /v1/events publishes to. Default: REDDOT_KAFKA_TOPIC, else reddot.events.", valueName: "name"))
     public var publishTopic: String?
-    /// `--replica-database-url`; else `REDDOT_REPLICA_DATABASE_URL`; without either, reads go to
-    /// the primary.
+
+    @Option(name: .customLong("replica-database-url"), help: ArgumentHelp("A read replica (a PostgreSQL hot standby of the database) for tree reads, long-polls, delta polls and streams; actions and the read after one go to the primary, and a read the replica is behind for is answered by the primary. Default: REDDOT_REPLICA_DATABASE_URL; without either, everything reads the primary.", valueName: "url"))
     public var replicaDatabaseURL: String?
-    /// `--replica-poll-ms`; else `REDDOT_REPLICA_POLL_MS`, else 50.
+    @Option(name: .customLong("replica-poll-ms"), help: ArgumentHelp("With a replica: how often, while a notification from the primary waits, the replica's replay position is checked (streams wake once the replica shows the change). Default: REDDOT_REPLICA_POLL_MS, else 50.", valueName: "ms"))
     public var replicaPollMilliseconds: Int?
 
-    /// Settings with every flag left out.
-    public init() {}
+    public func validate() throws {
+        if let flagProblem { throw ValidationError(flagProblem) }
+    }
 
     /// The first flag outside its range, as a sentence naming the flag (the command's usage
     /// error); nil when every given flag is in range.

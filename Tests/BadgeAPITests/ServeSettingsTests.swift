@@ -7,7 +7,7 @@ import Testing
 struct ServeSettingsTests {
     let database = PGConfiguration(connectionString: "dbname=x")
 
-    func configurationError(_ environment: [String: String], _ settings: ServeSettings = ServeSettings()) -> String? {
+    func configurationError(_ environment: [String: String], _ settings: ServeSettings = ServeSettings.defaults) -> String? {
         do {
             _ = try settings.configuration(database: database, environment: environment, openFileLimit: nil)
             return nil
@@ -18,28 +18,28 @@ struct ServeSettingsTests {
 
     @Test("each flag out of range is named in a sentence")
     func flagProblems() {
-        #expect(ServeSettings().flagProblem == nil)
-        var settings = ServeSettings()
+        #expect(ServeSettings.defaults.flagProblem == nil)
+        var settings = ServeSettings.defaults
         settings.port = 70_000
         #expect(settings.flagProblem == "--port takes 0…65535")
-        settings = ServeSettings()
+        settings = ServeSettings.defaults
         settings.heartbeatSeconds = 1e300
         #expect(settings.flagProblem == "--heartbeat-seconds takes a number > 0 and ≤ 3600")
-        settings = ServeSettings()
+        settings = ServeSettings.defaults
         settings.idleTimeoutSeconds = 0.5
         #expect(settings.flagProblem == "--idle-timeout-seconds takes 0 (never) or 1…86400")
         settings.idleTimeoutSeconds = 0
         #expect(settings.flagProblem == nil)
         settings.maximumStreamsPerUser = 0
         #expect(settings.flagProblem == "--max-streams-per-user takes 1…10000000")
-        settings = ServeSettings()
+        settings = ServeSettings.defaults
         settings.replicaPollMilliseconds = 0
         #expect(settings.flagProblem == "--replica-poll-ms takes 5…10000")
     }
 
     @Test("without flags or variables, the defaults of reddot serve")
     func defaults() throws {
-        let configuration = try ServeSettings().configuration(database: database, environment: [:], openFileLimit: 1_024)
+        let configuration = try ServeSettings.defaults.configuration(database: database, environment: [:], openFileLimit: 1_024)
         #expect(configuration.api.host == "0.0.0.0")
         #expect(configuration.api.port == 8080)
         #expect(configuration.poolConnections == 8)
@@ -54,14 +54,14 @@ struct ServeSettingsTests {
 
     @Test("a replica: its URL with the requests' statement timeout, its poll interval, from a flag or variable")
     func replica() throws {
-        var configuration = try ServeSettings().configuration(
+        var configuration = try ServeSettings.defaults.configuration(
             database: database, environment: ["REDDOT_REPLICA_DATABASE_URL": "postgresql://standby/app"], openFileLimit: nil)
         let replica = try #require(configuration.replicaDatabase)
         #expect(replica.connectionString == "postgresql://standby/app")
         #expect(replica.statementTimeoutMilliseconds == 2_000)
         #expect(replica.applicationName == "reddot-serve-replica")
         #expect(configuration.replicaPollInterval == .milliseconds(50))
-        var settings = ServeSettings()
+        var settings = ServeSettings.defaults
         settings.replicaDatabaseURL = "postgresql://other/app"
         settings.replicaPollMilliseconds = 20
         configuration = try settings.configuration(
@@ -78,7 +78,7 @@ struct ServeSettingsTests {
             "REDDOT_HTTP_PORT": "9000", "REDDOT_HTTP_POOL_SIZE": "3", "REDDOT_TREE_CACHE_MB": "0", "REDDOT_HTTP_MAX_CONNECTIONS": "0",
             "REDDOT_HTTP_IDLE_TIMEOUT_SECONDS": "0", "REDDOT_JWT_AUDIENCE": "aud", "REDDOT_HTTP_HOST": "",
         ]
-        var settings = ServeSettings()
+        var settings = ServeSettings.defaults
         settings.poolSize = 5
         let configuration = try settings.configuration(database: database, environment: environment, openFileLimit: 1_024)
         #expect(configuration.api.port == 9000)
