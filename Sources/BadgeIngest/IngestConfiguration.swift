@@ -18,8 +18,6 @@ public struct IngestConfiguration: Sendable {
     /// The derived values (``group``, ``instanceID``, ``deadLetterTopic``, ``eventRetention``, …)
     /// are read from it.
     public var settings: IngestSettings = .defaults
-    /// How often rejected records not yet on the dead-letter topic are published.
-    public var deadLetterInterval: Duration = .seconds(5)
 
     /// Called on the writer thread after each batch commits, with the next offset of every
     /// partition in it (everything below is committed): for benchmarks and tests. Keep it short.

@@ -50,6 +50,10 @@ public struct IngestSettings: ParsableArguments, Sendable {
         name: .customLong("dead-letter-retention-days"),
         help: "How long dead letters (rejected records, whole events) are kept once published to the dead-letter topic; 0 keeps them until deleted by hand.")
     public var deadLetterRetentionDays: Double = 30
+    @Option(
+        name: .customLong("dead-letter-interval-ms"),
+        help: "How often rejected records not yet on the dead-letter topic are published, in milliseconds (a batch with rejections also publishes at once).")
+    public var deadLetterIntervalMilliseconds = 5_000
     @Flag(
         name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
         help: ArgumentHelp(
@@ -95,6 +99,7 @@ public struct IngestSettings: ParsableArguments, Sendable {
         guard deadLetterRetentionDays >= 0, deadLetterRetentionDays <= 36_500 else {
             return "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"
         }
+        guard (10...3_600_000).contains(deadLetterIntervalMilliseconds) else { return "--dead-letter-interval-ms takes 10…3600000" }
         return nil
     }
 
@@ -170,6 +175,9 @@ extension IngestConfiguration {
     public var deadLetterRetention: Duration? {
         settings.deadLetterRetentionDays > 0 ? .seconds(min(settings.deadLetterRetentionDays, 36_500) * 86_400) : nil
     }
+    /// How often rejected records not yet on the dead-letter topic are published
+    /// (`--dead-letter-interval-ms`).
+    public var deadLetterInterval: Duration { .milliseconds(max(10, settings.deadLetterIntervalMilliseconds)) }
     /// The consumer's librdkafka properties: `kafka`, the group and member name, and each of
     /// ``IngestSettings/kafkaDefaults`` that the properties file and `-X` left out.
     public var consumerKafka: KafkaConfiguration {

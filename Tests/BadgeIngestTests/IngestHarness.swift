@@ -55,7 +55,7 @@ final class IngestHarness: Sendable {
         configuration.settings.deadLetterTopic = topic + ".dlq"
         configuration.settings.batchSize = batchSize
         configuration.settings.batchWaitMilliseconds = 50
-        configuration.deadLetterInterval = .milliseconds(500)
+        configuration.settings.deadLetterIntervalMilliseconds = 500
         return configuration
     }
 

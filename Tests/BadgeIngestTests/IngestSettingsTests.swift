@@ -18,6 +18,7 @@ struct IngestSettingsTests {
             (["--event-retention-days", "inf"], "--event-retention-days takes a number > 0 and ≤ 36500"),
             (["--dead-letter-retention-days", "nan"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
             (["--dead-letter-retention-days", "36501"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
+            (["--dead-letter-interval-ms", "9"], "--dead-letter-interval-ms takes 10…3600000"),
         ]
         for (arguments, sentence) in refused {
             #expect(throws: (any Error).self, "\(arguments)") { try IngestSettings.parse(arguments) }
@@ -40,6 +41,10 @@ struct IngestSettingsTests {
         #expect(settings.eventRetentionDays == 7)
         #expect(settings.deadLetterRetentionDays == 30)
         #expect(settings.rollUp)
+        var configuration = IngestConfiguration(kafka: KafkaConfiguration(), database: PGConfiguration())
+        #expect(configuration.deadLetterInterval == .seconds(5))
+        configuration.settings = try IngestSettings.parse(["--dead-letter-interval-ms", "250"])
+        #expect(configuration.deadLetterInterval == .milliseconds(250))
         #expect(try IngestSettings.parse(["--no-rollup-in-ingest"]).rollUp == false)
     }
 
@@ -112,3 +117,4 @@ struct IngestSettingsTests {
         return CancellationError()
     }
 }
+
