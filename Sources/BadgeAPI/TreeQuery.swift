@@ -146,7 +146,7 @@ struct ActionRequest: Sendable {
             guard kind == .mute else {
                 throw APIError.badRequest("invalid_body", "until applies only to mute (a snooze ends then)")
             }
-            guard let date = Date(rfc3339: text) else {
+            guard let date = Date(rfc3339Clamping: text) else {
                 throw APIError.badRequest(
                     "invalid_body", "until is \(Quoting.quoted(text)); it must be an RFC 3339 timestamp such as '2026-03-01T12:00:00Z'")
             }

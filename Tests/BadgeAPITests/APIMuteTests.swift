@@ -82,6 +82,18 @@ struct APIMuteTests {
             #expect(after.tree?.count == 40 && after.tree?.shown == true && after.mutes.isEmpty)
             _ = try await harness.call(.post, "/v1/users/dana/badges/unmute", token: dana, body: #"{"path": "root.chat.c1"}"#)
             #expect(try await harness.get("/v1/users/dana/badges", token: dana).tree().version == after.version)
+
+            // Any year RFC 3339 has: a snooze that ended before 1970 has ended (the chat counts);
+            // one past 9999 (after its offset) lasts to the last second of 9999.
+            let ended = try await harness.call(
+                .post, "/v1/users/dana/badges/mute", token: dana, body: #"{"path": "root.chat.c1", "until": "0001-01-01T00:00:00Z"}"#)
+            #expect(ended.status == .ok, "\(ended.text)")
+            let counting = try await harness.get("/v1/users/dana/badges", token: dana).tree()
+            #expect(counting.tree?.count == 40 && counting.tree?.shown == true, "an ended snooze hides nothing")
+            let lasting = try await harness.call(
+                .post, "/v1/users/dana/badges/mute", token: dana, body: #"{"path": "root.chat.c1", "until": "9999-12-31T23:59:59-01:00"}"#)
+            #expect(lasting.text.contains(#""until":"9999-12-31T23:59:59Z""#), "\(lasting.text)")
+            #expect(try await harness.get("/v1/users/dana/badges", token: dana).tree().tree?.count == 0)
             #expect(try await BadgeVerifier(store: harness.store).run(repair: false).mismatches == 0)
         }
     }

@@ -30,6 +30,22 @@ struct InputLimitTests {
         }
     }
 
+    @Test("a time only compared with now reads every year, clamped into 1970-9999; what is not RFC 3339 stays refused")
+    func clampedTimes() throws {
+        let first = try #require(Date(rfc3339: "1970-01-01T00:00:00Z"))
+        let last = try #require(Date(rfc3339: "9999-12-31T23:59:59Z"))
+        for text in ["0000-01-01T00:00:00Z", "1500-03-10T12:00:00Z", "1969-12-31T23:59:59.999Z", "1970-01-01T00:00:00+00:01"] {
+            #expect(Date(rfc3339: text) == nil && Date(rfc3339Clamping: text) == first, "\(text)")
+        }
+        for text in ["9999-12-31T23:59:59-00:01", "9999-12-31T23:59:59.9999999999Z"] {
+            #expect(Date(rfc3339: text) == nil && Date(rfc3339Clamping: text) == last, "\(text)")
+        }
+        #expect(Date(rfc3339Clamping: "2026-12-01T08:00:00+01:00") == Date(rfc3339: "2026-12-01T07:00:00Z"))
+        for text in ["tomorrow", "2026-02-30T00:00:00Z", "2026-12-01T08:00:00", "99999-01-01T00:00:00Z"] {
+            #expect(Date(rfc3339Clamping: text) == nil, "\(text)")
+        }
+    }
+
     @Test("count and by beyond 1,000,000,000 (and at Int64's limits) are refused")
     func countLimits() {
         for json in [

@@ -34,29 +34,30 @@ struct DuplicateKeyTests {
     @Test("the ingest service writes them to the dead-letter table; the good record beside them applies")
     func throughIngest() async throws {
         let harness = try await IngestHarness(partitions: 1)
-        defer { Task { await harness.tearDown() } }
-        var published = duplicateRecords.map { (key: "alice", value: Array($0.json.utf8)) }
-        published.append((key: "alice", value: Array(#"{"id":"good","op":"incr","user":"alice","path":"root.a"}"#.utf8)))
-        let running = harness.start(group: "g-duplicates")
-        let ends = try await harness.publish(published)
-        #expect(try await harness.waitForOffsets(group: "g-duplicates", ends, seconds: 60))
-        try await running.stop()
+        try await tearingDown({ await harness.tearDown() }) {
+            var published = duplicateRecords.map { (key: "alice", value: Array($0.json.utf8)) }
+            published.append((key: "alice", value: Array(#"{"id":"good","op":"incr","user":"alice","path":"root.a"}"#.utf8)))
+            let running = harness.start(group: "g-duplicates")
+            let ends = try await harness.publish(published)
+            #expect(try await harness.waitForOffsets(group: "g-duplicates", ends, seconds: 60))
+            try await running.stop()
 
-        let rows = try await harness.pool.withConnection { connection in
-            try connection.query(
-                PGStatement(
-                    "test.duplicates", "SELECT reason, event_id, message FROM rejected_record ORDER BY record_offset",
-                    prepared: false)
-            ).rows.map {
-                (try $0.decode(0, as: String.self), try $0.decode(1, as: String?.self), try $0.decode(2, as: String.self))
+            let rows = try await harness.pool.withConnection { connection in
+                try connection.query(
+                    PGStatement(
+                        "test.duplicates", "SELECT reason, event_id, message FROM rejected_record ORDER BY record_offset",
+                        prepared: false)
+                ).rows.map {
+                    (try $0.decode(0, as: String.self), try $0.decode(1, as: String?.self), try $0.decode(2, as: String.self))
+                }
             }
+            #expect(rows.map(\.0) == duplicateRecords.map { _ in "malformed_json" })
+            #expect(rows.map(\.1) == duplicateRecords.map(\.eventID))
+            for (row, expected) in zip(rows, duplicateRecords) {
+                if let key = expected.key { #expect(row.2.contains("'\(key)'")) }
+            }
+            #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table) WHERE event_id = 'good'") == 1)
+            #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == 1)
         }
-        #expect(rows.map(\.0) == duplicateRecords.map { _ in "malformed_json" })
-        #expect(rows.map(\.1) == duplicateRecords.map(\.eventID))
-        for (row, expected) in zip(rows, duplicateRecords) {
-            if let key = expected.key { #expect(row.2.contains("'\(key)'")) }
-        }
-        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table) WHERE event_id = 'good'") == 1)
-        #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == 1)
     }
 }

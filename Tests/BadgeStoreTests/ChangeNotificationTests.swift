@@ -21,17 +21,18 @@ struct ChangeNotificationTests {
     @Test("the rollup's notification names the user and the new version")
     func rollupNotifies() async throws {
         let fixture = try await StoreFixture.make()
-        defer { Task { await fixture.tearDown() } }
-        let listener = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
-        defer { listener.close() }
-        try listener.execute(script: "LISTEN \(BadgeStore.changeChannel)", name: "test.listen")
-        let ann = user("notified_ann")
-        try await fixture.ingest([BadgeMutation(user: ann, path: try BadgePath(validating: "root.chat"), operation: .increment(by: 1))])
-        try await fixture.drainDirtyUsers()
-        var payloads: [String] = []
-        for _ in 0..<50 where payloads.isEmpty {
-            payloads = try listener.waitForNotifications(timeoutMilliseconds: 100).map(\.payload)
+        try await tearingDown({ await fixture.tearDown() }) {
+            let listener = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+            defer { listener.close() }
+            try listener.execute(script: "LISTEN \(BadgeStore.changeChannel)", name: "test.listen")
+            let ann = user("notified_ann")
+            try await fixture.ingest([BadgeMutation(user: ann, path: try BadgePath(validating: "root.chat"), operation: .increment(by: 1))])
+            try await fixture.drainDirtyUsers()
+            var payloads: [String] = []
+            for _ in 0..<50 where payloads.isEmpty {
+                payloads = try listener.waitForNotifications(timeoutMilliseconds: 100).map(\.payload)
+            }
+            #expect(payloads.compactMap { ChangeNotification(payload: $0) } == [.user(ann, version: 1)], "\(payloads)")
         }
-        #expect(payloads.compactMap { ChangeNotification(payload: $0) } == [.user(ann, version: 1)], "\(payloads)")
     }
 }

@@ -20,80 +20,81 @@ struct PartitionPruningTests {
         let migrated = try await MigratedDatabase.create(
             prefix: "prune", connections: 1, layout: .partitionedByUser,
             logger: Logger(label: "reddot.test.plans") { _ in PlanLog.Handler(log: plans) })
-        defer { Task { await migrated.drop() } }
-        let pool = migrated.pool
-        let store = BadgeStore(pool: pool)
-        let someone = user("prune_u1")
-        let now = Date()
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            let store = BadgeStore(pool: pool)
+            let someone = user("prune_u1")
+            let now = Date()
 
-        // Every user's work; a second user in another partition, so that a statement that reads
-        // every partition finds rows there too.
-        func work(_ who: UserID, collect: Bool) async throws {
-            if collect {
-                try await pool.withConnection { connection in
-                    for setting in [
-                        "LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
-                        "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_format = json",
-                        "SET auto_explain.log_level = notice", "SET client_min_messages = notice",
-                        // The test's tables hold a few rows each, where the planner scans whole
-                        // partitions whatever the keys; with scans and joins by hash or merge
-                        // off it reaches rows by index, as at scale, and a statement that names
-                        // its user reaches one partition.
-                        "SET enable_seqscan = off", "SET enable_hashjoin = off", "SET enable_mergejoin = off",
-                    ] {
-                        try connection.execute(script: setting, name: "test.auto_explain")
+            // Every user's work; a second user in another partition, so that a statement that reads
+            // every partition finds rows there too.
+            func work(_ who: UserID, collect: Bool) async throws {
+                if collect {
+                    try await pool.withConnection { connection in
+                        for setting in [
+                            "LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+                            "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_format = json",
+                            "SET auto_explain.log_level = notice", "SET client_min_messages = notice",
+                            // The test's tables hold a few rows each, where the planner scans whole
+                            // partitions whatever the keys; with scans and joins by hash or merge
+                            // off it reaches rows by index, as at scale, and a statement that names
+                            // its user reaches one partition.
+                            "SET enable_seqscan = off", "SET enable_hashjoin = off", "SET enable_mergejoin = off",
+                        ] {
+                            try connection.execute(script: setting, name: "test.auto_explain")
+                        }
                     }
                 }
-            }
-            func mapped(_ id: String, _ node: String, _ operation: BadgeOperation) throws -> MappedOperation {
-                MappedOperation(
-                    eventID: try EventID(validating: "\(who.rawValue)-\(id)"), audience: .users([who]), path: path(node), operation: operation,
-                    expiresAt: nil, occurredAt: now.addingTimeInterval(Double(id.dropFirst()) ?? 0))
-            }
-            let item = try ItemID(validating: "i1")
-            let batches: [[MappedOperation]] = [
-                [try mapped("e1", "root.a.b", .increment(by: 2)), try mapped("e2", "root.a.c", .set(count: 3, icon: nil)), try mapped("e3", "root.i", .addItem(item))],
-                // Only new increments: the rollup adds them (the delta path).
-                [try mapped("e4", "root.a.b", .increment(by: 1)), try mapped("e7", "root.n", .increment(by: 1))],
-                // A duplicate (the merging write) and what needs a recount.
-                [try mapped("e1", "root.a.b", .increment(by: 2)), try mapped("e5", "root.a.c", .decrement(by: 1)), try mapped("e6", "root.i", .removeItem(item))],
-            ]
-            for events in batches {
-                try await pool.withTransaction { connection in
-                    var outcome = BatchOutcome()
-                    try IngestTransaction.applyEvents(events, into: &outcome, on: connection)
+                func mapped(_ id: String, _ node: String, _ operation: BadgeOperation) throws -> MappedOperation {
+                    MappedOperation(
+                        eventID: try EventID(validating: "\(who.rawValue)-\(id)"), audience: .users([who]), path: path(node), operation: operation,
+                        expiresAt: nil, occurredAt: now.addingTimeInterval(Double(id.dropFirst()) ?? 0))
                 }
-                _ = try await pool.withTransaction { connection in try BadgeStore.recomputeAggregates(for: [who], on: connection) }
+                let item = try ItemID(validating: "i1")
+                let batches: [[MappedOperation]] = [
+                    [try mapped("e1", "root.a.b", .increment(by: 2)), try mapped("e2", "root.a.c", .set(count: 3, icon: nil)), try mapped("e3", "root.i", .addItem(item))],
+                    // Only new increments: the rollup adds them (the delta path).
+                    [try mapped("e4", "root.a.b", .increment(by: 1)), try mapped("e7", "root.n", .increment(by: 1))],
+                    // A duplicate (the merging write) and what needs a recount.
+                    [try mapped("e1", "root.a.b", .increment(by: 2)), try mapped("e5", "root.a.c", .decrement(by: 1)), try mapped("e6", "root.i", .removeItem(item))],
+                ]
+                for events in batches {
+                    try await pool.withTransaction { connection in
+                        var outcome = BatchOutcome()
+                        try IngestTransaction.applyEvents(events, into: &outcome, on: connection)
+                    }
+                    _ = try await pool.withTransaction { connection in try BadgeStore.recomputeAggregates(for: [who], on: connection) }
+                }
+                let version = try await store.tree(for: who).version
+                _ = try await store.act(.seen, at: path("root.a"), for: who, seenVersion: version)
+                _ = try await store.act(.clear(force: false), at: path("root.a.b"), for: who, seenVersion: nil, actionID: try ActionID(validating: "a1"))
+                _ = try await store.act(.mute(until: nil), at: path("root.a"), for: who, seenVersion: nil)
+                _ = try await store.act(.unmute, at: path("root.a"), for: who, seenVersion: nil)
+                try await pool.withConnection { connection in
+                    _ = try BadgeStore.readView(for: who, on: connection)
+                    _ = try BadgeStore.readHistory(for: who, since: 0, limit: 100, on: connection)
+                    _ = try BadgeStore.ownChanges(for: who, after: 0, limit: 100, on: connection)
+                    _ = try BadgeStore.userExists(who, on: connection)
+                }
+                // A user's data on request (issue 28): the export, then the erasure.
+                _ = try await store.exportUser(who)
+                _ = try await store.eraseUser(who)
             }
-            let version = try await store.tree(for: who).version
-            _ = try await store.act(.seen, at: path("root.a"), for: who, seenVersion: version)
-            _ = try await store.act(.clear(force: false), at: path("root.a.b"), for: who, seenVersion: nil, actionID: try ActionID(validating: "a1"))
-            _ = try await store.act(.mute(until: nil), at: path("root.a"), for: who, seenVersion: nil)
-            _ = try await store.act(.unmute, at: path("root.a"), for: who, seenVersion: nil)
-            try await pool.withConnection { connection in
-                _ = try BadgeStore.readView(for: who, on: connection)
-                _ = try BadgeStore.readHistory(for: who, since: 0, limit: 100, on: connection)
-                _ = try BadgeStore.ownChanges(for: who, after: 0, limit: 100, on: connection)
-                _ = try BadgeStore.userExists(who, on: connection)
-            }
-            // A user's data on request (issue 28): the export, then the erasure.
-            _ = try await store.exportUser(who)
-            _ = try await store.eraseUser(who)
-        }
-        try await work(user("prune_u2"), collect: false)
-        try await work(someone, collect: true)
+            try await work(user("prune_u2"), collect: false)
+            try await work(someone, collect: true)
 
-        let reached = plans.partitionsReached()
-        #expect(reached.statements > 20, "auto_explain sent \(reached.statements) plans")
-        // The work took each way: ingest's dedupe, the delta path and the recount, a read, an
-        // action, an export and an erasure.
-        for marker in ["INSERT INTO applied_user_event", "spread AS (", "), own AS (", "applied_action", "jsonb_build_object(", "INSERT INTO erased_user"] {
-            #expect(reached.queries.contains { $0.contains(marker) }, "no statement with \(marker) ran")
-        }
-        #expect(reached.partitioned > 10, "plans that reached a partition: \(reached.partitioned)")
-        for (query, tables) in reached.wide.sorted(by: { $0.key < $1.key }) {
-            let oneLine = query.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-            Issue.record("reaches several partitions of \(tables.sorted()): \(oneLine.prefix(1_500))")
+            let reached = plans.partitionsReached()
+            #expect(reached.statements > 20, "auto_explain sent \(reached.statements) plans")
+            // The work took each way: ingest's dedupe, the delta path and the recount, a read, an
+            // action, an export and an erasure.
+            for marker in ["INSERT INTO applied_user_event", "spread AS (", "), own AS (", "applied_action", "jsonb_build_object(", "INSERT INTO erased_user"] {
+                #expect(reached.queries.contains { $0.contains(marker) }, "no statement with \(marker) ran")
+            }
+            #expect(reached.partitioned > 10, "plans that reached a partition: \(reached.partitioned)")
+            for (query, tables) in reached.wide.sorted(by: { $0.key < $1.key }) {
+                let oneLine = query.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+                Issue.record("reaches several partitions of \(tables.sorted()): \(oneLine.prefix(1_500))")
+            }
         }
     }
 }

@@ -110,32 +110,33 @@ struct RollupDeltaUpgradeTests {
     @Test("a delta of a write the user's current version already covers (left by a recount that did not see it) is dropped, not added twice")
     func staleDeltaIsDropped() async throws {
         let fixture = try await StoreFixture.make()
-        defer { Task { await fixture.tearDown() } }
-        let alice = user("stale_alice")
-        let path = try BadgePath(validating: "root.chat.c1")
-        try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 2))])
-        #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 1)
-        try await fixture.drainDirtyUsers()
-        #expect(try await fixture.store.tree(for: alice).tree?.count == 2)
+        try await tearingDown({ await fixture.tearDown() }) {
+            let alice = user("stale_alice")
+            let path = try BadgePath(validating: "root.chat.c1")
+            try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 2))])
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 1)
+            try await fixture.drainDirtyUsers()
+            #expect(try await fixture.store.tree(for: alice).tree?.count == 2)
 
-        // A recount that did not consume a delta leaves it behind, stamped with a write the
-        // user's current version covers.
-        try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 3))])
-        let version = try await fixture.scalar("SELECT version FROM user_version WHERE user_id = 'stale_alice'", as: Int64.self)
-        try await fixture.pool.withConnection { connection in
-            _ = try connection.query(
-                PGStatement(
-                    "test.stale_delta", """
-                        INSERT INTO badge_delta
-                        SELECT d.user_id, d.path, d.amount, d.unseen, v.writes_through
-                        FROM badge_delta d JOIN user_version v ON v.user_id = d.user_id
-                        """,
-                    prepared: false))
+            // A recount that did not consume a delta leaves it behind, stamped with a write the
+            // user's current version covers.
+            try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 3))])
+            let version = try await fixture.scalar("SELECT version FROM user_version WHERE user_id = 'stale_alice'", as: Int64.self)
+            try await fixture.pool.withConnection { connection in
+                _ = try connection.query(
+                    PGStatement(
+                        "test.stale_delta", """
+                            INSERT INTO badge_delta
+                            SELECT d.user_id, d.path, d.amount, d.unseen, v.writes_through
+                            FROM badge_delta d JOIN user_version v ON v.user_id = d.user_id
+                            """,
+                        prepared: false))
+            }
+            try await fixture.drainDirtyUsers()
+            let tree = try await fixture.store.tree(for: alice)
+            #expect(tree.tree?.count == 5)
+            #expect(tree.version == version + 1)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
         }
-        try await fixture.drainDirtyUsers()
-        let tree = try await fixture.store.tree(for: alice)
-        #expect(tree.tree?.count == 5)
-        #expect(tree.version == version + 1)
-        #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
     }
 }

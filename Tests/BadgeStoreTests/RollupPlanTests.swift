@@ -13,40 +13,41 @@ struct RollupPlanTests {
     @Test("statistics that say a round's users hold most of the queue: the claim still probes each user, and claims what a fresh plan claims")
     func claimProbesEachUser() async throws {
         let fixture = try await StoreFixture.make()
-        defer { Task { await fixture.tearDown() } }
-        // 4,000 users with 4 marks and 4 deltas each, as ingest leaves them; every tenth user's
-        // last mark asks for a recount, every seventh one's for a new version.
-        try await fixture.execute(
-            """
-            INSERT INTO dirty_mark (user_id, seq, bump, recount)
-            SELECT 'plan_u' || u, s, s = 4 AND u % 7 = 0, s = 4 AND u % 10 = 0
-            FROM generate_series(1, 4000) u, generate_series(1, 4) s
-            """)
-        try await fixture.execute(
-            """
-            INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
-            SELECT 'plan_u' || u, ('root.chat.c' || s)::ltree, 1, 1, s FROM generate_series(1, 4000) u, generate_series(1, 4) s
-            """)
-        let numbers = (1...500).map { $0 * 8 }
-        let round = numbers.map { "plan_u\($0)" }
-        let fresh = try await claimed(round, fixture)
+        try await tearingDown({ await fixture.tearDown() }) {
+            // 4,000 users with 4 marks and 4 deltas each, as ingest leaves them; every tenth user's
+            // last mark asks for a recount, every seventh one's for a new version.
+            try await fixture.execute(
+                """
+                INSERT INTO dirty_mark (user_id, seq, bump, recount)
+                SELECT 'plan_u' || u, s, s = 4 AND u % 7 = 0, s = 4 AND u % 10 = 0
+                FROM generate_series(1, 4000) u, generate_series(1, 4) s
+                """)
+            try await fixture.execute(
+                """
+                INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
+                SELECT 'plan_u' || u, ('root.chat.c' || s)::ltree, 1, 1, s FROM generate_series(1, 4000) u, generate_series(1, 4) s
+                """)
+            let numbers = (1...500).map { $0 * 8 }
+            let round = numbers.map { "plan_u\($0)" }
+            let fresh = try await claimed(round, fixture)
 
-        // Statistics that say the queue holds five users: each of the round's users would then
-        // hold a fifth of the queue.
-        try await fixture.execute("ALTER TABLE dirty_mark ALTER COLUMN user_id SET (n_distinct = 5)")
-        try await fixture.execute("ANALYZE dirty_mark")
-        try await fixture.execute("ANALYZE badge_delta")
-        let plan = try await fixture.rows("EXPLAIN " + BadgeSQL.claimDirtyUsers.sql, [round]).compactMap { $0.first ?? nil }
-        let text = plan.joined(separator: "\n")
-        #expect(!text.contains("Seq Scan on dirty_mark"), "the claim scans the whole queue:\n\(text)")
-        #expect(!text.contains("Seq Scan on badge_delta"), "the claim scans every delta:\n\(text)")
-        #expect(text.contains("dirty_mark_pkey"), "the claim does not probe the queue's index:\n\(text)")
+            // Statistics that say the queue holds five users: each of the round's users would then
+            // hold a fifth of the queue.
+            try await fixture.execute("ALTER TABLE dirty_mark ALTER COLUMN user_id SET (n_distinct = 5)")
+            try await fixture.execute("ANALYZE dirty_mark")
+            try await fixture.execute("ANALYZE badge_delta")
+            let plan = try await fixture.rows("EXPLAIN " + BadgeSQL.claimDirtyUsers.sql, [round]).compactMap { $0.first ?? nil }
+            let text = plan.joined(separator: "\n")
+            #expect(!text.contains("Seq Scan on dirty_mark"), "the claim scans the whole queue:\n\(text)")
+            #expect(!text.contains("Seq Scan on badge_delta"), "the claim scans every delta:\n\(text)")
+            #expect(text.contains("dirty_mark_pkey"), "the claim does not probe the queue's index:\n\(text)")
 
-        // The same users and flags with the skewed statistics.
-        #expect(try await claimed(round, fixture) == fresh)
-        let expected = Dictionary(
-            uniqueKeysWithValues: numbers.map { ("plan_u\($0)", Flags(bump: $0 % 7 == 0, recount: $0 % 10 == 0)) })
-        #expect(fresh == expected)
+            // The same users and flags with the skewed statistics.
+            #expect(try await claimed(round, fixture) == fresh)
+            let expected = Dictionary(
+                uniqueKeysWithValues: numbers.map { ("plan_u\($0)", Flags(bump: $0 % 7 == 0, recount: $0 % 10 == 0)) })
+            #expect(fresh == expected)
+        }
     }
 
     /// What the claim returns per user: whether a mark asks for a new version, whether one asks

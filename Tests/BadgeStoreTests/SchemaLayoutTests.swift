@@ -11,22 +11,23 @@ struct SchemaLayoutTests {
     @Test("every table with a user_id column is partitioned by user into 8 partitions")
     func coversEveryUserTable() async throws {
         let fixture = try await StoreFixture.make(layout: .partitionedByUser)
-        defer { Task { await fixture.tearDown() } }
-        let withUser = try await fixture.rows(
-            """
-            SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'user_id'
-            WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-            ORDER BY 1
-            """
-        ).compactMap { $0.first ?? nil }
-        #expect(withUser == SchemaLayout.userTables.sorted(), "tables with user_id: \(withUser)")
-        let partitioned = try await fixture.rows(
-            """
-            SELECT c.relname, p.partstrat, (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid)
-            FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid ORDER BY 1
-            """)
-        #expect(partitioned.map { $0.first ?? nil } == SchemaLayout.userTables.sorted())
-        #expect(partitioned.allSatisfy { $0.count == 3 && $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
+        try await tearingDown({ await fixture.tearDown() }) {
+            let withUser = try await fixture.rows(
+                """
+                SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'user_id'
+                WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                ORDER BY 1
+                """
+            ).compactMap { $0.first ?? nil }
+            #expect(withUser == SchemaLayout.userTables.sorted(), "tables with user_id: \(withUser)")
+            let partitioned = try await fixture.rows(
+                """
+                SELECT c.relname, p.partstrat, (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid)
+                FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid ORDER BY 1
+                """)
+            #expect(partitioned.map { $0.first ?? nil } == SchemaLayout.userTables.sorted())
+            #expect(partitioned.allSatisfy { $0.count == 3 && $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
+        }
     }
 
     @Test("deploy/citus/layout.sql distributes every table with user_id by it, colocated, and places every other table")
@@ -46,16 +47,17 @@ struct SchemaLayoutTests {
             }
         }
         let fixture = try await StoreFixture.make()
-        defer { Task { await fixture.tearDown() } }
-        let tables = try await fixture.rows(
-            """
-            SELECT c.relname, EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'user_id')
-            FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1
-            """)
-        let perUser = tables.filter { $0.last == "t" }.compactMap { $0.first ?? nil }
-        let global = tables.filter { $0.last == "f" }.compactMap { $0.first ?? nil }
-        #expect(distributed.sorted() == perUser, "distributed \(distributed.sorted()), tables with user_id \(perUser)")
-        #expect(perUser == SchemaLayout.userTables.sorted())
-        #expect((reference + local).sorted() == global, "reference \(reference), local \(local), others \(global)")
+        try await tearingDown({ await fixture.tearDown() }) {
+            let tables = try await fixture.rows(
+                """
+                SELECT c.relname, EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'user_id')
+                FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1
+                """)
+            let perUser = tables.filter { $0.last == "t" }.compactMap { $0.first ?? nil }
+            let global = tables.filter { $0.last == "f" }.compactMap { $0.first ?? nil }
+            #expect(distributed.sorted() == perUser, "distributed \(distributed.sorted()), tables with user_id \(perUser)")
+            #expect(perUser == SchemaLayout.userTables.sorted())
+            #expect((reference + local).sorted() == global, "reference \(reference), local \(local), others \(global)")
+        }
     }
 }

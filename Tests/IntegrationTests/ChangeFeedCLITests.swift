@@ -73,70 +73,71 @@ struct ChangeFeedCLITests {
         ]
         let ingest = try ReddotChild(harness.ingestArguments(group: "feed"), in: harness.folder, name: "ingest")
         var rollup = try ReddotChild(rollupArguments, in: harness.folder, name: "rollup-0")
-        defer { Task { await harness.tearDown() } }
+        try await tearingDown({ await harness.tearDown() }) {
 
-        let events = Self.randomEvents(count: 12_000, users: 40, seed: 7)
-        // Ingest is consuming once the first event is applied.
-        try await harness.publish([events[0]])
-        #expect(try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", 1, seconds: 60) == 1)
-        // Changes flow for three rounds; each ends with a SIGKILL of the rollup (the feed may
-        // have sent records it never marked), and a new one starts at once. A round lasts longer
-        // than the lease (15 s), so each new process takes over and publishes before the next kill.
-        var next = 1
-        for round in 1...3 {
-            let roundEnd = ContinuousClock.now + .seconds(16)
-            while ContinuousClock.now < roundEnd, next < events.count {
-                let slice = Array(events[next..<min(next + 50, events.count)])
-                next += slice.count
-                try await harness.publish(slice)
-                try await Task.sleep(for: .milliseconds(200))
+            let events = Self.randomEvents(count: 12_000, users: 40, seed: 7)
+            // Ingest is consuming once the first event is applied.
+            try await harness.publish([events[0]])
+            #expect(try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", 1, seconds: 60) == 1)
+            // Changes flow for three rounds; each ends with a SIGKILL of the rollup (the feed may
+            // have sent records it never marked), and a new one starts at once. A round lasts longer
+            // than the lease (15 s), so each new process takes over and publishes before the next kill.
+            var next = 1
+            for round in 1...3 {
+                let roundEnd = ContinuousClock.now + .seconds(16)
+                while ContinuousClock.now < roundEnd, next < events.count {
+                    let slice = Array(events[next..<min(next + 50, events.count)])
+                    next += slice.count
+                    try await harness.publish(slice)
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                kill(rollup.process.processIdentifier, SIGKILL)
+                _ = await ChildProcess.exitStatus(of: rollup.process)
+                rollup = try ReddotChild(rollupArguments, in: harness.folder, name: "rollup-\(round)")
             }
-            kill(rollup.process.processIdentifier, SIGKILL)
-            _ = await ChildProcess.exitStatus(of: rollup.process)
-            rollup = try ReddotChild(rollupArguments, in: harness.folder, name: "rollup-\(round)")
-        }
-        try await harness.publish(Array(events[next...]))
-        // Everything applied, rolled up and published (a killed holder's lease runs out after 15 s).
-        let applied = try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", events.count, seconds: 90)
-        #expect(applied == events.count)
-        #expect(try await harness.waitForCount("SELECT count(DISTINCT user_id) FROM dirty_mark", 0, seconds: 60) == 0)
-        // Every version is at or below the feed's cursor and committed in its snapshot.
-        let unpublished = """
-            SELECT (SELECT count(*) FROM badge_change c, change_feed_lease f
-                    WHERE c.seq > f.published_seq OR NOT pg_visible_in_snapshot(c.xid, f.published_snapshot))
-                 + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
-            """
-        #expect(try await harness.waitForCount(unpublished, 0, seconds: 60) == 0, "\(rollup.standardError)")
-        _ = try await rollup.stop()
-        _ = try await ingest.stop()
+            try await harness.publish(Array(events[next...]))
+            // Everything applied, rolled up and published (a killed holder's lease runs out after 15 s).
+            let applied = try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", events.count, seconds: 90)
+            #expect(applied == events.count)
+            #expect(try await harness.waitForCount("SELECT count(DISTINCT user_id) FROM dirty_mark", 0, seconds: 60) == 0)
+            // Every version is at or below the feed's cursor and committed in its snapshot.
+            let unpublished = """
+                SELECT (SELECT count(*) FROM badge_change c, change_feed_lease f
+                        WHERE c.seq > f.published_seq OR NOT pg_visible_in_snapshot(c.xid, f.published_snapshot))
+                     + (SELECT count(*) FROM broadcast_change WHERE published_at IS NULL)
+                """
+            #expect(try await harness.waitForCount(unpublished, 0, seconds: 60) == 0, "\(rollup.standardError)")
+            _ = try await rollup.stop()
+            _ = try await ingest.stop()
 
-        // An independent consumer reads the topic.
-        let (status, output) = try await ChildProcess.run(
-            "/usr/bin/env", ["kcat", "-C", "-b", harness.cluster.bootstrapServers, "-t", changesTopic, "-o", "beginning", "-e", "-q", "-f", "%p\t%k\t%s\n"],
-            in: harness.folder, mergingStandardError: false)
-        #expect(status == 0, "\(output.prefix(500))")
-        var byPartition: [String: [Record]] = [:]
-        for line in output.split(separator: "\n") {
-            let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
-            guard fields.count == 3, let object = try JSONSerialization.jsonObject(with: Data(fields[2].utf8)) as? [String: Any] else {
-                Issue.record("not a feed record: \(line.prefix(200))")
-                continue
+            // An independent consumer reads the topic.
+            let (status, output) = try await ChildProcess.run(
+                "/usr/bin/env", ["kcat", "-C", "-b", harness.cluster.bootstrapServers, "-t", changesTopic, "-o", "beginning", "-e", "-q", "-f", "%p\t%k\t%s\n"],
+                in: harness.folder, mergingStandardError: false)
+            #expect(status == 0, "\(output.prefix(500))")
+            var byPartition: [String: [Record]] = [:]
+            for line in output.split(separator: "\n") {
+                let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
+                guard fields.count == 3, let object = try JSONSerialization.jsonObject(with: Data(fields[2].utf8)) as? [String: Any] else {
+                    Issue.record("not a feed record: \(line.prefix(200))")
+                    continue
+                }
+                byPartition[fields[0], default: []].append(Record(key: fields[1], object: object, text: fields[2]))
             }
-            byPartition[fields[0], default: []].append(Record(key: fields[1], object: object, text: fields[2]))
-        }
-        let all = byPartition.values.flatMap { $0 }
-        try await Self.check(all, partitions: byPartition, harness: harness)
+            let all = byPartition.values.flatMap { $0 }
+            try await Self.check(all, partitions: byPartition, harness: harness)
 
-        // Every record matches the published JSON Schema.
-        let distinct = Array(Set(all.map(\.text)))
-        let validation = try await PublishTests.run(
-            PublishTests.environmentTool, ["python3", "-c", PublishTests.schemaScript, Self.schemaFile.path],
-            input: Data(distinct.joined(separator: "\n").utf8))
-        try #require(validation.exitCode == 0, "python3 with the jsonschema package is needed: \(validation)")
-        let verdicts = validation.stdout.split(separator: "\n").map(String.init)
-        #expect(verdicts.count == distinct.count)
-        for (record, verdict) in zip(distinct, verdicts) where verdict != "valid" {
-            Issue.record("\(verdict) for \(record.prefix(300))")
+            // Every record matches the published JSON Schema.
+            let distinct = Array(Set(all.map(\.text)))
+            let validation = try await PublishTests.run(
+                PublishTests.environmentTool, ["python3", "-c", PublishTests.schemaScript, Self.schemaFile.path],
+                input: Data(distinct.joined(separator: "\n").utf8))
+            try #require(validation.exitCode == 0, "python3 with the jsonschema package is needed: \(validation)")
+            let verdicts = validation.stdout.split(separator: "\n").map(String.init)
+            #expect(verdicts.count == distinct.count)
+            for (record, verdict) in zip(distinct, verdicts) where verdict != "valid" {
+                Issue.record("\(verdict) for \(record.prefix(300))")
+            }
         }
     }
 

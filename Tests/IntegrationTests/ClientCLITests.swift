@@ -383,44 +383,45 @@ struct WatchCLITests {
             let command = "'\(binary)' watch --url \(harness.url.absoluteString) --token \(token) --user fay; echo \"exit $?\" > '\(status)'; sleep 60"
             let started = try await Self.spawn(tmux, ["-L", socket, "new-session", "-d", "-x", "100", "-y", "30", command])
             try #require(started == 0, "tmux new-session failed with \(started)")
-            defer { Task { _ = try? await Self.spawn(tmux, ["-L", socket, "kill-server"]) } }
-            func screen() async throws -> String {
-                try await ChildProcess.run(tmux, ["-L", socket, "capture-pane", "-p"]).output
-            }
-            let live = await eventually(seconds: 15) { (try? await screen())?.contains("· live ·") == true }
-            let first = try await screen()
-            #expect(live, "\(first)")
-            #expect(first.contains("(no badges)"))
+            try await tearingDown({ _ = try? await Self.spawn(tmux, ["-L", socket, "kill-server"]) }) {
+                func screen() async throws -> String {
+                    try await ChildProcess.run(tmux, ["-L", socket, "capture-pane", "-p"]).output
+                }
+                let live = await eventually(seconds: 15) { (try? await screen())?.contains("· live ·") == true }
+                let first = try await screen()
+                #expect(live, "\(first)")
+                #expect(first.contains("(no badges)"))
 
-            try await harness.increment([("warm", "root.x", 1)])
-            try await harness.waitForServer("warm") { $0.version > 0 }
-            // The best of up to three publishes, as in `observe`: the whole suite shares two cores.
-            var count = 0
-            let latencies = try await ClientCLITests.latencies(within: .seconds(2)) {
-                count += 2
-                let (total, expected) = (Int64(count), "c7  \(count)")
-                return try await ClientCLITests.serverToClient(
-                    harness, user: "fay", publish: { try await harness.increment([("fay", "root.chat.c7", 2)]) },
-                    shown: { $0.nodes["root.chat.c7"]?.count == total },
-                    seen: { (try? await screen())?.contains(expected) == true })
-            }
-            #expect(latencies.contains { $0 < .seconds(2) }, "server to screen took \(latencies)")
-            let drawn = try await screen()
-            #expect(
-                drawn.contains("● root  \(count)") && drawn.contains("  ● chat  \(count)") && drawn.contains("    ● c7  \(count)"),
-                "\(drawn)")
-            // A mute shows on its node's line.
-            let app = try await harness.client("fay")
-            _ = try await app.mute("root.chat.c7")
-            let muted = await eventually(seconds: 10) {
-                (try? await screen())?.split(separator: "\n").contains { $0.contains("● c7") && $0.hasSuffix("muted") } == true
-            }
-            let afterMute = (try? await screen()) ?? ""
-            #expect(muted, "\(afterMute)")
+                try await harness.increment([("warm", "root.x", 1)])
+                try await harness.waitForServer("warm") { $0.version > 0 }
+                // The best of up to three publishes, as in `observe`: the whole suite shares two cores.
+                var count = 0
+                let latencies = try await ClientCLITests.latencies(within: .seconds(2)) {
+                    count += 2
+                    let (total, expected) = (Int64(count), "c7  \(count)")
+                    return try await ClientCLITests.serverToClient(
+                        harness, user: "fay", publish: { try await harness.increment([("fay", "root.chat.c7", 2)]) },
+                        shown: { $0.nodes["root.chat.c7"]?.count == total },
+                        seen: { (try? await screen())?.contains(expected) == true })
+                }
+                #expect(latencies.contains { $0 < .seconds(2) }, "server to screen took \(latencies)")
+                let drawn = try await screen()
+                #expect(
+                    drawn.contains("● root  \(count)") && drawn.contains("  ● chat  \(count)") && drawn.contains("    ● c7  \(count)"),
+                    "\(drawn)")
+                // A mute shows on its node's line.
+                let app = try await harness.client("fay")
+                _ = try await app.mute("root.chat.c7")
+                let muted = await eventually(seconds: 10) {
+                    (try? await screen())?.split(separator: "\n").contains { $0.contains("● c7") && $0.hasSuffix("muted") } == true
+                }
+                let afterMute = (try? await screen()) ?? ""
+                #expect(muted, "\(afterMute)")
 
-            _ = try await ChildProcess.run(tmux, ["-L", socket, "send-keys", "-t", "0", "C-c"])
-            #expect(await eventually(seconds: 10) { (try? String(contentsOfFile: status, encoding: .utf8)) == "exit 0\n" })
-            _ = try await Self.spawn(tmux, ["-L", socket, "kill-server"])
+                _ = try await ChildProcess.run(tmux, ["-L", socket, "send-keys", "-t", "0", "C-c"])
+                #expect(await eventually(seconds: 10) { (try? String(contentsOfFile: status, encoding: .utf8)) == "exit 0\n" })
+                _ = try await Self.spawn(tmux, ["-L", socket, "kill-server"])
+            }
         }
     }
 

@@ -28,133 +28,134 @@ struct MetricsScrapeTests {
         .timeLimit(.minutes(4)))
     func metricsMoveAsDriven() async throws {
         let harness = try await PipelineHarness(partitions: 2)
-        defer { Task { await harness.tearDown() } }
-        let ingestPort = try ServeCLITests.freePort(), rollupPort = try ServeCLITests.freePort()
-        let ingest = try ReddotChild(
-            harness.ingestArguments(group: "g-metrics", metricsPort: ingestPort, batchWaitMilliseconds: 1_500), in: harness.folder,
-            name: "ingest")
-        defer { _ = ingest }
-        let lag = "reddot_kafka_consumer_lag_records"
-        let topicLabel = #"topic="\#(harness.topic)""#
+        try await tearingDown({ await harness.tearDown() }) {
+            let ingestPort = try ServeCLITests.freePort(), rollupPort = try ServeCLITests.freePort()
+            let ingest = try ReddotChild(
+                harness.ingestArguments(group: "g-metrics", metricsPort: ingestPort, batchWaitMilliseconds: 1_500), in: harness.folder,
+                name: "ingest")
+            defer { _ = ingest }
+            let lag = "reddot_kafka_consumer_lag_records"
+            let topicLabel = #"topic="\#(harness.topic)""#
 
-        // 1. Good and bad records: the counters match what was sent, the lag ends at 0.
-        try await harness.publish(Self.goodEvents("a", count: 30) + Self.badEvents)
-        let settled = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
-            page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 30
-                && page.value("reddot_ingest_dead_letters_published_total") == 4
-                && page.values(lag, matching: [topicLabel]).count == 2
-                && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
-        }
-        #expect(settled.held, "ingest's /metrics did not settle:\n\(settled.page.text)\n\(ingest.standardError)")
-        let page = settled.page
-        #expect(page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 30)
-        #expect(page.value(#"reddot_ingest_records_total{outcome="consumed"}"#) == 34)
-        #expect(page.value(#"reddot_ingest_rejected_total{reason="unknown_type"}"#) == 2)
-        #expect(page.value(#"reddot_ingest_rejected_total{reason="malformed_json"}"#) == 1)
-        #expect(page.value(#"reddot_ingest_rejected_total{reason="invalid_path"}"#) == 1)
-        #expect(page.values("reddot_ingest_rejected_total").reduce(0, +) == 4)
-        #expect(page.value("reddot_ingest_dead_letters_published_total") == 4)
-        #expect(try await harness.count("SELECT count(*) FROM \(AppliedKeys.table)") == 30)
-        #expect(try await harness.count("SELECT count(*) FROM rejected_record WHERE published_at IS NOT NULL") == 4)
-        // Ingest (--rollup-in-ingest, the default) brought its users current itself: no user
-        // waits for the rollup, which is not running yet.
-        #expect(page.value(#"reddot_ingest_users_total{rollup="rolled_up"}"#) ?? 0 >= 10)
-        #expect(page.value(#"reddot_ingest_users_total{rollup="left"}"#) ?? 0 == 0)
-        #expect(try await harness.count("SELECT count(*) FROM user_version") == 10)
-        #expect(try await harness.count("SELECT count(*) FROM dirty_mark") == 0)
-
-        // 2. More records: while ingest waits to fill its batch (1.5 s) they are read but not
-        //    committed, so the lag rises to what was sent; once committed it returns to 0.
-        try await harness.publish(Self.goodEvents("b", count: 20))
-        let behind = try await PrometheusPage.waitFor(port: ingestPort, seconds: 30) { page in
-            page.values(lag, matching: [topicLabel]).reduce(0, +) == 20
-        }
-        #expect(behind.held, "the lag did not rise to 20:\n\(behind.page.text)")
-        let drained = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
-            page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 50
-                && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
-        }
-        #expect(drained.held, "the lag did not return to 0:\n\(drained.page.text)")
-
-        // 2a. An event id applied before: a duplicate, and its batch's plain inserts met the
-        //     stored id, so it was written again with merging inserts.
-        #expect(drained.page.value("reddot_ingest_rewritten_batches_total") ?? 0 == 0)
-        try await harness.publish(Self.goodEvents("a", count: 1))
-        let repeated = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
-            page.value(#"reddot_ingest_records_total{outcome="duplicate"}"#) == 1
-                && page.value("reddot_ingest_rewritten_batches_total") == 1
-        }
-        #expect(repeated.held, "the repeated id was not counted:\n\(repeated.page.text)")
-        #expect(repeated.page.value("reddot_ingest_rewritten_batches_total") == 1)
-        #expect(repeated.page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 50)
-        //     The same id again, in a later batch: ingest now merges from the start, so nothing
-        //     is rewritten.
-        try await harness.publish(Self.goodEvents("a", count: 1))
-        let again = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
-            page.value(#"reddot_ingest_records_total{outcome="duplicate"}"#) == 2
-        }
-        #expect(again.held, "the repeated id was not counted again:\n\(again.page.text)")
-        #expect(again.page.value("reddot_ingest_rewritten_batches_total") == 1)
-
-        // 2b. The database is stuck (the offsets table locked) while records keep arriving: the
-        //     lag should keep rising (the runbook's "stuck on the database" alert).
-        let sql = PGConfiguration(connectionString: harness.database.url)
-        try await withHeldSession(sql, holding: "BEGIN; LOCK TABLE consumer_offset IN EXCLUSIVE MODE", until: "ROLLBACK") {
-            // The first batch goes to the writers and waits for the database; the poll loop goes
-            // on reading the second until it must hand it over; then the third arrives.
-            try await harness.publish(Self.goodEvents("c", count: 10))
-            try await Task.sleep(for: .seconds(3))
-            try await harness.publish(Self.goodEvents("d", count: 10))
-            try await Task.sleep(for: .seconds(3))
-            try await harness.publish(Self.goodEvents("e", count: 10))
-            // librdkafka's statistics come every 5 s: give them a few rounds on a loaded machine.
-            let stuck = try await PrometheusPage.waitFor(port: ingestPort, seconds: 20) { page in
-                page.values(lag, matching: [topicLabel]).reduce(0, +) == 30
+            // 1. Good and bad records: the counters match what was sent, the lag ends at 0.
+            try await harness.publish(Self.goodEvents("a", count: 30) + Self.badEvents)
+            let settled = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 30
+                    && page.value("reddot_ingest_dead_letters_published_total") == 4
+                    && page.values(lag, matching: [topicLabel]).count == 2
+                    && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
             }
-            #expect(stuck.held, "the lag did not rise to 30 while the database was stuck:\n\(stuck.page.text)")
-        }
-        let recovered = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
-            page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 80
-                && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
-        }
-        #expect(recovered.held, "ingest did not catch up once the database was free:\n\(recovered.page.text)")
+            #expect(settled.held, "ingest's /metrics did not settle:\n\(settled.page.text)\n\(ingest.standardError)")
+            let page = settled.page
+            #expect(page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 30)
+            #expect(page.value(#"reddot_ingest_records_total{outcome="consumed"}"#) == 34)
+            #expect(page.value(#"reddot_ingest_rejected_total{reason="unknown_type"}"#) == 2)
+            #expect(page.value(#"reddot_ingest_rejected_total{reason="malformed_json"}"#) == 1)
+            #expect(page.value(#"reddot_ingest_rejected_total{reason="invalid_path"}"#) == 1)
+            #expect(page.values("reddot_ingest_rejected_total").reduce(0, +) == 4)
+            #expect(page.value("reddot_ingest_dead_letters_published_total") == 4)
+            #expect(try await harness.count("SELECT count(*) FROM \(AppliedKeys.table)") == 30)
+            #expect(try await harness.count("SELECT count(*) FROM rejected_record WHERE published_at IS NOT NULL") == 4)
+            // Ingest (--rollup-in-ingest, the default) brought its users current itself: no user
+            // waits for the rollup, which is not running yet.
+            #expect(page.value(#"reddot_ingest_users_total{rollup="rolled_up"}"#) ?? 0 >= 10)
+            #expect(page.value(#"reddot_ingest_users_total{rollup="left"}"#) ?? 0 == 0)
+            #expect(try await harness.count("SELECT count(*) FROM user_version") == 10)
+            #expect(try await harness.count("SELECT count(*) FROM dirty_mark") == 0)
 
-        // 3. Rollup: ten users wait (their rollup locks held, so ingest leaves them to the
-        //    rollup, and the rollup's claim passes them by); the queue depth shows 10, then 0
-        //    once they are free and rolled up.
-        #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 0)
-        let (rollup, waiting) = try await withHeldSession(
-            sql, holding: "BEGIN; SELECT pg_advisory_xact_lock(1919247460, hashtext('m' || g)) FROM generate_series(0, 9) AS g",
-            until: "ROLLBACK"
-        ) {
-            try await harness.publish(Self.goodEvents("f", count: 10))
-            let left = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
-                page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 90
+            // 2. More records: while ingest waits to fill its batch (1.5 s) they are read but not
+            //    committed, so the lag rises to what was sent; once committed it returns to 0.
+            try await harness.publish(Self.goodEvents("b", count: 20))
+            let behind = try await PrometheusPage.waitFor(port: ingestPort, seconds: 30) { page in
+                page.values(lag, matching: [topicLabel]).reduce(0, +) == 20
             }
-            #expect(left.held, "ingest did not apply the events of the held users:\n\(left.page.text)")
-            #expect(left.page.value(#"reddot_ingest_users_total{rollup="left"}"#) == 10)
-            #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 10)
-            let rollup = try ReddotChild(
-                ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
-                in: harness.folder, name: "rollup")
-            let waiting = try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
-                page.value("reddot_rollup_queue_depth_users") == 10
+            #expect(behind.held, "the lag did not rise to 20:\n\(behind.page.text)")
+            let drained = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 50
+                    && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
             }
-            return (rollup, waiting)
-        }
-        defer { _ = rollup }
-        #expect(waiting.held, "rollup's queue depth did not show 10:\n\(waiting.page.text)\n\(rollup.standardError)")
-        #expect(waiting.page.value("reddot_rollup_users_total") ?? 0 == 0)
-        let rolled = try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
-            page.value("reddot_rollup_queue_depth_users") == 0 && page.value("reddot_rollup_users_total") == 10
-        }
-        #expect(rolled.held, "rollup's queue depth did not drain:\n\(rolled.page.text)")
-        #expect(rolled.page.value("reddot_rollup_changed_users_total") == 10)
-        #expect(rolled.page.value("reddot_rollup_lag_seconds_count") == 10)
-        #expect(rolled.page.value("reddot_rollup_errors_total") ?? 0 == 0)
-        #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 0)
+            #expect(drained.held, "the lag did not return to 0:\n\(drained.page.text)")
 
-        #expect(try await ingest.stop() == 0, "\(ingest.standardError)")
-        #expect(try await rollup.stop() == 0, "\(rollup.standardError)")
+            // 2a. An event id applied before: a duplicate, and its batch's plain inserts met the
+            //     stored id, so it was written again with merging inserts.
+            #expect(drained.page.value("reddot_ingest_rewritten_batches_total") ?? 0 == 0)
+            try await harness.publish(Self.goodEvents("a", count: 1))
+            let repeated = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="duplicate"}"#) == 1
+                    && page.value("reddot_ingest_rewritten_batches_total") == 1
+            }
+            #expect(repeated.held, "the repeated id was not counted:\n\(repeated.page.text)")
+            #expect(repeated.page.value("reddot_ingest_rewritten_batches_total") == 1)
+            #expect(repeated.page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 50)
+            //     The same id again, in a later batch: ingest now merges from the start, so nothing
+            //     is rewritten.
+            try await harness.publish(Self.goodEvents("a", count: 1))
+            let again = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="duplicate"}"#) == 2
+            }
+            #expect(again.held, "the repeated id was not counted again:\n\(again.page.text)")
+            #expect(again.page.value("reddot_ingest_rewritten_batches_total") == 1)
+
+            // 2b. The database is stuck (the offsets table locked) while records keep arriving: the
+            //     lag should keep rising (the runbook's "stuck on the database" alert).
+            let sql = PGConfiguration(connectionString: harness.database.url)
+            try await withHeldSession(sql, holding: "BEGIN; LOCK TABLE consumer_offset IN EXCLUSIVE MODE", until: "ROLLBACK") {
+                // The first batch goes to the writers and waits for the database; the poll loop goes
+                // on reading the second until it must hand it over; then the third arrives.
+                try await harness.publish(Self.goodEvents("c", count: 10))
+                try await Task.sleep(for: .seconds(3))
+                try await harness.publish(Self.goodEvents("d", count: 10))
+                try await Task.sleep(for: .seconds(3))
+                try await harness.publish(Self.goodEvents("e", count: 10))
+                // librdkafka's statistics come every 5 s: give them a few rounds on a loaded machine.
+                let stuck = try await PrometheusPage.waitFor(port: ingestPort, seconds: 20) { page in
+                    page.values(lag, matching: [topicLabel]).reduce(0, +) == 30
+                }
+                #expect(stuck.held, "the lag did not rise to 30 while the database was stuck:\n\(stuck.page.text)")
+            }
+            let recovered = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 80
+                    && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
+            }
+            #expect(recovered.held, "ingest did not catch up once the database was free:\n\(recovered.page.text)")
+
+            // 3. Rollup: ten users wait (their rollup locks held, so ingest leaves them to the
+            //    rollup, and the rollup's claim passes them by); the queue depth shows 10, then 0
+            //    once they are free and rolled up.
+            #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 0)
+            let (rollup, waiting) = try await withHeldSession(
+                sql, holding: "BEGIN; SELECT pg_advisory_xact_lock(1919247460, hashtext('m' || g)) FROM generate_series(0, 9) AS g",
+                until: "ROLLBACK"
+            ) {
+                try await harness.publish(Self.goodEvents("f", count: 10))
+                let left = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
+                    page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 90
+                }
+                #expect(left.held, "ingest did not apply the events of the held users:\n\(left.page.text)")
+                #expect(left.page.value(#"reddot_ingest_users_total{rollup="left"}"#) == 10)
+                #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 10)
+                let rollup = try ReddotChild(
+                    ["rollup", "--database-url", harness.database.url, "--log-level", "error", "--metrics-port", "\(rollupPort)"],
+                    in: harness.folder, name: "rollup")
+                let waiting = try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
+                    page.value("reddot_rollup_queue_depth_users") == 10
+                }
+                return (rollup, waiting)
+            }
+            defer { _ = rollup }
+            #expect(waiting.held, "rollup's queue depth did not show 10:\n\(waiting.page.text)\n\(rollup.standardError)")
+            #expect(waiting.page.value("reddot_rollup_users_total") ?? 0 == 0)
+            let rolled = try await PrometheusPage.waitFor(port: rollupPort, seconds: 30) { page in
+                page.value("reddot_rollup_queue_depth_users") == 0 && page.value("reddot_rollup_users_total") == 10
+            }
+            #expect(rolled.held, "rollup's queue depth did not drain:\n\(rolled.page.text)")
+            #expect(rolled.page.value("reddot_rollup_changed_users_total") == 10)
+            #expect(rolled.page.value("reddot_rollup_lag_seconds_count") == 10)
+            #expect(rolled.page.value("reddot_rollup_errors_total") ?? 0 == 0)
+            #expect(try await harness.count("SELECT count(DISTINCT user_id) FROM dirty_mark") == 0)
+
+            #expect(try await ingest.stop() == 0, "\(ingest.standardError)")
+            #expect(try await rollup.stop() == 0, "\(rollup.standardError)")
+        }
     }
 }

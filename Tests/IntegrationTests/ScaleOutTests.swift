@@ -24,136 +24,137 @@ struct ScaleOutTests {
     @Test("every tree equals the model, every event applies once, every stream's versions rise and end on the tree, across a server's death")
     func twoOfEachKind() async throws {
         let harness = try await PipelineHarness(partitions: 4)
-        defer { Task { await harness.tearDown() } }
-        let now = Date()
+        try await tearingDown({ await harness.tearDown() }) {
+            let now = Date()
 
-        // The events: order-free operations of 24 users, each with its time; a twentieth of them
-        // published twice (the same id).
-        let users = (0..<24).map { UserID(rawValue: "so_u\($0)")! }
-        var generator = RandomBadgeOperations(users: users, seed: 27)
-        generator.weights = .orderFree
-        let mutations = generator.sequence(count: 2_400)
-        var models: [UserID: BadgeTree] = [:]
-        for mutation in mutations { models[mutation.user, default: BadgeTree()].apply(mutation, now: now) }
-        let encoder = EventEncoder()
-        var events: [(key: String, payload: String)] = []
-        for (index, mutation) in mutations.enumerated() {
-            let event = BadgeEvent(
-                id: EventID(rawValue: "so-e\(index)")!, audience: .users([mutation.user]), occurredAt: mutation.occurredAt,
-                expiresAt: mutation.expiresAt, body: .operation(path: mutation.path, operation: mutation.operation))
-            events.append((mutation.user.rawValue, String(decoding: encoder.encode(event), as: UTF8.self)))
-            if index % 20 == 7 { events.append(events[events.count - 1]) }
-        }
-
-        // Two of each kind.
-        var ports = [try ServeCLITests.freePort(), try ServeCLITests.freePort()]
-        while ports[1] == ports[0] { ports[1] = try ServeCLITests.freePort() }
-        var environment = ProcessInfo.processInfo.environment
-        environment["REDDOT_KAFKA_BROKERS"] = nil
-        environment["REDDOT_JWT_HS256_SECRET"] = nil
-        func ingest(_ name: String) throws -> ReddotChild {
-            try ReddotChild(
-                harness.ingestArguments(group: "scale") + ["--instance-id", name], in: harness.folder, name: "\(name)-\(UUID().uuidString.prefix(6))",
-                environment: environment)
-        }
-        func rollup(_ name: String) throws -> ReddotChild {
-            try ReddotChild(
-                ["rollup", "--database-url", harness.database.url, "--no-change-feed", "--log-level", "error"], in: harness.folder,
-                name: "\(name)-\(UUID().uuidString.prefix(6))", environment: environment)
-        }
-        func serve(_ index: Int) throws -> ReddotChild {
-            try ReddotChild(
-                [
-                    "serve", "--database-url", harness.database.url, "--port", "\(ports[index])", "--host", "127.0.0.1",
-                    "--jwt-hs256-secret", Self.secret, "--log-level", "error",
-                ], in: harness.folder, name: "serve-\(index)-\(UUID().uuidString.prefix(6))", environment: environment)
-        }
-        var ingests = [try ingest("ingest-a"), try ingest("ingest-b")]
-        var rollups = [try rollup("rollup-a"), try rollup("rollup-b")]
-        var servers = [try serve(0), try serve(1)]
-        defer {
-            for child in ingests + rollups + servers where child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) }
-        }
-        for port in ports { try await ServeCLITests.waitForHealth(port: port, timeout: .seconds(60)) }
-
-        // Eight users followed by a stream each, half on each server; a stream whose server goes
-        // away resumes on the other one with Last-Event-ID.
-        let followed = Array(users.prefix(8))
-        var tokens: [UserID: String] = [:]
-        for id in followed {
-            tokens[id] = try await CLITests().reddot(["token", "--subject", id.rawValue, "--jwt-hs256-secret", Self.secret]).stdout
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        let logs = followed.map { _ in StreamLog() }
-        let streamPorts = ports
-        let followers = followed.enumerated().map { index, id in
-            let (token, log) = (tokens[id] ?? "", logs[index])
-            return Task { await Self.follow(id, token: token, ports: streamPorts, first: index % 2, log: log) }
-        }
-        defer { for follower in followers { follower.cancel() } }
-
-        // Events flow for about 25 s: early on ingest-a dies (its partitions wait for the group to
-        // hand them over), then rollup-a, and, once every partition flows again, serve 0.
-        var next = 0
-        var slice = 0
-        while next < events.count {
-            let part = Array(events[next..<min(next + 12, events.count)])
-            try await harness.publish(part)
-            next += part.count
-            slice += 1
-            switch slice {
-            case 15:
-                await Self.sigkill(ingests[0])
-                ingests[0] = try ingest("ingest-a")
-            case 60:
-                await Self.sigkill(rollups[0])
-                rollups[0] = try rollup("rollup-a")
-            case 140:
-                await Self.sigkill(servers[0])
-                servers[0] = try serve(0)
-            default:
-                break
+            // The events: order-free operations of 24 users, each with its time; a twentieth of them
+            // published twice (the same id).
+            let users = (0..<24).map { UserID(rawValue: "so_u\($0)")! }
+            var generator = RandomBadgeOperations(users: users, seed: 27)
+            generator.weights = .orderFree
+            let mutations = generator.sequence(count: 2_400)
+            var models: [UserID: BadgeTree] = [:]
+            for mutation in mutations { models[mutation.user, default: BadgeTree()].apply(mutation, now: now) }
+            let encoder = EventEncoder()
+            var events: [(key: String, payload: String)] = []
+            for (index, mutation) in mutations.enumerated() {
+                let event = BadgeEvent(
+                    id: EventID(rawValue: "so-e\(index)")!, audience: .users([mutation.user]), occurredAt: mutation.occurredAt,
+                    expiresAt: mutation.expiresAt, body: .operation(path: mutation.path, operation: mutation.operation))
+                events.append((mutation.user.rawValue, String(decoding: encoder.encode(event), as: UTF8.self)))
+                if index % 20 == 7 { events.append(events[events.count - 1]) }
             }
-            try await Task.sleep(for: .milliseconds(100))
-        }
 
-        // Every event applied once, every user rolled up.
-        let distinct = mutations.count
-        let applied = try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", distinct, seconds: 120)
-        #expect(applied == distinct, "ingest: \(ingests.map(\.standardError))")
-        #expect(try await harness.waitForCount("SELECT count(*) FROM dirty_mark", 0, seconds: 60) == 0, "rollup: \(rollups.map(\.standardError))")
+            // Two of each kind.
+            var ports = [try ServeCLITests.freePort(), try ServeCLITests.freePort()]
+            while ports[1] == ports[0] { ports[1] = try ServeCLITests.freePort() }
+            var environment = ProcessInfo.processInfo.environment
+            environment["REDDOT_KAFKA_BROKERS"] = nil
+            environment["REDDOT_JWT_HS256_SECRET"] = nil
+            func ingest(_ name: String) throws -> ReddotChild {
+                try ReddotChild(
+                    harness.ingestArguments(group: "scale") + ["--instance-id", name], in: harness.folder, name: "\(name)-\(UUID().uuidString.prefix(6))",
+                    environment: environment)
+            }
+            func rollup(_ name: String) throws -> ReddotChild {
+                try ReddotChild(
+                    ["rollup", "--database-url", harness.database.url, "--no-change-feed", "--log-level", "error"], in: harness.folder,
+                    name: "\(name)-\(UUID().uuidString.prefix(6))", environment: environment)
+            }
+            func serve(_ index: Int) throws -> ReddotChild {
+                try ReddotChild(
+                    [
+                        "serve", "--database-url", harness.database.url, "--port", "\(ports[index])", "--host", "127.0.0.1",
+                        "--jwt-hs256-secret", Self.secret, "--log-level", "error",
+                    ], in: harness.folder, name: "serve-\(index)-\(UUID().uuidString.prefix(6))", environment: environment)
+            }
+            var ingests = [try ingest("ingest-a"), try ingest("ingest-b")]
+            var rollups = [try rollup("rollup-a"), try rollup("rollup-b")]
+            var servers = [try serve(0), try serve(1)]
+            defer {
+                for child in ingests + rollups + servers where child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) }
+            }
+            for port in ports { try await ServeCLITests.waitForHealth(port: port, timeout: .seconds(60)) }
 
-        // Every tree equals the model.
-        let store = BadgeStore(pool: harness.pool)
-        var finalVersions: [UserID: Int64] = [:]
-        for id in users {
-            let stored = try await store.tree(for: id)
-            #expect(stored.tree == models[id, default: BadgeTree()].node(at: .root, now: now), "user \(id)")
-            finalVersions[id] = stored.version
-        }
+            // Eight users followed by a stream each, half on each server; a stream whose server goes
+            // away resumes on the other one with Last-Event-ID.
+            let followed = Array(users.prefix(8))
+            var tokens: [UserID: String] = [:]
+            for id in followed {
+                tokens[id] = try await CLITests().reddot(["token", "--subject", id.rawValue, "--jwt-hs256-secret", Self.secret]).stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let logs = followed.map { _ in StreamLog() }
+            let streamPorts = ports
+            let followers = followed.enumerated().map { index, id in
+                let (token, log) = (tokens[id] ?? "", logs[index])
+                return Task { await Self.follow(id, token: token, ports: streamPorts, first: index % 2, log: log) }
+            }
+            defer { for follower in followers { follower.cancel() } }
 
-        // Every stream: versions only rise, and it ends on the user's last version with the
-        // user's tree, as the surviving server answers it.
-        try await ServeCLITests.waitForHealth(port: ports[0], timeout: .seconds(60))
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline, zip(followed, logs).contains(where: { $1.lastVersion != finalVersions[$0] }) {
-            try await Task.sleep(for: .milliseconds(100))
+            // Events flow for about 25 s: early on ingest-a dies (its partitions wait for the group to
+            // hand them over), then rollup-a, and, once every partition flows again, serve 0.
+            var next = 0
+            var slice = 0
+            while next < events.count {
+                let part = Array(events[next..<min(next + 12, events.count)])
+                try await harness.publish(part)
+                next += part.count
+                slice += 1
+                switch slice {
+                case 15:
+                    await Self.sigkill(ingests[0])
+                    ingests[0] = try ingest("ingest-a")
+                case 60:
+                    await Self.sigkill(rollups[0])
+                    rollups[0] = try rollup("rollup-a")
+                case 140:
+                    await Self.sigkill(servers[0])
+                    servers[0] = try serve(0)
+                default:
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+
+            // Every event applied once, every user rolled up.
+            let distinct = mutations.count
+            let applied = try await harness.waitForCount("SELECT count(*) FROM \(AppliedKeys.table)", distinct, seconds: 120)
+            #expect(applied == distinct, "ingest: \(ingests.map(\.standardError))")
+            #expect(try await harness.waitForCount("SELECT count(*) FROM dirty_mark", 0, seconds: 60) == 0, "rollup: \(rollups.map(\.standardError))")
+
+            // Every tree equals the model.
+            let store = BadgeStore(pool: harness.pool)
+            var finalVersions: [UserID: Int64] = [:]
+            for id in users {
+                let stored = try await store.tree(for: id)
+                #expect(stored.tree == models[id, default: BadgeTree()].node(at: .root, now: now), "user \(id)")
+                finalVersions[id] = stored.version
+            }
+
+            // Every stream: versions only rise, and it ends on the user's last version with the
+            // user's tree, as the surviving server answers it.
+            try await ServeCLITests.waitForHealth(port: ports[0], timeout: .seconds(60))
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline, zip(followed, logs).contains(where: { $1.lastVersion != finalVersions[$0] }) {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            for (index, id) in followed.enumerated() {
+                let log = logs[index]
+                let versions = log.events.map(\.version)
+                #expect(versions == versions.sorted() && Set(versions).count == versions.count, "\(id): \(versions)")
+                #expect(log.lastVersion == finalVersions[id], "\(id): the stream ended at \(log.lastVersion ?? -1)")
+                let (status, body) = try await ServeCLITests.get(port: ports[1], "/v1/users/\(id.rawValue)/badges", token: tokens[id])
+                #expect(status == 200, "\(body)")
+                let served = try StreamLog.nodes(ofTree: body)
+                #expect(log.nodes == served, "\(id): the stream's tree differs from the server's")
+                #expect(log.snapshots == 1, "\(id): every resume was answered from the change log, not with a snapshot")
+            }
+            // The streams on the server that died resumed on the other one.
+            let resumed = logs.enumerated().filter { $0.offset % 2 == 0 }.map { $0.element.connections }
+            #expect(resumed.allSatisfy { $0 >= 2 }, "connections per stream on server 0: \(resumed)")
+            for follower in followers { follower.cancel() }
         }
-        for (index, id) in followed.enumerated() {
-            let log = logs[index]
-            let versions = log.events.map(\.version)
-            #expect(versions == versions.sorted() && Set(versions).count == versions.count, "\(id): \(versions)")
-            #expect(log.lastVersion == finalVersions[id], "\(id): the stream ended at \(log.lastVersion ?? -1)")
-            let (status, body) = try await ServeCLITests.get(port: ports[1], "/v1/users/\(id.rawValue)/badges", token: tokens[id])
-            #expect(status == 200, "\(body)")
-            let served = try StreamLog.nodes(ofTree: body)
-            #expect(log.nodes == served, "\(id): the stream's tree differs from the server's")
-            #expect(log.snapshots == 1, "\(id): every resume was answered from the change log, not with a snapshot")
-        }
-        // The streams on the server that died resumed on the other one.
-        let resumed = logs.enumerated().filter { $0.offset % 2 == 0 }.map { $0.element.connections }
-        #expect(resumed.allSatisfy { $0 >= 2 }, "connections per stream on server 0: \(resumed)")
-        for follower in followers { follower.cancel() }
     }
 
     private static func sigkill(_ child: ReddotChild) async {

@@ -5,8 +5,10 @@ public import Foundation
 enum RFC3339 {
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `t`, `z` and a space for `T` are
     /// accepted as RFC 3339 allows. Returns nil for anything else, an impossible date, or an
-    /// instant outside 1970-01-01T00:00:00Z … 9999-12-31T23:59:59.99997Z (after the offset).
-    static func parse(_ text: String) -> Date? {
+    /// instant outside 1970-01-01T00:00:00Z … 9999-12-31T23:59:59.99997Z (after the offset);
+    /// with `clamping`, such an instant is read as the nearest end of that range instead (for a
+    /// time that only has to be compared with now, such as a snooze's end).
+    static func parse(_ text: String, clamping: Bool = false) -> Date? {
         let bytes = Array(text.utf8)
         var index = 0
         func digits(_ count: Int) -> Int? {
@@ -66,7 +68,9 @@ enum RFC3339 {
         // RFC 3339 has no years. Checked on the Double the Date holds: near 9999 its unit in the
         // last place is about 30 µs, so 23:59:59.999999 rounds to the year 10000.
         let interval = Double(seconds) + fraction
-        guard interval >= Self.firstSecond, interval < Self.endSecond else { return nil }
+        guard interval >= Self.firstSecond, interval < Self.endSecond else {
+            return clamping ? Date(timeIntervalSince1970: min(max(interval, Self.firstSecond), Self.endSecond - 1)) : nil
+        }
         return Date(timeIntervalSince1970: interval)
     }
 
@@ -154,6 +158,14 @@ extension Date {
     /// of events' times, for the API and the command line too.
     public init?(rfc3339 text: String) {
         guard let date = RFC3339.parse(text) else { return nil }
+        self = date.toMicroseconds
+    }
+
+    /// Parses an RFC 3339 timestamp of any year 0000–9999, an instant before 1970 read as
+    /// 1970-01-01T00:00:00Z and one after 9999 as 9999-12-31T23:59:59Z: for a time that is only
+    /// compared with now (a snooze's end), where that changes nothing. Nil for anything else.
+    public init?(rfc3339Clamping text: String) {
+        guard let date = RFC3339.parse(text, clamping: true) else { return nil }
         self = date.toMicroseconds
     }
 
