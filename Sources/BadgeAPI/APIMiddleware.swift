@@ -77,15 +77,22 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// A route: a method, a path pattern (a `:name` segment matches any one segment) and its handler.
+/// A route: a method, a path pattern (a `:name` segment matches any one segment), what it
+/// requires of its caller (checked before the handler runs, by the router's access middleware)
+/// and its handler.
 struct APIRoute<Context: RequestContext>: Sendable {
     var method: HTTPRequest.Method
     var path: String
+    var access: RouteAccess
     var handler: @Sendable (Request, Context) async throws -> Response
 
-    init(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, Context) async throws -> Response) {
+    init(
+        _ method: HTTPRequest.Method, _ path: String, access: RouteAccess,
+        _ handler: @escaping @Sendable (Request, Context) async throws -> Response
+    ) {
         self.method = method
         self.path = path
+        self.access = access
         self.handler = handler
     }
 }
@@ -112,11 +119,23 @@ struct RouteTable: Sendable {
 
 extension Router {
     /// Serves `routes` behind the API middleware, which answers another method on one of their
-    /// paths with 405 and `Allow`.
-    func addAPIRoutes(_ routes: [APIRoute<Context>], logger: Logger) {
+    /// paths with 405 and `Allow`; each route whose access is not `.open` behind the middleware
+    /// `guarding` makes for it.
+    func addAPIRoutes(
+        _ routes: [APIRoute<Context>], logger: Logger, guarding: (RouteAccess) -> (any MiddlewareProtocol<Request, Response, Context>)? = { _ in nil }
+    ) {
         add(middleware: APIMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
         for route in routes {
-            on(RouterPath(route.path), method: route.method, use: route.handler)
+            if case .open = route.access {
+                on(RouterPath(route.path), method: route.method, use: route.handler)
+            } else if let middleware = guarding(route.access) {
+                self.group().add(middleware: middleware).on(RouterPath(route.path), method: route.method, use: route.handler)
+            } else {
+                // A guarded route without its guard would answer anyone: refuse it instead.
+                on(RouterPath(route.path), method: route.method) { (_: Request, _: Context) throws -> Response in
+                    throw APIError(.internalServerError, code: "internal", message: "this route's access check is missing")
+                }
+            }
         }
     }
 }

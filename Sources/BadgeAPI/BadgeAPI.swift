@@ -69,10 +69,27 @@ public struct BadgeAPI: Sendable {
         hub.attach(store: store, display: configuration.display)
     }
 
-    /// The router with every route.
-    public func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
-        router.addAPIRoutes(badgeRoutes + changeRoutes + streamRoutes + eventRoutes + userRoutes + deviceRoutes + webhookRoutes + operationRoutes, logger: logger)
+    /// Every route, by controller.
+    var routes: [APIRoute<APIRequestContext>] {
+        BadgesController(api: self).routes + ChangesController(api: self).routes + StreamController(api: self).routes
+            + EventsController(api: self).routes + UsersController(api: self).routes + DevicesController(api: self).routes
+            + WebhooksController(api: self).routes + OperationsController(api: self).routes
+    }
+
+    /// The router with every route, each behind its access check (``AccessMiddleware``).
+    public func makeRouter() -> Router<APIRequestContext> {
+        let router = Router(context: APIRequestContext.self)
+        let (authenticator, store) = (authenticator, store)
+        let timeout = configuration.databaseTimeout
+        router.addAPIRoutes(routes, logger: logger) { access in
+            AccessMiddleware(access: access, authenticator: authenticator) { user in
+                do {
+                    return try await store.userExists(user, deadline: .now + timeout)
+                } catch {
+                    throw APIError.from(error)
+                }
+            }
+        }
         return router
     }
 
@@ -98,7 +115,46 @@ public struct BadgeAPI: Sendable {
             logger: logger)
     }
 
-    // MARK: - helpers
+    // MARK: - helpers the controllers share
+
+    /// `user`'s view of the tree, or of the subtree at `path` down to `depth` levels (nil: all),
+    /// at least as new as `floor` and as the version this server's last action for the user left.
+    func readView(_ user: UserID, at path: BadgePath, depth: Int? = nil, floor: ReadFloor = .any) async throws -> UserView {
+        storeReads.increment()
+        var floor = floor
+        if let written = written.floor(for: user), written > floor.minimumVersion ?? 0, floor != .latest { floor = .version(written) }
+        return try await storage { deadline in
+            try await store.readView(for: user, within: path, depth: depth, floor: floor, deadline: deadline)
+        }
+    }
+
+    /// The answer shape of `view`.
+    func tree(_ user: UserID, _ view: UserView) -> UserBadgeTree {
+        UserBadgeTree(
+            user: user, version: view.version, aggregates: view.visibleAggregates, at: view.path, depth: view.depth, display: configuration.display,
+            mutes: view.mutes)
+    }
+
+    /// Runs a stream's or long-poll's route for `user` (authorized by the route's access check),
+    /// holding a slot of the stream limits until the response has been written (or dropped);
+    /// over a limit, 503 or 429 with `Retry-After`. Only a caller who may act for the user takes
+    /// (or learns about) that user's slots: a flood of bad tokens must not use up a victim's
+    /// streams.
+    func limitingStreams(_ user: UserID, _ route: () async throws -> Response) async throws -> Response {
+        switch streamLimiter.acquire(user.rawValue) {
+        case .failure(let refusal):
+            throw refusal
+        case .success(let permit):
+            var response = try await route()
+            let body = response.body
+            response.body = ResponseBody(contentLength: body.contentLength) { writer in
+                defer { permit.release() }
+                try await body.write(writer)
+            }
+            return response
+        }
+    }
+
 
     /// The request body; 413 when it is over `limit` bytes, 408 when it has not all arrived
     /// within the body timeout, 400 when its framing is broken.

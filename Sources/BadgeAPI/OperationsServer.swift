@@ -11,8 +11,8 @@ public enum OperationsServer {
         let router = Router(context: BasicRequestContext.self)
         router.addAPIRoutes(
             [
-                APIRoute(.get, "/healthz") { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") },
-                APIRoute(.get, "/metrics") { _, _ in BadgeAPI.metricsResponse(registry) },
+                APIRoute(.get, "/healthz", access: .open) { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") },
+                APIRoute(.get, "/metrics", access: .open) { _, _ in OperationsController.metricsResponse(registry) },
             ], logger: logger)
         return Application(
             router: router,

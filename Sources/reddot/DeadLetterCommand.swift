@@ -68,10 +68,10 @@ struct DeadLetterCommand: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try database.logger(label: "reddot.dlq")
-            let filter = DeadLetters.Filter(
+            let filter = DeadLetterFilter(
                 ids: selection.ids, reason: selection.reason, includeReplayed: all, afterID: afterID, limit: limit)
             let records = try await withDatabase(database, logger: logger) { connection in
-                try DeadLetters.list(filter, on: connection)
+                try DeadLetterStore.list(filter, on: connection)
             }
             for record in records {
                 print(json ? record.jsonLine : record.textLine)
@@ -119,9 +119,9 @@ struct DeadLetterCommand: AsyncParsableCommand {
             var total = ReplayOutcome()
             var afterID: Int64 = 0
             while true {
-                let filter = DeadLetters.Filter(ids: selection.ids, reason: selection.reason, afterID: afterID, limit: 500)
+                let filter = DeadLetterFilter(ids: selection.ids, reason: selection.reason, afterID: afterID, limit: 500)
                 let outcome = try await withDatabase(database, logger: logger, transaction: true) { connection in
-                    try DeadLetters.replay(filter, rules: ruleSet, on: connection)
+                    try DeadLetterReplay.replay(filter, rules: ruleSet, on: connection)
                 }
                 let seen = outcome.replayed + outcome.alreadyApplied + outcome.stillRejected.map(\.id)
                 guard let last = seen.max() else { break }

@@ -259,6 +259,36 @@ struct APIRouteTests {
         }
     }
 
+    @Test("every route of the router is in the document, and each is guarded as its path says: a user's routes by the user, the admin ones by the scope")
+    func routeTable() async throws {
+        try await MemoryHarness.with { harness in
+            let document = try await harness.get("/openapi.yaml", token: nil)
+            let parsed = try #require(try Yams.load(yaml: document.text) as? [String: Any])
+            let paths = (parsed["paths"] as? [String: Any]) ?? [:]
+            for route in harness.api.routes {
+                // `:user` in the router is `{user}` in the document.
+                let documented = route.path.split(separator: "/", omittingEmptySubsequences: false)
+                    .map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }.joined(separator: "/")
+                let operations = paths[documented] as? [String: Any]
+                #expect(operations?[route.method.rawValue.lowercased()] != nil, "\(route.method) \(documented) is not in the document")
+                switch route.access {
+                case .user(let queryToken):
+                    #expect(route.path.hasPrefix("/v1/users/:user/"), "\(route.path)")
+                    #expect(queryToken == route.path.hasSuffix("/badges/stream"), "only the stream takes ?access_token=: \(route.path)")
+                case .adminOfUser:
+                    #expect(["/v1/users/:user", "/v1/users/:user/export"].contains(route.path), "\(route.path)")
+                case .admin:
+                    #expect(route.path.hasPrefix("/v1/webhooks"), "\(route.path)")
+                case .publisher:
+                    #expect(route.path == "/v1/events")
+                case .open:
+                    #expect(!route.path.hasPrefix("/v1/"), "an API route without an access check: \(route.method) \(route.path)")
+                }
+            }
+            #expect(harness.api.routes.count >= 20)
+        }
+    }
+
     @Test("the document's patterns are the server's own: If-Match on both actions, a webhook's url and secret; the server reads them alike")
     func documentPatterns() async throws {
         let text = try String(contentsOf: Repository.root.appendingPathComponent("Sources/BadgeAPI/Resources/openapi.yaml"), encoding: .utf8)

@@ -17,16 +17,16 @@ struct DeadLetterTests {
                 record(#"{"id":"p3","op":"incr","user":"zoe","path":"root.chat.c1","by":2}"#, offset: 2, key: "zoe"),
             ]
             _ = try await fixture.commitOwned(PreparedBatch(records: records, rules: testRules))
-            let listed = try await fixture.pool.withConnection { try DeadLetters.list(DeadLetters.Filter(), on: $0) }
+            let listed = try await fixture.pool.withConnection { try DeadLetterStore.list(DeadLetterFilter(), on: $0) }
             #expect(listed.map(\.reason) == ["unknown_type", "invalid_path"])
             #expect(listed.map(\.record.offset) == [0, 1])
             #expect(listed.first?.record.payload == records[0].payload)
             #expect(try await fixture.pool.withConnection {
-                try DeadLetters.list(DeadLetters.Filter(reason: "invalid_path"), on: $0)
+                try DeadLetterStore.list(DeadLetterFilter(reason: "invalid_path"), on: $0)
             }.map(\.eventID) == ["p2"])
 
             // Before the cause is fixed nothing changes.
-            let early = try await fixture.pool.withTransaction { try DeadLetters.replay(DeadLetters.Filter(), rules: testRules, on: $0) }
+            let early = try await fixture.pool.withTransaction { try DeadLetterReplay.replay(DeadLetterFilter(), rules: testRules, on: $0) }
             #expect(early.replayed.isEmpty && early.stillRejected.map(\.rejection.reason) == [.unknownType, .invalidPath])
 
             let fixed = try RuleSet(
@@ -36,7 +36,7 @@ struct DeadLetterTests {
                         op: incr
                         path: root.promo.{item}
                     """)
-            let outcome = try await fixture.pool.withTransaction { try DeadLetters.replay(DeadLetters.Filter(), rules: fixed, on: $0) }
+            let outcome = try await fixture.pool.withTransaction { try DeadLetterReplay.replay(DeadLetterFilter(), rules: fixed, on: $0) }
             #expect(outcome.replayed == [listed[0].id])
             #expect(outcome.stillRejected.map(\.id) == [listed[1].id])
             try await fixture.drainDirtyUsers()
@@ -44,12 +44,12 @@ struct DeadLetterTests {
             #expect(zoe.tree?.count == 3)
 
             // A second replay takes nothing again; the record stays, marked replayed.
-            let again = try await fixture.pool.withTransaction { try DeadLetters.replay(DeadLetters.Filter(), rules: fixed, on: $0) }
+            let again = try await fixture.pool.withTransaction { try DeadLetterReplay.replay(DeadLetterFilter(), rules: fixed, on: $0) }
             #expect(again.replayed.isEmpty && again.alreadyApplied.isEmpty)
             try await fixture.drainDirtyUsers()
             #expect(try await fixture.store.tree(for: user("zoe")).tree?.count == 3)
             let everything = try await fixture.pool.withConnection {
-                try DeadLetters.list(DeadLetters.Filter(includeReplayed: true), on: $0)
+                try DeadLetterStore.list(DeadLetterFilter(includeReplayed: true), on: $0)
             }
             #expect(everything.count == 2)
             #expect(everything[0].replayedAt != nil && everything[1].replayedAt == nil)
@@ -67,7 +67,7 @@ struct DeadLetterTests {
             _ = try await fixture.commitOwned(
                 PreparedBatch(records: [record(#"{"id":"q1","op":"incr","user":"yan","path":"root.promo.i1","by":1}"#, offset: 1, key: "yan")], rules: testRules))
             let fixed = try RuleSet(yaml: "rules:\n  - type: promo.started\n    op: incr\n    path: root.promo.{item}\n")
-            let outcome = try await fixture.pool.withTransaction { try DeadLetters.replay(DeadLetters.Filter(), rules: fixed, on: $0) }
+            let outcome = try await fixture.pool.withTransaction { try DeadLetterReplay.replay(DeadLetterFilter(), rules: fixed, on: $0) }
             #expect(outcome.alreadyApplied.count == 1 && outcome.replayed.isEmpty)
             try await fixture.drainDirtyUsers()
             #expect(try await fixture.store.tree(for: user("yan")).tree?.count == 1)

@@ -6,14 +6,16 @@ import Hummingbird
 import NIOCore
 
 /// `GET /v1/users/{user}/badges/changes?since=V`: delta polling from the change log.
-extension BadgeAPI {
+struct ChangesController {
+    let api: BadgeAPI
+
     /// The most versions a delta answer reaches back; a client further behind reads the tree.
     static let maximumDeltaVersions = 10_000
 
-    var changeRoutes: [APIRoute<BasicRequestContext>] {
+    var routes: [APIRoute<APIRequestContext>] {
         [
-            APIRoute(.get, "/v1/users/:user/badges/changes") { request, context in
-                try await self.changes(request, user: try await self.authorize(request, context).1)
+            APIRoute(.get, "/v1/users/:user/badges/changes", access: .user(queryToken: false)) { request, context in
+                try await self.changes(request, user: try context.requireUser())
             }
         ]
     }
@@ -29,7 +31,7 @@ extension BadgeAPI {
         guard let sinceText = parameters["since"] else {
             throw APIError.badRequest("invalid_query", "changes needs since=VERSION (the version the client shows)")
         }
-        let query = try TreeQuery(parameters, maximumWait: configuration.maximumWait)
+        let query = try TreeQuery(parameters, maximumWait: api.configuration.maximumWait)
         guard case .tree(let path, let depth) = query.target, query.wait == nil else {
             throw APIError.badRequest("invalid_query", "changes takes since, path and depth only (for several nodes or a long-poll, use GET …/badges)")
         }
@@ -40,9 +42,9 @@ extension BadgeAPI {
             throw APIError(error)
         }
         // Never a delta that ends before what this server's last action for the user left.
-        let floor = ReadFloor(atLeast: written.floor(for: user))
-        let history = try await storage { deadline in
-            try await store.history(
+        let floor = ReadFloor(atLeast: api.written.floor(for: user))
+        let history = try await api.storage { deadline in
+            try await api.store.history(
                 for: user, since: since, stepwise: false, limit: Self.maximumDeltaVersions, floor: floor, deadline: deadline)
         }
         guard let history, let then = history.first, let now = history.last else {
@@ -52,19 +54,19 @@ extension BadgeAPI {
                     + "\(Self.maximumDeltaVersions) back): read the tree with GET /v1/users/{user}/badges")
         }
         var headers = HTTPFields()
-        headers[.eTag] = Self.etag(now.version)
+        headers[.eTag] = BadgeAPI.etag(now.version)
         headers[.cacheControl] = "private, no-cache"
         guard now.version != then.version else { return Response(status: .notModified, headers: headers) }
-        deltas.increment()
-        let display = configuration.display
+        api.deltas.increment()
+        let display = api.configuration.display
         let before = UserBadgeTree(user: user, version: then.version, aggregates: then.aggregates, at: path, depth: depth, display: display)
         let after = UserBadgeTree(user: user, version: now.version, aggregates: now.aggregates, at: path, depth: depth, display: display)
         let mutesThen = then.mutes.filter { $0.concerns(path) }, mutesNow = now.mutes.filter { $0.concerns(path) }
         let delta = TreeDelta(
-            user: user, since: since, version: now.version, changed: Self.changedNodes(from: before.tree, to: after.tree),
+            user: user, since: since, version: now.version, changed: StreamController.changedNodes(from: before.tree, to: after.tree),
             mutes: mutesThen == mutesNow ? nil : mutesNow)
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try Self.encode(delta)))
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try BadgeAPI.encode(delta)))
     }
 }
 

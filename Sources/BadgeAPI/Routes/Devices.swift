@@ -7,20 +7,22 @@ import NIOCore
 
 /// `PUT` and `DELETE /v1/users/{user}/devices/{device}`: the devices `reddot push run` keeps
 /// showing the user's app-icon number, registered with the user's own token.
-extension BadgeAPI {
-    var deviceRoutes: [APIRoute<BasicRequestContext>] {
+struct DevicesController {
+    let api: BadgeAPI
+
+    var routes: [APIRoute<APIRequestContext>] {
         [
-            APIRoute(.put, "/v1/users/:user/devices/:device") { request, context in
-                let (_, user) = try await self.authorize(request, context)
-                let body = try await self.collectBody(request, limit: configuration.maximumBodySize)
+            APIRoute(.put, "/v1/users/:user/devices/:device", access: .user(queryToken: false)) { request, context in
+                let user = try context.requireUser()
+                let body = try await api.collectBody(request, limit: api.configuration.maximumBodySize)
                 let device = try Self.device(id: context.parameters.get("device") ?? "", body)
-                let created = try await self.storage { deadline in try await self.store.registerDevice(device, for: user, deadline: deadline) }
-                return Self.json(status: created ? .created : .ok, String(decoding: try Self.encode(device).readableBytesView, as: UTF8.self))
+                let created = try await api.storage { deadline in try await api.store.registerDevice(device, for: user, deadline: deadline) }
+                return BadgeAPI.json(status: created ? .created : .ok, String(decoding: try BadgeAPI.encode(device).readableBytesView, as: UTF8.self))
             },
-            APIRoute(.delete, "/v1/users/:user/devices/:device") { request, context in
-                let (_, user) = try await self.authorize(request, context)
+            APIRoute(.delete, "/v1/users/:user/devices/:device", access: .user(queryToken: false)) { _, context in
+                let user = try context.requireUser()
                 let id = context.parameters.get("device") ?? ""
-                guard try await self.storage({ deadline in try await self.store.removeDevice(id, of: user, deadline: deadline) }) else {
+                guard try await api.storage({ deadline in try await api.store.removeDevice(id, of: user, deadline: deadline) }) else {
                     throw APIError(.notFound, code: "not_found", message: "no device \(id.prefix(128)) for this user")
                 }
                 return Response(status: .noContent)

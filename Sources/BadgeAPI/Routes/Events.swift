@@ -4,20 +4,18 @@ import Hummingbird
 import NIOCore
 
 /// `POST /v1/events`: checked events into the event log, for ingest to consume.
-extension BadgeAPI {
-    var eventRoutes: [APIRoute<BasicRequestContext>] {
-        [APIRoute(.post, "/v1/events") { request, _ in try await self.publishEvents(request) }]
+struct EventsController {
+    let api: BadgeAPI
+
+    var routes: [APIRoute<APIRequestContext>] {
+        [APIRoute(.post, "/v1/events", access: .publisher) { request, _ in try await self.publishEvents(request) }]
     }
 
     private func publishEvents(_ request: Request) async throws -> Response {
-        let principal = try await authenticator.authenticate(request.headers[.authorization])
-        guard principal.mayPublish else {
-            throw APIError(.forbidden, code: "forbidden", message: "publishing needs a token with scope reddot:admin or reddot:publish")
-        }
-        guard let publisher else {
+        guard let publisher = api.publisher else {
             throw APIError(.serviceUnavailable, code: "publishing_disabled", message: "this server has no Kafka producer (start it with --brokers)")
         }
-        let body = Array(buffer: try await collectBody(request, limit: configuration.maximumEventsBodySize))
+        let body = Array(buffer: try await api.collectBody(request, limit: api.configuration.maximumEventsBodySize))
         let contentType = request.headers[.contentType]?.lowercased() ?? ""
         let lines: [ArraySlice<UInt8>]
         if contentType.hasPrefix("application/x-ndjson") || contentType.hasPrefix("application/jsonl") {
@@ -43,11 +41,11 @@ extension BadgeAPI {
         do {
             delivered = try await publisher.publish(records)
         } catch {
-            logger.info("publishing events failed", metadata: [RedDotLogKey.error: "\(error)"])
+            api.logger.info("publishing events failed", metadata: [RedDotLogKey.error: "\(error)"])
             throw APIError.unavailable("the event log (Kafka) did not take the events; retry (event ids make it safe)")
         }
         let items = zip(ids, delivered).map { PublishedEvent(id: $0, partition: $1.partition, offset: $1.offset) }
-        return Self.json(status: .accepted, String(decoding: try Self.encode(PublishAnswer(published: items.count, events: items)).readableBytesView, as: UTF8.self))
+        return BadgeAPI.json(status: .accepted, String(decoding: try BadgeAPI.encode(PublishAnswer(published: items.count, events: items)).readableBytesView, as: UTF8.self))
     }
 }
 

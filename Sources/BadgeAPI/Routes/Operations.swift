@@ -12,21 +12,23 @@ import Prometheus
 /// user's badge tree as red dots and numbers, kept current by the stream: the fastest way to see
 /// what RedDot does. `/?user=alice&token=JWT` opens alice's tree (the token goes to the stream as
 /// `access_token`, because browsers' EventSource cannot send headers); without them, a form asks.
-extension BadgeAPI {
-    var operationRoutes: [APIRoute<BasicRequestContext>] {
-        var routes: [APIRoute<BasicRequestContext>] = [
-            APIRoute(.get, "/healthz") { _, _ in Self.json(status: .ok, "{\"status\":\"ok\"}") },
-            APIRoute(.get, "/readyz") { _, _ in await self.readiness() },
-            APIRoute(.get, "/metrics") { _, _ in try self.metricsPage() },
-            APIRoute(.get, "/openapi.yaml") { _, _ in
+struct OperationsController {
+    let api: BadgeAPI
+
+    var routes: [APIRoute<APIRequestContext>] {
+        var routes: [APIRoute<APIRequestContext>] = [
+            APIRoute(.get, "/healthz", access: .open) { _, _ in BadgeAPI.json(status: .ok, "{\"status\":\"ok\"}") },
+            APIRoute(.get, "/readyz", access: .open) { _, _ in await self.readiness() },
+            APIRoute(.get, "/metrics", access: .open) { _, _ in try self.metricsPage() },
+            APIRoute(.get, "/openapi.yaml", access: .open) { _, _ in
                 var headers = HTTPFields()
                 headers[.contentType] = "application/yaml; charset=utf-8"
                 return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml)))
             },
         ]
-        if configuration.liveView {
+        if api.configuration.liveView {
             routes.append(
-                APIRoute(.get, "/") { _, _ in
+                APIRoute(.get, "/", access: .open) { _, _ in
                     var headers = HTTPFields()
                     headers[.contentType] = "text/html; charset=utf-8"
                     headers[.cacheControl] = "no-store"
@@ -37,19 +39,19 @@ extension BadgeAPI {
     }
 
     private func readiness() async -> Response {
-        var problems = await store.readinessProblems(deadline: .now + .seconds(2))
-        if !hub.isListening { problems.append("the change listener is not connected") }
+        var problems = await api.store.readinessProblems(deadline: .now + .seconds(2))
+        if !api.hub.isListening { problems.append("the change listener is not connected") }
         if problems.isEmpty {
-            for check in readinessChecks {
+            for check in api.readinessChecks {
                 if let problem = await check() { problems.append(problem) }
             }
         }
-        if problems.isEmpty { return Self.json(status: .ok, "{\"status\":\"ready\"}") }
+        if problems.isEmpty { return BadgeAPI.json(status: .ok, "{\"status\":\"ready\"}") }
         return APIError(.serviceUnavailable, code: "not_ready", message: problems.joined(separator: "; ")).response()
     }
 
     private func metricsPage() throws -> Response {
-        guard let metrics else { throw APIError(.notFound, code: "not_found", message: "metrics are not enabled") }
+        guard let metrics = api.metrics else { throw APIError(.notFound, code: "not_found", message: "metrics are not enabled") }
         return Self.metricsResponse(metrics)
     }
 

@@ -4,36 +4,18 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-extension BadgeAPI {
-    var streamRoutes: [APIRoute<BasicRequestContext>] {
+/// `GET /v1/users/{user}/badges/stream`: the user's tree as Server-Sent Events, for the user the
+/// route's access check found.
+struct StreamController {
+    let api: BadgeAPI
+
+    var routes: [APIRoute<APIRequestContext>] {
         [
-            APIRoute(.get, "/v1/users/:user/badges/stream") { request, context in
-                try await self.limitingStreams(request, context, queryToken: true) { user in try await self.stream(request, user: user) }
+            APIRoute(.get, "/v1/users/:user/badges/stream", access: .user(queryToken: true)) { request, context in
+                let user = try context.requireUser()
+                return try await api.limitingStreams(user) { try await self.stream(request, user: user) }
             }
         ]
-    }
-
-    /// Authorizes a stream or long-poll and runs its route for the user, holding a slot of the
-    /// stream limits until the response has been written (or dropped); over a limit, 503 or 429
-    /// with `Retry-After`.
-    func limitingStreams(
-        _ request: Request, _ context: BasicRequestContext, queryToken: Bool, _ route: (UserID) async throws -> Response
-    ) async throws -> Response {
-        // Only a caller who may act for the user takes (or learns about) that user's slots: a
-        // flood of bad tokens must not use up a victim's streams.
-        let (_, user) = try await authorize(request, context, queryToken: queryToken)
-        switch streamLimiter.acquire(user.rawValue) {
-        case .failure(let refusal):
-            throw refusal
-        case .success(let permit):
-            var response = try await route(user)
-            let body = response.body
-            response.body = ResponseBody(contentLength: body.contentLength) { writer in
-                defer { permit.release() }
-                try await body.write(writer)
-            }
-            return response
-        }
     }
 
     /// `GET /v1/users/{user}/badges/stream`: Server-Sent Events.
@@ -61,14 +43,14 @@ extension BadgeAPI {
             throw APIError(error)
         }
         // Subscribe before the first read, so that no change can fall between the two.
-        let subscription = hub.subscribe(user)
-        let generation = hub.logReads.generation(of: user)
+        let subscription = api.hub.subscribe(user)
+        let generation = api.hub.logReads.generation(of: user)
         let firstView: UserView
         let first: UserBadgeTree
         let missed: [UserBadgeTree]
         do {
-            firstView = try await readView(user, at: path, floor: ReadFloor(atLeast: resumeVersion))
-            first = tree(user, firstView)
+            firstView = try await api.readView(user, at: path, floor: ReadFloor(atLeast: resumeVersion))
+            first = api.tree(user, firstView)
             missed = try await missedTrees(user, at: path, since: resumeVersion, current: first.version)
         } catch {
             subscription.cancel()
@@ -78,8 +60,8 @@ extension BadgeAPI {
         headers[.contentType] = "text/event-stream; charset=utf-8"
         headers[.cacheControl] = "no-store"
         headers[Self.accelBuffering] = "no"
-        let heartbeat = configuration.heartbeatInterval
-        let logger = self.logger
+        let heartbeat = api.configuration.heartbeatInterval
+        let logger = api.logger
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
@@ -103,7 +85,7 @@ extension BadgeAPI {
                         // The parts of the last are not known: the next wake-up reads.
                         follower = StreamFollower(user: user, current: last, view: nil, generation: generation, followsLog: follower.followsLog)
                     } else if resumeVersion != first.version {
-                        opening += Self.event("snapshot", id: first.version, data: try Self.encode(first))
+                        opening += Self.event("snapshot", id: first.version, data: try BadgeAPI.encode(first))
                     }
                     try await writer.write(ByteBuffer(string: opening))
                     for await wake in subscription.stream {
@@ -114,9 +96,9 @@ extension BadgeAPI {
                         let event: String?
                         do {
                             event = try await follower.next(
-                                after: wake, hub: self.hub, read: { try await self.readView(user, at: path) }, render: { self.tree(user, $0) })
+                                after: wake, hub: api.hub, read: { try await api.readView(user, at: path) }, render: { api.tree(user, $0) })
                         } catch {
-                            logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
+                            api.logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
                             continue
                         }
                         guard let event else { continue }
@@ -136,7 +118,7 @@ extension BadgeAPI {
         guard !changed.isEmpty || mutes != nil else { return nil }
         return event(
             "change", id: after.version,
-            data: try encode(TreeChange(user: after.user, version: after.version, changed: changed, mutes: mutes)))
+            data: try BadgeAPI.encode(TreeChange(user: after.user, version: after.version, changed: changed, mutes: mutes)))
     }
 
     /// The most versions a stream replays on resume; a client further behind gets a snapshot.
@@ -148,13 +130,13 @@ extension BadgeAPI {
     private func missedTrees(_ user: UserID, at path: BadgePath, since: Int64?, current: Int64) async throws -> [UserBadgeTree] {
         guard let since, since < current else { return [] }
         // Up to the version the stream starts from (read from the primary when a replica lags).
-        let history = try await storage { deadline in
-            try await store.history(
+        let history = try await api.storage { deadline in
+            try await api.store.history(
                 for: user, since: since, stepwise: true, limit: Self.maximumReplayVersions, floor: .version(current), deadline: deadline)
         }
         guard let history, history.count > 1 else { return [] }
-        replays.increment()
-        let display = configuration.display
+        api.replays.increment()
+        let display = api.configuration.display
         return history.map {
             UserBadgeTree(
                 user: user, version: $0.version, aggregates: $0.aggregates, at: path, depth: nil, display: display,

@@ -7,37 +7,28 @@ import NIOCore
 
 /// `/v1/users/{user}/export` and `DELETE /v1/users/{user}`: a user's data on request (GDPR
 /// access and erasure), for administrators.
-extension BadgeAPI {
-    var userRoutes: [APIRoute<BasicRequestContext>] {
-        [
-            APIRoute(.get, "/v1/users/:user/export") { request, context in
-                let user = try await self.authorizeAdmin(request, context)
-                let json = try await self.storage { deadline in try await self.store.exportUser(user, deadline: deadline) }
-                return Self.json(status: .ok, json)
-            },
-            APIRoute(.delete, "/v1/users/:user") { request, context in
-                let user = try await self.authorizeAdmin(request, context)
-                let erasure = try await self.storage { deadline in try await self.store.eraseUser(user, deadline: deadline) }
-                self.logger.notice(
-                    "erased a user on request", metadata: ["user": "\(user.rawValue)", "rows": "\(erasure.total)", "settled": "\(erasure.settled)"])
-                return Self.json(status: .ok, String(decoding: try Self.encode(erasure).readableBytesView, as: UTF8.self))
-            },
-        ]
-    }
+struct UsersController {
+    let api: BadgeAPI
 
     /// The user of an administrator's request: a token (401) with the admin scope (403), and a
     /// valid user id (400). The user need not exist: an export of nobody is empty, and erasing
     /// nobody still marks the id, so that events already on their way stay out.
-    private func authorizeAdmin(_ request: Request, _ context: BasicRequestContext) async throws -> UserID {
-        try await requireAdmin(request, for: "a user's export and erasure")
-        return try Self.pathUser(context)
-    }
+    private static let access = RouteAccess.adminOfUser("a user's export and erasure")
 
-    /// A token (401) with the admin scope (403, naming `what` needs it).
-    func requireAdmin(_ request: Request, for what: String) async throws {
-        let principal = try await authenticator.authenticate(request.headers[.authorization])
-        guard principal.isAdmin else {
-            throw APIError(.forbidden, code: "forbidden", message: "\(what) need a token with scope reddot:admin")
-        }
+    var routes: [APIRoute<APIRequestContext>] {
+        [
+            APIRoute(.get, "/v1/users/:user/export", access: Self.access) { _, context in
+                let user = try context.requireUser()
+                let json = try await api.storage { deadline in try await api.store.exportUser(user, deadline: deadline) }
+                return BadgeAPI.json(status: .ok, json)
+            },
+            APIRoute(.delete, "/v1/users/:user", access: Self.access) { _, context in
+                let user = try context.requireUser()
+                let erasure = try await api.storage { deadline in try await api.store.eraseUser(user, deadline: deadline) }
+                api.logger.notice(
+                    "erased a user on request", metadata: ["user": "\(user.rawValue)", "rows": "\(erasure.total)", "settled": "\(erasure.settled)"])
+                return BadgeAPI.json(status: .ok, String(decoding: try BadgeAPI.encode(erasure).readableBytesView, as: UTF8.self))
+            },
+        ]
     }
 }

@@ -5,40 +5,40 @@ import Hummingbird
 import NIOCore
 
 /// `/v1/webhooks`: webhook subscriptions, for administrators (`reddot webhooks run` delivers them).
-extension BadgeAPI {
-    var webhookRoutes: [APIRoute<BasicRequestContext>] {
+struct WebhooksController {
+    let api: BadgeAPI
+
+    private static let access = RouteAccess.admin("webhook subscriptions")
+
+    var routes: [APIRoute<APIRequestContext>] {
         [
-            APIRoute(.get, "/v1/webhooks") { request, _ in
-                try await self.requireAdmin(request, for: "webhook subscriptions")
-                var found = try await self.storage { deadline in try await self.store.webhooks(deadline: deadline) }
+            APIRoute(.get, "/v1/webhooks", access: Self.access) { _, _ in
+                var found = try await api.storage { deadline in try await api.store.webhooks(deadline: deadline) }
                 for index in found.indices { found[index].secret = "whsec_…" }
-                return Self.json(status: .ok, try Self.text(Listing(webhooks: found)))
+                return BadgeAPI.json(status: .ok, try Self.text(Listing(webhooks: found)))
             },
-            APIRoute(.put, "/v1/webhooks/:id") { request, context in
-                try await self.requireAdmin(request, for: "webhook subscriptions")
+            APIRoute(.put, "/v1/webhooks/:id", access: Self.access) { request, context in
                 let id = context.parameters.get("id") ?? ""
-                let body = try await self.collectBody(request, limit: configuration.maximumBodySize)
+                let body = try await api.collectBody(request, limit: api.configuration.maximumBodySize)
                 let subscription = try Self.subscription(id: id, body)
-                let created = try await self.storage { deadline in try await self.store.putWebhook(subscription, deadline: deadline) }
-                self.logger.notice("webhook subscription stored", metadata: ["webhook": "\(id)", "url": "\(subscription.url)"])
-                return Self.json(status: created ? .created : .ok, try Self.text(subscription))
+                let created = try await api.storage { deadline in try await api.store.putWebhook(subscription, deadline: deadline) }
+                api.logger.notice("webhook subscription stored", metadata: ["webhook": "\(id)", "url": "\(subscription.url)"])
+                return BadgeAPI.json(status: created ? .created : .ok, try Self.text(subscription))
             },
-            APIRoute(.delete, "/v1/webhooks/:id") { request, context in
-                try await self.requireAdmin(request, for: "webhook subscriptions")
+            APIRoute(.delete, "/v1/webhooks/:id", access: Self.access) { _, context in
                 let id = context.parameters.get("id") ?? ""
-                guard try await self.storage({ deadline in try await self.store.removeWebhook(id, deadline: deadline) }) else {
+                guard try await api.storage({ deadline in try await api.store.removeWebhook(id, deadline: deadline) }) else {
                     throw Self.noSubscription(id)
                 }
                 return Response(status: .noContent)
             },
-            APIRoute(.post, "/v1/webhooks/:id/replay") { request, context in
-                try await self.requireAdmin(request, for: "webhook subscriptions")
+            APIRoute(.post, "/v1/webhooks/:id/replay", access: Self.access) { _, context in
                 let id = context.parameters.get("id") ?? ""
-                guard try await self.storage({ deadline in try await self.store.webhooks(deadline: deadline) }).contains(where: { $0.id == id }) else {
+                guard try await api.storage({ deadline in try await api.store.webhooks(deadline: deadline) }).contains(where: { $0.id == id }) else {
                     throw Self.noSubscription(id)
                 }
-                let replayed = try await self.storage { deadline in try await self.store.replayWebhook(id, deadline: deadline) }
-                return Self.json(status: .ok, #"{"replayed":\#(replayed)}"#)
+                let replayed = try await api.storage { deadline in try await api.store.replayWebhook(id, deadline: deadline) }
+                return BadgeAPI.json(status: .ok, #"{"replayed":\#(replayed)}"#)
             },
         ]
     }
@@ -76,6 +76,6 @@ extension BadgeAPI {
     }
 
     private static func text(_ value: some Encodable) throws -> String {
-        String(decoding: try encode(value).readableBytesView, as: UTF8.self)
+        String(decoding: try BadgeAPI.encode(value).readableBytesView, as: UTF8.self)
     }
 }

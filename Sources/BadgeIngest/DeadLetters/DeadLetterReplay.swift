@@ -2,24 +2,17 @@ public import BadgeCore
 public import BadgeStore
 public import LibPQ
 
-/// `reddot dlq`: the rejected records kept in `rejected_record`, for listing and for replaying
-/// once their cause is fixed (a rule added, a bug fixed in a producer's mapping).
-public enum DeadLetters {
-    /// Which rejected records to list or replay.
-    public typealias Filter = DeadLetterFilter
-
-    /// The rejected records that match, oldest first.
-    public static func list(_ filter: Filter, on connection: PGConnection) throws(PGError) -> [StoredRejection] {
-        try DeadLetterStore.list(filter, on: connection)
-    }
-
+/// `reddot dlq replay`: the rejected records kept in `rejected_record` (`DeadLetterStore`, which
+/// also lists them), applied again once their cause is fixed (a rule added, a bug fixed in a
+/// producer's mapping).
+public enum DeadLetterReplay {
     /// Replays the matching records not replayed yet, in the caller's transaction: each is decoded
     /// and mapped again with `rules`, as ingest would now. A record that passes is applied exactly
     /// once (its event id is deduplicated like any other: one applied since counts as done) and
     /// marked replayed; it stays in the table. One that still fails is left as it is.
     ///
     /// Rows are locked (`FOR UPDATE SKIP LOCKED`), so two replays never apply a record twice.
-    public static func replay(_ filter: Filter, rules: RuleSet, on connection: PGConnection) throws -> ReplayOutcome {
+    public static func replay(_ filter: DeadLetterFilter, rules: RuleSet, on connection: PGConnection) throws -> ReplayOutcome {
         let stored = try DeadLetterStore.lockForReplay(filter, on: connection)
         var outcome = ReplayOutcome()
         guard !stored.isEmpty else { return outcome }
