@@ -14,7 +14,14 @@ import Darwin
 /// deinit), even after a failed connect. Every call blocks the calling thread, so it must never run
 /// on Swift's cooperative pool: `PGPool` gives each connection its own serial queue and leases it
 /// to one task at a time. Only `cancel()` may be called from another thread.
+///
+/// `@unchecked Sendable` because the type enforces that confinement itself rather than the
+/// compiler: a statement (or a wait for notifications) started while another thread's is running
+/// is refused with `PGError.Code.concurrentUse` before it reaches libpq (`LibPQTests` shows it),
+/// so the mutable state below is only ever touched by one thread at a time.
 public final class PGConnection: @unchecked Sendable {
+    /// Set while a thread runs a statement or waits for notifications on this connection.
+    private let busy = Atomic<Bool>(false)
     private var handle: OpaquePointer?
     private let cancelHandle: Mutex<CancelHandle>
     private let cancelRequested = Atomic<Bool>(false)
@@ -108,6 +115,8 @@ public final class PGConnection: @unchecked Sendable {
     /// logged. - Throws: `PGError` (`.server` with SQLSTATE, `.connectionLost`, `.cancelled`).
     @discardableResult
     public func query(_ statement: PGStatement, _ parameters: [any PGBindable] = []) throws(PGError) -> PGResult {
+        try enter(statement.name)
+        defer { leave() }
         guard let handle else {
             throw PGError(code: .connectionLost, message: "the connection is closed", statement: statement.name)
         }
@@ -130,6 +139,8 @@ public final class PGConnection: @unchecked Sendable {
     /// Runs SQL text with the simple query protocol: several statements, no parameters (migrations,
     /// `BEGIN`/`COMMIT`). Only for trusted SQL; never for text that contains input.
     public func execute(script: String, name: String) throws(PGError) {
+        try enter(name)
+        defer { leave() }
         guard let handle else {
             throw PGError(code: .connectionLost, message: "the connection is closed", statement: name)
         }
@@ -187,6 +198,20 @@ public final class PGConnection: @unchecked Sendable {
         }
     }
 
+    /// Marks the connection in use by this thread; refuses (`.concurrentUse`) when another has it.
+    private func enter(_ statement: String) throws(PGError) {
+        guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
+            throw PGError(
+                code: .concurrentUse,
+                message: "the connection is running another thread's statement; a connection serves one thread at a time (lease it from a PGPool)",
+                statement: statement)
+        }
+    }
+
+    private func leave() {
+        busy.store(false, ordering: .releasing)
+    }
+
     /// Finishes the connection (`PQfinish`); later calls throw `.connectionLost`. Idempotent.
     public func close() {
         cancelHandle.withLock { cancel in
@@ -208,6 +233,8 @@ public final class PGConnection: @unchecked Sendable {
     ///
     /// - Throws: `PGError.Code.connectionLost` when the connection broke.
     public func waitForNotifications(timeoutMilliseconds: Int32) throws(PGError) -> [PGNotification] {
+        try enter("wait for notifications")
+        defer { leave() }
         guard let handle else { throw PGError(code: .connectionLost, message: "the connection is closed") }
         var received = drainNotifications(handle)
         if !received.isEmpty { return received }

@@ -24,6 +24,9 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         public static let poolClosed = Code("poolClosed")
         /// Anything else libpq reported (out of memory, protocol errors).
         public static let client = Code("client")
+        /// A statement was started on a connection another thread was using: a mistake of the
+        /// caller (a connection serves one thread at a time), refused before it reached libpq.
+        public static let concurrentUse = Code("concurrentUse")
         /// The code's name (`server`, `connectionLost`, …).
         public var description: String { name }
     }

@@ -188,6 +188,39 @@ struct LibPQTests {
         await database.drop()
     }
 
+    @Test("a statement from a second thread while the first runs is refused with concurrentUse, and the connection stays good")
+    func concurrentUseRefused() async throws {
+        let connection = try PGConnection.connect(PGConfiguration(connectionString: try TestServer.adminURL()), logger: logger)
+        defer { connection.close() }
+        // The first thread holds the connection in a one-second statement.
+        let first = Thread {
+            _ = try? connection.query(PGStatement("test.sleep", "SELECT pg_sleep(1)", prepared: false))
+        }
+        first.start()
+        // Until the server runs it, a second statement could still go first: wait for the sleep.
+        let probe = try PGConnection.connect(PGConfiguration(connectionString: try TestServer.adminURL()), logger: logger)
+        defer { probe.close() }
+        let pid = connection.backendPID
+        var running = false
+        for _ in 0..<100 where !running {
+            let rows = try probe.query(
+                PGStatement("test.activity", "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active'", prepared: false),
+                [Int(pid)])
+            running = try rows.singleRow().decode(0, as: Int.self) == 1
+            if !running { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(running, "the first thread's statement is running on the server")
+        let error = #expect(throws: PGError.self) { try connection.query(PGStatement("test.one", "SELECT 1", prepared: false)) }
+        #expect(error?.code == .concurrentUse, "\(String(describing: error))")
+        // Once the first thread is done, the connection serves the next one.
+        var one: Int?
+        for _ in 0..<300 where one == nil {
+            one = try? connection.query(PGStatement("test.one", "SELECT 1", prepared: false)).singleRow().decode(0, as: Int.self)
+            if one == nil { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(one == 1)
+    }
+
     @Test("statement_timeout cancels a slow statement")
     func statementTimeout() async throws {
         let pool = try pool(1, statementTimeout: 200)
