@@ -91,7 +91,9 @@ public final class ReplicaListener: Sendable {
     private let pending = Mutex(Batch())
     private let arrived: AsyncStream<Void>
     private let arrival: AsyncStream<Void>.Continuation
-    private let stopped = Atomic<Bool>(false)
+    // Set in `init` after its one throwing call: a default value here made the release build's
+    // optimizer crash (Swift 6.3.1, CopyPropagation on the init's error path).
+    private let stopped: Atomic<Bool>
 
     /// A listener on `primary` (the change channel) whose notifications are released once
     /// `replica` has replayed them, checking every `interval`.
@@ -99,6 +101,7 @@ public final class ReplicaListener: Sendable {
     /// - Throws: `PGError` only for an invalid channel name (a programming error).
     public init(primary: PGConfiguration, replica: PGConfiguration, interval: Duration, logger: Logger) throws(PGError) {
         listener = try PGListener(configuration: primary, channels: [BadgeStore.changeChannel], logger: logger)
+        stopped = Atomic(false)
         var primary = primary
         primary.applicationName = "reddot-serve-changes"
         var replica = replica

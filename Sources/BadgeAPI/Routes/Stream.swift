@@ -98,7 +98,7 @@ struct StreamController {
                             event = try await follower.next(
                                 after: wake, hub: api.hub, read: { try await api.readView(user, at: path) }, render: { api.tree(user, $0) })
                         } catch {
-                            api.logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
+                            logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
                             continue
                         }
                         guard let event else { continue }
