@@ -24,9 +24,12 @@ struct UsersController {
             },
             APIRoute(.delete, "/v1/users/:user", access: Self.access) { _, context in
                 let user = try context.requireUser()
+                // Who asked, for the audit trail: the administrator token's subject.
+                let by = try context.requirePrincipal().subject ?? "-"
                 let erasure = try await api.storage { deadline in try await api.store.eraseUser(user, deadline: deadline) }
                 api.logger.notice(
-                    "erased a user on request", metadata: ["user": "\(user.rawValue)", "rows": "\(erasure.total)", "settled": "\(erasure.settled)"])
+                    "erased a user on request",
+                    metadata: ["user": "\(user.rawValue)", "rows": "\(erasure.total)", "settled": "\(erasure.settled)", "by": "\(by)"])
                 return BadgeAPI.json(status: .ok, String(decoding: try BadgeAPI.encode(erasure).readableBytesView, as: UTF8.self))
             },
         ]
