@@ -143,6 +143,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -257,7 +258,7 @@ let package = Package(
         .testTarget(name: "BadgePublishTests", dependencies: ["BadgePublish", "BadgeCore"], swiftSettings: strictSettings),
         .testTarget(
             name: "RedDotCommandLineTests",
-            dependencies: ["RedDotCommandLine", "BadgeIngest", "RdKafka", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["RedDotCommandLine", "BadgeIngest", "BadgeHooks", "RdKafka", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strictSettings),
         .testTarget(
             name: "BadgeHooksTests",

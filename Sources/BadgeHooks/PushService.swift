@@ -37,11 +37,17 @@ public struct PushConfiguration: Sendable {
     public var firstRetryDelay: Duration
     public var maximumRetryDelay: Duration
 
+    /// APNs' production address (`--apns-url`'s default).
+    public static let apnsProductionURL = "https://api.push.apple.com"
+    /// FCM's address (`--fcm-url`'s default).
+    public static let fcmProductionURL = "https://fcm.googleapis.com"
+
+    /// A configuration; what is left out is `reddot push run`'s default (`PushSettings`).
     public init(
-        kafka: KafkaConfiguration, topic: String = "reddot.changes", group: String = "reddot-push", apnsURL: String = "https://api.push.apple.com",
-        apns: APNsCredentials?, fcmURL: String = "https://fcm.googleapis.com", fcm: FCMCredentials? = nil, trustRootsFile: String? = nil,
-        concurrency: Int = 32, requestTimeout: Duration = .seconds(10), firstRetryDelay: Duration = .seconds(1),
-        maximumRetryDelay: Duration = .seconds(300)
+        kafka: KafkaConfiguration, topic: String = "reddot.changes", group: String = "reddot-push", apnsURL: String = Self.apnsProductionURL,
+        apns: APNsCredentials?, fcmURL: String = Self.fcmProductionURL, fcm: FCMCredentials? = nil, trustRootsFile: String? = nil,
+        concurrency: Int = PushSettings.defaults.concurrency, requestTimeout: Duration = .seconds(PushSettings.defaults.requestTimeoutSeconds),
+        firstRetryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(PushSettings.defaults.maxRetrySeconds)
     ) {
         (self.kafka, self.topic, self.group, self.apnsURL, self.apns, self.trustRootsFile) = (kafka, topic, group, apnsURL, apns, trustRootsFile)
         (self.fcmURL, self.fcm) = (fcmURL, fcm)

@@ -25,10 +25,13 @@ public struct WebhookConfiguration: Sendable {
     /// How long finished deliveries (delivered or dead) are kept for `deliveries` and `replay`.
     public var retention: Duration
 
+    /// A configuration; what is left out is `reddot webhooks run`'s default (`WebhookSettings`).
     public init(
-        kafka: KafkaConfiguration, topic: String = "reddot.changes", group: String = "reddot-webhooks", concurrency: Int = 16,
-        requestTimeout: Duration = .seconds(10), maximumAttempts: Int = 8, firstRetryDelay: Duration = .seconds(5),
-        maximumRetryDelay: Duration = .seconds(6 * 3600), retention: Duration = .seconds(7 * 86_400)
+        kafka: KafkaConfiguration, topic: String = "reddot.changes", group: String = "reddot-webhooks",
+        concurrency: Int = WebhookSettings.defaults.concurrency, requestTimeout: Duration = .seconds(WebhookSettings.defaults.requestTimeoutSeconds),
+        maximumAttempts: Int = WebhookSettings.defaults.maxAttempts, firstRetryDelay: Duration = .seconds(WebhookSettings.defaults.firstRetrySeconds),
+        maximumRetryDelay: Duration = .seconds(WebhookSettings.defaults.maxRetrySeconds),
+        retention: Duration = .seconds(WebhookSettings.defaults.retentionDays * 86_400)
     ) {
         (self.kafka, self.topic, self.group, self.concurrency, self.requestTimeout) = (kafka, topic, group, concurrency, requestTimeout)
         (self.maximumAttempts, self.firstRetryDelay, self.maximumRetryDelay, self.retention) =
@@ -53,5 +56,15 @@ public struct WebhookConfiguration: Sendable {
     public static func retryAfter(_ value: String?) -> Duration? {
         guard let value, let seconds = Int(value.trimmingCharacters(in: .whitespaces)), (0...604_800).contains(seconds) else { return nil }
         return .seconds(seconds)
+    }
+}
+
+extension WebhookConfiguration {
+    /// A configuration of `settings` (`reddot webhooks run`'s flags), reading the feed with `kafka`.
+    public init(kafka: KafkaConfiguration, topic: String, group: String, settings: WebhookSettings) {
+        self.init(
+            kafka: kafka, topic: topic, group: group, concurrency: settings.concurrency, requestTimeout: .seconds(settings.requestTimeoutSeconds),
+            maximumAttempts: settings.maxAttempts, firstRetryDelay: .seconds(settings.firstRetrySeconds),
+            maximumRetryDelay: .seconds(settings.maxRetrySeconds), retention: .seconds(settings.retentionDays * 86_400))
     }
 }

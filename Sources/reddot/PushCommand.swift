@@ -40,21 +40,7 @@ struct PushCommand: AsyncParsableCommand {
         @OptionGroup var operations: OperationsOptions
         @OptionGroup var feed: FeedConsumerOptions
         @OptionGroup var providers: PushProviderOptions
-        @Option(help: "Devices pushed at once (1…1000).")
-        var concurrency: Int = 32
-        @Option(help: "Seconds one push may take (1…300).")
-        var requestTimeoutSeconds: Int = 10
-        @Option(help: "The longest pause between tries of one device, in seconds (1…3600).")
-        var maxRetrySeconds: Int = 300
-
-        func validate() throws {
-            for (name, value, range) in [
-                ("--concurrency", concurrency, 1...1000), ("--request-timeout-seconds", requestTimeoutSeconds, 1...300),
-                ("--max-retry-seconds", maxRetrySeconds, 1...3600),
-            ] where !range.contains(value) {
-                throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
-            }
-        }
+        @OptionGroup var settings: PushSettings
 
         func run() async throws {
             let logger = try database.logger(label: "reddot.push")
@@ -69,7 +55,8 @@ struct PushCommand: AsyncParsableCommand {
                 configuration: PushConfiguration(
                     kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-push", apnsURL: providers.apnsUrl, apns: apns, fcmURL: providers.fcmUrl,
                     fcm: fcm, trustRootsFile: providers.trustRootsFile,
-                    concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds), maximumRetryDelay: .seconds(maxRetrySeconds)),
+                    concurrency: settings.concurrency, requestTimeout: .seconds(settings.requestTimeoutSeconds),
+                    maximumRetryDelay: .seconds(settings.maxRetrySeconds)),
                 pool: pool, logger: logger)
             var services: [any Service] = [service]
             if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }

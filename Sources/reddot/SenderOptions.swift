@@ -18,11 +18,11 @@ struct PushProviderOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The developer team's id (10 characters). Default: REDDOT_APNS_TEAM_ID.", valueName: "id"))
     var apnsTeamId: String?
     @Option(help: ArgumentHelp("APNs' address (https://api.sandbox.push.apple.com for development builds).", valueName: "url"))
-    var apnsUrl: String = "https://api.push.apple.com"
+    var apnsUrl: String = PushConfiguration.apnsProductionURL
     @Option(help: ArgumentHelp("The Firebase project's service account key (JSON). Default: REDDOT_FCM_SERVICE_ACCOUNT_FILE.", valueName: "file"))
     var fcmServiceAccountFile: String?
     @Option(help: ArgumentHelp("FCM's address.", valueName: "url"))
-    var fcmUrl: String = "https://fcm.googleapis.com"
+    var fcmUrl: String = PushConfiguration.fcmProductionURL
     @Option(help: ArgumentHelp("Trust the certificates in this PEM file instead of the system's (a proxy).", valueName: "file"))
     var trustRootsFile: String?
 

@@ -58,28 +58,7 @@ struct WebhooksCommand: AsyncParsableCommand {
         @OptionGroup var feed: FeedConsumerOptions
         @Option(help: ArgumentHelp("A JSON file of subscriptions; replaces the file-made ones at start.", valueName: "file"))
         var subscriptions: String?
-        @Option(help: "Deliveries in flight at once (1…256).")
-        var concurrency: Int = 16
-        @Option(help: "Seconds one try may take (1…300).")
-        var requestTimeoutSeconds: Int = 10
-        @Option(help: "Tries before a delivery is dead (1…30).")
-        var maxAttempts: Int = 8
-        @Option(help: "The pause after the first failed try, in seconds (1…3600).")
-        var firstRetrySeconds: Int = 5
-        @Option(help: "The longest pause between tries, in seconds (1…86400).")
-        var maxRetrySeconds: Int = 21_600
-        @Option(help: "Days finished deliveries are kept (1…3650).")
-        var retentionDays: Int = 7
-
-        func validate() throws {
-            for (name, value, range) in [
-                ("--concurrency", concurrency, 1...256), ("--request-timeout-seconds", requestTimeoutSeconds, 1...300),
-                ("--max-attempts", maxAttempts, 1...30), ("--first-retry-seconds", firstRetrySeconds, 1...3600),
-                ("--max-retry-seconds", maxRetrySeconds, 1...86_400), ("--retention-days", retentionDays, 1...3650),
-            ] where !range.contains(value) {
-                throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
-            }
-        }
+        @OptionGroup var settings: WebhookSettings
 
         func run() async throws {
             let logger = try database.logger(label: "reddot.webhooks")
@@ -93,10 +72,7 @@ struct WebhooksCommand: AsyncParsableCommand {
                     "webhook subscriptions from the file", metadata: ["file": "\(subscriptions)", "put": "\(loaded.count)", "removed": "\(removed)"])
             }
             let service = WebhookService(
-                configuration: WebhookConfiguration(
-                    kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-webhooks", concurrency: concurrency, requestTimeout: .seconds(requestTimeoutSeconds),
-                    maximumAttempts: maxAttempts, firstRetryDelay: .seconds(firstRetrySeconds), maximumRetryDelay: .seconds(maxRetrySeconds),
-                    retention: .seconds(retentionDays * 86_400)),
+                configuration: WebhookConfiguration(kafka: kafka, topic: feed.topic, group: feed.group ?? "reddot-webhooks", settings: settings),
                 pool: pool, logger: logger)
             var services: [any Service] = [service]
             if let server = try operations.server(registry: registry, logger: logger) { services.append(server) }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BadgeHooks
 import BadgeIngest
 import Foundation
 import RedDotCommandLine
@@ -147,6 +148,22 @@ struct RunbookSettingsTests {
         let rows = try Self.tables(under: "Serving: `reddot serve`")
         Self.compare(help: help, runbook: rows, command: "reddot serve")
         #expect(help["--port"] == Entry(variable: "REDDOT_HTTP_PORT", defaultValue: "8080"))
+    }
+
+    @Test("reddot push run and reddot webhooks run: their delivery settings have rows with the same defaults")
+    func senders() throws {
+        for (type, heading, command) in [
+            (PushSettings.self as any ParsableArguments.Type, "Push badges: `reddot push`", "reddot push run"),
+            (WebhookSettings.self, "Signed webhooks: `reddot webhooks`", "reddot webhooks run"),
+        ] {
+            let help = Self.help(of: [type])
+            let rows = try Self.tables(under: heading)
+            #expect(help.count >= 3, "\(command): --help was read")
+            // These tables also hold the credentials and the feed's flags, declared elsewhere:
+            // every delivery setting must have its row; the other rows are not this test's.
+            Self.compare(help: help, runbook: rows.filter { help[$0.key] != nil }, command: command)
+            for flag in help.keys { #expect(rows[flag] != nil, "\(command) \(flag) has no row in the runbook") }
+        }
     }
 
     @Test("a row that differs is found: a changed default, a missing flag")
