@@ -60,11 +60,12 @@ public struct WebhookConfiguration: Sendable {
 }
 
 extension WebhookConfiguration {
-    /// A configuration of `settings` (`reddot webhooks run`'s flags), reading the feed with `kafka`.
+    /// A configuration of `settings` (`reddot webhooks run`'s flags, their ranges held here too:
+    /// a library user's value never overflows), reading the feed with `kafka`.
     public init(kafka: KafkaConfiguration, topic: String, group: String, settings: WebhookSettings) {
         self.init(
             kafka: kafka, topic: topic, group: group, concurrency: settings.concurrency, requestTimeout: .seconds(settings.requestTimeoutSeconds),
             maximumAttempts: settings.maxAttempts, firstRetryDelay: .seconds(settings.firstRetrySeconds),
-            maximumRetryDelay: .seconds(settings.maxRetrySeconds), retention: .seconds(settings.retentionDays * 86_400))
+            maximumRetryDelay: .seconds(settings.maxRetrySeconds), retention: .seconds(min(max(settings.retentionDays, 1), 3_650) * 86_400))
     }
 }

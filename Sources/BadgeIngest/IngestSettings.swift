@@ -169,8 +169,11 @@ extension IngestConfiguration {
     /// Whether a partition with no stored offset starts at its end (`--start-from latest`).
     public var startFromEnd: Bool { settings.startFrom == "latest" }
     /// How long applied event ids are kept for deduplication (`--event-retention-days`, within
-    /// its range whoever set it).
-    public var eventRetention: Duration { .seconds(min(max(settings.eventRetentionDays, 1.0 / 86_400), 36_500) * 86_400) }
+    /// its range whoever set it; a value that is not a number counts as the default).
+    public var eventRetention: Duration {
+        let days = settings.eventRetentionDays.isNaN ? IngestSettings.defaults.eventRetentionDays : settings.eventRetentionDays
+        return .seconds(min(max(days, 1.0 / 86_400), 36_500) * 86_400)
+    }
     /// How long dead letters are kept once published (nil: until deleted by hand).
     public var deadLetterRetention: Duration? {
         settings.deadLetterRetentionDays > 0 ? .seconds(min(settings.deadLetterRetentionDays, 36_500) * 86_400) : nil

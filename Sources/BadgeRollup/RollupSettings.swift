@@ -116,7 +116,11 @@ extension RollupConfiguration {
     public var expiryInterval: Duration { .milliseconds(max(0, settings.expiryIntervalMilliseconds)) }
     /// How long the change log keeps a version, for delta polling and stream resume
     /// (`--change-retention-hours`, within its range whoever set it).
-    public var changeRetention: Duration { .seconds(min(max(settings.changeRetentionHours, 0), 8_760) * 3_600) }
+    public var changeRetention: Duration {
+        // A value that is not a number (only a library user can set one) counts as the default.
+        let hours = settings.changeRetentionHours.isNaN ? RollupSettings.defaults.changeRetentionHours : settings.changeRetentionHours
+        return .seconds(min(max(hours, 0), 8_760) * 3_600)
+    }
     /// How long a withdrawn broadcast (cleared for everyone, or expired) and the users'
     /// dismissals of it are kept before the sweeper deletes them, every `changePruneInterval`;
     /// nil keeps them (`--withdrawn-broadcast-retention-days 0`).

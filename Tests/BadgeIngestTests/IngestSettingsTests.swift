@@ -45,6 +45,13 @@ struct IngestSettingsTests {
         #expect(configuration.deadLetterInterval == .seconds(5))
         configuration.settings = try IngestSettings.parse(["--dead-letter-interval-ms", "250"])
         #expect(configuration.deadLetterInterval == .milliseconds(250))
+        // A library user may set what the parser refuses: the durations stay in range, never trap.
+        for days in [Double.nan, .infinity, -.infinity, 1e300, -5] {
+            configuration.settings.eventRetentionDays = days
+            configuration.settings.deadLetterRetentionDays = days
+            #expect(configuration.eventRetention > .zero && configuration.eventRetention <= .seconds(36_500 * 86_400), "\(days)")
+            #expect(configuration.deadLetterRetention.map { $0 > .zero && $0 <= .seconds(36_500 * 86_400) } ?? true, "\(days)")
+        }
         #expect(try IngestSettings.parse(["--no-rollup-in-ingest"]).rollUp == false)
     }
 

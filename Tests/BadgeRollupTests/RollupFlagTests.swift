@@ -29,6 +29,14 @@ struct RollupFlagTests {
         #expect(configuration.settings.feedBrokers(fallback: nil, environment: [:]) == nil)
         #expect(configuration.settings.feedBrokers(fallback: "a:1", environment: ["REDDOT_KAFKA_BROKERS": "b:1"]) == "a:1")
         #expect(try RollupSettings.parse(["--no-change-feed"]).feedBrokers(fallback: "a:1", environment: [:]) == nil)
+        // A library user may set what the parser refuses: the durations stay in range, never trap.
+        var unchecked = configuration
+        for hours in [Double.nan, .infinity, -.infinity, 1e300] {
+            unchecked.settings.changeRetentionHours = hours
+            #expect(unchecked.changeRetention >= .zero && unchecked.changeRetention <= .seconds(8_760 * 3_600), "\(hours)")
+        }
+        unchecked.settings.withdrawnBroadcastRetentionDays = .max
+        #expect(unchecked.withdrawnBroadcastRetention == .seconds(36_500 * 86_400))
     }
 
     @Test("each number out of range is named in a sentence")
