@@ -40,7 +40,7 @@ public struct IngestSettings: ParsableArguments, Sendable {
     public var batchSize: Int = 5_000
     @Option(name: .customLong("batch-wait-ms"), help: "How long a batch may wait to fill, in milliseconds.")
     public var batchWaitMilliseconds: Int = 100
-    @Option(help: "Writer threads (each with its own database connection), each owning a share of the partitions and committing its own batches.")
+    @Option(help: "Writer threads (each with its own database connection) that commit a batch's partitions in parallel.")
     public var writers: Int = 2
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     public var startFrom: String = "earliest"

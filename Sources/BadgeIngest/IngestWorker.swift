@@ -11,15 +11,12 @@ import Synchronization
 ///
 /// A consumer thread and `--writers` writer threads. The consumer thread polls Kafka, serves
 /// rebalances (inside `poll`), and decodes each batch; the writers (`BatchWriters`, each with
-/// its own thread and connection) commit them to PostgreSQL. Each owned partition belongs to
-/// one writer (round robin over the owned partitions, settled at each rebalance), and each
-/// writer has a batch of its own: it takes its next one as soon as it is free and its batch is
-/// full or has waited `--batch-wait-ms`, whatever the other writers are doing. So a slow commit
-/// holds up only its own partitions, and a writer's next batch is read and decoded while it
-/// commits the last. A writer's next batch carries the offsets its last one stored as the
-/// expected ones: if that one was fenced, the next is refused too, and the stored offsets are
-/// read again. Rebalances wait for every batch in flight, so a partition is never given up (or
-/// moved to another writer) while one of its batches is being written.
+/// its own thread and connection) commit it to PostgreSQL, its partitions split between them. At
+/// most one batch is being written while the next is read and decoded, so decoding overlaps the
+/// database's work. The consumer thread hands batch N+1 over only after batch N is done, with the offsets batch N stored as
+/// the expected ones: if N was fenced, N+1 is dropped too and the stored offsets are read
+/// again. Rebalances wait for the batch in flight, so a partition is never given up while one
+/// of its batches is being written.
 final class IngestWorker: @unchecked Sendable {
     private let configuration: IngestConfiguration
     private let logger: Logger
@@ -33,25 +30,18 @@ final class IngestWorker: @unchecked Sendable {
     /// The stored offset of each owned partition, as of the last batch handed to the writer.
     private var expected: [TopicPartition: Int64] = [:]
     private var owned: Set<TopicPartition> = []
-    /// The writer of each owned partition (`settleWriters`).
-    private var writerOf: [TopicPartition: Int] = [:]
-    /// Each writer's next batch, and when its first record came.
-    private var pending: [[KafkaRecord]]
-    private var batchStarted: [ContinuousClock.Instant]
+    private var pending: [KafkaRecord] = []
 
     init(configuration: IngestConfiguration, logger: Logger, metrics: IngestMetrics, onRejections: @escaping @Sendable () -> Void) {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
         self.onRejections = onRejections
-        let writers = max(1, configuration.settings.writers)
         self.writer = BatchWriters(
-            (0..<writers).map { [stretch = MergingStretch()] _ in
+            (0..<max(1, configuration.settings.writers)).map { [stretch = MergingStretch()] _ in
                 BatchWriter(configuration: configuration, logger: logger, metrics: metrics, stretch: stretch)
             })
         self.readConnection = DatabaseSession(logger: logger)
-        self.pending = Array(repeating: [], count: writers)
-        self.batchStarted = Array(repeating: .now, count: writers)
     }
 
     /// Asks the loop to finish its batch, commit, close the consumer and return.
@@ -113,36 +103,23 @@ final class IngestWorker: @unchecked Sendable {
             ])
 
         let wait = Duration.milliseconds(configuration.settings.batchWaitMilliseconds)
-        let size = configuration.settings.batchSize
+        var batchStarted = ContinuousClock.now
         while !isStopping {
-            // Hand each free writer its batch when it is full or has waited long enough; a full
-            // batch whose writer is busy waits for it (decoded first), so no batch grows past
-            // the batch size. Otherwise poll until the next batch's wait runs out, or briefly
-            // while a ready batch waits for its writer.
-            var timeout = Duration.milliseconds(200)
-            for index in pending.indices where !pending[index].isEmpty {
-                let waited = ContinuousClock.now - batchStarted[index]
-                if pending[index].count >= size || waited >= wait {
-                    if pending[index].count >= size || writer.writers[index].isIdle {
-                        try flush(index, consumer)
-                    } else {
-                        timeout = min(timeout, .milliseconds(2))
-                    }
-                } else {
-                    timeout = min(timeout, wait - waited)
-                }
-            }
-            let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+            let remaining = pending.isEmpty ? Duration.milliseconds(200) : wait - (ContinuousClock.now - batchStarted)
+            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
             if let record = try consumer.poll(timeoutMilliseconds: Int32(max(0, min(200, milliseconds)))) {
                 metrics.consumed.increment()
-                if owned.contains(record.topicPartition), let index = writerOf[record.topicPartition] {
-                    if pending[index].isEmpty { batchStarted[index] = .now }
-                    pending[index].append(record)
+                if owned.contains(record.topicPartition) {
+                    if pending.isEmpty { batchStarted = .now }
+                    pending.append(record)
                 }
+            }
+            if pending.count >= configuration.settings.batchSize || (!pending.isEmpty && ContinuousClock.now - batchStarted >= wait) {
+                try flush(consumer)
             }
             try writer.throwIfFailed()
         }
-        for index in pending.indices where !pending[index].isEmpty { try flush(index, consumer) }
+        if !pending.isEmpty { try flush(consumer) }
         writer.waitUntilIdle()
         try writer.throwIfFailed()
         logger.info("ingest stopping: batches committed, closing the consumer")
@@ -153,7 +130,6 @@ final class IngestWorker: @unchecked Sendable {
     private func assigned(_ partitions: [TopicPartition]) -> [TopicPartition: Int64] {
         writer.waitUntilIdle()
         owned.formUnion(partitions)
-        settleWriters()
         guard let stored = readStoredOffsets(partitions) else { return [:] }
         return adopt(stored, for: partitions)
     }
@@ -174,26 +150,7 @@ final class IngestWorker: @unchecked Sendable {
         let gone = Set(partitions)
         owned.subtract(gone)
         for partition in gone { expected[partition] = nil }
-        for index in pending.indices { pending[index].removeAll { gone.contains($0.topicPartition) } }
-        settleWriters()
-    }
-
-    /// Gives each owned partition a writer, round robin in partition order, and moves the
-    /// pending records to their partitions' writers (each partition's in order). Called while
-    /// no batch is in flight (rebalances wait for them), so no partition is written by two
-    /// writers at once.
-    private func settleWriters() {
-        let writers = writer.writers.count
-        writerOf = [:]
-        for (index, partition) in owned.sorted().enumerated() { writerOf[partition] = index % writers }
-        let records = pending.flatMap { $0 }
-        let started = pending.indices.filter { !pending[$0].isEmpty }.map { batchStarted[$0] }.min() ?? .now
-        pending = Array(repeating: [], count: writers)
-        for record in records {
-            guard let index = writerOf[record.topicPartition] else { continue }
-            pending[index].append(record)
-        }
-        for index in pending.indices { batchStarted[index] = started }
+        pending.removeAll { gone.contains($0.topicPartition) }
     }
 
     private var startingOffset: Int64 {
@@ -221,37 +178,34 @@ final class IngestWorker: @unchecked Sendable {
 
     // MARK: - batches
 
-    /// Decodes writer `index`'s pending records (while it may still be busy with its previous
-    /// batch), then hands them to it once it is free.
+    /// Decodes the pending records (while the writers may still be busy with the previous
+    /// batch), then hands them to the writers: the batch's partitions are split between them, so
+    /// each partition's records stay in one transaction, in order.
     ///
-    /// With `configuration.settings.rollUp`, a batch after which less than a batch of records
-    /// waits in its partitions (`caughtUp`) brings its users current itself; otherwise (ingest
-    /// is behind) it leaves them to the rollup, whose round brings many batches of a user
-    /// current at once.
-    private func flush(_ index: Int, _ consumer: KafkaConsumer) throws {
-        var batch = PreparedBatch(records: pending[index], rules: configuration.rules)
-        batch.waiting = waiting(after: batch, consumer)
-        let rollUp = configuration.settings.rollUp && caughtUp(after: batch)
-        pending[index].removeAll(keepingCapacity: true)
-        let target = writer.writers[index]
-        target.waitUntilIdle()
+    /// With `configuration.settings.rollUp`, a batch after which less than a batch of records waits in
+    /// its partitions (`caughtUp`) brings its users current itself; otherwise (ingest is behind)
+    /// it leaves them to the rollup, whose round brings many batches of a user current at once.
+    private func flush(_ consumer: KafkaConsumer) throws {
+        var batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
+        for index in batches.indices { batches[index].waiting = waiting(after: batches[index], consumer) }
+        let rollUp = configuration.settings.rollUp && caughtUp(after: batches)
+        pending.removeAll(keepingCapacity: true)
+        writer.waitUntilIdle()
         try writer.throwIfFailed()
-        if target.takeFenced() {
-            // Its previous batch was refused: this one was read past it, so drop it, and every
-            // other writer's pending records too, and start again from the stored offsets.
+        if writer.takeFenced() {
+            // The previous batch was refused: this one was read past it, so drop it as well.
             metrics.fenced.increment()
-            writer.waitUntilIdle()
-            _ = writer.takeFenced()
             resynchronize(consumer)
             return
         }
-        let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
-        for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
         let onRejections = self.onRejections
-        let rejects = !batch.rejected.isEmpty
-        target.write(batch, expected: expectedNow, rollUp: rollUp) { nextOffsets in
-            try? consumer.commit(nextOffsets)  // best effort, for lag tools; throws only once closed
-            if rejects { onRejections() }
+        for (index, batch) in batches.enumerated() {
+            let expectedNow = expected.filter { batch.nextOffsets[$0.key] != nil }
+            for (partition, next) in batch.nextOffsets { expected[partition] = next }  // if it commits
+            writer.writers[index].write(batch, expected: expectedNow, rollUp: rollUp) { nextOffsets in
+                try? consumer.commit(nextOffsets)  // best effort, for lag tools; throws only once closed
+                if !batch.rejected.isEmpty { onRejections() }
+            }
         }
     }
 
@@ -268,18 +222,20 @@ final class IngestWorker: @unchecked Sendable {
         return waiting
     }
 
-    /// Whether fewer than `--batch-size` records wait in the partitions of `batch` after it
-    /// (`waiting(after:)`); false while a partition's high watermark is unknown. A full
+    /// Whether fewer than `--batch-size` records wait in the partitions of `batches` after
+    /// them (`waiting(after:)`); false while a partition's high watermark is unknown. A full
     /// batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`, a
     /// backlog's batches are flushed by their wait.
-    private func caughtUp(after batch: PreparedBatch) -> Bool {
+    private func caughtUp(after batches: [PreparedBatch]) -> Bool {
         let limit = Int64(configuration.settings.batchSize)
         var waiting: Int64 = 0
-        for partition in batch.nextOffsets.keys {
-            guard let behind = batch.waiting[partition] else { return false }
-            // Each term at most the limit, and out at the limit: the sum never overflows.
-            waiting += min(behind, limit)
-            if waiting >= limit { return false }
+        for batch in batches {
+            for partition in batch.nextOffsets.keys {
+                guard let behind = batch.waiting[partition] else { return false }
+                // Each term at most the limit, and out at the limit: the sum never overflows.
+                waiting += min(behind, limit)
+                if waiting >= limit { return false }
+            }
         }
         return true
     }
@@ -287,7 +243,7 @@ final class IngestWorker: @unchecked Sendable {
     /// After a fence: re-read the stored offsets of the partitions still owned, and seek there.
     private func resynchronize(_ consumer: KafkaConsumer) {
         logger.info("a batch was fenced: another consumer owns a partition; re-reading stored offsets")
-        for index in pending.indices { pending[index].removeAll() }
+        pending.removeAll()
         let partitions = Array(owned)
         guard let stored = readStoredOffsets(partitions) else { return }
         do {
@@ -298,12 +254,23 @@ final class IngestWorker: @unchecked Sendable {
     }
 }
 
-/// Several writers, each with its own thread and connection, that work on disjoint partitions
-/// (`IngestWorker.settleWriters`).
+/// Several writers, each with its own thread and connection, that work on disjoint partitions.
 struct BatchWriters: Sendable {
     let writers: [BatchWriter]
 
     init(_ writers: [BatchWriter]) { self.writers = writers }
+
+    /// Splits records into one group per writer by partition (records of one partition stay
+    /// together and in order); empty groups are left out.
+    func split(_ records: [KafkaRecord]) -> [[KafkaRecord]] {
+        guard writers.count > 1 else { return [records] }
+        let partitions = Set(records.map(\.topicPartition)).sorted()
+        var writerOf: [TopicPartition: Int] = [:]
+        for (index, partition) in partitions.enumerated() { writerOf[partition] = index % writers.count }
+        var groups = [[KafkaRecord]](repeating: [], count: writers.count)
+        for record in records { groups[writerOf[record.topicPartition] ?? 0].append(record) }
+        return groups.filter { !$0.isEmpty }
+    }
 
     func waitUntilIdle() { writers.forEach { $0.waitUntilIdle() } }
 
@@ -343,13 +310,6 @@ final class BatchWriter: @unchecked Sendable {
     func waitUntilIdle() {
         idle.wait()
         idle.signal()
-    }
-
-    /// Whether no batch is in flight now (without waiting).
-    var isIdle: Bool {
-        guard idle.wait(timeout: .now()) == .success else { return false }
-        idle.signal()
-        return true
     }
 
     /// Whether the last batch was fenced (and forgets it).

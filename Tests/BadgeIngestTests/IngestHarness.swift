@@ -89,20 +89,6 @@ final class IngestHarness: Sendable {
         return ends
     }
 
-    /// Publishes `values` to partition `partition` (key `key`) and returns its log-end offset.
-    func publish(_ values: [[UInt8]], key: String, partition: Int32) async throws -> Int64 {
-        let producer = try KafkaProducer(configuration: kafka, logger: logger)
-        defer { producer.close() }
-        let results = await producer.sendAll(
-            values.map { KafkaOutgoingRecord(topic: topic, partition: partition, key: Array(key.utf8), payload: $0) }, timeout: .seconds(60))
-        var end: Int64 = 0
-        for result in results {
-            guard case .success(let delivery) = result else { throw TestSetupError("a record was not delivered") }
-            end = max(end, delivery.offset + 1)
-        }
-        return end
-    }
-
     func storedOffsets(group: String) async throws -> [TopicPartition: Int64] {
         let partitions = (0..<self.partitions).map { TopicPartition(topic: topic, partition: $0) }
         return try await pool.withConnection { connection in

@@ -177,46 +177,6 @@ struct IngestServiceTests {
         }
     }
 
-    @Test("a writer held up in its commit holds up only its own partitions: the other writer's batches still commit")
-    func writersCommitIndependently() async throws {
-        let harness = try await IngestHarness(partitions: 2)
-        try await tearingDown({ await harness.tearDown() }) {
-            // Two writers (the default): partition 0 is the first writer's, partition 1 the second's.
-            let group = "g-writers"
-            func event(_ id: String, _ user: String) -> [UInt8] {
-                Array(#"{"id":"\#(id)","op":"incr","user":"\#(user)","path":"root.inbox","by":1}"#.utf8)
-            }
-            let running = harness.start(group: group)
-            let p0 = TopicPartition(topic: harness.topic, partition: 0)
-            let p1 = TopicPartition(topic: harness.topic, partition: 1)
-            var ends = [p0: try await harness.publish([event("a0", "alice")], key: "alice", partition: 0)]
-            ends[p1] = try await harness.publish([event("b0", "bob")], key: "bob", partition: 1)
-            #expect(try await harness.waitForOffsets(group: group, ends, seconds: 30))
-
-            // Hold partition 0's stored offset: the first writer's next commit waits for it.
-            let holder = try PGConnection.connect(PGConfiguration(connectionString: harness.database.url), logger: harness.logger)
-            defer { holder.close() }
-            func hold(_ sql: String) throws { _ = try holder.query(PGStatement("test.hold", sql, prepared: false)) }
-            try hold("BEGIN")
-            try hold("SELECT next_offset FROM consumer_offset WHERE consumer_group = '\(group)' AND partition = 0 FOR UPDATE")
-            let heldEnd = try await harness.publish([event("a1", "alice")], key: "alice", partition: 0)
-            try await Task.sleep(for: .seconds(1))  // that batch is now waiting in its commit
-
-            // The second writer's partition still moves, batch after batch.
-            for round in 1...3 {
-                ends[p1] = try await harness.publish([event("b\(round)", "bob")], key: "bob", partition: 1)
-                #expect(try await harness.waitForOffsets(group: group, [p1: ends[p1]!], seconds: 20), "round \(round)")
-            }
-            #expect(try await harness.storedOffsets(group: group)[p0] == ends[p0], "partition 0 waits for its lock")
-
-            try hold("ROLLBACK")
-            ends[p0] = heldEnd
-            #expect(try await harness.waitForOffsets(group: group, ends, seconds: 30))
-            try await running.stop()
-            #expect(try await harness.count("SELECT count(*)::int FROM \(AppliedKeys.table)") == 6)
-        }
-    }
-
     @Test("bad records land in the dead-letter table and topic with their reason; good ones beside them apply once")
     func deadLetters() async throws {
         let harness = try await IngestHarness(partitions: 1)
