@@ -27,7 +27,8 @@ public struct RollupService: Service {
     public let logger: Logger
     private let metrics = RollupMetrics()
     private let failures = FailureCount()
-    /// Where the next round's sweep starts: the last user a round of this service claimed.
+    /// Where the next round's sweep starts: the part after the last round's, and in each part
+    /// the last user a round of this service claimed there.
     private let cursor = SweepCursor()
     /// What ingest last reported waiting (`ingestIsBehind`).
     private let backlog = BacklogWatch()
@@ -65,10 +66,21 @@ public struct RollupService: Service {
     public func step() async throws -> Int {
         let limit = configuration.batchSize
         let started = ContinuousClock.now
-        let after = cursor.user.withLock { $0 }
-        let (claimed, outcome) = try await BadgeStore(pool: pool).rollupRound(limit: limit, after: after)
-        guard let last = claimed.last else { return 0 }
-        cursor.user.withLock { $0 = last.user.rawValue }
+        // Each round starts one part further (a worker that starts meanwhile takes the next).
+        let sweep = cursor.sweep.withLock { shared in
+            defer { shared.next &+= 1 }
+            return shared
+        }
+        let claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome
+        do {
+            let round = try await BadgeStore(pool: pool).rollupRound(limit: limit, sweep: sweep)
+            (claimed, outcome) = (round.claimed, round.outcome)
+            cursor.sweep.withLock { $0.merge(round.sweep) }
+        } catch {
+            cursor.sweep.withLock { $0.forgetParts() }
+            throw error
+        }
+        guard !claimed.isEmpty else { return 0 }
         let now = Date()
         for (_, dirtiedAt) in claimed {
             // Clamped: a dirty mark set by hand centuries ago must not trap the conversion.
@@ -272,7 +284,7 @@ final class BacklogWatch: Sendable {
     let state = Mutex<(readAt: ContinuousClock.Instant?, behind: Bool)>((nil, false))
 }
 
-/// The last user a round claimed (empty: start from the first).
+/// Where the workers' sweep of the queue stands (`RollupSweep`), shared by the workers.
 final class SweepCursor: Sendable {
-    let user = Mutex<String>("")
+    let sweep = Mutex(RollupSweep())
 }

@@ -29,22 +29,7 @@ struct PartitionPruningTests {
             // Every user's work; a second user in another partition, so that a statement that reads
             // every partition finds rows there too.
             func work(_ who: UserID, collect: Bool) async throws {
-                if collect {
-                    try await pool.withConnection { connection in
-                        for setting in [
-                            "LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
-                            "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_format = json",
-                            "SET auto_explain.log_level = notice", "SET client_min_messages = notice",
-                            // The test's tables hold a few rows each, where the planner scans whole
-                            // partitions whatever the keys; with scans and joins by hash or merge
-                            // off it reaches rows by index, as at scale, and a statement that names
-                            // its user reaches one partition.
-                            "SET enable_seqscan = off", "SET enable_hashjoin = off", "SET enable_mergejoin = off",
-                        ] {
-                            try connection.execute(script: setting, name: "test.auto_explain")
-                        }
-                    }
-                }
+                if collect { try await PlanLog.explainEverything(on: pool) }
                 func mapped(_ id: String, _ node: String, _ operation: BadgeOperation) throws -> MappedOperation {
                     MappedOperation(
                         eventID: try EventID(validating: "\(who.rawValue)-\(id)"), audience: .users([who]), path: path(node), operation: operation,
@@ -99,9 +84,97 @@ struct PartitionPruningTests {
     }
 }
 
+/// Issue 27: where the queue is partitioned by user, the rollup claims one partition a round.
+@Suite("The rollup claims one partition of the queue a round")
+struct PartitionClaimTests {
+    @Test("rounds over users in every partition: each round's users share a partition, each statement of it reaches one, and the rounds bring everyone current")
+    func oneRoundOnePartition() async throws {
+        let plans = PlanLog()
+        let migrated = try await MigratedDatabase.create(
+            prefix: "claim", connections: 1, layout: .partitionedByUser,
+            logger: Logger(label: "reddot.test.plans") { _ in PlanLog.Handler(log: plans) })
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            let users = (1...40).map { user("claim_u\($0)") }
+            let now = Date()
+            // Each user: an increment (the delta path) and, for every third, a set (a recount).
+            var events: [MappedOperation] = []
+            for (index, who) in users.enumerated() {
+                events.append(
+                    MappedOperation(
+                        eventID: try EventID(validating: "\(who.rawValue)-e1"), audience: .users([who]), path: path("root.a.b"),
+                        operation: .increment(by: Int64(index + 1)), expiresAt: nil, occurredAt: now))
+                if index % 3 == 0 {
+                    events.append(
+                        MappedOperation(
+                            eventID: try EventID(validating: "\(who.rawValue)-e2"), audience: .users([who]), path: path("root.c"),
+                            operation: .set(count: 2, icon: nil), expiresAt: nil, occurredAt: now))
+                }
+            }
+            try await pool.withTransaction { [events] connection in
+                var outcome = BatchOutcome()
+                try IngestTransaction.applyEvents(events, into: &outcome, on: connection)
+            }
+            let partitionOf = Dictionary(
+                uniqueKeysWithValues: try await pool.withConnection { connection in
+                    try connection.query(PGStatement("test.mark_partitions", "SELECT DISTINCT user_id, tableoid::regclass::text FROM dirty_mark")).rows
+                        .map { row in (try row.decode(0, as: String.self), try row.decode(1, as: String.self)) }
+                })
+            #expect(partitionOf.count == users.count && Set(partitionOf.values).count == 8, "\(partitionOf)")
+
+            try await PlanLog.explainEverything(on: pool)
+            let store = BadgeStore(pool: pool)
+            var sweep = RollupSweep()
+            var rounds: [[String]] = []
+            while rounds.count < 20 {
+                let round = try await store.rollupRound(limit: 100, sweep: sweep)
+                sweep.merge(round.sweep)
+                sweep.next &+= 1
+                guard !round.claimed.isEmpty else { break }
+                let names = round.claimed.map(\.user.rawValue)
+                rounds.append(names)
+                #expect(Set(names.map { partitionOf[$0] }).count == 1, "a round's users in several partitions: \(names.map { partitionOf[$0] ?? "?" })")
+                #expect(round.sweep.claimedPart == partitionOf[names[0]])
+            }
+            #expect(sweep.parts.count == 8, "\(sweep.parts)")
+            // One round per partition, every user once.
+            #expect(rounds.count == 8 && rounds.joined().sorted() == users.map(\.rawValue).sorted(), "\(rounds)")
+            let reached = plans.partitionsReached()
+            #expect(reached.queries.contains { $0.contains("WITH RECURSIVE sweep") } && reached.queries.contains { $0.contains("spread AS (") })
+            for (query, tables) in reached.wide.sorted(by: { $0.key < $1.key }) {
+                let oneLine = query.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+                Issue.record("reaches several partitions of \(tables.sorted()): \(oneLine.prefix(1_500))")
+            }
+            for (index, who) in users.enumerated() {
+                let tree = try await store.tree(for: who).tree
+                #expect(tree?.count == Int64(index + 1) + (index % 3 == 0 ? 2 : 0), "\(who.rawValue)")
+            }
+        }
+    }
+}
+
 /// The plans `auto_explain` sent as notices, and which partitions each reached.
 final class PlanLog: Sendable {
     private let plans = Mutex<[String]>([])
+
+    /// Has the session of `pool`'s one connection send every statement's plan, nested ones
+    /// included, with actual loops, as a notice (`Handler` collects them).
+    static func explainEverything(on pool: PGPool) async throws {
+        try await pool.withConnection { connection in
+            for setting in [
+                "LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+                "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_format = json",
+                "SET auto_explain.log_level = notice", "SET client_min_messages = notice",
+                // The test's tables hold a few rows each, where the planner scans whole
+                // partitions whatever the keys; with scans and joins by hash or merge off it
+                // reaches rows by index, as at scale, and a statement that names its user
+                // reaches one partition.
+                "SET enable_seqscan = off", "SET enable_hashjoin = off", "SET enable_mergejoin = off",
+            ] {
+                try connection.execute(script: setting, name: "test.auto_explain")
+            }
+        }
+    }
 
     /// For each statement, the per-user tables of which it ran in more than one partition.
     func partitionsReached() -> (statements: Int, partitioned: Int, wide: [String: Set<String>], queries: [String]) {

@@ -87,33 +87,63 @@ extension BadgeStore {
         return outcome
     }
 
-    /// Claims up to `limit` dirty users, in user order from the first after `cursor`, wrapping
-    /// around to the first user once past the last (a sweep: every dirty user is claimed within
-    /// one pass, however many marks each has), passing by users another worker's round holds:
-    /// the claim is the users' rollup locks, taken without waiting and held until the
-    /// transaction ends. Pass them to `recomputeAggregates` in the same transaction, and the
-    /// last one claimed as the next round's `cursor`.
+    /// Claims up to `limit` dirty users of one part of the queue (`RollupSweep`): the part at the
+    /// sweep's `next`, or the first after it that has users another round does not hold. In
+    /// that part, users are claimed in user order from the first after the last one the sweep
+    /// claimed there, wrapping around to the part's first user once past its last (a sweep:
+    /// every dirty user is claimed within one pass over the parts, however many marks each
+    /// has), passing by users another worker's round holds: the claim is the users' rollup
+    /// locks, taken without waiting and held until the transaction ends. Pass them to
+    /// `recomputeAggregates` in the same transaction.
+    ///
+    /// On the shipped schema the queue is one part (`dirty_mark`). Where `dirty_mark` is
+    /// partitioned (by user), each partition is a part, so a round's users share a partition
+    /// and every statement of the round that names them reaches that partition only, and the
+    /// claim steps through one partition's index instead of merging all of them.
     ///
     /// - Returns: the users in claim order and when each was first marked dirty (for the
-    ///   rollup-lag measure).
-    public static func claimDirtyUsers(limit: Int, after cursor: String = "", on connection: PGConnection) throws(PGError) -> [(
-        user: UserID, dirtiedAt: Date
-    )] {
-        guard limit > 0 else { return [] }
-        var claimed: [(user: UserID, dirtiedAt: Date)] = []
-        func sweep(_ limit: Int, after: String, through: String?) throws(PGError) {
-            for row in try connection.query(BadgeSQL.claimDirtyUsersInOrder, [limit, after, through]).rows {
-                let name = try row.decode(0, as: String.self)
-                let dirtiedAt = try row.decode(1, as: Date.self)
-                guard let user = try? UserID(validating: name) else { continue }
-                claimed.append((user, dirtiedAt))
+    ///   rollup-lag measure), and the sweep moved past them (`RollupSweep.claimedPart`).
+    public static func claimDirtyUsers(limit: Int, sweep: RollupSweep, on connection: PGConnection) throws(PGError) -> (
+        claimed: [(user: UserID, dirtiedAt: Date)], sweep: RollupSweep
+    ) {
+        var sweep = sweep
+        sweep.claimedPart = nil
+        guard limit > 0 else { return ([], sweep) }
+        if sweep.partsAreStale(now: .now) {
+            let parts = try connection.query(BadgeSQL.queueParts).rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
+            sweep.read(parts: parts, at: .now)
+        }
+        let count = sweep.parts.count
+        for step in 0..<count {
+            let part = sweep.parts[(sweep.next % count + step) % count]
+            let statement = BadgeSQL.claimDirtyUsersInOrder(from: part)
+            var claimed: [(user: UserID, dirtiedAt: Date)] = []
+            func sweepPart(_ limit: Int, after: String, through: String?) throws(PGError) {
+                for row in try connection.query(statement, [limit, after, through]).rows {
+                    let name = try row.decode(0, as: String.self)
+                    let dirtiedAt = try row.decode(1, as: Date.self)
+                    guard let user = try? UserID(validating: name) else { continue }
+                    claimed.append((user, dirtiedAt))
+                }
+            }
+            let cursor = sweep.last[part] ?? ""
+            try sweepPart(limit, after: cursor, through: nil)
+            if claimed.count < limit, !cursor.isEmpty {
+                try sweepPart(limit - claimed.count, after: "", through: cursor)
+            }
+            if let last = claimed.last {
+                sweep.last[part] = last.user.rawValue
+                sweep.claimedPart = part
+                return (claimed, sweep)
             }
         }
-        try sweep(limit, after: cursor, through: nil)
-        if claimed.count < limit, !cursor.isEmpty {
-            try sweep(limit - claimed.count, after: "", through: cursor)
-        }
-        return claimed
+        return ([], sweep)
+    }
+
+    /// `claimDirtyUsers(limit:sweep:on:)` from a new sweep: the first users of the first part
+    /// that has any.
+    public static func claimDirtyUsers(limit: Int, on connection: PGConnection) throws(PGError) -> [(user: UserID, dirtiedAt: Date)] {
+        try claimDirtyUsers(limit: limit, sweep: RollupSweep(), on: connection).claimed
     }
 
     /// How many records waited in Kafka after ingest's latest batches: the sum of what ingest
@@ -131,18 +161,68 @@ extension BadgeStore {
         try await rollupRound(limit: limit, recountAll: recountAll).claimed.count
     }
 
-    /// One rollup round, the rollup's one transaction: claims up to `limit` dirty users after
-    /// `cursor` (`claimDirtyUsers`) and rolls them up (`rollUp`).
+    /// One rollup round, the rollup's one transaction: claims up to `limit` dirty users of the
+    /// sweep's next part (`claimDirtyUsers`) and rolls them up (`rollUp`).
     ///
     /// - Returns: the users claimed, in claim order, with when each was first marked dirty (for
-    ///   the rollup-lag measure), and what the round did.
-    public func rollupRound(limit: Int, after cursor: String = "", recountAll: Bool = false) async throws -> (
-        claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome
+    ///   the rollup-lag measure), what the round did, and the sweep moved past them.
+    public func rollupRound(limit: Int, sweep: RollupSweep = RollupSweep(), recountAll: Bool = false) async throws -> (
+        claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome, sweep: RollupSweep
     ) {
         try await pool.withTransaction { connection in
-            let claimed = try Self.claimDirtyUsers(limit: limit, after: cursor, on: connection)
-            return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, onlyMarked: true, on: connection))
+            let (claimed, sweep) = try Self.claimDirtyUsers(limit: limit, sweep: sweep, on: connection)
+            return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, onlyMarked: true, on: connection), sweep)
         }
+    }
+}
+
+/// Where a rollup worker's sweep of the dirty queue stands: the queue's parts (the leaf
+/// partitions of `dirty_mark`, or the table itself on the shipped schema), read from the
+/// catalog and again after `partsLifetime`; the part the next round tries first; and the last
+/// user claimed in each part. Workers of one process share one (`RollupService`).
+public struct RollupSweep: Sendable {
+    /// The queue's parts, as SQL names (`pg_partition_tree`'s leaves, `regclass` text).
+    public private(set) var parts: [String] = []
+    private var partsReadAt: ContinuousClock.Instant?
+    private var forgottenAt: ContinuousClock.Instant?
+    /// The index (modulo the parts) of the part the next round tries first.
+    public var next = 0
+    /// The last user claimed in each part (none: start from its first).
+    public var last: [String: String] = [:]
+    /// The part the last claim took its users from (nil: none).
+    public internal(set) var claimedPart: String?
+
+    /// How long a reading of the parts is kept: a table partitioned (or its partitions
+    /// changed) while the rollup runs is swept by its new parts within this.
+    public static let partsLifetime: Duration = .seconds(10)
+
+    /// A sweep from the start of the first part.
+    public init() {}
+
+    func partsAreStale(now: ContinuousClock.Instant) -> Bool {
+        guard let partsReadAt, !parts.isEmpty else { return true }
+        return now - partsReadAt > Self.partsLifetime
+    }
+
+    mutating func read(parts: [String], at instant: ContinuousClock.Instant) {
+        self.parts = parts.isEmpty ? ["dirty_mark"] : parts
+        partsReadAt = instant
+        last = last.filter { self.parts.contains($0.key) }
+    }
+
+    /// Makes the next claim read the parts again (after a failed round: a part may be gone).
+    public mutating func forgetParts() {
+        (partsReadAt, forgottenAt) = (nil, .now)
+    }
+
+    /// Takes what `other` (this sweep after a round) learned: its parts, if read later, and
+    /// where it left the part it claimed from. `next` stays: the caller moves it.
+    public mutating func merge(_ other: RollupSweep) {
+        if let read = other.partsReadAt, (partsReadAt ?? forgottenAt).map({ $0 < read }) ?? true {
+            (parts, partsReadAt) = (other.parts, read)
+            last = last.filter { parts.contains($0.key) }
+        }
+        if let part = other.claimedPart, let user = other.last[part] { last[part] = user }
     }
 }
 
