@@ -16,10 +16,7 @@ import Testing
 struct PartitionPruningTests {
     @Test("one user's ingest, rollup, reads and actions each scan one partition of each per-user table")
     func oneUserOnePartition() async throws {
-        let plans = PlanLog()
-        let migrated = try await MigratedDatabase.create(
-            prefix: "prune", connections: 1, layout: .partitionedByUser,
-            logger: Logger(label: "reddot.test.plans") { _ in PlanLog.Handler(log: plans) })
+        let (plans, migrated) = try await PlanLog.partitionedDatabase(prefix: "prune")
         try await tearingDown({ await migrated.drop() }) {
             let pool = migrated.pool
             let store = BadgeStore(pool: pool)
@@ -76,10 +73,7 @@ struct PartitionPruningTests {
                 #expect(reached.queries.contains { $0.contains(marker) }, "no statement with \(marker) ran")
             }
             #expect(reached.partitioned > 10, "plans that reached a partition: \(reached.partitioned)")
-            for (query, tables) in reached.wide.sorted(by: { $0.key < $1.key }) {
-                let oneLine = query.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-                Issue.record("reaches several partitions of \(tables.sorted()): \(oneLine.prefix(1_500))")
-            }
+            PlanLog.recordWide(reached.wide)
         }
     }
 }
@@ -89,10 +83,7 @@ struct PartitionPruningTests {
 struct PartitionClaimTests {
     @Test("rounds over users in every partition: each round's users share a partition, each statement of it reaches one, and the rounds bring everyone current")
     func oneRoundOnePartition() async throws {
-        let plans = PlanLog()
-        let migrated = try await MigratedDatabase.create(
-            prefix: "claim", connections: 1, layout: .partitionedByUser,
-            logger: Logger(label: "reddot.test.plans") { _ in PlanLog.Handler(log: plans) })
+        let (plans, migrated) = try await PlanLog.partitionedDatabase(prefix: "claim")
         try await tearingDown({ await migrated.drop() }) {
             let pool = migrated.pool
             let users = (1...40).map { user("claim_u\($0)") }
@@ -141,10 +132,7 @@ struct PartitionClaimTests {
             #expect(rounds.count == 8 && rounds.joined().sorted() == users.map(\.rawValue).sorted(), "\(rounds)")
             let reached = plans.partitionsReached()
             #expect(reached.queries.contains { $0.contains("WITH RECURSIVE sweep") } && reached.queries.contains { $0.contains("spread AS (") })
-            for (query, tables) in reached.wide.sorted(by: { $0.key < $1.key }) {
-                let oneLine = query.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-                Issue.record("reaches several partitions of \(tables.sorted()): \(oneLine.prefix(1_500))")
-            }
+            PlanLog.recordWide(reached.wide)
             for (index, who) in users.enumerated() {
                 let tree = try await store.tree(for: who).tree
                 #expect(tree?.count == Int64(index + 1) + (index % 3 == 0 ? 2 : 0), "\(who.rawValue)")
@@ -156,6 +144,24 @@ struct PartitionClaimTests {
 /// The plans `auto_explain` sent as notices, and which partitions each reached.
 final class PlanLog: Sendable {
     private let plans = Mutex<[String]>([])
+
+    /// A migrated database on the layout partitioned by user, with one connection whose
+    /// notices go to the returned log.
+    static func partitionedDatabase(prefix: String) async throws -> (PlanLog, MigratedDatabase) {
+        let plans = PlanLog()
+        let migrated = try await MigratedDatabase.create(
+            prefix: prefix, connections: 1, layout: .partitionedByUser,
+            logger: Logger(label: "reddot.test.plans") { _ in PlanLog.Handler(log: plans) })
+        return (plans, migrated)
+    }
+
+    /// Records an issue for each statement that reached several partitions of a table.
+    static func recordWide(_ wide: [String: Set<String>]) {
+        for (query, tables) in wide.sorted(by: { $0.key < $1.key }) {
+            let oneLine = query.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+            Issue.record("reaches several partitions of \(tables.sorted()): \(oneLine.prefix(1_500))")
+        }
+    }
 
     /// Has the session of `pool`'s one connection send every statement's plan, nested ones
     /// included, with actual loops, as a notice (`Handler` collects them).
