@@ -171,10 +171,13 @@ public final class PushService: Service, Sendable {
 
     private func pushLoop(_ client: HTTPClient) async throws {
         let lease = configuration.requestTimeout + .seconds(30)
+        let parts = PartsInTurn(of: "push_device")
         try await claimLoop(
             what: "push devices", idle: .milliseconds(100), logger: logger, isStopping: { self.stopping.load(ordering: .relaxed) },
             claim: { [pool, configuration] in
-                try await pool.withConnection { try PushStore.claim(limit: configuration.concurrency, lease: lease, on: $0) }
+                try await parts.claim { taken in
+                    try await pool.withConnection { try PushStore.claim(limit: configuration.concurrency, lease: lease, parts: taken, on: $0) }
+                }
             },
             run: { device in try await self.push(device, client) })
     }

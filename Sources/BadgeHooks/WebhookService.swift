@@ -88,10 +88,13 @@ public final class WebhookService: Service, Sendable {
 
     private func deliverLoop(_ client: HTTPClient) async throws {
         let lease = configuration.requestTimeout + .seconds(30)
+        let parts = PartsInTurn(of: "webhook_delivery")
         try await claimLoop(
             what: "webhook deliveries", idle: .milliseconds(250), logger: logger, isStopping: { self.stopping.load(ordering: .relaxed) },
             claim: { [pool, configuration] in
-                try await pool.withConnection { try WebhookStore.claim(limit: configuration.concurrency, lease: lease, on: $0) }
+                try await parts.claim { taken in
+                    try await pool.withConnection { try WebhookStore.claim(limit: configuration.concurrency, lease: lease, parts: taken, on: $0) }
+                }
             },
             run: { delivery in await self.deliver(delivery, client) })
     }

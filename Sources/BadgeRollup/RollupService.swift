@@ -68,7 +68,7 @@ public struct RollupService: Service {
         let started = ContinuousClock.now
         // Each round starts one part further (a worker that starts meanwhile takes the next).
         let sweep = cursor.sweep.withLock { shared in
-            defer { shared.next &+= 1 }
+            defer { shared.queue.next &+= 1 }
             return shared
         }
         let claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome
@@ -77,7 +77,7 @@ public struct RollupService: Service {
             (claimed, outcome) = (round.claimed, round.outcome)
             cursor.sweep.withLock { $0.merge(round.sweep) }
         } catch {
-            cursor.sweep.withLock { $0.forgetParts() }
+            cursor.sweep.withLock { $0.queue.forget() }
             throw error
         }
         guard !claimed.isEmpty else { return 0 }

@@ -278,7 +278,7 @@ struct PushServiceTests {
         #expect(try await follow(1, 1) == (1, 0))
         #expect(try await follow(2, 2) == (1, 1), "version 1 was never sent")
         #expect(try await follow(2, 9) == (0, 0), "a version seen before")
-        let claimed = try await pool.withConnection { try PushStore.claim(limit: 10, lease: .seconds(30), on: $0) }
+        let claimed = try await pool.withConnection { try PushStore.claim(limit: 10, lease: .seconds(30), on: $0).claimed }
         #expect(claimed.map(\.badge) == [2])
         for device in claimed { try await pool.withConnection { try PushStore.sent(device, on: $0) } }
         #expect(try await follow(3, 3) == (1, 0), "version 2 was sent")

@@ -120,14 +120,14 @@ struct PartitionClaimTests {
             while rounds.count < 20 {
                 let round = try await store.rollupRound(limit: 100, sweep: sweep)
                 sweep.merge(round.sweep)
-                sweep.next &+= 1
+                sweep.queue.next &+= 1
                 guard !round.claimed.isEmpty else { break }
                 let names = round.claimed.map(\.user.rawValue)
                 rounds.append(names)
                 #expect(Set(names.map { partitionOf[$0] }).count == 1, "a round's users in several partitions: \(names.map { partitionOf[$0] ?? "?" })")
                 #expect(round.sweep.claimedPart == partitionOf[names[0]])
             }
-            #expect(sweep.parts.count == 8, "\(sweep.parts)")
+            #expect(sweep.queue.names.count == 8, "\(sweep.queue.names)")
             // One round per partition, every user once.
             #expect(rounds.count == 8 && rounds.joined().sorted() == users.map(\.rawValue).sorted(), "\(rounds)")
             let reached = plans.partitionsReached()
@@ -137,6 +137,67 @@ struct PartitionClaimTests {
                 let tree = try await store.tree(for: who).tree
                 #expect(tree?.count == Int64(index + 1) + (index % 3 == 0 ? 2 : 0), "\(who.rawValue)")
             }
+        }
+    }
+}
+
+/// Issue 27: the senders' queues (`push_device`, `webhook_delivery`) are claimed one partition
+/// at a time too.
+@Suite("Push and webhook claims take one partition a claim")
+struct SenderClaimPartitionTests {
+    @Test("due devices and deliveries of users in every partition: each claim's rows share a partition, no claim statement reaches two, and the claims in turn take them all")
+    func claimsInTurn() async throws {
+        let (plans, migrated) = try await PlanLog.partitionedDatabase(prefix: "sendclaim")
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            let users = (1...40).map { "send_u\($0)" }
+            let subscription = try WebhookSubscription(
+                id: "crm", url: "http://127.0.0.1:9/hook", secret: WebhookSubscription.makeSecret(), paths: ["root"], kinds: ["root"])
+            try await pool.withConnection { connection in
+                _ = try WebhookStore.put(subscription, on: connection)
+                for name in users {
+                    _ = try PushStore.register(
+                        try PushDevice(id: "phone", platform: "apns", token: "t-\(name)", appID: "com.example.app"), for: user(name), on: connection)
+                }
+                // Each device due with a number, and a delivery for each user.
+                _ = try PushStore.follow(Dictionary(uniqueKeysWithValues: users.map { ($0, (version: Int64(1), count: Int64(2), at: Date?.none)) }), on: connection)
+                _ = try WebhookStore.record(
+                    users.map { WebhookStore.NewDelivery(subscription: "crm", user: $0, id: "d-\($0)", kind: "badge.root", payload: "{}") },
+                    positions: [:], on: connection)
+            }
+            func partitions(_ table: String) async throws -> [String: String] {
+                Dictionary(
+                    uniqueKeysWithValues: try await pool.withConnection { connection in
+                        try connection.query(PGStatement("test.parts.\(table)", "SELECT user_id, tableoid::regclass::text FROM \(table)")).rows
+                            .map { row in (try row.decode(0, as: String.self), try row.decode(1, as: String.self)) }
+                    })
+            }
+            let devicePart = try await partitions("push_device"), deliveryPart = try await partitions("webhook_delivery")
+            #expect(Set(devicePart.values).count == 8 && Set(deliveryPart.values).count == 8, "\(devicePart) \(deliveryPart)")
+
+            try await PlanLog.explainEverything(on: pool)
+            var pushParts = TableParts(of: "push_device"), webhookParts = TableParts(of: "webhook_delivery")
+            var devices: [[String]] = [], deliveries: [[String]] = []
+            for _ in 0..<12 {
+                let pushed = try await pool.withConnection { [pushParts] in try PushStore.claim(limit: 100, lease: .seconds(60), parts: pushParts, on: $0) }
+                let delivered = try await pool.withConnection { [webhookParts] in
+                    try WebhookStore.claim(limit: 100, lease: .seconds(60), parts: webhookParts, on: $0)
+                }
+                pushParts.merge(pushed.parts)
+                webhookParts.merge(delivered.parts)
+                pushParts.next &+= 1
+                webhookParts.next &+= 1
+                if !pushed.claimed.isEmpty { devices.append(pushed.claimed.map(\.user)) }
+                if !delivered.claimed.isEmpty { deliveries.append(delivered.claimed.map(\.user)) }
+            }
+            for claim in devices { #expect(Set(claim.map { devicePart[$0] }).count == 1, "a claim's devices in several partitions: \(claim)") }
+            for claim in deliveries { #expect(Set(claim.map { deliveryPart[$0] }).count == 1, "a claim's deliveries in several partitions: \(claim)") }
+            #expect(devices.count == 8 && devices.joined().sorted() == users.sorted(), "\(devices)")
+            #expect(deliveries.count == 8 && deliveries.joined().sorted() == users.sorted(), "\(deliveries)")
+            let reached = plans.partitionsReached()
+            #expect(reached.queries.contains { $0.contains("wanted_version > sent_version AND next_attempt_at") })
+            #expect(reached.queries.contains { $0.contains("d.state = 'pending' AND d.next_attempt_at") })
+            PlanLog.recordWide(reached.wide)
         }
     }
 }

@@ -202,15 +202,25 @@ public enum PushStore {
         return (try row.decode(0, as: String?.self), try row.decode(1, as: Int.self), try row.decode(2, as: Int.self))
     }
 
-    /// Claims up to `limit` due devices for a try, each held for `lease`.
-    public static func claim(limit: Int, lease: Duration, on connection: PGConnection) throws(PGError) -> [Claimed] {
-        try connection.query(PushSQL.claim, [limit, WebhookStore.seconds(lease)]).rows.map { row throws(PGError) in
-            Claimed(
-                user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
-                token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
-                attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) },
-                quietHours: Self.quietHours(try row.decode(9, as: Int?.self), try row.decode(10, as: Int?.self), try row.decode(11, as: String?.self)))
+    /// Claims up to `limit` due devices for a try, each held for `lease`, from one part of
+    /// `push_device` (`TableParts`: the first in turn from `parts.next` with any due; on the
+    /// shipped schema the table). Returns them and `parts` as read (merge it into the owner's;
+    /// the owner moves `next`).
+    public static func claim(
+        limit: Int, lease: Duration, parts: TableParts = TableParts(of: "push_device"), on connection: PGConnection
+    ) throws(PGError) -> (claimed: [Claimed], parts: TableParts) {
+        var parts = parts
+        let claimed = try parts.claimInTurn(on: connection) { part throws(PGError) in
+            let statement = TableParts.statement(PushSQL.claim, over: part, table: "push_device", make: PushSQL.claim(from:))
+            return try connection.query(statement, [limit, WebhookStore.seconds(lease)]).rows.map { row throws(PGError) in
+                Claimed(
+                    user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
+                    token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
+                    attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) },
+                    quietHours: Self.quietHours(try row.decode(9, as: Int?.self), try row.decode(10, as: Int?.self), try row.decode(11, as: String?.self)))
+            }
         }
+        return (claimed, parts)
     }
 
     static func quietHours(_ start: Int?, _ end: Int?, _ zone: String?) -> PushDevice.QuietHours? {
@@ -267,7 +277,10 @@ enum PushSQL {
             wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version), wanted_at = now(),
             sent_version = 0, sent_badge = NULL, attempts = 0,
             next_attempt_at = now(), last_error = NULL, updated_at = now()
-        RETURNING (xmax = 0)
+        -- New when this transaction made the row (its creation time is this transaction's
+        -- start). Not `xmax = 0`: PostgreSQL refuses system columns in the RETURNING of an
+        -- insert into a partitioned table (SQLSTATE 0A000), and push_device is per user.
+        RETURNING (d.created_at = now())
         """)
 
     static let remove = PGStatement("push.remove", "DELETE FROM push_device WHERE user_id = $1 AND device_id = $2")
@@ -332,21 +345,25 @@ enum PushSQL {
         SELECT count(*)::int, (count(*) FILTER (WHERE replaced))::int FROM due
         """)
 
-    static let claim = PGStatement(
-        "push.claim",
+    static let claim = PGStatement("push.claim", claim(from: "push_device"))
+
+    /// The SQL of `claim` over one part of `push_device` (`TableParts`): the table, or one of
+    /// its partitions (catalog text, never input).
+    static func claim(from part: String) -> String {
         """
         WITH due AS (
-            SELECT user_id, device_id FROM push_device
+            SELECT user_id, device_id FROM \(part)
             WHERE wanted_version > sent_version AND next_attempt_at <= now()
             ORDER BY next_attempt_at
             LIMIT $1
             FOR UPDATE SKIP LOCKED
         )
-        UPDATE push_device d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
+        UPDATE \(part) d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
         FROM due WHERE d.user_id = due.user_id AND d.device_id = due.device_id
         RETURNING d.user_id, d.device_id, d.platform, d.token, d.app_id, d.wanted_badge, d.wanted_version, d.attempts,
                   extract(epoch FROM d.wanted_at)::float8, d.quiet_start::int, d.quiet_end::int, d.quiet_time_zone
-        """)
+        """
+    }
 
     /// A newer number that arrived during the try stays due (its version is above the one sent).
     static let sent = PGStatement(

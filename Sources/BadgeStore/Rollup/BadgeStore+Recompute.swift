@@ -109,14 +109,11 @@ extension BadgeStore {
         var sweep = sweep
         sweep.claimedPart = nil
         guard limit > 0 else { return ([], sweep) }
-        if sweep.partsAreStale(now: .now) {
-            let parts = try connection.query(BadgeSQL.queueParts).rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
-            sweep.read(parts: parts, at: .now)
-        }
-        let count = sweep.parts.count
-        for step in 0..<count {
-            let part = sweep.parts[(sweep.next % count + step) % count]
-            let statement = BadgeSQL.claimDirtyUsersInOrder(from: part)
+        var queue = sweep.queue
+        var last = sweep.last
+        var claimedPart: String?
+        let claimed = try queue.claimInTurn(on: connection) { part throws(PGError) in
+            let statement = TableParts.statement(BadgeSQL.claimDirtyUsersInOrder, over: part, table: "dirty_mark", make: BadgeSQL.claimDirtyUsersInOrder(from:))
             var claimed: [(user: UserID, dirtiedAt: Date)] = []
             func sweepPart(_ limit: Int, after: String, through: String?) throws(PGError) {
                 for row in try connection.query(statement, [limit, after, through]).rows {
@@ -126,18 +123,16 @@ extension BadgeStore {
                     claimed.append((user, dirtiedAt))
                 }
             }
-            let cursor = sweep.last[part] ?? ""
+            let cursor = last[part] ?? ""
             try sweepPart(limit, after: cursor, through: nil)
             if claimed.count < limit, !cursor.isEmpty {
                 try sweepPart(limit - claimed.count, after: "", through: cursor)
             }
-            if let last = claimed.last {
-                sweep.last[part] = last.user.rawValue
-                sweep.claimedPart = part
-                return (claimed, sweep)
-            }
+            if let user = claimed.last?.user { (last[part], claimedPart) = (user.rawValue, part) }
+            return claimed
         }
-        return ([], sweep)
+        (sweep.queue, sweep.last, sweep.claimedPart) = (queue, last, claimedPart)
+        return (claimed, sweep)
     }
 
     /// `claimDirtyUsers(limit:sweep:on:)` from a new sweep: the first users of the first part
@@ -176,52 +171,26 @@ extension BadgeStore {
     }
 }
 
-/// Where a rollup worker's sweep of the dirty queue stands: the queue's parts (the leaf
-/// partitions of `dirty_mark`, or the table itself on the shipped schema), read from the
-/// catalog and again after `partsLifetime`; the part the next round tries first; and the last
-/// user claimed in each part. Workers of one process share one (`RollupService`).
+/// Where a rollup worker's sweep of the dirty queue stands: the queue's parts (`TableParts` of
+/// `dirty_mark`: its leaf partitions, or the table itself on the shipped schema), the part the
+/// next round tries first (`queue.next`), and the last user claimed in each part. Workers of
+/// one process share one (`RollupService`).
 public struct RollupSweep: Sendable {
-    /// The queue's parts, as SQL names (`pg_partition_tree`'s leaves, `regclass` text).
-    public private(set) var parts: [String] = []
-    private var partsReadAt: ContinuousClock.Instant?
-    private var forgottenAt: ContinuousClock.Instant?
-    /// The index (modulo the parts) of the part the next round tries first.
-    public var next = 0
+    /// The queue's parts, and which the next round tries first.
+    public var queue = TableParts(of: "dirty_mark")
     /// The last user claimed in each part (none: start from its first).
     public var last: [String: String] = [:]
     /// The part the last claim took its users from (nil: none).
     public internal(set) var claimedPart: String?
 
-    /// How long a reading of the parts is kept: a table partitioned (or its partitions
-    /// changed) while the rollup runs is swept by its new parts within this.
-    public static let partsLifetime: Duration = .seconds(10)
-
     /// A sweep from the start of the first part.
     public init() {}
 
-    func partsAreStale(now: ContinuousClock.Instant) -> Bool {
-        guard let partsReadAt, !parts.isEmpty else { return true }
-        return now - partsReadAt > Self.partsLifetime
-    }
-
-    mutating func read(parts: [String], at instant: ContinuousClock.Instant) {
-        self.parts = parts.isEmpty ? ["dirty_mark"] : parts
-        partsReadAt = instant
-        last = last.filter { self.parts.contains($0.key) }
-    }
-
-    /// Makes the next claim read the parts again (after a failed round: a part may be gone).
-    public mutating func forgetParts() {
-        (partsReadAt, forgottenAt) = (nil, .now)
-    }
-
-    /// Takes what `other` (this sweep after a round) learned: its parts, if read later, and
-    /// where it left the part it claimed from. `next` stays: the caller moves it.
+    /// Takes what `other` (this sweep after a round) learned: its reading of the parts, if
+    /// newer, and where it left the part it claimed from. `queue.next` stays: the caller moves it.
     public mutating func merge(_ other: RollupSweep) {
-        if let read = other.partsReadAt, (partsReadAt ?? forgottenAt).map({ $0 < read }) ?? true {
-            (parts, partsReadAt) = (other.parts, read)
-            last = last.filter { parts.contains($0.key) }
-        }
+        queue.merge(other.queue)
+        last = last.filter { queue.names.isEmpty || queue.names.contains($0.key) }
         if let part = other.claimedPart, let user = other.last[part] { last[part] = user }
     }
 }

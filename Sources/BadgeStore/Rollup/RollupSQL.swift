@@ -64,17 +64,11 @@ extension BadgeSQL {
     /// users costs the same whether they wrote once or fifty times since their last round.
     /// (Taking the users of the oldest marks instead gave a round of 40 users when each had 50
     /// marks waiting.)
-    static let claimDirtyUsersInOrder = claimDirtyUsersInOrder(named: "badges.claim_dirty_users_in_order", from: "dirty_mark")
+    static let claimDirtyUsersInOrder = PGStatement("badges.claim_dirty_users_in_order", claimDirtyUsersInOrder(from: "dirty_mark"))
 
-    /// `claimDirtyUsersInOrder` over one part of the queue (`RollupSweep`): `dirty_mark` itself,
-    /// or one of its partitions, named as `queueParts` returns it (catalog text, never input).
-    static func claimDirtyUsersInOrder(from part: String) -> PGStatement {
-        part == "dirty_mark" ? claimDirtyUsersInOrder : claimDirtyUsersInOrder(named: "badges.claim_dirty_users_in_order@\(part)", from: part)
-    }
-
-    private static func claimDirtyUsersInOrder(named name: String, from part: String) -> PGStatement {
-        PGStatement(
-        name,
+    /// The SQL of `claimDirtyUsersInOrder` over one part of the queue (`TableParts`):
+    /// `dirty_mark` itself, or one of its partitions (catalog text, never input).
+    static func claimDirtyUsersInOrder(from part: String) -> String {
         """
         WITH RECURSIVE sweep(user_id, dirtied_at) AS (
             (SELECT m.user_id, m.dirtied_at FROM \(part) m WHERE m.user_id > $2 AND ($3::text IS NULL OR m.user_id <= $3)
@@ -89,14 +83,8 @@ extension BadgeSQL {
         SELECT user_id, dirtied_at FROM sweep
         WHERE pg_try_advisory_xact_lock(1919247460, hashtext(user_id))
         LIMIT $1
-        """)
+        """
     }
-
-    /// The parts of the rollup's queue: the leaf partitions of `dirty_mark` (hash partitions by
-    /// user, or deeper), or `dirty_mark` itself when it is not partitioned; as `regclass` text,
-    /// quoted and qualified as the search path needs.
-    static let queueParts = PGStatement(
-        "badges.queue_parts", "SELECT relid::regclass::text FROM pg_partition_tree('dirty_mark') WHERE isleaf ORDER BY 1")
 
     /// The records that waited in Kafka after ingest's last batches (`consumer_offset.waiting`),
     /// summed over the partitions whose offsets moved in the last `$1` seconds; no row when none

@@ -59,26 +59,30 @@ enum WebhookSQL {
         """)
 
     /// Deliveries of removed subscriptions die here rather than wait for a sender.
-    static let claim = PGStatement(
-        "webhooks.claim",
+    static let claim = PGStatement("webhooks.claim", claim(from: "webhook_delivery"))
+
+    /// The SQL of `claim` over one part of `webhook_delivery` (`TableParts`): the table, or one
+    /// of its partitions (catalog text, never input).
+    static func claim(from part: String) -> String {
         """
         WITH due AS (
             SELECT d.user_id, d.id, s.id IS NULL AS orphan
-            FROM webhook_delivery d LEFT JOIN webhook_subscription s ON s.id = d.subscription_id
+            FROM \(part) d LEFT JOIN webhook_subscription s ON s.id = d.subscription_id
             WHERE d.state = 'pending' AND d.next_attempt_at <= now()
             ORDER BY d.next_attempt_at
             LIMIT $1
             FOR UPDATE OF d SKIP LOCKED
         ), orphans AS (
-            UPDATE webhook_delivery d SET state = 'dead', finished_at = now(), last_error = 'the subscription was removed'
+            UPDATE \(part) d SET state = 'dead', finished_at = now(), last_error = 'the subscription was removed'
             FROM due WHERE due.orphan AND d.user_id = due.user_id AND d.id = due.id
         )
-        UPDATE webhook_delivery d
+        UPDATE \(part) d
         SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
         FROM due, webhook_subscription s
         WHERE NOT due.orphan AND d.user_id = due.user_id AND d.id = due.id AND s.id = d.subscription_id
         RETURNING d.user_id, d.id, d.subscription_id, d.kind, d.payload, d.attempts, s.url, s.secret
-        """)
+        """
+    }
 
     static let delivered = PGStatement(
         "webhooks.delivered",

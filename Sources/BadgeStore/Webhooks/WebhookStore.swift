@@ -158,12 +158,22 @@ public enum WebhookStore {
     /// Claims up to `limit` due deliveries for a try: each is held for `lease` (another sender
     /// skips it; a sender that dies before it answers leaves it to be tried again after it) and
     /// its try counted. A delivery whose subscription is gone is marked dead, not claimed.
-    public static func claim(limit: Int, lease: Duration, on connection: PGConnection) throws(PGError) -> [Claimed] {
-        try connection.query(WebhookSQL.claim, [limit, Self.seconds(lease)]).rows.map { row throws(PGError) in
-            Claimed(
-                user: try row.decode(0), id: try row.decode(1), subscription: try row.decode(2), kind: try row.decode(3),
-                payload: try row.decode(4), attempt: try row.decode(5), url: try row.decode(6), secret: try row.decode(7))
+    /// The deliveries come from one part of `webhook_delivery` (`TableParts`: the first in turn
+    /// from `parts.next` with any due; on the shipped schema the table). Returns them and
+    /// `parts` as read (merge it into the owner's; the owner moves `next`).
+    public static func claim(
+        limit: Int, lease: Duration, parts: TableParts = TableParts(of: "webhook_delivery"), on connection: PGConnection
+    ) throws(PGError) -> (claimed: [Claimed], parts: TableParts) {
+        var parts = parts
+        let claimed = try parts.claimInTurn(on: connection) { part throws(PGError) in
+            let statement = TableParts.statement(WebhookSQL.claim, over: part, table: "webhook_delivery", make: WebhookSQL.claim(from:))
+            return try connection.query(statement, [limit, Self.seconds(lease)]).rows.map { row throws(PGError) in
+                Claimed(
+                    user: try row.decode(0), id: try row.decode(1), subscription: try row.decode(2), kind: try row.decode(3),
+                    payload: try row.decode(4), attempt: try row.decode(5), url: try row.decode(6), secret: try row.decode(7))
+            }
         }
+        return (claimed, parts)
     }
 
     /// The endpoint answered 2xx.

@@ -1,0 +1,105 @@
+public import LibPQ
+import Synchronization
+
+/// The parts of a per-user table that a queue is claimed from, one part per claim: its leaf
+/// partitions where it is partitioned (by user), or the table itself on the shipped schema.
+/// Read from the catalog (`pg_partition_tree`), again after `lifetime` and after `forget()`.
+/// A claim that reads one part at a time keeps each of its statements in one partition, and
+/// steps through one partition's index instead of merging all of them (BENCHMARKS.md, "The
+/// rollup claims one partition a round"). `next` says which part the next claim tries first;
+/// its owner moves it after each claim, so that claims take the parts in turn.
+public struct TableParts: Sendable {
+    /// The table (unqualified, as the statements name it).
+    public let table: String
+    /// The parts, as SQL names (`regclass` text: quoted and qualified as the search path needs).
+    public private(set) var names: [String] = []
+    private var readAt: ContinuousClock.Instant?
+    private var forgottenAt: ContinuousClock.Instant?
+    /// The index (modulo the parts) of the part the next claim tries first.
+    public var next = 0
+
+    /// How long a reading is kept: a table partitioned (or its partitions changed) while a
+    /// process runs is claimed by its new parts within this.
+    public static let lifetime: Duration = .seconds(10)
+
+    /// The parts of `table` (a name from this code, never input), not read yet.
+    public init(of table: String) {
+        self.table = table
+    }
+
+    /// Reads the parts when the last reading is older than `lifetime`, or was forgotten.
+    public mutating func refresh(on connection: PGConnection) throws(PGError) {
+        let now = ContinuousClock.now
+        if let readAt, !names.isEmpty, now - readAt <= Self.lifetime { return }
+        let rows = try connection.query(Self.partsStatement, [table]).rows
+        let read = try rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
+        (names, readAt) = (read.isEmpty ? [table] : read, now)
+    }
+
+    /// Makes the next claim read the parts again (after a failed claim: a part may be gone).
+    public mutating func forget() {
+        (readAt, forgottenAt) = (nil, .now)
+    }
+
+    /// The parts in the order a claim tries them: from `next`, around.
+    public var inTurn: [String] {
+        guard !names.isEmpty else { return [table] }
+        let start = (next % names.count + names.count) % names.count
+        return Array(names[start...] + names[..<start])
+    }
+
+    /// Takes `other`'s reading (a copy of this one, refreshed by a claim) if it is newer.
+    /// `next` stays: the owner moves it.
+    public mutating func merge(_ other: TableParts) {
+        guard let read = other.readAt, (readAt ?? forgottenAt).map({ $0 < read }) ?? true else { return }
+        (names, readAt) = (other.names, read)
+    }
+
+    /// Reads the parts if due (`refresh`), then runs `claim` over each part in turn from `next`
+    /// until one returns rows, and returns them (none: no part had any to give).
+    public mutating func claimInTurn<Row>(on connection: PGConnection, _ claim: (String) throws(PGError) -> [Row]) throws(PGError) -> [Row] {
+        try refresh(on: connection)
+        for part in inTurn {
+            let rows = try claim(part)
+            if !rows.isEmpty { return rows }
+        }
+        return []
+    }
+
+    /// The statement `make` over `part`: `shipped` itself for the table, else the same SQL
+    /// over the part under a name of its own (a connection prepares each name once).
+    public static func statement(_ shipped: PGStatement, over part: String, table: String, make: (String) -> String) -> PGStatement {
+        part == table ? shipped : PGStatement("\(shipped.name)@\(part)", make(part), prepared: shipped.prepared)
+    }
+
+    static let partsStatement = PGStatement(
+        "badges.table_parts", "SELECT relid::regclass::text FROM pg_partition_tree($1::regclass) WHERE isleaf ORDER BY 1")
+}
+
+/// The `TableParts` a process's claims share: each claim starts one part further than the one
+/// before, takes the parts read by a claim that read them, and reads them again after a failure.
+public final class PartsInTurn: Sendable {
+    private let parts: Mutex<TableParts>
+
+    /// Parts of `table`, not read yet.
+    public init(of table: String) {
+        parts = Mutex(TableParts(of: table))
+    }
+
+    /// Runs `claim` with a copy of the parts (`next` moved for the claim after it), and keeps
+    /// the parts it read.
+    public func claim<Row: Sendable>(_ claim: (TableParts) async throws -> (claimed: [Row], parts: TableParts)) async throws -> [Row] {
+        let taken = parts.withLock { shared in
+            defer { shared.next &+= 1 }
+            return shared
+        }
+        do {
+            let (rows, read) = try await claim(taken)
+            parts.withLock { $0.merge(read) }
+            return rows
+        } catch {
+            parts.withLock { $0.forget() }
+            throw error
+        }
+    }
+}
