@@ -13,7 +13,9 @@
 # filtered run; 0 skips); REDDOT_TEST_SCHEMATHESIS_EXAMPLES the OpenAPI check's examples per
 # operation (default 50 for the whole suite, 0 for a filtered run; 0 skips);
 # REDDOT_TEST_PG_USER names the non-root user PostgreSQL runs as when started by root
-# (default: reddot-test, created if missing).
+# (default: reddot-test, created if missing); REDDOT_TEST_LAYOUT=partitionedByUser lays out every
+# test database made without a layout of its own with the per-user tables hash-partitioned by
+# user (8 partitions), to find statements that layout refuses (docs/SHARDING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root_dir=$(pwd)

@@ -11,7 +11,7 @@ struct StoreFixture: PooledFixture {
     let store: BadgeStore
 
     /// A fixture on a fresh database, its tables laid out as `layout` says.
-    static func make(connections: Int = 4, layout: SchemaLayout = .plain) async throws -> StoreFixture {
+    static func make(connections: Int = 4, layout: SchemaLayout = .fromEnvironment) async throws -> StoreFixture {
         let migrated = try await MigratedDatabase.create(prefix: "store", connections: connections, layout: layout)
         return StoreFixture(database: migrated.database, pool: migrated.pool, store: BadgeStore(pool: migrated.pool))
     }

@@ -36,7 +36,7 @@ public struct MigratedDatabase: Sendable {
     /// it, applies the repository's migrations and lays the tables out as `layout` says; throws
     /// (leaving nothing behind) when any step fails.
     public static func create(
-        prefix: String, server: String? = nil, connections: Int = 4, layout: SchemaLayout = .plain, logger: Logger = TestServer.logger
+        prefix: String, server: String? = nil, connections: Int = 4, layout: SchemaLayout = .fromEnvironment, logger: Logger = TestServer.logger
     ) async throws -> MigratedDatabase {
         let database = try await TestDatabase.create(prefix: prefix, server: server)
         let pool = PGPool(

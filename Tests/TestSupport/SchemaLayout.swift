@@ -1,5 +1,6 @@
 public import LibPQ
 import BadgeStore
+import Foundation
 
 /// How a test database lays out its tables after the repository's migrations.
 ///
@@ -15,6 +16,13 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
     case partitionedByUser
 
     public var description: String { rawValue }
+
+    /// The layout of test databases made without one: `REDDOT_TEST_LAYOUT` (`partitionedByUser`
+    /// runs every such test on the partitioned layout, to find statements it refuses), else
+    /// `plain`.
+    public static var fromEnvironment: SchemaLayout {
+        ProcessInfo.processInfo.environment["REDDOT_TEST_LAYOUT"].flatMap(SchemaLayout.init(rawValue:)) ?? .plain
+    }
 
     /// The per-user tables partitioned by `partitionedByUser`.
     public static let userTables = UserData.tables
