@@ -238,13 +238,13 @@ struct TreeCacheAPITests {
             headers[.ifNoneMatch] = first.headers[.eTag]
             #expect(try await harness.get("/v1/users/dan/badges", token: token, headers: headers).status == .notModified)
 
-            // A change from another writer (the rollup's path): visible once its notification is in.
+            // A change from another writer (the rollup's path): visible once its notification is
+            // in (milliseconds), not when the entry grows too old (60 s here, the default): the
+            // poll gives up after 20 s, which a loaded CI machine never needed.
             let version = try first.tree().version
-            let started = ContinuousClock.now
             try await harness.apply([BadgeMutation(user: dan, path: path("root.chat.b"), operation: .increment(by: 3))])
-            let changed = try await poll(harness, "/v1/users/dan/badges", token: token) { $0.version > version }
+            let changed = try await poll(harness, "/v1/users/dan/badges", token: token, within: .seconds(20)) { $0.version > version }
             #expect(changed.tree?.count == 5)
-            #expect(ContinuousClock.now - started < .seconds(3))  // milliseconds, but CI machines are loaded
 
             // A clear through this server: the next read shows it, without waiting.
             let cleared = try await harness.call(.post, "/v1/users/dan/badges/clear", token: token, body: #"{"path": "root.chat.b"}"#)

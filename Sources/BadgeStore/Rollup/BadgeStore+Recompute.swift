@@ -88,7 +88,7 @@ extension BadgeStore {
     }
 
     /// Claims up to `limit` dirty users of one part of the queue (`RollupSweep`): the part at the
-    /// sweep's `next`, or the first after it that has users another round does not hold. In
+    /// sweep's `queue.next`, or the first after it that has users another round does not hold. In
     /// that part, users are claimed in user order from the first after the last one the sweep
     /// claimed there, wrapping around to the part's first user once past its last (a sweep:
     /// every dirty user is claimed within one pass over the parts, however many marks each
