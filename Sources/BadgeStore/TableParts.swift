@@ -66,6 +66,18 @@ public struct TableParts: Sendable {
         return []
     }
 
+    /// `claimInTurn` with one statement: `shipped` on the table itself, or its SQL made by `make`
+    /// over a partition, run with `parameters`; each row read by `decode`.
+    public mutating func claimInTurn<Row>(
+        _ shipped: PGStatement, make: (String) -> String, _ parameters: [any PGBindable], on connection: PGConnection,
+        decode: (PGRow) throws(PGError) -> Row
+    ) throws(PGError) -> [Row] {
+        let table = self.table
+        return try claimInTurn(on: connection) { part throws(PGError) in
+            try connection.query(Self.statement(shipped, over: part, table: table, make: make), parameters).rows.map(decode)
+        }
+    }
+
     /// The statement `make` over `part`: `shipped` itself for the table, else the same SQL
     /// over the part under a name of its own (a connection prepares each name once).
     public static func statement(_ shipped: PGStatement, over part: String, table: String, make: (String) -> String) -> PGStatement {

@@ -210,15 +210,13 @@ public enum PushStore {
         limit: Int, lease: Duration, parts: TableParts = TableParts(of: "push_device"), on connection: PGConnection
     ) throws(PGError) -> (claimed: [Claimed], parts: TableParts) {
         var parts = parts
-        let claimed = try parts.claimInTurn(on: connection) { part throws(PGError) in
-            let statement = TableParts.statement(PushSQL.claim, over: part, table: "push_device", make: PushSQL.claim(from:))
-            return try connection.query(statement, [limit, WebhookStore.seconds(lease)]).rows.map { row throws(PGError) in
-                Claimed(
-                    user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
-                    token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
-                    attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) },
-                    quietHours: Self.quietHours(try row.decode(9, as: Int?.self), try row.decode(10, as: Int?.self), try row.decode(11, as: String?.self)))
-            }
+        let claimed = try parts.claimInTurn(PushSQL.claim, make: PushSQL.claim(from:), [limit, WebhookStore.seconds(lease)], on: connection) {
+            row throws(PGError) in
+            Claimed(
+                user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
+                token: try row.decode(3), appID: try row.decode(4), badge: try row.decode(5), version: try row.decode(6),
+                attempt: try row.decode(7), wantedAt: try row.decode(8, as: Double?.self).map { Date(timeIntervalSince1970: $0) },
+                quietHours: Self.quietHours(try row.decode(9, as: Int?.self), try row.decode(10, as: Int?.self), try row.decode(11, as: String?.self)))
         }
         return (claimed, parts)
     }

@@ -165,13 +165,11 @@ public enum WebhookStore {
         limit: Int, lease: Duration, parts: TableParts = TableParts(of: "webhook_delivery"), on connection: PGConnection
     ) throws(PGError) -> (claimed: [Claimed], parts: TableParts) {
         var parts = parts
-        let claimed = try parts.claimInTurn(on: connection) { part throws(PGError) in
-            let statement = TableParts.statement(WebhookSQL.claim, over: part, table: "webhook_delivery", make: WebhookSQL.claim(from:))
-            return try connection.query(statement, [limit, Self.seconds(lease)]).rows.map { row throws(PGError) in
-                Claimed(
-                    user: try row.decode(0), id: try row.decode(1), subscription: try row.decode(2), kind: try row.decode(3),
-                    payload: try row.decode(4), attempt: try row.decode(5), url: try row.decode(6), secret: try row.decode(7))
-            }
+        let claimed = try parts.claimInTurn(WebhookSQL.claim, make: WebhookSQL.claim(from:), [limit, Self.seconds(lease)], on: connection) {
+            row throws(PGError) in
+            Claimed(
+                user: try row.decode(0), id: try row.decode(1), subscription: try row.decode(2), kind: try row.decode(3),
+                payload: try row.decode(4), attempt: try row.decode(5), url: try row.decode(6), secret: try row.decode(7))
         }
         return (claimed, parts)
     }
