@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks RedDot's deployment files: the container image (deploy/Dockerfile), the Compose file,
+# Checks RedDot's deployment files: the container image (deploy/Dockerfile), the Compose file
+# (and its Citus variant, deploy/citus/compose.yaml: linted only, never run here),
 # the Kubernetes manifests (deploy/k8s), the systemd units (deploy/systemd) and the example
 # rules, with every linter this machine has, and checks that every `reddot` command, flag and
 # REDDOT_* variable they name exists in the binary's --help and in the runbook
@@ -45,8 +46,8 @@ trap 'rm -rf "$work"' EXIT
 bin=${REDDOT_BIN:-.build/debug/reddot}
 case $bin in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 
-yaml_files=(deploy/.yamllint deploy/compose.yaml deploy/rules.yaml deploy/k8s)
-deploy_files=(deploy/Dockerfile deploy/compose.yaml deploy/k8s deploy/systemd)
+yaml_files=(deploy/.yamllint deploy/compose.yaml deploy/citus/compose.yaml deploy/rules.yaml deploy/k8s)
+deploy_files=(deploy/Dockerfile deploy/compose.yaml deploy/citus deploy/k8s deploy/systemd)
 
 # --- required: python3 with PyYAML, and the binary --------------------------------------------
 python_ok=1
@@ -237,6 +238,65 @@ if mode == "compose":
         if command not in commands:
             problem(f"no service runs `reddot {command}`")
 
+# ---- Compose on Citus: deploy/citus/compose.yaml over deploy/compose.yaml -----------------
+# Merged as Compose merges an override: a service's mappings (depends_on, environment) key by
+# key, anything else replaced.
+if mode == "compose-citus":
+    base_path, override_path = sys.argv[2], sys.argv[3]
+    services = load_all(base_path)[0]["services"]
+    override = load_all(override_path)[0]["services"]
+    for name, changes in override.items():
+        merged = dict(services.get(name, {}))
+        for key, value in changes.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+        services[name] = merged
+    reddot = {name: service for name, service in services.items() if "build" in service}
+    nodes = {name: service for name, service in services.items()
+             if str(service.get("image", "")).startswith("citusdata/citus:") and name != "citus-layout"}
+    if "postgres" not in nodes:
+        problem("service postgres: not a Citus image (the coordinator)")
+    workers = sorted(name for name in nodes if name != "postgres")
+    if not workers:
+        problem("no Citus worker service")
+    for name, node in nodes.items():
+        if "healthcheck" not in node:
+            problem(f"service {name}: no healthcheck")
+    layout = services.get("citus-layout")
+    if layout is None:
+        problem("no service citus-layout")
+    else:
+        if str(layout.get("restart")) != "no":
+            problem("service citus-layout: restart must be \"no\" (a one-shot)")
+        depends = layout.get("depends_on", {})
+        for name in ["postgres", *workers]:
+            if depends.get(name, {}).get("condition") != "service_healthy":
+                problem(f"service citus-layout: must wait for {name}: service_healthy")
+        if depends.get("migrate", {}).get("condition") != "service_completed_successfully":
+            problem("service citus-layout: must wait for migrate: service_completed_successfully")
+        script = "\n".join(str(part) for part in layout.get("command", []))
+        for name in workers:
+            if name not in script:
+                problem(f"service citus-layout: does not add the worker {name}")
+        mounts = [str(volume).split(":") for volume in layout.get("volumes", [])]
+        sql = [mount for mount in mounts if mount[0].endswith("layout.sql")]
+        if not sql:
+            problem("service citus-layout: does not mount deploy/citus/layout.sql")
+        for mount in sql:
+            source = os.path.normpath(os.path.join(os.path.dirname(base_path), mount[0]))
+            if not os.path.isfile(source):
+                problem(f"service citus-layout: mounts {mount[0]}, which is not a file ({source})")
+            if mount[1] not in script:
+                problem(f"service citus-layout: never runs the file it mounts at {mount[1]}")
+    for name, service in reddot.items():
+        if name == "migrate":
+            continue
+        if service.get("depends_on", {}).get("citus-layout", {}).get("condition") != "service_completed_successfully":
+            problem(f"service {name}: must wait for citus-layout: service_completed_successfully "
+                    "(no row before the tables are distributed)")
+
 # ---- every command, flag and REDDOT_* variable exists in --help and in the runbook --------
 if mode == "consistency":
     binary, readme_path = sys.argv[2], sys.argv[3]
@@ -416,10 +476,15 @@ if [ ${#compose[@]} -gt 0 ]; then
   check "${compose[*]} config ($("${compose[@]}" version --short 2>/dev/null || echo '?'))" \
     env REDDOT_JWT_HS256_SECRET=lint-placeholder-not-a-secret-0123456789 \
     "${compose[@]}" -f deploy/compose.yaml config -q
+  check "${compose[*]} config, with deploy/citus/compose.yaml" \
+    env REDDOT_JWT_HS256_SECRET=lint-placeholder-not-a-secret-0123456789 \
+    "${compose[@]}" -f deploy/compose.yaml -f deploy/citus/compose.yaml config -q
 else
   skip "compose config" "neither docker compose nor docker-compose is installed"
 fi
 [ $python_ok = 1 ] && check "Compose start order and health checks" py compose deploy/compose.yaml
+[ $python_ok = 1 ] && check "Compose on Citus: the workers, the layout's one-shot, the start order" \
+  py compose-citus deploy/compose.yaml deploy/citus/compose.yaml
 
 # --- 6. systemd ---------------------------------------------------------------------------
 if have systemd-analyze && [ $bin_ok = 1 ]; then

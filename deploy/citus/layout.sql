@@ -2,12 +2,15 @@
 -- run here (this machine has no Citus). It is the layout the schema is being made ready for
 -- (issue 27; docs/SHARDING.md says which statements Citus would still refuse: the rollup's
 -- round and the queue's claim work across users in one statement, the prunes, the sweeper and
--- the change feed too). A test (`CitusLayoutTests`) keeps this file's table lists equal to the
--- schema's: every table with a `user_id` is distributed by it, colocated with `user_version`,
--- and every other table is a reference table or stays on the coordinator.
+-- the change feed too). A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
+-- file's table lists equal to the schema's: every table with a `user_id` is distributed by it,
+-- colocated with `user_version`, and every other table is a reference table or stays on the
+-- coordinator.
 --
 -- Run once, on the coordinator, after `reddot migrate up` and before any data is written:
 --   psql "$REDDOT_DATABASE_URL" -v ON_ERROR_STOP=1 -f deploy/citus/layout.sql
+-- (deploy/citus/compose.yaml's one-shot citus-layout runs it so, once, after registering the
+-- workers.)
 --
 -- Coordinator-local (written per batch or per round, not per user; not distributed):
 --   consumer_offset, rejected_record, change_feed_lease, reddot_schema_migrations
