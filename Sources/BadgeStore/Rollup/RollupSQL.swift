@@ -271,19 +271,20 @@ extension BadgeSQL {
         )\(moded ? modedFresh : plainFresh), diff AS (
             SELECT coalesce(f.user_id, a.user_id) AS user_id, coalesce(f.path, a.path) AS path,
                    a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
-                   f.count, f.icon, f.unseen, f.user_id IS NOT NULL AS kept
+                   f.count, f.icon, f.unseen, f.user_id IS NOT NULL AS kept, a.at
             FROM fresh f
             -- The users' stored aggregates, reached one user at a time: joined as a set, the
             -- planner merged the round's users with the whole primary key (170 ms a round at
             -- 470k aggregates).
             FULL JOIN (
-                SELECT a.* FROM users u CROSS JOIN LATERAL (SELECT * FROM badge_aggregate x WHERE x.user_id = u.user_id OFFSET 0) AS a
+                SELECT a.* FROM users u
+                CROSS JOIN LATERAL (SELECT x.*, x.ctid AS at FROM badge_aggregate x WHERE x.user_id = u.user_id OFFSET 0) AS a
             ) a
                 ON a.user_id = f.user_id AND a.path = f.path
             WHERE (a.count, a.icon, a.unseen) IS DISTINCT FROM (f.count, f.icon, f.unseen)
-        ), roots AS (
+        ), roots AS MATERIALIZED (
             \(rootTotals(from: "fresh"))
-        )\(versionAndLog)
+        )\(versionAndLog(partitioned: partitioned))
         """, prepared: false)
     }
 
@@ -468,18 +469,19 @@ extension BadgeSQL {
         ), updated AS (
             SELECT s.user_id, s.path, a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
                    least(coalesce(a.count, 0) + s.amount, \(maxCount))::bigint AS count, a.icon,
-                   least(coalesce(a.unseen, 0) + s.unseen, \(maxCount))::bigint AS unseen
+                   least(coalesce(a.unseen, 0) + s.unseen, \(maxCount))::bigint AS unseen, a.at
             FROM spread s
             -- One index probe per node (LIMIT 1 keeps the planner from hashing the whole table).
             LEFT JOIN LATERAL (
-                SELECT x.count, x.icon, x.unseen FROM badge_aggregate x WHERE x.user_id = s.user_id AND x.path = s.path LIMIT 1
+                SELECT x.count, x.icon, x.unseen, x.ctid AS at FROM badge_aggregate x
+                WHERE x.user_id = s.user_id AND x.path = s.path LIMIT 1
             ) a ON true
         ), diff AS (
-            SELECT user_id, path, old_count, old_icon, old_unseen, count, icon, unseen, true AS kept FROM updated
+            SELECT user_id, path, old_count, old_icon, old_unseen, count, icon, unseen, true AS kept, at FROM updated
             WHERE (old_count, old_unseen) IS DISTINCT FROM (count, unseen)
-        ), roots AS (
+        ), roots AS MATERIALIZED (
             \(rootTotals(from: "updated"))
-        )\(versionAndLog)
+        )\(versionAndLog(partitioned: partitioned))
         """, prepared: false)
     }
 
@@ -517,7 +519,8 @@ extension BadgeSQL {
 
     /// The CTE `roots` of `recompute` and `addDeltas`: one row, one JSON object from each user of
     /// `source` (the new aggregates) to their root's `[count, unseen]`. The log's insert looks
-    /// each user up in it. (As rows joined by user, the planner, which guesses 10 users a round,
+    /// each user up in it. Materialized: the log's insert names it twice (count and unseen), and
+    /// inlined it was built twice a round. (As rows joined by user, the planner, which guesses 10 users a round,
     /// scanned every user's root for each version it logged: 62 of the 74 ms of logging a round
     /// of 379 users, `EXPLAIN (ANALYZE)`.)
     static func rootTotals(from source: String) -> String {
@@ -525,9 +528,10 @@ extension BadgeSQL {
     }
 
     /// The end of `recompute` and `addDeltas`, after the CTEs `reach` (see `consumeMarks`) and `diff` (the aggregates that change:
-    /// user, path, the old count, icon and unseen, the new ones, and whether the node still
-    /// shows) and `roots` (`rootTotals`: each changed user's own root totals after the change): writes the
-    /// changed rows, bumps the version of users with any change (or a `bump` in `reach`),
+    /// user, path, the old count, icon and unseen, the new ones, whether the node still
+    /// shows, and `at`, the tuple id of its stored row, NULL when it has none) and `roots`
+    /// (`rootTotals`: each changed user's own root totals after the change): writes the
+    /// changed rows (`aggregateWrites`), bumps the version of users with any change (or a `bump` in `reach`),
     /// recording how far its writes reach, logs each new version with the aggregates it changed
     /// (before and after), how far its writes and the previous version's reach, the broadcast version it was
     /// made under and the visible root totals (broadcasts the user has not dismissed merged in
@@ -538,7 +542,8 @@ extension BadgeSQL {
     /// when they differ from the version's (`user_version.mutes`), that is a change: a new
     /// version keeps and logs them.
     /// Returns each new version's user and version.
-    private static let versionAndLog = """
+    private static func versionAndLog(partitioned: Bool) -> String {
+        """
         , mute_lists AS (
             -- The muted nodes of each user with a mute written since the version, when they
             -- differ from the version's.
@@ -551,18 +556,7 @@ extension BadgeSQL {
             ) l
             WHERE EXISTS (SELECT 1 FROM badge_mute m WHERE m.user_id = r.user_id AND m.written_in > r.covered AND m.written_in <= r.top)
               AND l.list IS DISTINCT FROM coalesce((SELECT v.mutes FROM user_version v WHERE v.user_id = r.user_id), '[]')
-        ), removed AS (
-            DELETE FROM badge_aggregate a
-            USING diff d
-            WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path
-            RETURNING a.user_id
-        ), written AS (
-            INSERT INTO badge_aggregate AS a (user_id, path, count, icon, unseen)
-            SELECT user_id, path, count, icon, unseen FROM diff WHERE kept
-            ON CONFLICT (user_id, path) DO UPDATE
-            SET count = excluded.count, icon = excluded.icon, unseen = excluded.unseen
-            RETURNING a.user_id
-        ), bumped AS (
+        )\(aggregateWrites(partitioned: partitioned)), bumped AS (
             INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through, mutes)
             SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top, ml.list
             FROM reach r
@@ -623,6 +617,62 @@ extension BadgeSQL {
         SELECT user_id, version, pg_notify($2, \(ChangeNotification.userPayloadSQL(user: "user_id", version: "version")))
         FROM bumped
         """
+    }
+
+    /// The CTEs of `versionAndLog` that write `diff` to `badge_aggregate`: `removed` (the nodes
+    /// that no longer show) and `written` (the others), each returning the users it wrote.
+    ///
+    /// The stored rows are known already (`diff.at`, read by the same statement), and no other
+    /// transaction writes a user's aggregates meanwhile: every writer of `badge_aggregate` (a
+    /// round, ingest's round, an erasure) holds the user's rollup lock, taken before this
+    /// statement's snapshot. So a new node is a plain insert, and a stored one is updated by
+    /// its tuple id, with no second probe of the primary key. `INSERT … ON CONFLICT DO UPDATE`
+    /// probed every node again and inserted speculatively: for 2,590 nodes of 500 users, 15.6 ms
+    /// for new nodes and 17.4 ms for stored ones, against 6.4 ms for the plain insert and
+    /// 12.3 ms for the update by tuple id (BENCHMARKS.md). Should a node be inserted meanwhile
+    /// after all, the insert fails with `unique_violation` and the round is retried; it never
+    /// counts twice.
+    ///
+    /// On a table partitioned by user (`partitioned`), a tuple id names a row only within its
+    /// partition, so there the write stays the upsert by key.
+    static func aggregateWrites(partitioned: Bool) -> String {
+        let removed = """
+            , removed AS (
+                DELETE FROM badge_aggregate a
+                USING diff d
+                WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path
+                RETURNING a.user_id
+            )
+            """
+        if partitioned {
+            return removed + """
+                , written AS (
+                    INSERT INTO badge_aggregate AS a (user_id, path, count, icon, unseen)
+                    SELECT user_id, path, count, icon, unseen FROM diff WHERE kept
+                    ON CONFLICT (user_id, path) DO UPDATE
+                    SET count = excluded.count, icon = excluded.icon, unseen = excluded.unseen
+                    RETURNING a.user_id
+                )
+                """
+        }
+        return removed + """
+            , added AS (
+                INSERT INTO badge_aggregate (user_id, path, count, icon, unseen)
+                SELECT user_id, path, count, icon, unseen FROM diff WHERE kept AND at IS NULL
+                RETURNING user_id
+            ), rewritten AS (
+                -- The tuple ids as an array, so that the plan reaches the rows by them (joined
+                -- with `diff` alone, the planner hashed a scan of the whole table).
+                UPDATE badge_aggregate a SET count = d.count, icon = d.icon, unseen = d.unseen
+                FROM diff d
+                WHERE a.ctid = ANY(ARRAY(SELECT at FROM diff WHERE kept AND at IS NOT NULL))
+                  AND d.at = a.ctid AND d.kept
+                RETURNING a.user_id
+            ), written AS (
+                SELECT user_id FROM added UNION ALL SELECT user_id FROM rewritten
+            )
+            """
+    }
 }
 
 extension BadgeSQL {
