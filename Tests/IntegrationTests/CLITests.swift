@@ -178,9 +178,10 @@ struct CLITests {
             }
             #expect(result.exitCode == 75, "\(result)")
             #expect(result.stderr.contains("reddot: another migrator has held the migration lock for more than 0.3 s"), "\(result)")
-            // It gives up instead of waiting for the lock (a spawn on a loaded 2-core machine took
-            // 11.7 s once; the lock is held for as long as the test runs).
-            #expect(ContinuousClock.now - started < .seconds(30))
+            // It gives up instead of waiting for the lock, which is held for as long as the test
+            // runs: a wait for it would never end. The bound is loose on purpose: under the whole
+            // suite's load on a 2-core machine a spawn took 11.7 s once, and this test 36 s.
+            #expect(ContinuousClock.now - started < .seconds(120))
             // Nothing was applied: every file is still pending.
             let status = try await reddot(["migrate", "status", "--database-url", url, "--migrations", Self.fixtures.appendingPathComponent("migrations").path])
             #expect(status.exitCode == 0, "\(status)")
