@@ -175,7 +175,7 @@ struct ServeCLITests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    static func waitForHealth(port: Int, timeout: Duration = .seconds(20)) async throws {
+    static func waitForHealth(port: Int, timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let (status, _) = try? await get(port: port, "/readyz", token: nil), status == 200 { return }
