@@ -80,12 +80,12 @@ struct StreamController {
                     if let last = missed.last {
                         // A resume within the change log: the missed versions, one event each.
                         for (before, after) in zip(missed, missed.dropFirst()) {
-                            opening += try Self.changeEvent(from: before, to: after) ?? ""
+                            opening += Self.changeEvent(from: before, to: after) ?? ""
                         }
                         // The parts of the last are not known: the next wake-up reads.
                         follower = StreamFollower(user: user, current: last, view: nil, generation: generation, followsLog: follower.followsLog)
                     } else if resumeVersion != first.version {
-                        opening += Self.event("snapshot", id: first.version, data: try BadgeAPI.encode(first))
+                        opening += Self.event("snapshot", id: first.version, data: TreeJSON.encode(first))
                     }
                     try await writer.write(ByteBuffer(string: opening))
                     for await wake in subscription.stream {
@@ -112,13 +112,13 @@ struct StreamController {
     /// The `change` event from one tree to the next; nil when what the stream shows (its nodes
     /// and mutes) did not change (a change elsewhere in the user's tree moves the version of a
     /// subtree stream).
-    static func changeEvent(from before: UserBadgeTree, to after: UserBadgeTree) throws -> String? {
+    static func changeEvent(from before: UserBadgeTree, to after: UserBadgeTree) -> String? {
         let changed = changedNodes(from: before.tree, to: after.tree)
         let mutes = before.mutes == after.mutes ? nil : after.mutes
         guard !changed.isEmpty || mutes != nil else { return nil }
         return event(
             "change", id: after.version,
-            data: try BadgeAPI.encode(TreeChange(user: after.user, version: after.version, changed: changed, mutes: mutes)))
+            data: TreeJSON.encode(TreeChange(user: after.user, version: after.version, changed: changed, mutes: mutes)))
     }
 
     /// The most versions a stream replays on resume; a client further behind gets a snapshot.

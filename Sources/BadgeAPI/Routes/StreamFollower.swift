@@ -65,7 +65,7 @@ struct StreamFollower: Sendable {
         let next = render(held)
         // Never back: a read from a replica may be behind what a resume read from the primary.
         guard next.version > current.version else { return nil }
-        let event = try StreamController.changeEvent(from: current, to: next)
+        let event = StreamController.changeEvent(from: current, to: next)
         current = next
         return event
     }
