@@ -1,4 +1,5 @@
 public import LibPQ
+import Foundation
 import Synchronization
 
 /// The parts of a per-user table that a queue is claimed from, one part per claim: its leaf
@@ -113,5 +114,52 @@ public final class PartsInTurn: Sendable {
             parts.withLock { $0.forget() }
             throw error
         }
+    }
+}
+
+/// A prune of a per-user table, one chunk at a time: at most `$2` rows whose `before` column
+/// is earlier than `$1`, keyed by `key`, skipping rows another transaction holds. Run over
+/// each part of the table in turn (`run`), so that on a table partitioned by user each of its
+/// statements reads and deletes in one partition; on the shipped schema, the one statement
+/// over the table.
+struct PerUserPrune: Sendable {
+    let shipped: PGStatement
+    let table: String
+    let key: String
+    let before: String
+
+    /// The prune `name` of `table` (names from this code, never input).
+    init(_ name: String, table: String, key: String, before: String) {
+        (self.table, self.key, self.before) = (table, key, before)
+        shipped = PGStatement(name, Self.sql(over: table, key: key, before: before))
+    }
+
+    private static func sql(over part: String, key: String, before: String) -> String {
+        """
+        DELETE FROM \(part)
+        WHERE (\(key)) IN (
+            SELECT \(key) FROM \(part) WHERE \(before) < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+        """
+    }
+
+    /// Deletes every row before `cutoff`, `limit` a statement (each its own transaction unless
+    /// the caller opened one), part by part.
+    ///
+    /// - Returns: how many rows it deleted.
+    func run(before cutoff: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        var parts = TableParts(of: table)
+        try parts.refresh(on: connection)
+        var total = 0
+        for part in parts.inTurn {
+            let statement = TableParts.statement(shipped, over: part, table: table) { [key, before] in
+                Self.sql(over: $0, key: key, before: before)
+            }
+            while true {
+                let deleted = try connection.query(statement, [cutoff, limit]).affectedRows
+                total += deleted
+                if deleted < limit { break }
+            }
+        }
+        return total
     }
 }

@@ -202,6 +202,57 @@ struct SenderClaimPartitionTests {
     }
 }
 
+@Suite("Prunes on tables partitioned by user", .serialized)
+struct PrunePartitionTests {
+    @Test("the retention prunes and the fold of old increments delete every old row of users in every partition, each statement in one partition")
+    func prunesPartByPart() async throws {
+        let (plans, migrated) = try await PlanLog.partitionedDatabase(prefix: "prunepart")
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            let users = (1...40).map { "prune_u\($0)" }
+            let old = "now() - interval '30 days'"
+            try await pool.withConnection { connection in
+                try connection.execute(
+                    script: """
+                    INSERT INTO applied_user_event (user_id, event_id, applied_at) SELECT u, 'e-' || u, \(old) FROM unnest($1::text[]) u;
+                    INSERT INTO applied_action (user_id, action_id, applied_at) SELECT u, 'a-' || u, \(old) FROM unnest($1::text[]) u;
+                    INSERT INTO badge_item (user_id, path, item, occurred_at, removed_at) SELECT u, 'root.x', 'i', \(old), \(old) FROM unnest($1::text[]) u;
+                    INSERT INTO badge_clear_mark (user_id, path, subtree, cleared_through, marked_at) SELECT u, 'root.x', true, \(old), \(old) FROM unnest($1::text[]) u;
+                    INSERT INTO erased_user (user_id, erased_at) SELECT u, \(old) FROM unnest($1::text[]) u;
+                    """.replacingOccurrences(of: "$1::text[]", with: "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"),
+                    name: "test.prune.rows")
+            }
+            let tables = ["applied_user_event", "applied_action", "badge_item", "badge_clear_mark", "erased_user"]
+            func rows() async throws -> [String: Int] {
+                try await pool.withConnection { connection in
+                    var counts: [String: Int] = [:]
+                    for table in tables {
+                        counts[table] = Int(try connection.query(PGStatement("test.count.\(table)", "SELECT count(*) FROM \(table)")).rows.first?.decode(0, as: Int64.self) ?? -1)
+                    }
+                    return counts
+                }
+            }
+            #expect(try await rows() == Dictionary(uniqueKeysWithValues: tables.map { ($0, 40) }))
+            let spread = try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.spread", "SELECT count(DISTINCT tableoid) FROM applied_user_event")).rows.first?.decode(0, as: Int64.self)
+            }
+            #expect(spread == 8)
+
+            try await PlanLog.explainEverything(on: pool)
+            // Chunks of 3: several statements a partition, as a real prune of many rows takes.
+            let deleted = try await pool.withConnection { connection in
+                try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 3, on: connection)
+            }
+            let reached = plans.partitionsReached()  // the prunes' plans, before this test's counts
+            #expect(deleted == 200)
+            #expect(try await rows() == Dictionary(uniqueKeysWithValues: tables.map { ($0, 0) }))
+            #expect(reached.queries.contains { $0.contains("DELETE FROM applied_user_event_p") }, "\(reached.queries.prefix(5))")
+            #expect(reached.queries.contains { $0.contains("FROM badge_increment_p") }, "\(reached.queries.prefix(5))")
+            PlanLog.recordWide(reached.wide)
+        }
+    }
+}
+
 /// The plans `auto_explain` sent as notices, and which partitions each reached.
 final class PlanLog: Sendable {
     private let plans = Mutex<[String]>([])

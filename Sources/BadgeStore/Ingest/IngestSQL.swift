@@ -160,42 +160,22 @@ enum IngestSQL {
         """)
 
     /// One chunk of expired users' event ids.
-    static let pruneAppliedUserEvents = PGStatement(
-        "ingest.prune_applied_user_events",
-        """
-        DELETE FROM applied_user_event
-        WHERE (user_id, event_id) IN (
-            SELECT user_id, event_id FROM applied_user_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
-        """)
+    static let pruneAppliedUserEvents = PerUserPrune(
+        "ingest.prune_applied_user_events", table: "applied_user_event", key: "user_id, event_id", before: "applied_at")
 
     /// One chunk of the clients' action ids older than the dedupe retention (a replay of such
     /// an action later would apply again, at its `seen_version`).
-    static let pruneAppliedActions = PGStatement(
-        "ingest.prune_applied_actions",
-        """
-        DELETE FROM applied_action
-        WHERE (user_id, action_id) IN (
-            SELECT user_id, action_id FROM applied_action WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
-        """)
+    static let pruneAppliedActions = PerUserPrune(
+        "ingest.prune_applied_actions", table: "applied_action", key: "user_id, action_id", before: "applied_at")
 
     /// One chunk of item tombstones older than the dedupe retention (an add of such an item
     /// arriving later would count again, as would a duplicate of its event).
-    static let pruneGoneItems = PGStatement(
-        "ingest.prune_gone_items",
-        """
-        DELETE FROM badge_item
-        WHERE (user_id, path, item) IN (
-            SELECT user_id, path, item FROM badge_item WHERE removed_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
-        """)
+    static let pruneGoneItems = PerUserPrune(
+        "ingest.prune_gone_items", table: "badge_item", key: "user_id, path, item", before: "removed_at")
 
     /// One chunk of clear marks older than the dedupe retention.
-    static let pruneClearMarks = PGStatement(
-        "ingest.prune_clear_marks",
-        """
-        DELETE FROM badge_clear_mark
-        WHERE (user_id, path, subtree) IN (
-            SELECT user_id, path, subtree FROM badge_clear_mark WHERE marked_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
-        """)
+    static let pruneClearMarks = PerUserPrune(
+        "ingest.prune_clear_marks", table: "badge_clear_mark", key: "user_id, path, subtree", before: "marked_at")
 
     /// Which of the keys (`$1` users, `''` for a broadcast, `$2` event ids) were applied: a
     /// user's in `applied_user_event`, or (by a build before migration 20, or during the

@@ -258,14 +258,17 @@ public enum IngestTransaction {
     public static func pruneAppliedEvents(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
         guard limit > 0 else { return 0 }
         var total = 0
-        for statement in [
-            IngestSQL.pruneAppliedEvents, IngestSQL.pruneAppliedUserEvents, UserDataSQL.pruneMarks, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
+        // The broadcasts' ids (one small table, a reference table under Citus), then the users'
+        // tables, each part by part (`PerUserPrune`).
+        while true {
+            let deleted = try connection.query(IngestSQL.pruneAppliedEvents, [olderThan, limit]).affectedRows
+            total += deleted
+            if deleted < limit { break }
+        }
+        for prune in [
+            IngestSQL.pruneAppliedUserEvents, UserDataSQL.pruneMarks, IngestSQL.pruneAppliedActions, IngestSQL.pruneGoneItems, IngestSQL.pruneClearMarks,
         ] {
-            while true {
-                let deleted = try connection.query(statement, [olderThan, limit]).affectedRows
-                total += deleted
-                if deleted < limit { break }
-            }
+            total += try prune.run(before: olderThan, limit: limit, on: connection)
         }
         total += try BadgeStore.foldIncrements(storedBefore: olderThan, limit: limit, on: connection)
         return total

@@ -166,12 +166,7 @@ enum UserDataSQL {
         "SELECT pg_current_xact_id()::text, array_to_string(ARRAY(SELECT user_id FROM erased_user WHERE user_id = ANY($1::text[])), E'\\n')")
 
     /// One chunk of marks older than the dedupe retention.
-    static let pruneMarks = PGStatement(
-        "users.prune_erased",
-        """
-        DELETE FROM erased_user
-        WHERE user_id IN (SELECT user_id FROM erased_user WHERE erased_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
-        """)
+    static let pruneMarks = PerUserPrune("users.prune_erased", table: "erased_user", key: "user_id", before: "erased_at")
 }
 
 extension BadgeStore {

@@ -399,9 +399,27 @@ extension BadgeStore {
     /// - Returns: how many increments were folded.
     public static func foldIncrements(storedBefore: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
         guard limit > 0 else { return 0 }
+        // Part by part (`TableParts`): where `badge_increment` is partitioned by user, each
+        // statement reads one partition.
+        var parts = TableParts(of: "badge_increment")
+        try parts.refresh(on: connection)
+        var total = 0
+        for part in parts.inTurn {
+            let candidates = TableParts.statement(BadgeSQL.foldCandidates, over: part, table: parts.table) {
+                BadgeSQL.foldCandidates(in: $0)
+            }
+            total += try foldIncrements(storedBefore: storedBefore, limit: limit, candidates: candidates, on: connection)
+        }
+        return total
+    }
+
+    /// `foldIncrements` for the users `candidates` finds.
+    private static func foldIncrements(
+        storedBefore: Date, limit: Int, candidates: PGStatement, on connection: PGConnection
+    ) throws(PGError) -> Int {
         var total = 0
         while true {
-            let users = try connection.query(BadgeSQL.foldCandidates, [storedBefore, limit]).rows.compactMap { row in
+            let users = try connection.query(candidates, [storedBefore, limit]).rows.compactMap { row in
                 try? UserID(validating: try row.decode(0, as: String.self))
             }
             guard !users.isEmpty else { return total }

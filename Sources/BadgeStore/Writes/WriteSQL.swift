@@ -570,16 +570,19 @@ extension BadgeSQL {
         """)
 
     /// Users with increments stored before `$1` that their tree already shows (at most `$2`).
-    static let foldCandidates = PGStatement(
-        "badges.fold_candidates",
+    static let foldCandidates = PGStatement("badges.fold_candidates", foldCandidates(in: "badge_increment"))
+
+    /// `foldCandidates` over `part`: `badge_increment` or one of its partitions.
+    static func foldCandidates(in part: String) -> String {
         """
         SELECT DISTINCT user_id FROM (
-            SELECT i.user_id FROM badge_increment i
+            SELECT i.user_id FROM \(part) i
             WHERE i.arrived_at < $1
               AND i.shown_in <= \(writesThrough(of: "i.user_id"))
             LIMIT $2
         ) AS c
-        """)
+        """
+    }
 
     /// Folds, for the users `$2`, the increments and decrements stored before `$1` that their
     /// tree already shows into their states (`BadgeTree.foldIncrements`), as far as none that
