@@ -61,17 +61,9 @@ enum TreeJSON {
 
     /// `{"count": …, "icon": …, "path": …, "shown": …, "text": …, "unseen": …}`.
     static func write(_ node: FlatNode, into buffer: inout ByteBuffer) {
-        buffer.writeStaticString("{\"count\":")
-        buffer.writeString(String(node.count))
-        buffer.writeStaticString(",\"icon\":")
-        if let icon = node.icon { writePlain(icon.rawValue, into: &buffer) } else { buffer.writeStaticString("null") }
-        buffer.writeStaticString(",\"path\":")
-        writePlain(node.path.rawValue, into: &buffer)
-        buffer.writeStaticString(node.shown ? ",\"shown\":true,\"text\":" : ",\"shown\":false,\"text\":")
-        if let text = node.text { writeString(text, into: &buffer) } else { buffer.writeStaticString("null") }
-        buffer.writeStaticString(",\"unseen\":")
-        buffer.writeString(String(node.unseen))
-        buffer.writeStaticString("}")
+        buffer.writeStaticString("{")
+        writeFields(
+            count: node.count, icon: node.icon, path: node.path, shown: node.shown, text: node.text, unseen: node.unseen, into: &buffer)
     }
 
     private static func nodeCount(_ node: BadgeNode?) -> Int {
@@ -86,17 +78,27 @@ enum TreeJSON {
             if index > 0 { buffer.writeStaticString(",") }
             write(child, into: &buffer)
         }
-        buffer.writeStaticString("],\"count\":")
-        buffer.writeString(String(node.count))
+        buffer.writeStaticString("],")
+        writeFields(
+            count: node.count, icon: node.icon, path: node.path, shown: node.shown, text: node.text, unseen: node.unseen, into: &buffer)
+    }
+
+    /// A node's fields after its opening (and its children): `"count": …, "icon": …, "path": …,
+    /// "shown": …, "text": …, "unseen": …}`.
+    private static func writeFields(
+        count: Int64, icon: BadgeIcon?, path: BadgePath, shown: Bool, text: String?, unseen: Int64, into buffer: inout ByteBuffer
+    ) {
+        buffer.writeStaticString("\"count\":")
+        buffer.writeString(String(count))
         buffer.writeStaticString(",\"icon\":")
         // Icons ([a-z0-9_-]) and paths ([A-Za-z0-9_.]) never need escaping.
-        if let icon = node.icon { writePlain(icon.rawValue, into: &buffer) } else { buffer.writeStaticString("null") }
+        if let icon { writePlain(icon.rawValue, into: &buffer) } else { buffer.writeStaticString("null") }
         buffer.writeStaticString(",\"path\":")
-        writePlain(node.path.rawValue, into: &buffer)
-        buffer.writeStaticString(node.shown ? ",\"shown\":true,\"text\":" : ",\"shown\":false,\"text\":")
-        if let text = node.text { writeString(text, into: &buffer) } else { buffer.writeStaticString("null") }
+        writePlain(path.rawValue, into: &buffer)
+        buffer.writeStaticString(shown ? ",\"shown\":true,\"text\":" : ",\"shown\":false,\"text\":")
+        if let text { writeString(text, into: &buffer) } else { buffer.writeStaticString("null") }
         buffer.writeStaticString(",\"unseen\":")
-        buffer.writeString(String(node.unseen))
+        buffer.writeString(String(unseen))
         buffer.writeStaticString("}")
     }
 
