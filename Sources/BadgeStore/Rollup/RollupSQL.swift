@@ -632,8 +632,8 @@ extension BadgeSQL {
     /// probed every node again and inserted speculatively: for 2,590 nodes of 500 users, 15.6 ms
     /// for new nodes and 17.4 ms for stored ones, against 6.4 ms for the plain insert and
     /// 12.3 ms for the update by tuple id (BENCHMARKS.md). Should a node be inserted meanwhile
-    /// after all, the insert fails with `unique_violation` and the round is retried; it never
-    /// counts twice.
+    /// after all, the statement fails with `unique_violation` and its transaction writes
+    /// nothing (a rollup round is tried again); it never counts twice.
     ///
     /// On a table partitioned by user (`partitioned`), a tuple id names a row only within its
     /// partition, so there the write stays the upsert by key.
