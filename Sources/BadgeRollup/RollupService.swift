@@ -99,8 +99,20 @@ public struct RollupService: Service {
     /// - Returns: users marked dirty and broadcasts expired.
     @discardableResult
     public func sweepExpired() async throws -> (users: Int, broadcasts: Int) {
-        let users = try await inBatches { connection, limit throws(PGError) in try BadgeStore.expireBadges(limit: limit, on: connection) }
-        let woken = try await inBatches { connection, limit throws(PGError) in try BadgeStore.wakeSnoozes(limit: limit, on: connection) }
+        // A part of each table at a time: where they are partitioned by user, each statement
+        // reads one partition (on the shipped schema, each table is its one part).
+        let parts = try await pool.withConnection { try BadgeStore.expiryParts(on: $0) }
+        var users = 0, woken = 0
+        for part in parts.states {
+            users += try await inBatches { connection, limit throws(PGError) in
+                try BadgeStore.expireBadges(limit: limit, part: part, on: connection)
+            }
+        }
+        for part in parts.mutes {
+            woken += try await inBatches { connection, limit throws(PGError) in
+                try BadgeStore.wakeSnoozes(limit: limit, part: part, on: connection)
+            }
+        }
         metrics.wokenSnoozes.increment(by: woken)
         let broadcasts = try await pool.withTransaction { connection in
             try BadgeStore.expireBroadcasts(on: connection)

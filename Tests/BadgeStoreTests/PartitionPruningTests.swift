@@ -251,6 +251,39 @@ struct PrunePartitionTests {
             PlanLog.recordWide(reached.wide)
         }
     }
+
+    @Test("the expiry sweeper's candidates come from one partition a statement, and every expired state and ended snooze of users in all partitions is found")
+    func sweeperPartByPart() async throws {
+        let (plans, migrated) = try await PlanLog.partitionedDatabase(prefix: "sweeppart")
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            let users = (1...40).map { "sweep_u\($0)" }
+            let list = "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+            try await pool.withConnection { connection in
+                try connection.execute(
+                    script: """
+                    INSERT INTO badge_state (user_id, path, count, expires_at) SELECT u, 'root.x', 1, now() - interval '1 minute' FROM unnest(\(list)) u;
+                    INSERT INTO badge_mute (user_id, path, muted, until, occurred_at, woken, written_in)
+                    SELECT u, 'root.y', true, now() - interval '1 minute', now() - interval '1 hour', false, 0 FROM unnest(\(list)) u;
+                    """, name: "test.sweep.rows")
+            }
+            try await PlanLog.explainEverything(on: pool)
+            let parts = try await pool.withConnection { try BadgeStore.expiryParts(on: $0) }
+            #expect(parts.states.count == 8 && parts.mutes.count == 8, "\(parts)")
+            var expired = 0, woken = 0
+            for part in parts.states {
+                expired += try await pool.withTransaction { try BadgeStore.expireBadges(limit: 100, part: part, on: $0) }
+            }
+            for part in parts.mutes {
+                woken += try await pool.withTransaction { try BadgeStore.wakeSnoozes(limit: 100, part: part, on: $0) }
+            }
+            let reached = plans.partitionsReached()
+            #expect(expired == 40 && woken == 40, "expired \(expired), woken \(woken)")
+            #expect(reached.queries.contains { $0.contains("FROM badge_state_p") }, "\(reached.queries.prefix(5))")
+            #expect(reached.queries.contains { $0.contains("FROM badge_mute_p") }, "\(reached.queries.prefix(5))")
+            PlanLog.recordWide(reached.wide)
+        }
+    }
 }
 
 /// The plans `auto_explain` sent as notices, and which partitions each reached.

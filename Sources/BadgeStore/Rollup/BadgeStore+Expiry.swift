@@ -6,9 +6,12 @@ extension BadgeStore {
     /// in the caller's transaction, so the next rollup removes them and their ancestors' share.
     ///
     /// - Returns: how many users had rows deleted (a few more may be marked).
+    /// The users come from `part`, a part of `badge_state` (`expiryParts`); on the shipped
+    /// schema the table itself.
     @discardableResult
-    public static func expireBadges(limit: Int, on connection: PGConnection) throws(PGError) -> Int {
-        try markingUsers(of: BadgeSQL.expiredUsers, limit: limit, on: connection) { users throws(PGError) in
+    public static func expireBadges(limit: Int, part: String = "badge_state", on connection: PGConnection) throws(PGError) -> Int {
+        let candidates = TableParts.statement(BadgeSQL.expiredUsers, over: part, table: "badge_state") { BadgeSQL.expiredUsers(in: $0) }
+        return try markingUsers(of: candidates, limit: limit, on: connection) { users throws(PGError) in
             try connection.query(BadgeSQL.expireBadges, [limit, users.map(\.rawValue)]).rows.count
         }
     }
@@ -18,11 +21,26 @@ extension BadgeStore {
     /// their ancestors again and makes a version without them among the muted nodes.
     ///
     /// - Returns: how many snoozes woke.
+    /// The snoozes come from `part`, a part of `badge_mute` (`expiryParts`); on the shipped
+    /// schema the table itself.
     @discardableResult
-    public static func wakeSnoozes(limit: Int, on connection: PGConnection) throws(PGError) -> Int {
-        try markingUsers(of: BadgeSQL.endedSnoozeUsers, limit: limit, on: connection) { users throws(PGError) in
+    public static func wakeSnoozes(limit: Int, part: String = "badge_mute", on connection: PGConnection) throws(PGError) -> Int {
+        let candidates = TableParts.statement(BadgeSQL.endedSnoozeUsers, over: part, table: "badge_mute") {
+            BadgeSQL.endedSnoozeUsers(in: $0)
+        }
+        return try markingUsers(of: candidates, limit: limit, on: connection) { users throws(PGError) in
             try connection.query(BadgeSQL.wakeSnoozes, [limit, users.map(\.rawValue)]).affectedRows
         }
+    }
+
+    /// The parts the sweeper reads one at a time (`TableParts`): those of `badge_state` (for
+    /// `expireBadges`) and of `badge_mute` (for `wakeSnoozes`). Where the tables are partitioned
+    /// by user, each candidate statement then reads one partition.
+    public static func expiryParts(on connection: PGConnection) throws(PGError) -> (states: [String], mutes: [String]) {
+        var states = TableParts(of: "badge_state"), mutes = TableParts(of: "badge_mute")
+        try states.refresh(on: connection)
+        try mutes.refresh(on: connection)
+        return (states.inTurn, mutes.inTurn)
     }
 
     /// Reads the users `candidates` (a statement of `$1` = `limit`) names, marks them dirty (the

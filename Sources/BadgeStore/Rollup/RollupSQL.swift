@@ -102,13 +102,16 @@ extension BadgeSQL {
 
     /// The users of up to `$1` expired own-state rows, to be marked dirty (taking their marks)
     /// before `expireBadges` deletes the rows: the same lock order as ingest's.
-    static let expiredUsers = PGStatement(
-        "badges.expired_users",
+    static let expiredUsers = PGStatement("badges.expired_users", expiredUsers(in: "badge_state"))
+
+    /// `expiredUsers` over `part`: `badge_state` or one of its partitions.
+    static func expiredUsers(in part: String) -> String {
         """
         SELECT DISTINCT user_id FROM (
-            SELECT user_id FROM badge_state WHERE expires_at <= now() ORDER BY expires_at LIMIT $1
+            SELECT user_id FROM \(part) WHERE expires_at <= now() ORDER BY expires_at LIMIT $1
         ) AS e
-        """)
+        """
+    }
 
     /// Deletes up to `$1` expired own-state rows of the users `$2` with their increments (rows
     /// another transaction holds are left for next time) and returns their users.
@@ -134,13 +137,16 @@ extension BadgeSQL {
 
     /// The users of up to `$1` snoozes whose end has passed and that have not woken (the index
     /// `badge_mute_wake`), to be marked dirty before `wakeSnoozes` records them woken.
-    static let endedSnoozeUsers = PGStatement(
-        "badges.ended_snooze_users",
+    static let endedSnoozeUsers = PGStatement("badges.ended_snooze_users", endedSnoozeUsers(in: "badge_mute"))
+
+    /// `endedSnoozeUsers` over `part`: `badge_mute` or one of its partitions.
+    static func endedSnoozeUsers(in part: String) -> String {
         """
         SELECT DISTINCT user_id FROM (
-            SELECT user_id FROM badge_mute WHERE muted AND NOT woken AND until IS NOT NULL AND until <= now() ORDER BY until LIMIT $1
+            SELECT user_id FROM \(part) WHERE muted AND NOT woken AND until IS NOT NULL AND until <= now() ORDER BY until LIMIT $1
         ) AS e
-        """)
+        """
+    }
 
     /// Records up to `$1` ended snoozes of the users `$2` as woken, stamped with the write number
     /// `markDirty` took, so the version that covers it logs the muted nodes (rows another
