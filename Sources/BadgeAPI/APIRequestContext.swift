@@ -1,4 +1,5 @@
 import BadgeCore
+import Foundation
 public import Hummingbird
 
 /// The request context of the API's routes: Hummingbird's core context, and who is calling, as
@@ -27,6 +28,17 @@ public struct APIRequestContext: RequestContext {
     func requireUser() throws -> UserID {
         guard let user else { throw APIError(.internalServerError, code: "internal", message: "this route authorizes no user") }
         return user
+    }
+
+    /// A path parameter, percent-decoded: Hummingbird hands them over as the request spelled
+    /// them (`N%3A1` is the device `N:1`). Not valid percent-encoding is a 400 with `code`.
+    func pathParameter(_ name: String, invalid code: String) throws -> String {
+        let encoded = parameters.get(name) ?? ""
+        guard encoded.contains("%") else { return encoded }
+        guard let decoded = encoded.removingPercentEncoding else {
+            throw APIError.badRequest(code, "the \(name) in the path is not valid percent-encoding")
+        }
+        return decoded
     }
 }
 

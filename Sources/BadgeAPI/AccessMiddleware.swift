@@ -56,11 +56,8 @@ struct AccessMiddleware: RouterMiddleware {
 
     /// The user id of a `/v1/users/{user}/…` path (400 `invalid_user` when it is not one).
     static func pathUser(_ context: Context) throws -> UserID {
-        // Path parameters arrive percent-encoded ("a%2Fb" is the user "a/b").
-        let encoded = context.parameters.get("user") ?? ""
-        guard let name = encoded.contains("%") ? encoded.removingPercentEncoding : encoded else {
-            throw APIError.badRequest("invalid_user", "the user id in the path is not valid percent-encoding")
-        }
+        // "a%2Fb" is the user "a/b".
+        let name = try context.pathParameter("user", invalid: "invalid_user")
         do {
             return try UserID(validating: name)
         } catch {

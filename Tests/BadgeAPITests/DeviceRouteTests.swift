@@ -38,6 +38,13 @@ struct DeviceRouteTests {
             }
             let badID = try await harness.call(.put, "/v1/users/u1/devices/a%20b", token: own, body: body)
             #expect(badID.status == .badRequest && badID.text.contains("device id"), "\(badID.text)")
+            // A path parameter arrives percent-encoded: `N%3A1` is the device `N:1`, one the
+            // document's pattern allows (schemathesis sent it); `%zz` is not valid encoding.
+            let encoded = try await harness.call(.put, "/v1/users/u1/devices/N%3A.-1", token: own, body: body)
+            #expect(encoded.status == .created && encoded.text.contains(#""id":"N:.-1""#), "\(encoded.text)")
+            #expect(try await harness.call(.delete, "/v1/users/u1/devices/N:.-1", token: own).status == .noContent)
+            let undecodable = try await harness.call(.put, "/v1/users/u1/devices/a%zz", token: own, body: body)
+            #expect(undecodable.status == .badRequest && undecodable.text.contains("percent-encoding"), "\(undecodable.text)")
             #expect(try await harness.call(.delete, "/v1/users/u1/devices/phone-1", token: other).status == .notFound)
             #expect(try await harness.call(.delete, "/v1/users/u1/devices/phone-1", token: own).status == .noContent)
             let gone = try await harness.call(.delete, "/v1/users/u1/devices/phone-1", token: own)

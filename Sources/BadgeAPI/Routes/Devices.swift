@@ -15,13 +15,13 @@ struct DevicesController {
             APIRoute(.put, "/v1/users/:user/devices/:device", access: .user(queryToken: false)) { request, context in
                 let user = try context.requireUser()
                 let body = try await api.collectBody(request, limit: api.configuration.maximumBodySize)
-                let device = try Self.device(id: context.parameters.get("device") ?? "", body)
+                let device = try Self.device(id: try context.pathParameter("device", invalid: "invalid_device"), body)
                 let created = try await api.storage { deadline in try await api.store.registerDevice(device, for: user, deadline: deadline) }
                 return BadgeAPI.json(status: created ? .created : .ok, String(decoding: try BadgeAPI.encode(device).readableBytesView, as: UTF8.self))
             },
             APIRoute(.delete, "/v1/users/:user/devices/:device", access: .user(queryToken: false)) { _, context in
                 let user = try context.requireUser()
-                let id = context.parameters.get("device") ?? ""
+                let id = try context.pathParameter("device", invalid: "invalid_device")
                 guard try await api.storage({ deadline in try await api.store.removeDevice(id, of: user, deadline: deadline) }) else {
                     throw APIError(.notFound, code: "not_found", message: "no device \(id.prefix(128)) for this user")
                 }

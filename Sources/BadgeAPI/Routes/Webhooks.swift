@@ -18,7 +18,7 @@ struct WebhooksController {
                 return BadgeAPI.json(status: .ok, try Self.text(Listing(webhooks: found)))
             },
             APIRoute(.put, "/v1/webhooks/:id", access: Self.access) { request, context in
-                let id = context.parameters.get("id") ?? ""
+                let id = try context.pathParameter("id", invalid: "invalid_webhook")
                 let body = try await api.collectBody(request, limit: api.configuration.maximumBodySize)
                 let subscription = try Self.subscription(id: id, body)
                 let created = try await api.storage { deadline in try await api.store.putWebhook(subscription, deadline: deadline) }
@@ -26,14 +26,14 @@ struct WebhooksController {
                 return BadgeAPI.json(status: created ? .created : .ok, try Self.text(subscription))
             },
             APIRoute(.delete, "/v1/webhooks/:id", access: Self.access) { _, context in
-                let id = context.parameters.get("id") ?? ""
+                let id = try context.pathParameter("id", invalid: "invalid_webhook")
                 guard try await api.storage({ deadline in try await api.store.removeWebhook(id, deadline: deadline) }) else {
                     throw Self.noSubscription(id)
                 }
                 return Response(status: .noContent)
             },
             APIRoute(.post, "/v1/webhooks/:id/replay", access: Self.access) { _, context in
-                let id = context.parameters.get("id") ?? ""
+                let id = try context.pathParameter("id", invalid: "invalid_webhook")
                 guard try await api.storage({ deadline in try await api.store.webhooks(deadline: deadline) }).contains(where: { $0.id == id }) else {
                     throw Self.noSubscription(id)
                 }
