@@ -38,6 +38,20 @@ struct StoreFixture: PooledFixture {
         }
     }
 
+    /// Applies a batch as ingest does when it is caught up: the users' rollup locks first, the
+    /// batch written as `ingest(_:)` writes it but with no dirty mark for the users who only add,
+    /// and the locked users brought current in the same transaction (`recountAll`: by recounts).
+    @discardableResult
+    func ingestRollingUp(_ batch: BadgeBatch, recountAll: Bool = false) async throws -> RollupOutcome {
+        try await pool.withTransaction { connection in
+            let owned = try BadgeStore.tryLockForRollUp(batch.users, on: connection)
+            let (unmarked, _) = try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
+                try BadgeStore.applyMarked(batch, conflicts: conflicts, owned: Set(owned), on: connection)
+            }
+            return try BadgeStore.rollUp(owned, recountAll: recountAll, onlyMarked: true, unmarked: unmarked, on: connection)
+        }
+    }
+
     /// Recomputes `users` in one transaction (what a rollup worker does for the users it claimed).
     @discardableResult
     func recompute(_ users: [UserID]) async throws -> [UserID: Int64] {

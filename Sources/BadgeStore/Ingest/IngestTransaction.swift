@@ -33,8 +33,10 @@ public enum IngestTransaction {
     /// mark their users dirty; (4) store broadcasts once (set, incr: a new row; clear: withdraw
     /// the active ones at the path, with force within its subtree); (5) store every rejected
     /// record, once per topic, partition and offset; (6) with ``IngestBatchWrite/rollUp``, bring
-    /// the batch's users current where no other transaction holds them (`rollUpNow`). Each step
-    /// is one or two statements over arrays, whatever the batch size.
+    /// the batch's users current where no other transaction holds them (`rollUpNow`), their
+    /// rollup locks taken before step 2 (`lockForRollUp`; after step 5 in a batch with
+    /// broadcasts), so that step 3 leaves those who only add without a dirty mark. Each step is
+    /// one or two statements over arrays, whatever the batch size.
     ///
     /// - Throws: ``OffsetConflict`` before any other write when a stored offset is not the
     ///   expected one (another consumer owns the partition: roll back, give it up); `PGError`
@@ -47,9 +49,17 @@ public enum IngestTransaction {
             outcome.rejected[rejected.rejection.reason, default: 0] += 1
         }
 
-        let users = try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, on: connection)
+        // A batch with broadcasts takes the broadcasts' lock exclusively when it writes them:
+        // holding it shared before (`lockForRollUp`), two such writers would wait for each
+        // other. It takes its users' rollup locks after writing, and leaves every user marked.
+        let broadcasts = batch.events.contains { if case .everyone = $0.audience { true } else { false } }
+        let early = batch.rollUp && !broadcasts ? try lockForRollUp(batch.events, on: connection) : []
+        let written = try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, owned: Set(early), on: connection)
         try insertRejected(batch.rejected, on: connection)
-        if batch.rollUp { outcome.rolledUp = try rollUpNow(users, on: connection) }
+        if batch.rollUp {
+            let owned = broadcasts ? try lockForRollUp(batch.events, on: connection) : early
+            outcome.rolledUp = try rollUpNow(owned, unmarked: written.unmarked, on: connection)
+        }
         return outcome
     }
 
@@ -70,14 +80,23 @@ public enum IngestTransaction {
         _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool = true,
         on connection: PGConnection
     ) throws(PGError) -> [UserID] {
+        try applyEvents(events, into: &outcome, newRowsFirst: newRowsFirst, owned: [], on: connection).users
+    }
+
+    /// `applyEvents`, leaving the users of `owned` whose new rows only add without a dirty mark
+    /// (`BadgeStore.applyMarked`'s `owned`): returned as `unmarked`, for `rollUpNow`.
+    static func applyEvents(
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool, owned: Set<UserID>,
+        on connection: PGConnection
+    ) throws(PGError) -> (users: [UserID], unmarked: [UserID]) {
         let events = try droppingErased(events, into: &outcome, on: connection)
         guard newRowsFirst, !events.isEmpty else {
-            return try applyEvents(events, into: &outcome, conflicts: .merge, on: connection)
+            return try applyEvents(events, into: &outcome, conflicts: .merge, owned: owned, on: connection)
         }
         let start = outcome
         let (written, rewritten) = try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
             var attempt = start
-            let users = try applyEvents(events, into: &attempt, conflicts: conflicts, on: connection)
+            let users = try applyEvents(events, into: &attempt, conflicts: conflicts, owned: owned, on: connection)
             return (attempt, users)
         }
         outcome = written.0
@@ -107,8 +126,9 @@ public enum IngestTransaction {
     }
 
     private static func applyEvents(
-        _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, on connection: PGConnection
-    ) throws(PGError) -> [UserID] {
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, owned: Set<UserID>,
+        on connection: PGConnection
+    ) throws(PGError) -> (users: [UserID], unmarked: [UserID]) {
         // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
         // first record in the batch. A plain insert succeeds only when every key is; the
         // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
@@ -156,14 +176,14 @@ public enum IngestTransaction {
             outcome.applied += 1
         }
 
-        var users: [UserID] = []
+        var users: [UserID] = [], unmarked: [UserID] = []
         if !badges.isEmpty {
-            try BadgeStore.applyMarked(badges, conflicts: conflicts, on: connection)
+            unmarked = try BadgeStore.applyMarked(badges, conflicts: conflicts, owned: owned, on: connection)
             users = badges.users
             outcome.users = users.count
         }
         try broadcasts.write(on: connection)
-        return users
+        return (users, unmarked)
     }
 
     /// The most users one batch brings current itself (`rollUpNow`); the rest wait for the
@@ -173,24 +193,30 @@ public enum IngestTransaction {
     /// A rollup round holds 500 (`--rollup-batch-size`).
     public static let rollUpLimit = 1_000
 
-    /// Brings `users` current in the batch's own transaction (`BadgeStore.rollUp`), so their
-    /// new versions commit with the batch instead of waiting for a rollup round: only the users
-    /// whose rollup locks it takes without waiting (a round or an action that holds one keeps
-    /// that user for the rollup, which finds the user's marks), at most `rollUpLimit` of them,
-    /// and none when a writer of the set of broadcasts holds its lock. Ingest so never waits for
-    /// a rollup round or a broadcast writer, and nothing another transaction holds waits for it
-    /// in a cycle.
+    /// The users of `events` (at most `rollUpLimit`, in user order) whose rollup locks this
+    /// transaction takes without waiting, held until it ends: those the batch brings current
+    /// itself (`rollUpNow`). None when a writer of the set of broadcasts holds its lock; a user a
+    /// round or an action holds is left to the rollup, which finds the user's marks. Ingest so
+    /// never waits for a rollup round or a broadcast writer, and nothing another transaction
+    /// holds waits for it in a cycle. Taken before the batch writes, so that the users who only
+    /// add need no dirty mark (`BadgeStore.applyMarked`'s `owned`).
+    static func lockForRollUp(_ events: [MappedOperation], on connection: PGConnection) throws(PGError) -> [UserID] {
+        var candidates: Set<UserID> = []
+        for event in events {
+            if case .users(let users) = event.audience { candidates.formUnion(users) }
+        }
+        return try BadgeStore.tryLockForRollUp(Array(candidates.sorted().prefix(rollUpLimit)), on: connection)
+    }
+
+    /// Brings `owned` (`lockForRollUp`'s) current in the batch's own transaction
+    /// (`BadgeStore.rollUp`), so that their new versions commit with the batch instead of
+    /// waiting for a rollup round: those with marks, and `unmarked`, the ones whose writes in
+    /// this batch only added and left no mark.
     ///
     /// - Returns: how many users it brought current.
-    static func rollUpNow(_ users: [UserID], on connection: PGConnection) throws(PGError) -> Int {
-        guard !users.isEmpty,
-            try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true
-        else { return 0 }
-        var locked: [UserID] = []
-        for row in try connection.query(BadgeSQL.tryLockUsers, [users.prefix(rollUpLimit).map(\.rawValue)]).rows {
-            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { locked.append(user) }
-        }
-        let outcome = try BadgeStore.rollUp(locked, onlyMarked: true, on: connection)
+    static func rollUpNow(_ owned: [UserID], unmarked: [UserID], on connection: PGConnection) throws(PGError) -> Int {
+        guard !owned.isEmpty else { return 0 }
+        let outcome = try BadgeStore.rollUp(owned, onlyMarked: true, unmarked: unmarked, on: connection)
         return outcome.recounted + outcome.added
     }
 

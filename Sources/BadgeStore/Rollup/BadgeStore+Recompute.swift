@@ -25,12 +25,30 @@ extension BadgeStore {
         try rollUp(users, bumping: bumping, recountAll: recountAll, on: connection).versions
     }
 
+    /// The users of `users` whose rollup locks this transaction takes without waiting, held until
+    /// it ends, for a writer that rolls them up itself (`rollUp`) after writing: none while a
+    /// writer of the set of broadcasts holds its lock (the rollup's shared hold of it is taken
+    /// without waiting too). Waits for nothing.
+    public static func tryLockForRollUp(_ users: [UserID], on connection: PGConnection) throws(PGError) -> [UserID] {
+        guard !users.isEmpty,
+            try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true
+        else { return [] }
+        var locked: [UserID] = []
+        for row in try connection.query(BadgeSQL.tryLockUsers, [users.map(\.rawValue)]).rows {
+            if let user = try? UserID(validating: try row.decode(0, as: String.self)) { locked.append(user) }
+        }
+        return locked
+    }
+
     /// `recomputeAggregates`, telling also how many users took each way. With `onlyMarked`, a
     /// user of `users` with no dirty mark left is passed by: every write of theirs is covered by
     /// their version already (another worker's round took their marks between this round's
-    /// claim and its lock), so a recount would change nothing.
+    /// claim and its lock), so a recount would change nothing. A user of `unmarked` (written
+    /// additively by this transaction, which left no mark: `applyMarked`'s `owned`) counts as
+    /// marked by an additive write; include them in `users`.
     public static func rollUp(
-        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, onlyMarked: Bool = false, on connection: PGConnection
+        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, onlyMarked: Bool = false, unmarked: [UserID] = [],
+        on connection: PGConnection
     ) throws(PGError) -> RollupOutcome {
         guard !users.isEmpty || !bumping.isEmpty else { return RollupOutcome() }
         var names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
@@ -41,7 +59,7 @@ extension BadgeStore {
         var moded = false
         // Unknown (no marked user): the form that is right on any layout.
         var partitioned = true
-        for row in try connection.query(BadgeSQL.claimDirtyUsers, [names]).rows {
+        for row in try connection.query(BadgeSQL.claimDirtyUsers, [names, unmarked.map(\.rawValue)]).rows {
             let name = try row.decode(0, as: String.self)
             marked.insert(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }

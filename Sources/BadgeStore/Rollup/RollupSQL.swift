@@ -16,8 +16,9 @@ extension BadgeSQL {
         "badges.try_lock_users",
         "SELECT u FROM unnest($1::text[]) AS u WHERE pg_try_advisory_xact_lock(1919247460, hashtext(u))")
 
-    /// Per user of `$1` with dirty marks: whether one asks for a new version (`bump`) and
-    /// whether one asks for a recount. Read under the users' rollup locks (`lockUsers`), which
+    /// Per user of `$1` with dirty marks, and each user of `$2` (written additively by this
+    /// transaction, which left no mark: `markDirty`'s `$4`): whether a mark asks for a new
+    /// version (`bump`) and whether one asks for a recount. Read under the users' rollup locks (`lockUsers`), which
     /// keep other rounds out; writers only add marks. Planned for each round (not prepared).
     ///
     /// The queue and the deltas are reached one user at a time (`LATERAL`, scalar subqueries,
@@ -39,8 +40,8 @@ extension BadgeSQL {
         WITH modes AS MATERIALIZED (
             SELECT array_agg(below) AS below, count(*) > 0 AS declared FROM aggregation_mode WHERE mode <> 'sum'
         )
-        SELECT u.user_id, m.bump,
-               m.recount OR CASE WHEN (SELECT declared FROM modes) THEN coalesce((
+        SELECT u.user_id, coalesce(m.bump, false),
+               coalesce(m.recount, false) OR CASE WHEN (SELECT declared FROM modes) THEN coalesce((
                    SELECT true FROM badge_delta d WHERE d.user_id = u.user_id AND d.path ? (SELECT below FROM modes) LIMIT 1), false)
                    ELSE false END
                OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil))) AS x LIMIT 1), false),
@@ -50,7 +51,7 @@ extension BadgeSQL {
         CROSS JOIN LATERAL (
             SELECT bool_or(x.bump) AS bump, bool_or(x.recount) AS recount FROM dirty_mark x WHERE x.user_id = u.user_id
         ) AS m
-        WHERE m.bump IS NOT NULL
+        WHERE m.bump IS NOT NULL OR u.user_id = ANY($2::text[])
         """, prepared: false)
 
     /// Up to `$1` users with dirty marks, in user order after `$2` (and at most `$3`, when it is

@@ -158,8 +158,13 @@ extension BadgeStore {
     /// their last round named them in `additive` (only increments changed, recorded as deltas by
     /// `apply` with `.fail`; see ``BadgeBatch/additiveUsers``). Never waits for a rollup round;
     /// waits for another writer of the same users.
+    ///
+    /// A user of `unmarked` who is also `additive` and not bumped gets a write number and no
+    /// mark: the caller holds their rollup lock and rolls them up in the same transaction
+    /// (`rollUp(_:unmarked:)`), which covers the write by its number. A write the increments'
+    /// statement finds needs a recount (a timed state) leaves a mark that asks for one.
     public static func markDirty(
-        _ users: [UserID], bumping: [UserID] = [], additive: [UserID] = [], on connection: PGConnection
+        _ users: [UserID], bumping: [UserID] = [], additive: [UserID] = [], unmarked: Set<UserID> = [], on connection: PGConnection
     ) throws(PGError) {
         guard !users.isEmpty || !bumping.isEmpty else { return }
         // One lock order for every writer: sorted (by UTF-8 bytes) and unique. Ingest passes its
@@ -167,9 +172,9 @@ extension BadgeStore {
         let alreadySorted = bumping.isEmpty && zip(users, users.dropFirst()).allSatisfy { $0 < $1 }
         let sorted = alreadySorted ? users : Set(users).union(bumping).sorted()
         let bumped = Set(bumping), added = Set(additive)
-        try connection.query(
-            BadgeSQL.markDirty,
-            [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, sorted.map { !added.contains($0) || bumped.contains($0) }])
+        let recount = sorted.map { !added.contains($0) || bumped.contains($0) }
+        let mark = zip(sorted, recount).map { user, recount in recount || !unmarked.contains(user) }
+        try connection.query(BadgeSQL.markDirty, [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, recount, mark])
     }
 
     /// Takes the users' rollup locks (`BadgeSQL.lockUsers`) for a writer that rolls them up
@@ -192,10 +197,22 @@ extension BadgeStore {
     /// dismissed a broadcast for a new version. With `.fail`, the users whose batch only adds
     /// (``BadgeBatch/additiveUsers``) get their deltas added by the rollup instead of a recount;
     /// a merging write recounts (a merged increment's row is not new, so it records no delta).
-    public static func applyMarked(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) {
-        try markDirty(batch.users, additive: conflicts == .fail ? batch.additiveUsers : [], on: connection)
+    ///
+    /// With `.fail`, the additive users of `owned` (whose rollup locks the caller holds) are left
+    /// without a mark (`markDirty`'s `unmarked`): pass the returned users to
+    /// `rollUp(_:unmarked:)` in the same transaction, or their write is never rolled up.
+    ///
+    /// - Returns: the users left without a mark.
+    @discardableResult
+    public static func applyMarked(
+        _ batch: BadgeBatch, conflicts: RowConflicts, owned: Set<UserID> = [], on connection: PGConnection
+    ) throws(PGError) -> [UserID] {
+        let additive = conflicts == .fail ? batch.additiveUsers : []
+        let unmarked = owned.isEmpty ? [] : additive.filter(owned.contains)
+        try markDirty(batch.users, additive: additive, unmarked: Set(unmarked), on: connection)
         let applied = try apply(batch, conflicts: conflicts, on: connection)
         try markDirty([], bumping: applied.viewChangedUsers, on: connection)
+        return unmarked
     }
 
     /// Runs `write` with `.fail` inside a savepoint, and when a key it writes is stored already

@@ -181,9 +181,12 @@ extension BadgeSQL {
                 WHERE a.amount > 0
                 GROUP BY a.user_id, a.path
             ), recounted AS (
-                UPDATE dirty_mark d SET recount = true
-                FROM (SELECT DISTINCT user_id FROM kept WHERE timed) AS k
-                WHERE d.user_id = k.user_id AND d.seq = \(writeNumber(of: "k.user_id")) AND NOT d.recount
+                -- The write's mark asks for a recount; a user the writer left unmarked (it
+                -- rolls them up itself, `markDirty`'s `$4`) gets one that does.
+                INSERT INTO dirty_mark AS d (user_id, seq, bump, recount)
+                SELECT k.user_id, \(writeNumber(of: "k.user_id")), false, true
+                FROM (SELECT DISTINCT user_id FROM kept WHERE timed ORDER BY 1) AS k
+                ON CONFLICT (user_id, seq) DO UPDATE SET recount = true WHERE NOT d.recount
             )
             """)
 
@@ -393,8 +396,9 @@ extension BadgeSQL {
     /// Takes each user's next write number (`takeWriteNumbers`: `$1` sorted and unique) and
     /// leaves a dirty mark with it for the rollup: `bump` `$2[i]` (their version must move even if
     /// no aggregate does) and `recount` `$3[i]` (false: only increments changed, which the
-    /// rollup adds as deltas). Marks are only ever inserted by writers, so no writer waits for a
-    /// rollup round that holds older ones.
+    /// rollup adds as deltas); no mark where `$4[i]` is false (a writer that holds the user's
+    /// rollup lock and rolls them up itself in the same transaction). Marks are only ever
+    /// inserted by writers, so no writer waits for a rollup round that holds older ones.
     static let markDirty = PGStatement(
         "badges.mark_dirty",
         """
@@ -403,7 +407,9 @@ extension BadgeSQL {
         )
         INSERT INTO dirty_mark (user_id, seq, bump, recount)
         SELECT n.user_id, n.seq, f.bump, f.recount
-        FROM numbered n JOIN unnest($1::text[], $2::bool[], $3::bool[]) AS f(user_id, bump, recount) ON f.user_id = n.user_id
+        FROM numbered n
+        JOIN unnest($1::text[], $2::bool[], $3::bool[], $4::bool[]) AS f(user_id, bump, recount, mark) ON f.user_id = n.user_id
+        WHERE f.mark
         """)
 
     /// Records, per user, the dismissal of the active broadcasts each clear reaches
