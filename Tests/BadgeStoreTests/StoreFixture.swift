@@ -48,7 +48,7 @@ struct StoreFixture: PooledFixture {
             let (unmarked, _) = try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
                 try BadgeStore.applyMarked(batch, conflicts: conflicts, owned: Set(owned), on: connection)
             }
-            return try BadgeStore.rollUp(owned, recountAll: recountAll, onlyMarked: true, unmarked: unmarked, on: connection)
+            return try BadgeStore.rollUpOwned(owned, unmarked: unmarked, recountAll: recountAll, on: connection)
         }
     }
 

@@ -34,9 +34,9 @@ public enum IngestTransaction {
     /// the active ones at the path, with force within its subtree); (5) store every rejected
     /// record, once per topic, partition and offset; (6) with ``IngestBatchWrite/rollUp``, bring
     /// the batch's users current where no other transaction holds them (`rollUpNow`), their
-    /// rollup locks taken before step 2 (`lockForRollUp`; after step 5 in a batch with
-    /// broadcasts), so that step 3 leaves those who only add without a dirty mark. Each step is
-    /// one or two statements over arrays, whatever the batch size.
+    /// rollup locks taken before step 2 (`lockForRollUp`), so that step 3 leaves those who only
+    /// add without a dirty mark. Each step is one or two statements over arrays, whatever the
+    /// batch size.
     ///
     /// - Throws: ``OffsetConflict`` before any other write when a stored offset is not the
     ///   expected one (another consumer owns the partition: roll back, give it up); `PGError`
@@ -49,17 +49,10 @@ public enum IngestTransaction {
             outcome.rejected[rejected.rejection.reason, default: 0] += 1
         }
 
-        // A batch with broadcasts takes the broadcasts' lock exclusively when it writes them:
-        // holding it shared before (`lockForRollUp`), two such writers would wait for each
-        // other. It takes its users' rollup locks after writing, and leaves every user marked.
-        let broadcasts = batch.events.contains { if case .everyone = $0.audience { true } else { false } }
-        let early = batch.rollUp && !broadcasts ? try lockForRollUp(batch.events, on: connection) : []
-        let written = try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, owned: Set(early), on: connection)
+        let owned = batch.rollUp ? try lockForRollUp(batch.events, on: connection) : []
+        let written = try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, owned: Set(owned), on: connection)
         try insertRejected(batch.rejected, on: connection)
-        if batch.rollUp {
-            let owned = broadcasts ? try lockForRollUp(batch.events, on: connection) : early
-            outcome.rolledUp = try rollUpNow(owned, unmarked: written.unmarked, on: connection)
-        }
+        if batch.rollUp { outcome.rolledUp = try rollUpNow(owned, unmarked: written.unmarked, on: connection) }
         return outcome
     }
 
@@ -194,12 +187,10 @@ public enum IngestTransaction {
     public static let rollUpLimit = 1_000
 
     /// The users of `events` (at most `rollUpLimit`, in user order) whose rollup locks this
-    /// transaction takes without waiting, held until it ends: those the batch brings current
-    /// itself (`rollUpNow`). None when a writer of the set of broadcasts holds its lock; a user a
-    /// round or an action holds is left to the rollup, which finds the user's marks. Ingest so
-    /// never waits for a rollup round or a broadcast writer, and nothing another transaction
-    /// holds waits for it in a cycle. Taken before the batch writes, so that the users who only
-    /// add need no dirty mark (`BadgeStore.applyMarked`'s `owned`).
+    /// transaction takes without waiting, held until it ends (`BadgeStore.tryLockForRollUp`):
+    /// those the batch brings current itself (`rollUpNow`). A user a round or an action holds is
+    /// left to the rollup, which finds the user's marks. Taken before the batch writes, so that
+    /// the users who only add need no dirty mark (`BadgeStore.applyMarked`'s `owned`).
     static func lockForRollUp(_ events: [MappedOperation], on connection: PGConnection) throws(PGError) -> [UserID] {
         var candidates: Set<UserID> = []
         for event in events {
@@ -209,14 +200,15 @@ public enum IngestTransaction {
     }
 
     /// Brings `owned` (`lockForRollUp`'s) current in the batch's own transaction
-    /// (`BadgeStore.rollUp`), so that their new versions commit with the batch instead of
+    /// (`BadgeStore.rollUpOwned`), so that their new versions commit with the batch instead of
     /// waiting for a rollup round: those with marks, and `unmarked`, the ones whose writes in
-    /// this batch only added and left no mark.
+    /// this batch only added and left no mark. None when a writer of the set of broadcasts
+    /// holds its lock (`unmarked` then get their marks). Ingest so never waits for a rollup
+    /// round or a broadcast writer while it holds anything they wait for.
     ///
     /// - Returns: how many users it brought current.
     static func rollUpNow(_ owned: [UserID], unmarked: [UserID], on connection: PGConnection) throws(PGError) -> Int {
-        guard !owned.isEmpty else { return 0 }
-        let outcome = try BadgeStore.rollUp(owned, onlyMarked: true, unmarked: unmarked, on: connection)
+        let outcome = try BadgeStore.rollUpOwned(owned, unmarked: unmarked, on: connection)
         return outcome.recounted + outcome.added
     }
 

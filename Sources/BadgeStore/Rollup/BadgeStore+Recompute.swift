@@ -26,18 +26,35 @@ extension BadgeStore {
     }
 
     /// The users of `users` whose rollup locks this transaction takes without waiting, held until
-    /// it ends, for a writer that rolls them up itself (`rollUp`) after writing: none while a
-    /// writer of the set of broadcasts holds its lock (the rollup's shared hold of it is taken
-    /// without waiting too). Waits for nothing.
+    /// it ends, for a writer that rolls them up itself after writing (`rollUpOwned`). Taken
+    /// before the writer's own writes; it waits for nothing, and takes nothing else: a writer
+    /// that held the broadcasts' lock while it waited for another writer's rows could close a
+    /// cycle with a writer of broadcasts.
     public static func tryLockForRollUp(_ users: [UserID], on connection: PGConnection) throws(PGError) -> [UserID] {
-        guard !users.isEmpty,
-            try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true
-        else { return [] }
+        guard !users.isEmpty else { return [] }
         var locked: [UserID] = []
         for row in try connection.query(BadgeSQL.tryLockUsers, [users.map(\.rawValue)]).rows {
             if let user = try? UserID(validating: try row.decode(0, as: String.self)) { locked.append(user) }
         }
         return locked
+    }
+
+    /// Brings `owned` (``tryLockForRollUp(_:on:)``'s users, written by this transaction since)
+    /// current, with `unmarked` the ones whose writes only added and left no dirty mark
+    /// (`applyMarked`'s `owned`): only when this transaction takes the broadcasts' shared lock
+    /// without waiting. When a writer of the set of broadcasts holds it, the users are left to
+    /// the rollup, and `unmarked` get the marks they did not leave (asking for no recount).
+    ///
+    /// - Returns: the round's outcome; empty when the users were left to the rollup.
+    public static func rollUpOwned(
+        _ owned: [UserID], unmarked: [UserID], recountAll: Bool = false, on connection: PGConnection
+    ) throws(PGError) -> RollupOutcome {
+        guard !owned.isEmpty else { return RollupOutcome() }
+        guard try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true else {
+            if !unmarked.isEmpty { try connection.query(BadgeSQL.markWritten, [Set(unmarked).sorted().map(\.rawValue)]) }
+            return RollupOutcome()
+        }
+        return try rollUp(owned, recountAll: recountAll, onlyMarked: true, unmarked: unmarked, on: connection)
     }
 
     /// `recomputeAggregates`, telling also how many users took each way. With `onlyMarked`, a

@@ -143,14 +143,14 @@ extension BadgeSQL {
     /// (count 0, no icon, no dot of its own) only to hold an expiry given with them, or to mark
     /// it `debited` (its count is then a fold in time order, see `ownRows`) when a decrement
     /// comes; an existing state takes the expiry and the mark. An existing state is not locked
-    /// unless one of them changes (writers of one user hold its dirty mark anyway). The increments of a node whose
+    /// unless one of them changes (writers of one user hold its write number anyway). The increments of a node whose
     /// state has expired are left out: the nodes come back, for `dropExpiredStates` and a
     /// second call. With `.fail`, an increment at a time its node already has fails the
     /// statement instead of adding up (see ``RowConflicts``), and what the new rows add to
     /// their nodes (count, and unseen unless a seen mark reaches their time) is recorded in
     /// `badge_delta` for the rollup to add; a user whose increments meet a state with an expiry
-    /// or a debited one gets a recount instead (their dirty mark, which the writer holds, says
-    /// so).
+    /// or a debited one gets a recount instead (their dirty mark at the writer's number says so;
+    /// a user the writer left unmarked gets one).
     static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
         switch conflicts {
         case .merge: return addIncrementsMerging
@@ -410,6 +410,17 @@ extension BadgeSQL {
         FROM numbered n
         JOIN unnest($1::text[], $2::bool[], $3::bool[], $4::bool[]) AS f(user_id, bump, recount, mark) ON f.user_id = n.user_id
         WHERE f.mark
+        """)
+
+    /// The dirty marks a writer that meant to roll the users of `$1` (sorted) up itself did not
+    /// leave (`markDirty`'s `$4`), at each user's write number, asking for no recount; a mark
+    /// the write left after all (a timed state's recount) stays.
+    static let markWritten = PGStatement(
+        "badges.mark_written",
+        """
+        INSERT INTO dirty_mark (user_id, seq, bump, recount)
+        SELECT u, \(writeNumber(of: "u")), false, false FROM unnest($1::text[]) AS u
+        ON CONFLICT (user_id, seq) DO NOTHING
         """)
 
     /// Records, per user, the dismissal of the active broadcasts each clear reaches
