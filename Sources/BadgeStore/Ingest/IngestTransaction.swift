@@ -77,11 +77,12 @@ public enum IngestTransaction {
     }
 
     /// `applyEvents`, leaving the users of `owned` whose new rows only add without a dirty mark
-    /// (`BadgeStore.applyMarked`'s `owned`): returned as `unmarked`, for `rollUpNow`.
+    /// (`BadgeStore.applyMarked`'s `owned`): returned as `unmarked` with their deltas, for
+    /// `rollUpNow`.
     static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool, owned: Set<UserID>,
         on connection: PGConnection
-    ) throws(PGError) -> (users: [UserID], unmarked: [UserID]) {
+    ) throws(PGError) -> (users: [UserID], unmarked: UnmarkedWrites) {
         let events = try droppingErased(events, into: &outcome, on: connection)
         guard newRowsFirst, !events.isEmpty else {
             return try applyEvents(events, into: &outcome, conflicts: .merge, owned: owned, on: connection)
@@ -121,7 +122,7 @@ public enum IngestTransaction {
     private static func applyEvents(
         _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, owned: Set<UserID>,
         on connection: PGConnection
-    ) throws(PGError) -> (users: [UserID], unmarked: [UserID]) {
+    ) throws(PGError) -> (users: [UserID], unmarked: UnmarkedWrites) {
         // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
         // first record in the batch. A plain insert succeeds only when every key is; the
         // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
@@ -169,7 +170,7 @@ public enum IngestTransaction {
             outcome.applied += 1
         }
 
-        var users: [UserID] = [], unmarked: [UserID] = []
+        var users: [UserID] = [], unmarked = UnmarkedWrites()
         if !badges.isEmpty {
             unmarked = try BadgeStore.applyMarked(badges, conflicts: conflicts, owned: owned, on: connection)
             users = badges.users
@@ -207,7 +208,7 @@ public enum IngestTransaction {
     /// round or a broadcast writer while it holds anything they wait for.
     ///
     /// - Returns: how many users it brought current.
-    static func rollUpNow(_ owned: [UserID], unmarked: [UserID], on connection: PGConnection) throws(PGError) -> Int {
+    static func rollUpNow(_ owned: [UserID], unmarked: UnmarkedWrites, on connection: PGConnection) throws(PGError) -> Int {
         let outcome = try BadgeStore.rollUpOwned(owned, unmarked: unmarked, on: connection)
         return outcome.recounted + outcome.added
     }

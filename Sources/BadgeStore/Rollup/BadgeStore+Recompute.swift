@@ -40,18 +40,20 @@ extension BadgeStore {
     }
 
     /// Brings `owned` (``tryLockForRollUp(_:on:)``'s users, written by this transaction since)
-    /// current, with `unmarked` the ones whose writes only added and left no dirty mark
-    /// (`applyMarked`'s `owned`): only when this transaction takes the broadcasts' shared lock
-    /// without waiting. When a writer of the set of broadcasts holds it, the users are left to
-    /// the rollup, and `unmarked` get the marks they did not leave (asking for no recount).
+    /// current, with `unmarked` the ones whose writes only added and left no dirty mark, and
+    /// their held deltas (`applyMarked`'s `owned`): only when this transaction takes the
+    /// broadcasts' shared lock without waiting. When a writer of the set of broadcasts holds it,
+    /// the users are left to the rollup: `unmarked` get the marks they did not leave (asking for
+    /// no recount), and their deltas are stored.
     ///
     /// - Returns: the round's outcome; empty when the users were left to the rollup.
     public static func rollUpOwned(
-        _ owned: [UserID], unmarked: [UserID], recountAll: Bool = false, on connection: PGConnection
+        _ owned: [UserID], unmarked: UnmarkedWrites, recountAll: Bool = false, on connection: PGConnection
     ) throws(PGError) -> RollupOutcome {
         guard !owned.isEmpty else { return RollupOutcome() }
         guard try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true else {
-            if !unmarked.isEmpty { try connection.query(BadgeSQL.markWritten, [Set(unmarked).sorted().map(\.rawValue)]) }
+            if !unmarked.deltas.isEmpty { try connection.query(BadgeSQL.storeHeldDeltas, unmarked.deltas.arrays) }
+            if !unmarked.users.isEmpty { try connection.query(BadgeSQL.markWritten, [Set(unmarked.users).sorted().map(\.rawValue)]) }
             return RollupOutcome()
         }
         return try rollUp(owned, recountAll: recountAll, onlyMarked: true, unmarked: unmarked, on: connection)
@@ -62,10 +64,11 @@ extension BadgeStore {
     /// their version already (another worker's round took their marks between this round's
     /// claim and its lock), so a recount would change nothing. A user of `unmarked` (written
     /// additively by this transaction, which left no mark: `applyMarked`'s `owned`) counts as
-    /// marked by an additive write; include them in `users`.
+    /// marked by an additive write; include them in `users`. Their held deltas are added with
+    /// the stored ones, or dropped for a user recounted (the recount reads the increments).
     public static func rollUp(
-        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, onlyMarked: Bool = false, unmarked: [UserID] = [],
-        on connection: PGConnection
+        _ users: [UserID], bumping: [UserID] = [], recountAll: Bool = false, onlyMarked: Bool = false,
+        unmarked: UnmarkedWrites = UnmarkedWrites(), on connection: PGConnection
     ) throws(PGError) -> RollupOutcome {
         guard !users.isEmpty || !bumping.isEmpty else { return RollupOutcome() }
         var names = Array(Set(users.map(\.rawValue) + bumping.map(\.rawValue))).sorted()
@@ -76,7 +79,8 @@ extension BadgeStore {
         var moded = false
         // Unknown (no marked user): the form that is right on any layout.
         var partitioned = true
-        for row in try connection.query(BadgeSQL.claimDirtyUsers, [names, unmarked.map(\.rawValue)]).rows {
+        let claimArguments: [any PGBindable] = [names, unmarked.users.map(\.rawValue), unmarked.deltas.users, unmarked.deltas.paths]
+        for row in try connection.query(BadgeSQL.claimDirtyUsers, claimArguments).rows {
             let name = try row.decode(0, as: String.self)
             marked.insert(name)
             if try row.decode(1, as: Bool.self) { bumped.insert(name) }
@@ -115,7 +119,7 @@ extension BadgeStore {
                 partitioned
                 ? (moded ? BadgeSQL.addDeltasModedOnPartitions : BadgeSQL.addDeltasOnPartitions)
                 : (moded ? BadgeSQL.addDeltasModed : BadgeSQL.addDeltas)
-            try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()]))
+            try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()] + unmarked.deltas.only(additive).arrays))
         }
         outcome.recounted = recounted.count
         outcome.added = additive.count

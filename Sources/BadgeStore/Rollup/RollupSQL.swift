@@ -33,18 +33,24 @@ extension BadgeSQL {
     /// increment to every ancestor is the sum rule. Without modes, that check is not made. So is
     /// a user with a delta under a node they muted (`deltaUnderMute`): its ancestors get nothing.
     /// The fifth column says whether the queue's tables are partitioned (the round's deletes
-    /// then filter by user, `consumeMarks`).
+    /// then filter by user, `consumeMarks`). `$3` and `$4` are the users and paths of the
+    /// deltas the writer holds for this round (`HeldDeltas`), checked by the same two rules.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
         """
         WITH modes AS MATERIALIZED (
             SELECT array_agg(below) AS below, count(*) > 0 AS declared FROM aggregation_mode WHERE mode <> 'sum'
+        ), held_recount AS MATERIALIZED (
+            SELECT DISTINCT h.user_id FROM unnest($3::text[], $4::ltree[]) AS h(user_id, path)
+            WHERE ((SELECT declared FROM modes) AND h.path ? (SELECT below FROM modes))
+               OR EXISTS (SELECT 1 FROM badge_mute mu WHERE mu.user_id = h.user_id AND h.path <@ mu.path AND \(isMutedNow("mu")))
         )
         SELECT u.user_id, coalesce(m.bump, false),
                coalesce(m.recount, false) OR CASE WHEN (SELECT declared FROM modes) THEN coalesce((
                    SELECT true FROM badge_delta d WHERE d.user_id = u.user_id AND d.path ? (SELECT below FROM modes) LIMIT 1), false)
                    ELSE false END
-               OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil))) AS x LIMIT 1), false),
+               OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil))) AS x LIMIT 1), false)
+               OR u.user_id IN (SELECT user_id FROM held_recount),
                (SELECT declared FROM modes),
                coalesce((SELECT bool_or(c.relkind = 'p') FROM pg_class c WHERE c.oid IN (to_regclass('dirty_mark'), to_regclass('badge_delta'))), true)
         FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
@@ -410,7 +416,9 @@ extension BadgeSQL {
     /// marks asks for a recount). The new version covers the user's writes up to the first one
     /// whose mark asks for a recount or a bump (`reach.top`); that mark and the ones after it stay
     /// for the next round; so does a delta under a node the user muted (`deltaUnderMute`), which
-    /// a writer may commit after the claim. `$3` is empty. Planned for each round (see
+    /// a writer may commit after the claim. `$3` is empty. `$4`–`$8` are the deltas the
+    /// round's writer holds for it instead of `badge_delta` (`HeldDeltas`: user, path, amount,
+    /// unseen, write number), added with the stored ones. Planned for each round (see
     /// `recompute`).
     static let addDeltas = addDeltas(moded: false, partitioned: false)
 
@@ -459,13 +467,30 @@ extension BadgeSQL {
                        WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
                    coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)) AS top
             FROM known k
-        )\(consumeMarks(partitioned: partitioned)), consumed AS (
+        )\(consumeMarks(partitioned: partitioned)), stored AS (
             DELETE FROM badge_delta d
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))\(
                 partitioned ? "\n              AND d.user_id = ANY($1::text[]) AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint" : "")
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
+        ), held AS (
+            SELECT h.*, r.user_id IS NOT NULL AND h.seq <= r.top AS covered
+            FROM unnest($4::text[], $5::ltree[], $6::bigint[], $7::bigint[], $8::bigint[]) AS h(user_id, path, amount, unseen, seq)
+            LEFT JOIN reach r ON r.user_id = h.user_id
+        ), spilled AS (
+            -- A held delta this version does not cover (none should be: see `HeldDeltas`) is
+            -- stored with a mark that asks for a recount: slow, never lost.
+            INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
+            SELECT user_id, path, amount, unseen, seq FROM held WHERE NOT covered
+        ), spill_marked AS (
+            INSERT INTO dirty_mark (user_id, seq, bump, recount)
+            SELECT DISTINCT user_id, seq, false, true FROM held WHERE NOT covered
+            ON CONFLICT (user_id, seq) DO UPDATE SET recount = true
+        ), consumed AS (
+            SELECT * FROM stored
+            UNION ALL
+            SELECT user_id, path, amount, unseen, seq FROM held WHERE covered
         ), spread AS (
             SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
             FROM consumed c

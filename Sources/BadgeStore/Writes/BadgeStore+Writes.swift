@@ -19,8 +19,16 @@ extension BadgeStore {
     public static func apply(
         _ batch: BadgeBatch, conflicts: RowConflicts = .merge, on connection: PGConnection
     ) throws(PGError) -> BadgeApplyOutcome {
+        try apply(batch, conflicts: conflicts, holding: [], on: connection)
+    }
+
+    /// `apply`, holding the deltas of the users of `holding` (with `.fail`) in the outcome
+    /// instead of storing them (``HeldDeltas``).
+    static func apply(
+        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], on connection: PGConnection
+    ) throws(PGError) -> BadgeApplyOutcome {
         var outcome = BadgeApplyOutcome()
-        outcome.touchedRows = try applyOwnState(batch, conflicts: conflicts, on: connection)
+        outcome.touchedRows = try applyOwnState(batch, conflicts: conflicts, holding: holding, into: &outcome.held, on: connection)
         var users: Set<UserID> = []
         let dismissals = batch.dismissals
         if !dismissals.isEmpty {
@@ -65,7 +73,9 @@ extension BadgeStore {
     /// clears' counter part (on the states that reach increments, `carryIncrements`), the seens
     /// (marks, then counters), the sets, the increments and decrements; then the clear marks, the
     /// item removals and the item additions.
-    private static func applyOwnState(_ batch: BadgeBatch, conflicts: RowConflicts, on connection: PGConnection) throws(PGError) -> Int {
+    private static func applyOwnState(
+        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], into held: inout HeldDeltas, on connection: PGConnection
+    ) throws(PGError) -> Int {
         var touched = 0
         let marks = batch.clearMarks
         if !marks.isEmpty {
@@ -90,7 +100,7 @@ extension BadgeStore {
                 ]
             ).affectedRows
         }
-        touched += try addIncrements(batch.increments, conflicts: conflicts, on: connection)
+        touched += try addIncrements(batch.increments, conflicts: conflicts, holding: holding, into: &held, on: connection)
         if !marks.isEmpty {
             touched += try connection.query(
                 BadgeSQL.markCleared,
@@ -118,10 +128,11 @@ extension BadgeStore {
     }
 
     /// Adds a batch's increments and decrements; those of nodes whose state has expired go in a second step,
-    /// after the expired states (and their increments) are dropped.
+    /// after the expired states (and their increments) are dropped. With `.fail`, the deltas of
+    /// the users of `holding` go to `held` instead of `badge_delta`.
     private static func addIncrements(
         _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)],
-        conflicts: RowConflicts, on connection: PGConnection
+        conflicts: RowConflicts, holding: [UserID], into held: inout HeldDeltas, on connection: PGConnection
     ) throws(PGError) -> Int {
         guard !increments.isEmpty else { return 0 }
         var users: [String] = [], paths: [String] = [], times: [Date] = [], amounts: [Int64] = [], expiries: [Date?] = []
@@ -137,17 +148,25 @@ extension BadgeStore {
             amounts.append(increment.by)
             expiries.append(increment.expiresAt)
         }
-        let expired = try connection.query(BadgeSQL.addIncrements(conflicts), [users, paths, times, amounts, expiries])
-        var nodes: [String: Set<String>] = [:]
-        for row in expired.rows {
-            nodes[try row.decode(0, as: String.self), default: []].insert(try row.decode(1, as: String.self))
+        let holders = conflicts == .fail ? [holding.map(\.rawValue)] : []
+        // The expired nodes (no amount), then the held deltas.
+        func add(_ arrays: [any PGBindable]) throws(PGError) -> [String: Set<String>] {
+            var nodes: [String: Set<String>] = [:]
+            for row in try connection.query(BadgeSQL.addIncrements(conflicts), arrays + holders).rows {
+                let user = try row.decode(0, as: String.self)
+                if try row.decode(2, as: Int64?.self) == nil {
+                    nodes[user, default: []].insert(try row.decode(1, as: String.self))
+                } else {
+                    try held.append(user: user, from: row)
+                }
+            }
+            return nodes
         }
+        let nodes = try add([users, paths, times, amounts, expiries])
         guard !nodes.isEmpty else { return increments.count }
         let again = increments.filter { nodes[$0.user.rawValue]?.contains($0.path.rawValue) == true }
         try connection.query(BadgeSQL.dropExpiredStates, [again.map(\.user.rawValue), again.map(\.path.rawValue)])
-        try connection.query(
-            BadgeSQL.addIncrements(conflicts),
-            [again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)])
+        _ = try add([again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)])
         return increments.count
     }
 
@@ -199,18 +218,21 @@ extension BadgeStore {
     /// a merging write recounts (a merged increment's row is not new, so it records no delta).
     ///
     /// With `.fail`, the additive users of `owned` (whose rollup locks the caller holds) are left
-    /// without a mark (`markDirty`'s `unmarked`): pass the returned users to
-    /// `rollUp(_:unmarked:)` in the same transaction, or their write is never rolled up.
+    /// without a mark (`markDirty`'s `unmarked`), and their deltas are held in the answer
+    /// (``HeldDeltas``) instead of stored: pass it to `rollUpOwned(_:unmarked:)` in the same
+    /// transaction, or their write is never rolled up.
     ///
-    /// - Returns: the users left without a mark.
+    /// - Returns: the users left without a mark, and their deltas.
     @discardableResult
     public static func applyMarked(
         _ batch: BadgeBatch, conflicts: RowConflicts, owned: Set<UserID> = [], on connection: PGConnection
-    ) throws(PGError) -> [UserID] {
+    ) throws(PGError) -> UnmarkedWrites {
         let additive = conflicts == .fail ? batch.additiveUsers : []
-        let unmarked = owned.isEmpty ? [] : additive.filter(owned.contains)
-        try markDirty(batch.users, additive: additive, unmarked: Set(unmarked), on: connection)
-        let applied = try apply(batch, conflicts: conflicts, on: connection)
+        var unmarked = UnmarkedWrites()
+        unmarked.users = owned.isEmpty ? [] : additive.filter(owned.contains)
+        try markDirty(batch.users, additive: additive, unmarked: Set(unmarked.users), on: connection)
+        let applied = try apply(batch, conflicts: conflicts, holding: unmarked.users, on: connection)
+        unmarked.deltas = applied.held
         try markDirty([], bumping: applied.viewChangedUsers, on: connection)
         return unmarked
     }
@@ -466,6 +488,8 @@ public struct BadgeApplyOutcome: Sendable, Hashable {
     /// seen), sorted: they get a new version. (A change of muted nodes is found by the rollup,
     /// which compares them with the version's.)
     public var viewChangedUsers: [UserID] = []
+    /// The deltas held instead of stored (`apply`'s `holding`).
+    var held = HeldDeltas()
 
     /// An outcome with nothing done.
     public init() {}

@@ -148,7 +148,8 @@ extension BadgeSQL {
     /// second call. With `.fail`, an increment at a time its node already has fails the
     /// statement instead of adding up (see ``RowConflicts``), and what the new rows add to
     /// their nodes (count, and unseen unless a seen mark reaches their time) is recorded in
-    /// `badge_delta` for the rollup to add; a user whose increments meet a state with an expiry
+    /// `badge_delta` for the rollup to add (for the users of `$6`, returned instead: a writer
+    /// that rolls them up itself hands them to its round, `HeldDeltas`); a user whose increments meet a state with an expiry
     /// or a debited one gets a recount instead (their dirty mark at the writer's number says so;
     /// a user the writer left unmarked gets one).
     static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
@@ -166,20 +167,27 @@ extension BadgeSQL {
                 shown_in = excluded.shown_in, seen = false
             """,
         deltas: "")
-    /// Only new rows, so each adds its whole amount: their deltas are exact.
+    /// Only new rows, so each adds its whole amount: their deltas are exact. The deltas of the
+    /// users of `$6` (a writer that rolls them up in the same transaction, `HeldDeltas`) are
+    /// returned instead of stored, after the expired nodes' rows (`NULL` amounts).
     private static let addNewIncrements = addIncrementsStatement(
         "badges.add_new_increments", onConflict: "RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in",
         deltas: """
             , delta AS (
-                INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
-                SELECT a.user_id, a.path, least(sum(a.amount), \(maxCount))::bigint,
+                SELECT a.user_id, a.path, least(sum(a.amount), \(maxCount))::bigint AS amount,
                        least(coalesce(sum(a.amount) FILTER (WHERE NOT EXISTS (
                            SELECT 1 FROM badge_seen_mark m
-                           WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint,
-                       min(a.shown_in)
+                           WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint
+                           AS unseen,
+                       min(a.shown_in) AS seq, h.user_id IS NOT NULL AS held
                 FROM added a
+                -- A join (hashed), not `<> ALL($6)`, which compares every row with every user.
+                LEFT JOIN (SELECT DISTINCT unnest($6::text[]) AS user_id) AS h ON h.user_id = a.user_id
                 WHERE a.amount > 0
-                GROUP BY a.user_id, a.path
+                GROUP BY a.user_id, a.path, h.user_id
+            ), recorded AS (
+                INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
+                SELECT user_id, path, amount, unseen, seq FROM delta WHERE NOT held
             ), recounted AS (
                 -- The write's mark asks for a recount; a user the writer left unmarked (it
                 -- rolls them up itself, `markDirty`'s `$4`) gets one that does.
@@ -242,7 +250,8 @@ extension BadgeSQL {
                 SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
                 \(onConflict)
             )\(deltas)
-            SELECT DISTINCT user_id, path::text FROM kept WHERE expired
+            SELECT DISTINCT user_id, path::text, NULL::bigint, NULL::bigint, NULL::bigint FROM kept WHERE expired\(
+                deltas.isEmpty ? "" : "\nUNION ALL\nSELECT user_id, path::text, amount, unseen, seq FROM delta WHERE held")
             """)
     }
 
@@ -421,6 +430,15 @@ extension BadgeSQL {
         INSERT INTO dirty_mark (user_id, seq, bump, recount)
         SELECT u, \(writeNumber(of: "u")), false, false FROM unnest($1::text[]) AS u
         ON CONFLICT (user_id, seq) DO NOTHING
+        """)
+
+    /// Stores deltas a writer held for its own round (`HeldDeltas`: user, path, amount, unseen,
+    /// write number) in `badge_delta`, for the rollup, when the round did not run.
+    static let storeHeldDeltas = PGStatement(
+        "badges.store_held_deltas",
+        """
+        INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
+        SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::bigint[], $5::bigint[])
         """)
 
     /// Records, per user, the dismissal of the active broadcasts each clear reaches
