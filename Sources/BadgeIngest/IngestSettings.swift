@@ -58,11 +58,32 @@ public struct IngestSettings: ParsableArguments, Sendable {
         name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
         help: ArgumentHelp(
             "Bring a batch's users current in the batch's own transaction, as a rollup round would, when less than "
-                + "--batch-size records wait after it (ingest has caught up): their new versions show when it commits. "
-                + "Behind that, a batch's users, and a user a rollup round or an action holds at that moment, are "
-                + "left to the rollup, which must still run (it also takes expiries). "
+                + "--batch-size records wait after it (ingest has caught up), or less than --rollup-in-ingest-within and "
+                + "its users have at most two events each on average: their new versions show when it commits. Behind "
+                + "that, a batch's users, and a user a rollup round or an action holds at that moment, are left to the "
+                + "rollup, which must still run (it also takes expiries). "
                 + "--no-rollup-in-ingest leaves every user to the rollup."))
     public var rollUp = true
+    @Option(
+        name: .customLong("rollup-in-ingest-within"),
+        help: ArgumentHelp(
+            "With --rollup-in-ingest: how many records may wait after a batch, in its partitions, for the batch to bring "
+                + "its users current itself when they have at most two events each on average (1…100000000). Default: "
+                + "4 × --batch-size, so that a short lag under load, where the rollup's rounds would gather no second "
+                + "write of such users, keeps the cheaper way; users with more events a batch, and a deeper backlog, "
+                + "are left to the rollup, whose rounds bring many batches of a user current at once.",
+            valueName: "records"))
+    public var rollUpWithin: Int?
+
+    /// How many records may wait after a batch for it to bring its users current itself
+    /// (`--rollup-in-ingest-within`; default 4 batches). Kept within 1…`Int64.max / 2` whatever
+    /// a library user sets (the parser refuses what is out of range), so that the sum
+    /// `caughtUp` adds up to it never overflows.
+    public var rollUpWithinRecords: Int64 {
+        let fourBatches = Int64(clamping: batchSize).multipliedReportingOverflow(by: 4)
+        let chosen = rollUpWithin.map { Int64(clamping: $0) } ?? (fourBatches.overflow ? Int64.max : fourBatches.partialValue)
+        return min(max(chosen, 1), Int64.max / 2)
+    }
 
     /// The librdkafka properties the consumer sets unless the properties file or `-X` gives them,
     /// each with why; besides these, `group.id` and `group.instance.id` come from the settings
@@ -100,6 +121,7 @@ public struct IngestSettings: ParsableArguments, Sendable {
             return "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"
         }
         guard (10...3_600_000).contains(deadLetterIntervalMilliseconds) else { return "--dead-letter-interval-ms takes 10…3600000" }
+        if let rollUpWithin, !(1...100_000_000).contains(rollUpWithin) { return "--rollup-in-ingest-within takes 1…100000000" }
         return nil
     }
 

@@ -182,13 +182,14 @@ final class IngestWorker: @unchecked Sendable {
     /// batch), then hands them to the writers: the batch's partitions are split between them, so
     /// each partition's records stay in one transaction, in order.
     ///
-    /// With `configuration.settings.rollUp`, a batch after which less than a batch of records waits in
-    /// its partitions (`caughtUp`) brings its users current itself; otherwise (ingest is behind)
-    /// it leaves them to the rollup, whose round brings many batches of a user current at once.
+    /// With `configuration.settings.rollUp`, a batch brings its users current itself when it
+    /// has caught up, or nearly and its users are spread (`rollsUpItself`); otherwise (ingest is
+    /// behind) it leaves them to the rollup, whose round brings many batches of a user current
+    /// at once.
     private func flush(_ consumer: KafkaConsumer) throws {
         var batches = writer.split(pending).map { PreparedBatch(records: $0, rules: configuration.rules) }
         for index in batches.indices { batches[index].waiting = waiting(after: batches[index], consumer) }
-        let rollUp = configuration.settings.rollUp && caughtUp(after: batches)
+        let rollUp = configuration.settings.rollUp && rollsUpItself(batches)
         pending.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
         try writer.throwIfFailed()
@@ -222,12 +223,22 @@ final class IngestWorker: @unchecked Sendable {
         return waiting
     }
 
-    /// Whether fewer than `--batch-size` records wait in the partitions of `batches` after
-    /// them (`waiting(after:)`); false while a partition's high watermark is unknown. A full
-    /// batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`, a
-    /// backlog's batches are flushed by their wait.
-    private func caughtUp(after batches: [PreparedBatch]) -> Bool {
-        let limit = Int64(configuration.settings.batchSize)
+    /// Whether `batches` bring their users current themselves: when fewer than `--batch-size`
+    /// records wait in their partitions after them (`waiting(after:)`: ingest has caught up),
+    /// or fewer than `--rollup-in-ingest-within` (default four batches) and their users are
+    /// spread (`PreparedBatch.usersAreSpread`: on average at most two events a user). False while a partition's high watermark is unknown.
+    /// A full batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`,
+    /// a backlog's batches are flushed by their wait.
+    ///
+    /// A batch or two behind under load, a round of the rollup would gather no second write of
+    /// such users either, and leaving them to it cost more: at 10,000 events/s over 100,000 users
+    /// ingest then fell further behind. Users with many events a batch (200 users at 20,000
+    /// events/s) are left to the rollup there, whose rounds gather them (BENCHMARKS.md, issue
+    /// 25's twelfth part).
+    private func rollsUpItself(_ batches: [PreparedBatch]) -> Bool {
+        let settings = configuration.settings
+        let caughtUp = Int64(settings.batchSize)
+        let limit = max(caughtUp, settings.rollUpWithinRecords)
         var waiting: Int64 = 0
         for batch in batches {
             for partition in batch.nextOffsets.keys {
@@ -237,7 +248,7 @@ final class IngestWorker: @unchecked Sendable {
                 if waiting >= limit { return false }
             }
         }
-        return true
+        return waiting < caughtUp || PreparedBatch.usersAreSpread(batches)
     }
 
     /// After a fence: re-read the stored offsets of the partitions still owned, and seek there.

@@ -59,6 +59,24 @@ public struct PreparedBatch: Sendable {
 }
 
 /// A record that mapped to one badge operation, with where it came from.
+extension PreparedBatch {
+    /// Whether the users of `batches` are at least half as many as their user events (on
+    /// average at most two events a user; broadcasts are not counted): a rollup round would
+    /// gather few writes of theirs, so ingest brings them current itself a little behind too.
+    public static func usersAreSpread(_ batches: [PreparedBatch]) -> Bool {
+        var users: Set<UserID> = []
+        var events = 0
+        for batch in batches {
+            for event in batch.accepted {
+                guard case .users(let audience) = event.operation.audience else { continue }
+                users.formUnion(audience)
+                events += audience.count
+            }
+        }
+        return users.count >= events - users.count
+    }
+}
+
 public struct AcceptedEvent: Sendable, Hashable {
     /// The topic it was read from.
     public var topic: String

@@ -19,6 +19,8 @@ struct IngestSettingsTests {
             (["--dead-letter-retention-days", "nan"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
             (["--dead-letter-retention-days", "36501"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
             (["--dead-letter-interval-ms", "9"], "--dead-letter-interval-ms takes 10…3600000"),
+            (["--rollup-in-ingest-within", "0"], "--rollup-in-ingest-within takes 1…100000000"),
+            (["--rollup-in-ingest-within", "100000001"], "--rollup-in-ingest-within takes 1…100000000"),
         ]
         for (arguments, sentence) in refused {
             #expect(throws: (any Error).self, "\(arguments)") { try IngestSettings.parse(arguments) }
@@ -53,6 +55,15 @@ struct IngestSettingsTests {
             #expect(configuration.deadLetterRetention.map { $0 > .zero && $0 <= .seconds(36_500 * 86_400) } ?? true, "\(days)")
         }
         #expect(try IngestSettings.parse(["--no-rollup-in-ingest"]).rollUp == false)
+        // A batch rolls its users up while fewer than four batches of records wait after it.
+        #expect(settings.rollUpWithinRecords == 20_000)
+        #expect(try IngestSettings.parse(["--batch-size", "1000"]).rollUpWithinRecords == 4_000)
+        #expect(try IngestSettings.parse(["--rollup-in-ingest-within", "123"]).rollUpWithinRecords == 123)
+        var extreme = IngestSettings.defaults
+        for (batchSize, within) in [(Int.max, nil), (Int.min, nil), (5, Int.min), (5, Int.max)] as [(Int, Int?)] {
+            (extreme.batchSize, extreme.rollUpWithin) = (batchSize, within)
+            #expect((1...(Int64.max / 2)).contains(extreme.rollUpWithinRecords), "\(batchSize) \(String(describing: within))")
+        }
     }
 
     @Test("the flag wins over the variable, and none makes a dynamic member")

@@ -20,6 +20,30 @@ struct PreparedBatchTests {
         }
     }
 
+    @Test("users are spread while they have at most two events each on average; broadcasts and rejections do not count")
+    func spreadUsers() {
+        func batch(_ users: [String], from offset: Int64 = 0) -> PreparedBatch {
+            let records = users.enumerated().map { index, user in
+                record(#"{"id":"s\#(offset)-\#(index)","op":"incr","user":"\#(user)","path":"root.x"}"#, offset: offset + Int64(index))
+            }
+            return PreparedBatch(records: records, rules: testRules)
+        }
+        #expect(PreparedBatch.usersAreSpread([]))
+        #expect(PreparedBatch.usersAreSpread([batch(["a", "b", "c", "d"])]))
+        // Two events each: still spread; a third for one of them is not.
+        #expect(PreparedBatch.usersAreSpread([batch(["a", "a", "b", "b"])]))
+        #expect(!PreparedBatch.usersAreSpread([batch(["a", "a", "a", "b", "b"])]))
+        // Counted over every writer's batch together.
+        #expect(!PreparedBatch.usersAreSpread([batch(["a", "b"]), batch(["a", "b", "a", "b"], from: 2)]))
+        // One event naming several users counts once for each; a broadcast and a bad record not at all.
+        let many = record(#"{"id":"m","op":"incr","users":["x","y","z"],"path":"root.x"}"#, offset: 10)
+        let everyone = record(#"{"id":"e","op":"set","audience":"all","path":"root.x","count":2}"#, offset: 11)
+        let bad = record(#"{"id":"bad","op":"nope"}"#, offset: 12)
+        let mixed = PreparedBatch(records: [many, everyone, everyone, everyone, bad, bad, bad], rules: testRules)
+        #expect(mixed.accepted.count == 4 && mixed.rejected.count == 3)
+        #expect(PreparedBatch.usersAreSpread([mixed]))
+    }
+
     @Test("the event id of a rejected record is kept when it can be read")
     func rejectedEventIDs() {
         let batch = PreparedBatch(records: poisonRecords().map(\.record), rules: testRules)
