@@ -58,7 +58,7 @@ public struct IngestSettings: ParsableArguments, Sendable {
         name: .customLong("rollup-in-ingest"), inversion: .prefixedNo,
         help: ArgumentHelp(
             "Bring a batch's users current in the batch's own transaction, as a rollup round would, when less than "
-                + "--batch-size records wait after it (ingest has caught up), or less than --rollup-in-ingest-within and "
+                + "--batch-size records wait after it (ingest has caught up), or less than --rollup-in-ingest-within if "
                 + "its users have at most two events each on average: their new versions show when it commits. Behind "
                 + "that, a batch's users, and a user a rollup round or an action holds at that moment, are left to the "
                 + "rollup, which must still run (it also takes expiries). "
@@ -67,22 +67,21 @@ public struct IngestSettings: ParsableArguments, Sendable {
     @Option(
         name: .customLong("rollup-in-ingest-within"),
         help: ArgumentHelp(
-            "With --rollup-in-ingest: how many records may wait after a batch, in its partitions, for the batch to bring "
-                + "its users current itself when they have at most two events each on average (1…100000000). Default: "
-                + "4 × --batch-size, so that a short lag under load, where the rollup's rounds would gather no second "
-                + "write of such users, keeps the cheaper way; users with more events a batch, and a deeper backlog, "
-                + "are left to the rollup, whose rounds bring many batches of a user current at once.",
+            "With --rollup-in-ingest: how many records may wait after a flush's batches, in their partitions, for them to "
+                + "bring their users current themselves when those have at most two events each on average (1…100000000; "
+                + "less than --batch-size counts as --batch-size). Default: --batch-size, as for any users. More (say "
+                + "4 × --batch-size) keeps a short lag of spread users, whose writes the rollup's rounds would not "
+                + "gather, on the cheaper way, but slows ingest while it is behind; measured, it helped in some runs "
+                + "and hurt in others (BENCHMARKS.md).",
             valueName: "records"))
     public var rollUpWithin: Int?
 
-    /// How many records may wait after a batch for it to bring its users current itself
-    /// (`--rollup-in-ingest-within`; default 4 batches). Kept within 1…`Int64.max / 2` whatever
+    /// How many records may wait after a batch of spread users for it to bring them current
+    /// itself (`--rollup-in-ingest-within`; default one batch, as for any users). Kept within 1…`Int64.max / 2` whatever
     /// a library user sets (the parser refuses what is out of range), so that the sum
-    /// `caughtUp` adds up to it never overflows.
+    /// `IngestWorker.rollsUpItself` adds up to it never overflows.
     public var rollUpWithinRecords: Int64 {
-        let fourBatches = Int64(clamping: batchSize).multipliedReportingOverflow(by: 4)
-        let chosen = rollUpWithin.map { Int64(clamping: $0) } ?? (fourBatches.overflow ? Int64.max : fourBatches.partialValue)
-        return min(max(chosen, 1), Int64.max / 2)
+        min(max(Int64(clamping: rollUpWithin ?? batchSize), 1), Int64.max / 2)
     }
 
     /// The librdkafka properties the consumer sets unless the properties file or `-X` gives them,

@@ -223,21 +223,24 @@ final class IngestWorker: @unchecked Sendable {
         return waiting
     }
 
-    /// Whether `batches` bring their users current themselves: when fewer than `--batch-size`
-    /// records wait in their partitions after them (`waiting(after:)`: ingest has caught up),
-    /// or fewer than `--rollup-in-ingest-within` (default four batches) and their users are
+    /// Whether `batches` (one flush, every writer's part) bring their users current themselves:
+    /// when fewer than `--batch-size` records wait in their partitions after them, counted over
+    /// all of them (`waiting(after:)`: ingest has caught up), or fewer than
+    /// `--rollup-in-ingest-within` (default and at least `--batch-size`) and their users are
     /// spread (`PreparedBatch.usersAreSpread`: on average at most two events a user). False while a partition's high watermark is unknown.
     /// A full batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`,
     /// a backlog's batches are flushed by their wait.
     ///
     /// A batch or two behind under load, a round of the rollup would gather no second write of
-    /// such users either, and leaving them to it cost more: at 10,000 events/s over 100,000 users
-    /// ingest then fell further behind. Users with many events a batch (200 users at 20,000
-    /// events/s) are left to the rollup there, whose rounds gather them (BENCHMARKS.md, issue
-    /// 25's twelfth part).
+    /// spread users either; rolling them up in the batch saves the queue's rows, but slows
+    /// ingest while it is behind. At 10,000 events/s over 100,000 users (past this machine's
+    /// capacity) four batches helped in some runs and hurt in others, so the default stays one
+    /// (BENCHMARKS.md, issue 25's twelfth part). Users with many events a batch (200 users at
+    /// 20,000 events/s) are always left to the rollup when behind: its rounds gather them.
     private func rollsUpItself(_ batches: [PreparedBatch]) -> Bool {
         let settings = configuration.settings
-        let caughtUp = Int64(settings.batchSize)
+        // Both at most Int64.max / 2, whatever a library user set: the sum below never overflows.
+        let caughtUp = min(Int64(clamping: settings.batchSize), Int64.max / 2)
         let limit = max(caughtUp, settings.rollUpWithinRecords)
         var waiting: Int64 = 0
         for batch in batches {

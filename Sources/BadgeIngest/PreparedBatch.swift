@@ -58,7 +58,6 @@ public struct PreparedBatch: Sendable {
     }
 }
 
-/// A record that mapped to one badge operation, with where it came from.
 extension PreparedBatch {
     /// Whether the users of `batches` are at least half as many as their user events (on
     /// average at most two events a user; broadcasts are not counted): a rollup round would
@@ -77,6 +76,7 @@ extension PreparedBatch {
     }
 }
 
+/// A record that mapped to one badge operation, with where it came from.
 public struct AcceptedEvent: Sendable, Hashable {
     /// The topic it was read from.
     public var topic: String

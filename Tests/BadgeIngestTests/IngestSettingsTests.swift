@@ -55,9 +55,9 @@ struct IngestSettingsTests {
             #expect(configuration.deadLetterRetention.map { $0 > .zero && $0 <= .seconds(36_500 * 86_400) } ?? true, "\(days)")
         }
         #expect(try IngestSettings.parse(["--no-rollup-in-ingest"]).rollUp == false)
-        // A batch rolls its users up while fewer than four batches of records wait after it.
-        #expect(settings.rollUpWithinRecords == 20_000)
-        #expect(try IngestSettings.parse(["--batch-size", "1000"]).rollUpWithinRecords == 4_000)
+        // By default a batch of spread users rolls them up only when caught up, as any batch.
+        #expect(settings.rollUpWithinRecords == 5_000)
+        #expect(try IngestSettings.parse(["--batch-size", "1000"]).rollUpWithinRecords == 1_000)
         #expect(try IngestSettings.parse(["--rollup-in-ingest-within", "123"]).rollUpWithinRecords == 123)
         var extreme = IngestSettings.defaults
         for (batchSize, within) in [(Int.max, nil), (Int.min, nil), (5, Int.min), (5, Int.max)] as [(Int, Int?)] {

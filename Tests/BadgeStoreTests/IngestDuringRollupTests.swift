@@ -164,6 +164,11 @@ struct IngestRollsUpTests {
             let held = try Self.commit([(alice, 5), (carol, 6)], prefix: "third", rollUp: true, on: writer)
             #expect(held.users == 2 && held.rolledUp == 0)
             #expect(try await fixture.store.tree(for: alice).tree?.count == 3)
+            // The deltas the batch held for its round are stored for the rollup instead.
+            #expect(
+                try await fixture.scalar(
+                    "SELECT coalesce(sum(amount), 0)::bigint FROM badge_delta WHERE user_id = ANY($1)", [[alice.rawValue, carol.rawValue]],
+                    as: Int64.self) == 11)
             try round.execute(script: "COMMIT", name: "test.commit")
 
             try await fixture.drainDirtyUsers()

@@ -169,7 +169,7 @@ extension BadgeSQL {
         deltas: "")
     /// Only new rows, so each adds its whole amount: their deltas are exact. The deltas of the
     /// users of `$6` (a writer that rolls them up in the same transaction, `HeldDeltas`) are
-    /// returned instead of stored, after the expired nodes' rows (`NULL` amounts).
+    /// returned instead of stored, beside the expired nodes' rows (whose amounts are `NULL`).
     private static let addNewIncrements = addIncrementsStatement(
         "badges.add_new_increments", onConflict: "RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in",
         deltas: """
