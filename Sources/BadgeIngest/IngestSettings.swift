@@ -77,9 +77,9 @@ public struct IngestSettings: ParsableArguments, Sendable {
     public var rollUpWithin: Int?
 
     /// How many records may wait after a batch of spread users for it to bring them current
-    /// itself (`--rollup-in-ingest-within`; default one batch, as for any users). Kept within 1…`Int64.max / 2` whatever
-    /// a library user sets (the parser refuses what is out of range), so that the sum
-    /// `IngestWorker.rollsUpItself` adds up to it never overflows.
+    /// itself (`--rollup-in-ingest-within`; default one batch, as for any users). Kept within
+    /// 1…`Int64.max / 2` whatever a library user sets (the parser refuses what is out of range),
+    /// so that the sum `IngestWorker.rollsUpItself` adds up to it never overflows.
     public var rollUpWithinRecords: Int64 {
         min(max(Int64(clamping: rollUpWithin ?? batchSize), 1), Int64.max / 2)
     }

@@ -227,9 +227,10 @@ final class IngestWorker: @unchecked Sendable {
     /// when fewer than `--batch-size` records wait in their partitions after them, counted over
     /// all of them (`waiting(after:)`: ingest has caught up), or fewer than
     /// `--rollup-in-ingest-within` (default and at least `--batch-size`) and their users are
-    /// spread (`PreparedBatch.usersAreSpread`: on average at most two events a user). False while a partition's high watermark is unknown.
-    /// A full batch alone does not say it: at a rate below `--batch-size` per `--batch-wait-ms`,
-    /// a backlog's batches are flushed by their wait.
+    /// spread (`PreparedBatch.usersAreSpread`: on average at most two events a user). False
+    /// while a partition's high watermark is unknown. A full batch alone does not say it: at a
+    /// rate below `--batch-size` per `--batch-wait-ms`, a backlog's batches are flushed by their
+    /// wait.
     ///
     /// A batch or two behind under load, a round of the rollup would gather no second write of
     /// spread users either; rolling them up in the batch saves the queue's rows, but slows

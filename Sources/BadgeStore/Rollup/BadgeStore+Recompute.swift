@@ -119,7 +119,8 @@ extension BadgeStore {
                 partitioned
                 ? (moded ? BadgeSQL.addDeltasModedOnPartitions : BadgeSQL.addDeltasOnPartitions)
                 : (moded ? BadgeSQL.addDeltasModed : BadgeSQL.addDeltas)
-            try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()] + unmarked.deltas.only(additive).arrays))
+            let held = unmarked.deltas.only(additive)
+            try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()] + held.arrays))
         }
         outcome.recounted = recounted.count
         outcome.added = additive.count

@@ -149,9 +149,9 @@ extension BadgeSQL {
     /// statement instead of adding up (see ``RowConflicts``), and what the new rows add to
     /// their nodes (count, and unseen unless a seen mark reaches their time) is recorded in
     /// `badge_delta` for the rollup to add (for the users of `$6`, returned instead: a writer
-    /// that rolls them up itself hands them to its round, `HeldDeltas`); a user whose increments meet a state with an expiry
-    /// or a debited one gets a recount instead (their dirty mark at the writer's number says so;
-    /// a user the writer left unmarked gets one).
+    /// that rolls them up itself hands them to its round, `HeldDeltas`); a user whose
+    /// increments meet a state with an expiry or a debited one gets a recount instead (their
+    /// dirty mark at the writer's number says so; a user the writer left unmarked gets one).
     static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
         switch conflicts {
         case .merge: return addIncrementsMerging
