@@ -64,12 +64,15 @@ struct MetricsScrapeTests {
             #expect(try await harness.count("SELECT count(*) FROM dirty_mark") == 0)
 
             // 2. More records: while ingest waits to fill its batch (1.5 s) they are read but not
-            //    committed, so the lag rises to what was sent; once committed it returns to 0.
+            //    committed, so the lag rises; once committed it returns to 0. (Not always to all
+            //    20 at once: on a loaded machine ingest once read one partition's records, wrote
+            //    them after the wait, and only then read the other's.)
             try await harness.publish(Self.goodEvents("b", count: 20))
             let behind = try await PrometheusPage.waitFor(port: ingestPort, seconds: 30) { page in
-                page.values(lag, matching: [topicLabel]).reduce(0, +) == 20
+                let total = page.values(lag, matching: [topicLabel]).reduce(0, +)
+                return total > 0 && total <= 20
             }
-            #expect(behind.held, "the lag did not rise to 20:\n\(behind.page.text)")
+            #expect(behind.held, "the lag did not rise:\n\(behind.page.text)")
             let drained = try await PrometheusPage.waitFor(port: ingestPort, seconds: 60) { page in
                 page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 50
                     && page.values(lag, matching: [topicLabel]).allSatisfy { $0 == 0 }
