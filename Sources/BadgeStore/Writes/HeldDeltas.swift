@@ -42,14 +42,6 @@ struct HeldDeltas: Sendable, Hashable {
         seqs.append(try row.decode(4, as: Int64.self))
     }
 
-    mutating func append(contentsOf other: HeldDeltas) {
-        users += other.users
-        paths += other.paths
-        amounts += other.amounts
-        unseen += other.unseen
-        seqs += other.seqs
-    }
-
     /// The deltas of `kept` users only.
     func only(_ kept: Set<String>) -> HeldDeltas {
         var result = HeldDeltas()
