@@ -103,18 +103,29 @@ final class IngestWorker: @unchecked Sendable {
             ])
 
         let wait = Duration.milliseconds(configuration.settings.batchWaitMilliseconds)
+        let whenIdle = configuration.settings.batchWhenIdle
+        let minimumWait = Duration.milliseconds(configuration.settings.batchMinWaitMilliseconds)
         var batchStarted = ContinuousClock.now
         while !isStopping {
             let remaining = pending.isEmpty ? Duration.milliseconds(200) : wait - (ContinuousClock.now - batchStarted)
-            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
-            if let record = try consumer.poll(timeoutMilliseconds: Int32(max(0, min(200, milliseconds)))) {
+            var milliseconds = max(0, min(200, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+            // With --batch-when-idle, a batch that has records and has waited --batch-min-wait-ms
+            // goes once the writers are free, no record is ready and fewer records wait in Kafka
+            // than it holds (`caughtUp`); until then it looks for more a millisecond at a time,
+            // to see the writers finish.
+            let writersIdle = whenIdle && !pending.isEmpty && ContinuousClock.now - batchStarted >= minimumWait && writer.isIdle
+            if whenIdle && !pending.isEmpty { milliseconds = min(milliseconds, writersIdle ? 0 : 1) }
+            let record = try consumer.poll(timeoutMilliseconds: Int32(milliseconds))
+            if let record {
                 metrics.consumed.increment()
                 if owned.contains(record.topicPartition) {
                     if pending.isEmpty { batchStarted = .now }
                     pending.append(record)
                 }
             }
-            if pending.count >= configuration.settings.batchSize || (!pending.isEmpty && ContinuousClock.now - batchStarted >= wait) {
+            if pending.count >= configuration.settings.batchSize
+                || (!pending.isEmpty && (ContinuousClock.now - batchStarted >= wait || (writersIdle && record == nil && caughtUp(consumer))))
+            {
                 try flush(consumer)
             }
             try writer.throwIfFailed()
@@ -210,6 +221,27 @@ final class IngestWorker: @unchecked Sendable {
         }
     }
 
+    /// Whether fewer records wait in Kafka after the pending ones, in their partitions, than
+    /// are pending, by the high watermarks of the consumer's last fetches (no request to the
+    /// broker); false while a watermark is unknown. A batch that goes when the writers are free
+    /// (`--batch-when-idle`) asks this: behind a backlog, the local queue can be empty between
+    /// fetches while the partitions hold more, and small batches then would only slow ingest
+    /// down (at 10,000 events/s over 100,000 users, past this machine's capacity, p99 went
+    /// from 2.9 to 6.3 s without this check, BENCHMARKS.md); such a batch fills as before.
+    private func caughtUp(_ consumer: KafkaConsumer) -> Bool {
+        var next: [TopicPartition: Int64] = [:]
+        for record in pending where record.offset >= 0 {
+            next[record.topicPartition] = max(next[record.topicPartition] ?? 0, record.offset == .max ? .max : record.offset + 1)
+        }
+        var waiting: Int64 = 0
+        for (partition, offset) in next {
+            // Both checked: an absurd watermark must not trap the subtraction.
+            guard let high = consumer.cachedHighWatermark(partition), high >= 0, offset >= 0 else { return false }
+            waiting += min(max(0, high - offset), Int64(Int32.max))
+        }
+        return waiting < pending.count
+    }
+
     /// How many records wait in each partition of `batch` after it, by the high watermarks of
     /// the consumer's last fetches (no request to the broker); a partition whose watermark is not
     /// known yet is absent.
@@ -289,6 +321,9 @@ struct BatchWriters: Sendable {
 
     func waitUntilIdle() { writers.forEach { $0.waitUntilIdle() } }
 
+    /// Whether no writer has a batch in flight (without waiting).
+    var isIdle: Bool { writers.allSatisfy(\.isIdle) }
+
     func throwIfFailed() throws { try writers.forEach { try $0.throwIfFailed() } }
 
     /// Whether any writer's last batch was fenced (and forgets it for all).
@@ -307,6 +342,7 @@ final class BatchWriter: @unchecked Sendable {
     private let queue = DispatchQueue(label: "reddot.ingest.writer")
     private let idle = DispatchSemaphore(value: 1)
     private let fenced = Atomic<Bool>(false)
+    private let busy = Atomic<Bool>(false)
     private let failure = Mutex<(any Error)?>(nil)
     let stopRequested = Atomic<Bool>(false)
     private let stretch: MergingStretch
@@ -327,6 +363,9 @@ final class BatchWriter: @unchecked Sendable {
         idle.signal()
     }
 
+    /// Whether no batch is in flight (without waiting).
+    var isIdle: Bool { !busy.load(ordering: .acquiring) }
+
     /// Whether the last batch was fenced (and forgets it).
     func takeFenced() -> Bool { fenced.exchange(false, ordering: .acquiringAndReleasing) }
 
@@ -343,8 +382,12 @@ final class BatchWriter: @unchecked Sendable {
         committed: @escaping @Sendable ([TopicPartition: Int64]) -> Void
     ) {
         idle.wait()
+        busy.store(true, ordering: .releasing)
         queue.async { [self] in
-            defer { idle.signal() }
+            defer {
+                busy.store(false, ordering: .releasing)
+                idle.signal()
+            }
             let started = ContinuousClock.now
             do {
                 switch try commit(batch, expected: expected, rollUp: rollUp) {

@@ -14,6 +14,8 @@ struct IngestSettingsTests {
             (["--batch-size", "0"], "--batch-size takes 1…100000"),
             (["--writers", "17"], "--writers takes 1…16"),
             (["--batch-wait-ms=-1"], "--batch-wait-ms takes 0…3600000"),
+            (["--batch-min-wait-ms=-1"], "--batch-min-wait-ms takes 0…3600000"),
+            (["--batch-min-wait-ms", "3600001"], "--batch-min-wait-ms takes 0…3600000"),
             (["--start-from", "middle"], "--start-from takes earliest or latest"),
             (["--event-retention-days", "inf"], "--event-retention-days takes a number > 0 and ≤ 36500"),
             (["--dead-letter-retention-days", "nan"], "--dead-letter-retention-days takes a number ≥ 0 (0: keep them) and ≤ 36500"),
@@ -43,6 +45,9 @@ struct IngestSettingsTests {
         #expect(settings.eventRetentionDays == 7)
         #expect(settings.deadLetterRetentionDays == 30)
         #expect(settings.rollUp)
+        #expect(settings.batchWhenIdle)
+        #expect(settings.batchMinWaitMilliseconds == 20)
+        #expect(try IngestSettings.parse(["--no-batch-when-idle"]).batchWhenIdle == false)
         var configuration = IngestConfiguration(kafka: KafkaConfiguration(), database: PGConfiguration())
         #expect(configuration.deadLetterInterval == .seconds(5))
         configuration.settings = try IngestSettings.parse(["--dead-letter-interval-ms", "250"])

@@ -31,7 +31,8 @@ struct MetricsScrapeTests {
         try await tearingDown({ await harness.tearDown() }) {
             let ingestPort = try ServeCLITests.freePort(), rollupPort = try ServeCLITests.freePort()
             let ingest = try ReddotChild(
-                harness.ingestArguments(group: "g-metrics", metricsPort: ingestPort, batchWaitMilliseconds: 1_500), in: harness.folder,
+                harness.ingestArguments(group: "g-metrics", metricsPort: ingestPort, batchWaitMilliseconds: 1_500, batchWhenIdle: false),
+                in: harness.folder,
                 name: "ingest")
             defer { _ = ingest }
             let lag = "reddot_kafka_consumer_lag_records"

@@ -16,6 +16,7 @@ struct OptionLimitTests {
         (["migrate", "status", "--lock-timeout", "inf"], "--lock-timeout"),
         (["ingest", "--event-retention-days", "1e300"], "--event-retention-days"),
         (["ingest", "--batch-wait-ms", "9223372036854775807"], "--batch-wait-ms"),
+        (["ingest", "--batch-min-wait-ms", "9223372036854775807"], "--batch-min-wait-ms"),
         (["bench", "ingest", "--rate", "1e-300"], "--rate"),
         (["token", "--jwt-hs256-secret", String(repeating: "s", count: 32), "--subject", "a", "--expires-in", "nan"], "--expires-in"),
     ]

@@ -70,13 +70,16 @@ final class PipelineHarness: Sendable {
         try? FileManager.default.removeItem(at: folder)
     }
 
-    /// `reddot ingest` against this pipeline (metrics on `metricsPort` when given).
-    func ingestArguments(group: String, rules: URL? = nil, metricsPort: Int? = nil, batchWaitMilliseconds: Int = 20) -> [String] {
+    /// `reddot ingest` against this pipeline (metrics on `metricsPort` when given; with
+    /// `batchWhenIdle` false, each batch waits `batchWaitMilliseconds` to fill).
+    func ingestArguments(
+        group: String, rules: URL? = nil, metricsPort: Int? = nil, batchWaitMilliseconds: Int = 20, batchWhenIdle: Bool = true
+    ) -> [String] {
         [
             "ingest", "--brokers", cluster.bootstrapServers, "--topic", topic, "--group", group,
             "--database-url", database.url, "--rules", (rules ?? rulesFile).path, "--batch-wait-ms", "\(batchWaitMilliseconds)",
             "--log-level", "error", "-X", "statistics.interval.ms=200",
-        ] + (metricsPort.map { ["--metrics-port", "\($0)"] } ?? [])
+        ] + (batchWhenIdle ? [] : ["--no-batch-when-idle"]) + (metricsPort.map { ["--metrics-port", "\($0)"] } ?? [])
     }
 
     /// Sends `records` (key, payload) and waits for the broker's acknowledgements.
