@@ -89,6 +89,12 @@ public struct IngestSettings: ParsableArguments, Sendable {
             valueName: "records"))
     public var rollUpWithin: Int?
 
+    /// How batches form, for the benchmarks' reports: `wait 100 ms (20 ms once the writers are
+    /// free)`, or `wait 100 ms` with `--no-batch-when-idle`.
+    public var batchWaitText: String {
+        "wait \(batchWaitMilliseconds) ms" + (batchWhenIdle ? " (\(batchMinWaitMilliseconds) ms once the writers are free)" : "")
+    }
+
     /// How many records may wait after a batch of spread users for it to bring them current
     /// itself (`--rollup-in-ingest-within`; default one batch, as for any users). Kept within
     /// 1…`Int64.max / 2` whatever a library user sets (the parser refuses what is out of range),

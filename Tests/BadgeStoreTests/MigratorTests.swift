@@ -128,8 +128,9 @@ struct MigratorTests {
     func concurrentMigrators() async throws {
         let directory = try FixtureDirectory([
             "0001_create_alpha.sql": "CREATE TABLE alpha (id integer PRIMARY KEY);\n",
-            // Slow, so that the others arrive while the first holds the lock.
-            "0002_slow.sql": "SELECT pg_sleep(1.5);\nCREATE TABLE beta (id integer PRIMARY KEY);\n",
+            // Slow, so that the others arrive while the first holds the lock (1.5 s was once too
+            // short for four more connections on a machine running the whole suite).
+            "0002_slow.sql": "SELECT pg_sleep(5);\nCREATE TABLE beta (id integer PRIMARY KEY);\n",
             "0003_seed_alpha.sql": "INSERT INTO alpha VALUES (1);\n",
         ])
         defer { directory.delete() }

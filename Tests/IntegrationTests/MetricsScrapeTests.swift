@@ -31,7 +31,7 @@ struct MetricsScrapeTests {
         try await tearingDown({ await harness.tearDown() }) {
             let ingestPort = try ServeCLITests.freePort(), rollupPort = try ServeCLITests.freePort()
             let ingest = try ReddotChild(
-                harness.ingestArguments(group: "g-metrics", metricsPort: ingestPort, batchWaitMilliseconds: 1_500, batchWhenIdle: false),
+                harness.ingestArguments(group: "g-metrics", metricsPort: ingestPort, batchWaitMilliseconds: 6_000, batchWhenIdle: false),
                 in: harness.folder,
                 name: "ingest")
             defer { _ = ingest }
@@ -64,10 +64,12 @@ struct MetricsScrapeTests {
             #expect(try await harness.count("SELECT count(*) FROM user_version") == 10)
             #expect(try await harness.count("SELECT count(*) FROM dirty_mark") == 0)
 
-            // 2. More records: while ingest waits to fill its batch (1.5 s) they are read but not
-            //    committed, so the lag rises; once committed it returns to 0. (Not always to all
-            //    20 at once: on a loaded machine ingest once read one partition's records, wrote
-            //    them after the wait, and only then read the other's.)
+            // 2. More records: while ingest waits to fill its batch (6 s, --no-batch-when-idle) they
+            //    are read but not committed, so the lag rises; once committed it returns to 0. (Not
+            //    always to all 20 at once: on a loaded machine ingest once read one partition's
+            //    records, wrote them after the wait, and only then read the other's. With a 1.5 s
+            //    wait, a run of the whole suite once saw no lag at all: librdkafka's statistics,
+            //    every 200 ms here, and the scrapes both missed the window.)
             try await harness.publish(Self.goodEvents("b", count: 20))
             let behind = try await PrometheusPage.waitFor(port: ingestPort, seconds: 30) { page in
                 let total = page.values(lag, matching: [topicLabel]).reduce(0, +)

@@ -19,7 +19,8 @@ public struct BenchReport: Encodable, Sendable {
     var incrementEvents: Int
     var setEvents: Int
     var batchSize: Int
-    var batchWaitMs: Int
+    /// How ingest's batches form (`IngestSettings.batchWaitText`).
+    var batchWait: String
     var writers: Int
     var rateLimit: Double?
     var ingestSeconds: Double
@@ -57,7 +58,7 @@ public struct BenchReport: Encodable, Sendable {
         incrementEvents = workload.incrementCount
         setEvents = workload.count - workload.incrementCount
         batchSize = settings.ingest.batchSize
-        batchWaitMs = settings.ingest.batchWaitMilliseconds
+        batchWait = settings.ingest.batchWaitText
         writers = settings.ingest.writers
         rateLimit = settings.rate
         ingestSeconds = ingest.seconds
@@ -109,7 +110,7 @@ public struct BenchReport: Encodable, Sendable {
         return """
             reddot bench ingest: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql), librdkafka \(librdkafka)
             workload:   \(events) events, \(workload) (\(incrementEvents) \(workload == "items" ? "add" : "incr"), \(setEvents) \(workload == "items" ? "remove" : "set")) over \(users) users × \(paths) paths, keyed by user
-            kafka:      \(kafka), \(partitions) partitions; batch size \(batchSize), batch wait \(batchWaitMs) ms, \(writers) writers; rate \(rateText)
+            kafka:      \(kafka), \(partitions) partitions; batch size \(batchSize), batch \(batchWait), \(writers) writers; rate \(rateText)
             ingest:     \(Self.number(ingestEventsPerSecond)) events/s end to end (\(Self.seconds(ingestSeconds)), first publish → last commit)
             latency:    publish → commit p50 \(Self.milliseconds(latencyP50Ms)), p99 \(Self.milliseconds(latencyP99Ms)), max \(Self.milliseconds(latencyMaxMs))
             upsert:     \(Self.number(upsertRowsPerSecond)) rows/s (\(upsertRows) rows\(distinct) in \(Self.seconds(upsertSeconds)); one writer, batches of \(batchSize))

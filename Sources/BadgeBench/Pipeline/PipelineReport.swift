@@ -23,7 +23,8 @@ public struct PipelineReport: Encodable, Sendable {
     var hotUsers: Int
     var hotShare: Double
     var ingestBatchSize: Int
-    var ingestBatchWaitMs: Int
+    /// How ingest's batches form (`IngestSettings.batchWaitText`).
+    var ingestBatchWait: String
     var ingestWriters: Int
     /// Whether ingest brings a batch's users current itself when it has caught up (`--rollup-in-ingest`).
     var ingestRollsUp: Bool
@@ -119,7 +120,7 @@ public struct PipelineReport: Encodable, Sendable {
         hotUsers = settings.hotUsers
         hotShare = settings.hotShare
         ingestBatchSize = ingest.settings.batchSize
-        ingestBatchWaitMs = ingest.settings.batchWaitMilliseconds
+        ingestBatchWait = ingest.settings.batchWaitText
         ingestWriters = ingest.settings.writers
         ingestRollsUp = ingest.settings.rollUp
         ingestRollUpWithin = ingest.settings.rollUpWithinRecords
@@ -227,7 +228,7 @@ public struct PipelineReport: Encodable, Sendable {
             reddot bench pipeline: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
             workload:   incr by 1 over \(users) users × \(paths) paths (root.bench.p0…), keyed by user\(hotUsers > 0 ? String(format: ", %.0f%% of them to the first %d users", hotShare * 100, hotUsers) : ""); \(streams == users ? "\(streams) SSE streams, one per user" : "SSE streams for \(streams) of the users, one each")
             kafka:      \(kafka), \(partitions) partitions
-            services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), wait \(ingestBatchWaitMs) ms, \(ingestWriters) writers, \(ingestRollsUp ? "rolls up its users when caught up, or within \(ingestRollUpWithin) records if spread" : "--no-rollup-in-ingest")), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
+            services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), \(ingestBatchWait), \(ingestWriters) writers, \(ingestRollsUp ? "rolls up its users when caught up, or within \(ingestRollUpWithin) records if spread" : "--no-rollup-in-ingest")), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
             alone:      ingest alone \(ingestAloneRate.map { "\(number($0)) events/s: \(number(Double(ingestAloneEvents))) incr events over the same users and paths, as fast as ingest takes them, without the rollup (--no-rollup-in-ingest), in a scratch database of their own, this run\(ingestAloneProblem.map { " (NOT complete: \($0))" } ?? "")" } ?? "not measured (--no-ingest-alone)")
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
