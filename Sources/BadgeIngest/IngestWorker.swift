@@ -31,6 +31,8 @@ final class IngestWorker: @unchecked Sendable {
     private var expected: [TopicPartition: Int64] = [:]
     private var owned: Set<TopicPartition> = []
     private var pending: [KafkaRecord] = []
+    /// The offset after the last pending record of each partition that has any.
+    private var pendingNext: [TopicPartition: Int64] = [:]
 
     init(configuration: IngestConfiguration, logger: Logger, metrics: IngestMetrics, onRejections: @escaping @Sendable () -> Void) {
         self.configuration = configuration
@@ -110,17 +112,18 @@ final class IngestWorker: @unchecked Sendable {
             let remaining = pending.isEmpty ? Duration.milliseconds(200) : wait - (ContinuousClock.now - batchStarted)
             var milliseconds = max(0, min(200, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
             // With --batch-when-idle, a batch that has records and has waited --batch-min-wait-ms
-            // goes once the writers are free, no record is ready and fewer records wait in Kafka
-            // than it holds (`caughtUp`); until then it looks for more a millisecond at a time,
-            // to see the writers finish.
+            // goes once the writers are free, no record came within a millisecond and fewer
+            // records wait in Kafka than it holds (`caughtUp`); until then it looks for more a
+            // millisecond at a time, to see the writers finish.
             let writersIdle = whenIdle && !pending.isEmpty && ContinuousClock.now - batchStarted >= minimumWait && writer.isIdle
-            if whenIdle && !pending.isEmpty { milliseconds = min(milliseconds, writersIdle ? 0 : 1) }
+            if whenIdle && !pending.isEmpty { milliseconds = min(milliseconds, 1) }
             let record = try consumer.poll(timeoutMilliseconds: Int32(milliseconds))
             if let record {
                 metrics.consumed.increment()
                 if owned.contains(record.topicPartition) {
                     if pending.isEmpty { batchStarted = .now }
                     pending.append(record)
+                    if record.offset >= 0 { pendingNext[record.topicPartition] = record.offset == .max ? .max : record.offset + 1 }
                 }
             }
             if pending.count >= configuration.settings.batchSize
@@ -162,6 +165,7 @@ final class IngestWorker: @unchecked Sendable {
         owned.subtract(gone)
         for partition in gone { expected[partition] = nil }
         pending.removeAll { gone.contains($0.topicPartition) }
+        for partition in gone { pendingNext[partition] = nil }
     }
 
     private var startingOffset: Int64 {
@@ -202,6 +206,7 @@ final class IngestWorker: @unchecked Sendable {
         for index in batches.indices { batches[index].waiting = waiting(after: batches[index], consumer) }
         let rollUp = configuration.settings.rollUp && rollsUpItself(batches)
         pending.removeAll(keepingCapacity: true)
+        pendingNext.removeAll(keepingCapacity: true)
         writer.waitUntilIdle()
         try writer.throwIfFailed()
         if writer.takeFenced() {
@@ -229,12 +234,8 @@ final class IngestWorker: @unchecked Sendable {
     /// down (at 10,000 events/s over 100,000 users, past this machine's capacity, p99 went
     /// from 2.9 to 6.3 s without this check, BENCHMARKS.md); such a batch fills as before.
     private func caughtUp(_ consumer: KafkaConsumer) -> Bool {
-        var next: [TopicPartition: Int64] = [:]
-        for record in pending where record.offset >= 0 {
-            next[record.topicPartition] = max(next[record.topicPartition] ?? 0, record.offset == .max ? .max : record.offset + 1)
-        }
         var waiting: Int64 = 0
-        for (partition, offset) in next {
+        for (partition, offset) in pendingNext {
             // Both checked: an absurd watermark must not trap the subtraction.
             guard let high = consumer.cachedHighWatermark(partition), high >= 0, offset >= 0 else { return false }
             waiting += min(max(0, high - offset), Int64(Int32.max))
@@ -291,6 +292,7 @@ final class IngestWorker: @unchecked Sendable {
     private func resynchronize(_ consumer: KafkaConsumer) {
         logger.info("a batch was fenced: another consumer owns a partition; re-reading stored offsets")
         pending.removeAll()
+        pendingNext.removeAll()
         let partitions = Array(owned)
         guard let stored = readStoredOffsets(partitions) else { return }
         do {
