@@ -231,8 +231,9 @@ final class IngestWorker: @unchecked Sendable {
     /// broker); false while a watermark is unknown. A batch that goes when the writers are free
     /// (`--batch-when-idle`) asks this: behind a backlog, the local queue can be empty between
     /// fetches while the partitions hold more, and small batches then would only slow ingest
-    /// down (at 10,000 events/s over 100,000 users, past this machine's capacity, p99 went
-    /// from 2.9 to 6.3 s without this check, BENCHMARKS.md); such a batch fills as before.
+    /// down (at 10,000 events/s over 100,000 users, past this machine's capacity, without this
+    /// check p99 was 6.3 and 3.0 s against 2.9 and 3.1 s with `--no-batch-when-idle`, and more
+    /// users were left to the rollup, BENCHMARKS.md); such a batch fills as before.
     private func caughtUp(_ consumer: KafkaConsumer) -> Bool {
         var waiting: Int64 = 0
         for (partition, offset) in pendingNext {
