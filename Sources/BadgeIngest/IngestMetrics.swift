@@ -21,6 +21,19 @@ final class IngestMetrics: Sendable {
     let usersRolledUp = Counter(label: "reddot_ingest_users_total", dimensions: [("rollup", "rolled_up")])
     let usersLeft = Counter(label: "reddot_ingest_users_total", dimensions: [("rollup", "left")])
     private let rejectedByReason: [RejectionReason: Counter]
+    private let batchesByTrigger: [BatchTrigger: Counter]
+
+    /// What sent a batch the consumer formed to the writers.
+    enum BatchTrigger: String, CaseIterable {
+        /// It reached `--batch-size`.
+        case full
+        /// It waited `--batch-wait-ms`.
+        case waited
+        /// The writers were free and nothing more was ready (`--batch-when-idle`).
+        case idle
+        /// Ingest was stopping.
+        case stop
+    }
 
     init() {
         var counters: [RejectionReason: Counter] = [:]
@@ -28,6 +41,15 @@ final class IngestMetrics: Sendable {
             counters[reason] = Counter(label: "reddot_ingest_rejected_total", dimensions: [("reason", reason.rawValue)])
         }
         rejectedByReason = counters
+        var batches: [BatchTrigger: Counter] = [:]
+        for trigger in BatchTrigger.allCases {
+            batches[trigger] = Counter(label: "reddot_ingest_batches_total", dimensions: [("trigger", trigger.rawValue)])
+        }
+        batchesByTrigger = batches
+    }
+
+    func batchFormed(_ trigger: BatchTrigger) {
+        batchesByTrigger[trigger]?.increment()
     }
 
     func rejected(_ reason: RejectionReason, count: Int) {

@@ -126,14 +126,22 @@ final class IngestWorker: @unchecked Sendable {
                     if record.offset >= 0 { pendingNext[record.topicPartition] = record.offset == .max ? .max : record.offset + 1 }
                 }
             }
-            if pending.count >= configuration.settings.batchSize
-                || (!pending.isEmpty && (ContinuousClock.now - batchStarted >= wait || (writersIdle && record == nil && caughtUp(consumer))))
-            {
+            let trigger: IngestMetrics.BatchTrigger? =
+                if pending.isEmpty { nil }
+                else if pending.count >= configuration.settings.batchSize { .full }
+                else if ContinuousClock.now - batchStarted >= wait { .waited }
+                else if writersIdle && record == nil && caughtUp(consumer) { .idle }
+                else { nil }
+            if let trigger {
+                metrics.batchFormed(trigger)
                 try flush(consumer)
             }
             try writer.throwIfFailed()
         }
-        if !pending.isEmpty { try flush(consumer) }
+        if !pending.isEmpty {
+            metrics.batchFormed(.stop)
+            try flush(consumer)
+        }
         writer.waitUntilIdle()
         try writer.throwIfFailed()
         logger.info("ingest stopping: batches committed, closing the consumer")

@@ -55,6 +55,11 @@ struct MetricsScrapeTests {
             #expect(page.value(#"reddot_ingest_rejected_total{reason="invalid_path"}"#) == 1)
             #expect(page.values("reddot_ingest_rejected_total").reduce(0, +) == 4)
             #expect(page.value("reddot_ingest_dead_letters_published_total") == 4)
+            // With --no-batch-when-idle and 34 records, every batch went after its wait.
+            #expect(page.value(#"reddot_ingest_batches_total{trigger="waited"}"#) ?? 0 >= 1)
+            for trigger in ["idle", "full", "stop"] {
+                #expect(page.value(#"reddot_ingest_batches_total{trigger="\#(trigger)"}"#) ?? 0 == 0, "trigger \(trigger)")
+            }
             #expect(try await harness.count("SELECT count(*) FROM \(AppliedKeys.table)") == 30)
             #expect(try await harness.count("SELECT count(*) FROM rejected_record WHERE published_at IS NOT NULL") == 4)
             // Ingest (--rollup-in-ingest, the default) brought its users current itself: no user
@@ -162,6 +167,30 @@ struct MetricsScrapeTests {
 
             #expect(try await ingest.stop() == 0, "\(ingest.standardError)")
             #expect(try await rollup.stop() == 0, "\(rollup.standardError)")
+        }
+    }
+
+    @Test(
+        "with the defaults, batches go when the writers are free: reddot_ingest_batches_total counts them as idle, none as waited or full",
+        .timeLimit(.minutes(3)))
+    func batchesGoWhenIdle() async throws {
+        let harness = try await PipelineHarness(partitions: 2)
+        try await tearingDown({ await harness.tearDown() }) {
+            let port = try ServeCLITests.freePort()
+            // A batch wait of ten minutes: only the writers being free sends these batches.
+            let ingest = try ReddotChild(
+                harness.ingestArguments(group: "g-idle-metrics", metricsPort: port, batchWaitMilliseconds: 600_000),
+                in: harness.folder, name: "ingest")
+            defer { _ = ingest }
+            try await harness.publish(Self.goodEvents("i", count: 20))
+            let applied = try await PrometheusPage.waitFor(port: port, seconds: 60) { page in
+                page.value(#"reddot_ingest_records_total{outcome="applied"}"#) == 20
+            }
+            #expect(applied.held, "ingest did not apply the records within a minute:\n\(applied.page.text)\n\(ingest.standardError)")
+            #expect(applied.page.value(#"reddot_ingest_batches_total{trigger="idle"}"#) ?? 0 >= 1, "\(applied.page.text)")
+            #expect(applied.page.value(#"reddot_ingest_batches_total{trigger="waited"}"#) ?? 0 == 0)
+            #expect(applied.page.value(#"reddot_ingest_batches_total{trigger="full"}"#) ?? 0 == 0)
+            #expect(try await ingest.stop() == 0, "\(ingest.standardError)")
         }
     }
 }

@@ -33,7 +33,9 @@ extension PipelineBenchmark {
         publish → visible p50/p99/max (from the event's produce() call to the read of the \
         SSE event that shows it); its two parts, publish → ingest commit (matched by \
         partition and offset from the delivery reports, as bench ingest does) and ingest \
-        commit → visible; how many users of the window's batches ingest brought current in \
+        commit → visible; how many batches ingest sent in the window because its writers \
+        were free, because they had waited --batch-wait-ms, or because they were full \
+        (reddot_ingest_batches_total); how many users of the window's batches ingest brought current in \
         the batch's own transaction and how many it left to the rollup \
         (reddot_ingest_users_total; --no-rollup-in-ingest leaves them all); the rollup lag \
         p50/p99/max of the users left: every sample of the rollup's own \

@@ -75,8 +75,11 @@ extension PipelineBenchmark {
             lag.sort()
             measurement.rollupLag = LatencySummary(sortedNanoseconds: lag.map { UInt64(max(0, $0)) })
             measurement.rollupLagSamples = lag.count
-            measurement.usersRolledUpByIngest = lagCapture.ingestUsers("rolled_up", from: measureStart, to: measureEnd)
-            measurement.usersLeftToRollup = lagCapture.ingestUsers("left", from: measureStart, to: measureEnd)
+            measurement.usersRolledUpByIngest = lagCapture.counted("reddot_ingest_users_total", "rolled_up", from: measureStart, to: measureEnd)
+            measurement.usersLeftToRollup = lagCapture.counted("reddot_ingest_users_total", "left", from: measureStart, to: measureEnd)
+            for trigger in ["idle", "waited", "full"] {
+                measurement.ingestBatches[trigger] = lagCapture.counted("reddot_ingest_batches_total", trigger, from: measureStart, to: measureEnd)
+            }
             measurement.rollupLagUnder100Percent = lag.isEmpty ? 0 : 100 * Double(lag.count(where: { $0 < 100_000_000 })) / Double(lag.count)
             let feedLag = lagCapture.samples(RollupLagCapture.feedLabel, from: measureStart, to: measureEnd).sorted()
             measurement.feedLag = LatencySummary(sortedNanoseconds: feedLag.map { UInt64(max(0, $0)) })

@@ -139,6 +139,8 @@ public struct PipelineBenchmark: Sendable {
         /// transaction, and left to the rollup (`reddot_ingest_users_total`).
         var usersRolledUpByIngest = 0
         var usersLeftToRollup = 0
+        /// Ingest's batches in the window by what sent them (`reddot_ingest_batches_total`).
+        var ingestBatches: [String: Int] = [:]
         var rollupLagUnder100Percent = 0.0
         /// The change feed's lag (the change's transaction → Kafka acknowledged), when it ran.
         var feedLag = LatencySummary(sortedNanoseconds: [])

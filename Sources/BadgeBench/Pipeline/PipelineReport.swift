@@ -62,6 +62,8 @@ public struct PipelineReport: Encodable, Sendable {
     /// Users of the window's batches brought current by ingest's own transaction, and left to the rollup.
     var usersRolledUpByIngest: Int
     var usersLeftToRollup: Int
+    /// Ingest's batches in the window by what sent them: `idle`, `waited`, `full`.
+    var ingestBatches: [String: Int]
     var rollupLagP50Ms: Double
     var rollupLagP99Ms: Double
     var rollupLagMaxMs: Double
@@ -149,6 +151,7 @@ public struct PipelineReport: Encodable, Sendable {
         rollupLagSamples = measurement.rollupLagSamples
         usersRolledUpByIngest = measurement.usersRolledUpByIngest
         usersLeftToRollup = measurement.usersLeftToRollup
+        ingestBatches = measurement.ingestBatches
         rollupLagP50Ms = measurement.rollupLag.p50Milliseconds
         rollupLagP99Ms = measurement.rollupLag.p99Milliseconds
         rollupLagMaxMs = measurement.rollupLag.maxMilliseconds
@@ -218,6 +221,8 @@ public struct PipelineReport: Encodable, Sendable {
         let number = BenchReport.number
         func ms(_ value: Double) -> String { String(format: "%.1f ms", value) }
         func percent(_ value: Double) -> String { String(format: "%.0f%%", value) }
+        let batches = ["idle", "waited", "full"].map { "\(number(Double(ingestBatches[$0] ?? 0))) \($0)" }.joined(separator: ", ")
+        let batchesText = "ingest's batches \(batches) (reddot_ingest_batches_total)"
         let durability =
             postgresqlDurable
             ? "durable: fsync on, synchronous_commit on"
@@ -232,7 +237,7 @@ public struct PipelineReport: Encodable, Sendable {
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
             alone:      ingest alone \(ingestAloneRate.map { "\(number($0)) events/s: \(number(Double(ingestAloneEvents))) incr events over the same users and paths, as fast as ingest takes them, without the rollup (--no-rollup-in-ingest), in a scratch database of their own, this run\(ingestAloneProblem.map { " (NOT complete: \($0))" } ?? "")" } ?? "not measured (--no-ingest-alone)")
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
-            parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs))
+            parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs)); \(batchesText)
             rollup:     \(number(Double(usersRolledUpByIngest))) users brought current by their batch's own transaction, \(number(Double(usersLeftToRollup))) left to the rollup (reddot_ingest_users_total, the window's batches)
             rollup lag: dirty mark → aggregates committed (reddot_rollup_lag_seconds, \(number(Double(rollupLagSamples))) samples in the window) p50 \(ms(rollupLagP50Ms)), p99 \(ms(rollupLagP99Ms)), max \(ms(rollupLagMaxMs)); \(String(format: "%.1f", rollupLagUnder100MsPercent))% under 100 ms
             feed:       \(feedLagSamples == 0 ? "no records published in the window (change feed off?)" : "visible → reddot.changes: the version's transaction → Kafka acknowledged (reddot_feed_lag_seconds, \(number(Double(feedLagSamples))) records in the window) p50 \(ms(feedLagP50Ms)), p99 \(ms(feedLagP99Ms)), max \(ms(feedLagMaxMs))")

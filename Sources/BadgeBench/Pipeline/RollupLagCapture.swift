@@ -3,12 +3,14 @@ import Synchronization
 
 /// Samples of the rollup's `reddot_rollup_lag_seconds` and the change feed's
 /// `reddot_feed_lag_seconds` timers, and the increments of ingest's `reddot_ingest_users_total`
-/// (by its `rollup` label), with the time each was recorded; every other metric is dropped here
-/// (Prometheus gets them all). Bootstrap it with the others.
+/// (by its `rollup` label) and `reddot_ingest_batches_total` (by its `trigger` label), with the
+/// time each was recorded; every other metric is dropped here (Prometheus gets them all).
+/// Bootstrap it with the others.
 public final class RollupLagCapture: MetricsFactory, Sendable {
     static let label = "reddot_rollup_lag_seconds"
     static let feedLabel = "reddot_feed_lag_seconds"
-    static let ingestUsersLabel = "reddot_ingest_users_total"
+    /// The counters captured, each with the dimension that tells its series apart.
+    static let countersCaptured = ["reddot_ingest_users_total": "rollup", "reddot_ingest_batches_total": "trigger"]
     /// An empty capture.
     public init() {}
 
@@ -32,9 +34,11 @@ public final class RollupLagCapture: MetricsFactory, Sendable {
         }
     }
 
-    /// The users ingest counted with `rollup` label `value` (`rolled_up`, `left`) in `[from, to)`.
-    func ingestUsers(_ value: String, from start: UInt64, to end: UInt64) -> Int {
-        let label = "\(Self.ingestUsersLabel)/\(value)"
+    /// The sum of the counter `label`'s increments with its dimension `value` in `[from, to)`
+    /// (`reddot_ingest_users_total` by `rolled_up` or `left`, `reddot_ingest_batches_total` by
+    /// trigger).
+    func counted(_ label: String, _ value: String, from start: UInt64, to end: UInt64) -> Int {
+        let label = "\(label)/\(value)"
         return recorded.withLock { samples in
             Int(clamping: samples.filter { $0.label == label && $0.at >= start && $0.at < end }.reduce(Int64(0)) { $0 &+ $1.nanoseconds })
         }
@@ -49,9 +53,10 @@ public final class RollupLagCapture: MetricsFactory, Sendable {
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         label == Self.label || label == Self.feedLabel ? Capturing(self, label: label) : NOOPMetricsHandler.instance
     }
-    /// MetricsFactory: ingest's users counter records here; every other counter is dropped.
+    /// MetricsFactory: ingest's users and batches counters record here; every other counter is
+    /// dropped.
     public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
-        guard label == Self.ingestUsersLabel, let value = dimensions.first(where: { $0.0 == "rollup" })?.1 else {
+        guard let dimension = Self.countersCaptured[label], let value = dimensions.first(where: { $0.0 == dimension })?.1 else {
             return NOOPMetricsHandler.instance
         }
         return Capturing(self, label: "\(label)/\(value)")
