@@ -58,7 +58,7 @@ struct IngestCrashTests {
     func killNine() async throws {
         let harness = try await IngestHarness(partitions: 4)
         try await tearingDown({ await harness.tearDown() }) {
-            let script = EventScript(count: 30_000, users: 300, seed: 99)
+            let script = try await onThread { EventScript(count: 30_000, users: 300, seed: 99) }  // CPU-heavy: off the cooperative pool
             let group = "g-kill"
             let arguments = [
                 "ingest", "--brokers", harness.cluster.bootstrapServers, "--topic", harness.topic, "--group", group,
@@ -118,7 +118,7 @@ struct IngestCrashTests {
     func crashRecoveryWithDefaults() async throws {
         let harness = try await IngestHarness(partitions: 4)
         try await tearingDown({ await harness.tearDown() }) {
-            let script = EventScript(count: 60_000, users: 300, seed: 7)
+            let script = try await onThread { EventScript(count: 60_000, users: 300, seed: 7) }  // CPU-heavy: off the cooperative pool
             let group = "g-recover"
             let arguments = [
                 "ingest", "--brokers", harness.cluster.bootstrapServers, "--topic", harness.topic, "--group", group,

@@ -22,11 +22,17 @@ final class IngestHarness: Sendable {
         var logger = TestServer.logger
         logger.logLevel = ProcessInfo.processInfo.environment["REDDOT_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
         self.logger = logger
-        cluster = try KafkaMockCluster(logger: logger)
-        topic = "events-\(UInt32.random(in: 0...UInt32.max))"
+        let topic = "events-\(UInt32.random(in: 0...UInt32.max))"
+        self.topic = topic
         self.partitions = partitions
-        try cluster.createTopic(topic, partitions: partitions)
-        try cluster.createTopic(topic + ".dlq", partitions: 1)
+        // On a thread of its own: creating a topic waits for the mock cluster's thread, which on
+        // a busy machine held one of the two cooperative threads every test shares.
+        cluster = try await onThread { [logger] in
+            let cluster = try KafkaMockCluster(logger: logger)
+            try cluster.createTopic(topic, partitions: partitions)
+            try cluster.createTopic(topic + ".dlq", partitions: 1)
+            return cluster
+        }
         let migrated = try await MigratedDatabase.create(prefix: "e2e", server: server, connections: 2, logger: logger)
         database = migrated.database
         pool = migrated.pool

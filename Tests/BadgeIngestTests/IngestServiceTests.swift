@@ -16,7 +16,7 @@ struct IngestServiceTests {
     func exactlyOnceUnderRestarts() async throws {
         let harness = try await IngestHarness(partitions: 8)
         try await tearingDown({ await harness.tearDown() }) {
-            let script = EventScript(count: 100_000, users: 1_000, seed: 42)
+            let script = try await onThread { EventScript(count: 100_000, users: 1_000, seed: 42) }  // CPU-heavy: off the cooperative pool
             let group = "g-restarts"
 
             // Publish in the background, in slices, while consumers come and go.
@@ -93,7 +93,7 @@ struct IngestServiceTests {
     func kafkaOffsetsBehindDatabase() async throws {
         let harness = try await IngestHarness(partitions: 3)
         try await tearingDown({ await harness.tearDown() }) {
-            let script = EventScript(count: 6_000, users: 100, seed: 5)
+            let script = try await onThread { EventScript(count: 6_000, users: 100, seed: 5) }  // CPU-heavy: off the cooperative pool
             let group = "g-kafka-behind"
             let half = script.records.count / 2
             var ends = try await harness.publish(Array(script.records[..<half]))
@@ -153,7 +153,7 @@ struct IngestServiceTests {
         let server = try TestServer.restartable()
         let harness = try await IngestHarness(partitions: 4, server: server.adminURL)
         try await tearingDown({ await harness.tearDown() }) {
-            let script = EventScript(count: 20_000, users: 300, seed: 7)
+            let script = try await onThread { EventScript(count: 20_000, users: 300, seed: 7) }  // CPU-heavy: off the cooperative pool
             let group = "g-db-restart"
             let running = harness.start(group: group, batchSize: 200)
             let half = script.records.count / 2

@@ -16,7 +16,7 @@ final class PipelineHarness: Sendable {
     let database: TestDatabase
     let cluster: KafkaMockCluster
     let producer: KafkaProducer
-    let topic = "reddot.events.t\(UInt32.random(in: 0...UInt32.max))"
+    let topic: String
     let folder: URL
     let logger: Logger
     /// One connection for the test's own queries (not one per query: the machine may be busy).
@@ -41,9 +41,16 @@ final class PipelineHarness: Sendable {
         var logger = Logger(label: "reddot.test.pipeline")
         logger.logLevel = .critical
         self.logger = logger
-        cluster = try KafkaMockCluster(logger: logger)
-        try cluster.createTopic(topic, partitions: partitions)
-        try cluster.createTopic(topic + ".dlq", partitions: 1)
+        let topic = "reddot.events.t\(UInt32.random(in: 0...UInt32.max))"
+        self.topic = topic
+        // On a thread of its own: creating a topic waits for the mock cluster's thread, which on
+        // a busy machine held one of the two cooperative threads every test shares.
+        cluster = try await onThread { [logger] in
+            let cluster = try KafkaMockCluster(logger: logger)
+            try cluster.createTopic(topic, partitions: partitions)
+            try cluster.createTopic(topic + ".dlq", partitions: 1)
+            return cluster
+        }
         producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: logger)
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-pipeline-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
