@@ -233,7 +233,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "BadgeCore", "BadgeStore", "LibPQ",
+                "BadgeCore", "BadgeStore", "LibPQ", "RdKafka",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/TestSupport",

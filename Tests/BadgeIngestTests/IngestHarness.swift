@@ -25,14 +25,7 @@ final class IngestHarness: Sendable {
         let topic = "events-\(UInt32.random(in: 0...UInt32.max))"
         self.topic = topic
         self.partitions = partitions
-        // On a thread of its own: creating a topic waits for the mock cluster's thread, which on
-        // a busy machine held one of the two cooperative threads every test shares.
-        cluster = try await onThread { [logger] in
-            let cluster = try KafkaMockCluster(logger: logger)
-            try cluster.createTopic(topic, partitions: partitions)
-            try cluster.createTopic(topic + ".dlq", partitions: 1)
-            return cluster
-        }
+        cluster = try await mockCluster(topics: [(topic, partitions), (topic + ".dlq", 1)], logger: logger)
         let migrated = try await MigratedDatabase.create(prefix: "e2e", server: server, connections: 2, logger: logger)
         database = migrated.database
         pool = migrated.pool

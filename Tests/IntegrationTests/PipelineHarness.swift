@@ -43,14 +43,7 @@ final class PipelineHarness: Sendable {
         self.logger = logger
         let topic = "reddot.events.t\(UInt32.random(in: 0...UInt32.max))"
         self.topic = topic
-        // On a thread of its own: creating a topic waits for the mock cluster's thread, which on
-        // a busy machine held one of the two cooperative threads every test shares.
-        cluster = try await onThread { [logger] in
-            let cluster = try KafkaMockCluster(logger: logger)
-            try cluster.createTopic(topic, partitions: partitions)
-            try cluster.createTopic(topic + ".dlq", partitions: 1)
-            return cluster
-        }
+        cluster = try await mockCluster(topics: [(topic, partitions), (topic + ".dlq", 1)], logger: logger)
         producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: logger)
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-pipeline-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
