@@ -89,6 +89,16 @@ public struct IngestSettings: ParsableArguments, Sendable {
                 + "and hurt in others (BENCHMARKS.md).",
             valueName: "records"))
     public var rollUpWithin: Int?
+    @Option(
+        name: .customLong("rollup-in-ingest-users"),
+        help: ArgumentHelp(
+            "With --rollup-in-ingest: the most users one batch brings current itself (1…100000); the rest are left to "
+                + "the rollup. Each holds an entry of PostgreSQL's shared lock table (about max_locks_per_transaction × "
+                + "max_connections entries for the whole server) until the batch commits. Default: a quarter of that "
+                + "table shared among --writers, at least 1000 (PostgreSQL's defaults give 1000); raise "
+                + "max_locks_per_transaction for more.",
+            valueName: "users"))
+    public var rollUpUsers: Int?
 
     /// How batches form, for the benchmarks' reports: `wait 100 ms (20 ms once the writers are
     /// free)`, or `wait 100 ms` with `--no-batch-when-idle`.
@@ -142,6 +152,7 @@ public struct IngestSettings: ParsableArguments, Sendable {
         }
         guard (10...3_600_000).contains(deadLetterIntervalMilliseconds) else { return "--dead-letter-interval-ms takes 10…3600000" }
         if let rollUpWithin, !(1...100_000_000).contains(rollUpWithin) { return "--rollup-in-ingest-within takes 1…100000000" }
+        if let rollUpUsers, !(1...100_000).contains(rollUpUsers) { return "--rollup-in-ingest-users takes 1…100000" }
         return nil
     }
 

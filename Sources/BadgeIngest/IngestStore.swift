@@ -23,7 +23,8 @@ public enum IngestStore {
     /// move from `expectedOffsets[partition]` (absent: no row may exist yet) to
     /// `batch.nextOffsets`. With `newRowsFirst`, its new rows go in with plain inserts first
     /// (see ``IngestTransaction/applyEvents(_:into:newRowsFirst:on:)``); with `rollUp`, the
-    /// transaction also brings the batch's users current where it can (``IngestBatchWrite/rollUp``).
+    /// transaction also brings the batch's users current where it can, at most `rollUpLimit`
+    /// (``IngestBatchWrite/rollUp``).
     /// The caller wraps it in one transaction and rolls back if it throws.
     ///
     /// - Throws: ``IngestError`` `.fenced` before any other write when a stored offset is not
@@ -31,7 +32,7 @@ public enum IngestStore {
     ///   `PGError` from the database (retry the whole batch when `isRetriable`).
     public static func commit(
         _ batch: PreparedBatch, group: String, expectedOffsets: [TopicPartition: Int64], newRowsFirst: Bool = true,
-        rollUp: Bool = false, on connection: PGConnection
+        rollUp: Bool = false, rollUpLimit: Int = IngestTransaction.rollUpLimit, on connection: PGConnection
     ) throws -> BatchOutcome {
         let write = IngestBatchWrite(
             group: group,
@@ -41,7 +42,7 @@ public enum IngestStore {
             },
             events: batch.accepted.map(\.operation),
             rejected: batch.rejected.map { RejectedRow(record: StoredRecord($0.record), rejection: $0.rejection, eventID: $0.eventID) },
-            newRowsFirst: newRowsFirst, rollUp: rollUp)
+            newRowsFirst: newRowsFirst, rollUp: rollUp, rollUpLimit: rollUpLimit)
         do {
             return try IngestTransaction.commit(write, on: connection)
         } catch let conflict as OffsetConflict {

@@ -356,6 +356,9 @@ final class BatchWriter: @unchecked Sendable {
     private let stretch: MergingStretch
     // Confined to the writer queue.
     private var session: DatabaseSession
+    /// The most users a batch brings current itself (`--rollup-in-ingest-users`, else sized to
+    /// the server's lock table when first needed); confined to the writer queue.
+    private var rollUpLimit: Int?
 
     init(configuration: IngestConfiguration, logger: Logger, metrics: IngestMetrics, stretch: MergingStretch) {
         self.configuration = configuration
@@ -440,6 +443,23 @@ final class BatchWriter: @unchecked Sendable {
         metrics.batchLatency.recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
     }
 
+    /// `rollUpLimit`, read once: the flag's, else `IngestTransaction.rollUpLimit(writers:on:)`'s.
+    private func rollUpLimit(on connection: PGConnection) throws(PGError) -> Int {
+        if let rollUpLimit { return rollUpLimit }
+        let settings = configuration.settings
+        let limit: Int
+        if let users = settings.rollUpUsers {
+            limit = users
+        } else {
+            limit = try IngestTransaction.rollUpLimit(writers: settings.writers, on: connection)
+        }
+        logger.info(
+            "a batch brings at most \(limit) users current itself",
+            metadata: ["ingest.rollup_users": "\(limit)", "ingest.rollup_users_from": "\(settings.rollUpUsers == nil ? "lock table" : "flag")"])
+        rollUpLimit = limit
+        return limit
+    }
+
     /// Writes the batch in one transaction, retrying transient database errors (reconnecting
     /// as needed). A retry after an ambiguous COMMIT finds the offsets already advanced: that is
     /// this batch, committed by the earlier attempt.
@@ -451,8 +471,11 @@ final class BatchWriter: @unchecked Sendable {
             do {
                 let connection = try session.connection(configuration.database)
                 let newRowsFirst = stretch.newRowsFirst
+                let limit = rollUp ? try rollUpLimit(on: connection) : 0
                 let outcome = try connection.withTransaction { connection in
-                    try IngestStore.commit(batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, rollUp: rollUp, on: connection)
+                    try IngestStore.commit(
+                        batch, group: group, expectedOffsets: expected, newRowsFirst: newRowsFirst, rollUp: rollUp, rollUpLimit: limit,
+                        on: connection)
                 }
                 stretch.record(rewritten: outcome.rewrites > 0, merged: !newRowsFirst && !batch.accepted.isEmpty)
                 return .outcome(outcome)

@@ -73,9 +73,12 @@ public struct RollupService: Service {
         }
         let claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome
         do {
-            let round = try await BadgeStore(pool: pool).rollupRound(limit: limit, sweep: sweep)
+            // The sweep moves past the claimed users as soon as they are claimed, so that a
+            // worker starting meanwhile claims after them.
+            let round = try await BadgeStore(pool: pool).rollupRound(limit: limit, sweep: sweep) { [cursor] claimed in
+                cursor.sweep.withLock { $0.merge(claimed) }
+            }
             (claimed, outcome) = (round.claimed, round.outcome)
-            cursor.sweep.withLock { $0.merge(round.sweep) }
         } catch {
             cursor.sweep.withLock { $0.queue.forget() }
             throw error

@@ -23,6 +23,8 @@ struct IngestSettingsTests {
             (["--dead-letter-interval-ms", "9"], "--dead-letter-interval-ms takes 10…3600000"),
             (["--rollup-in-ingest-within", "0"], "--rollup-in-ingest-within takes 1…100000000"),
             (["--rollup-in-ingest-within", "100000001"], "--rollup-in-ingest-within takes 1…100000000"),
+            (["--rollup-in-ingest-users", "0"], "--rollup-in-ingest-users takes 1…100000"),
+            (["--rollup-in-ingest-users", "100001"], "--rollup-in-ingest-users takes 1…100000"),
         ]
         for (arguments, sentence) in refused {
             #expect(throws: (any Error).self, "\(arguments)") { try IngestSettings.parse(arguments) }
@@ -60,6 +62,9 @@ struct IngestSettingsTests {
             #expect(configuration.deadLetterRetention.map { $0 > .zero && $0 <= .seconds(36_500 * 86_400) } ?? true, "\(days)")
         }
         #expect(try IngestSettings.parse(["--no-rollup-in-ingest"]).rollUp == false)
+        // No limit given: the writers size it to the server's lock table.
+        #expect(settings.rollUpUsers == nil)
+        #expect(try IngestSettings.parse(["--rollup-in-ingest-users", "2500"]).rollUpUsers == 2_500)
         // By default a batch of spread users rolls them up only when caught up, as any batch.
         #expect(settings.rollUpWithinRecords == 5_000)
         #expect(try IngestSettings.parse(["--batch-size", "1000"]).rollUpWithinRecords == 1_000)

@@ -98,7 +98,8 @@ struct IngestRollsUpTests {
 
     /// One ingest batch of `increments` (user, amount), ids `prefix-N`, committed with `rollUp`.
     static func commit(
-        _ increments: [(UserID, Int64)], prefix: String, rollUp: Bool, on connection: PGConnection
+        _ increments: [(UserID, Int64)], prefix: String, rollUp: Bool, rollUpLimit: Int = IngestTransaction.rollUpLimit,
+        on connection: PGConnection
     ) throws -> BatchOutcome {
         let events = try increments.enumerated().map { index, increment in
             MappedOperation(
@@ -108,7 +109,8 @@ struct IngestRollsUpTests {
         try connection.execute(script: "BEGIN", name: "test.begin")
         do {
             let outcome = try IngestTransaction.commit(
-                IngestBatchWrite(group: "g", offsets: [], events: events, rejected: [], rollUp: rollUp), on: connection)
+                IngestBatchWrite(group: "g", offsets: [], events: events, rejected: [], rollUp: rollUp, rollUpLimit: rollUpLimit),
+                on: connection)
             try connection.execute(script: "COMMIT", name: "test.commit")
             return outcome
         } catch {
@@ -192,6 +194,42 @@ struct IngestRollsUpTests {
             #expect(try await fixture.scalar("SELECT count(*)::int FROM user_version", as: Int.self) == IngestTransaction.rollUpLimit)
             try await fixture.drainDirtyUsers()
             #expect(try await fixture.scalar("SELECT count(*)::int FROM user_version", as: Int.self) == users.count)
+        }
+    }
+
+    @Test("a batch's limit is the one it is given: the first users in user order are brought current, the others wait for the rollup")
+    func batchRollsUpItsGivenLimit() async throws {
+        let fixture = try await StoreFixture.make()
+        try await tearingDown({ await fixture.tearDown() }) {
+            let writer = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+            defer { writer.close() }
+            let users = (0..<5).map { user("given_\($0)") }
+            let outcome = try Self.commit(users.reversed().map { ($0, 2) }, prefix: "given", rollUp: true, rollUpLimit: 3, on: writer)
+            #expect(outcome.users == 5 && outcome.rolledUp == 3)
+            for (index, who) in users.enumerated() {
+                let shown = try await fixture.store.tree(for: who)
+                #expect(shown.version == (index < 3 ? 1 : 0), "\(who): \(shown)")
+            }
+            #expect(try await fixture.scalar("SELECT string_agg(DISTINCT user_id, ' ' ORDER BY user_id) FROM dirty_mark", as: String.self) == "given_3 given_4")
+            try await fixture.drainDirtyUsers()
+            for who in users { #expect(try await fixture.store.tree(for: who).tree?.count == 2) }
+        }
+    }
+
+    @Test("by default a batch's limit is a quarter of the server's lock table shared among the writers, from 1,000 to 100,000")
+    func limitFollowsTheLockTable() async throws {
+        let fixture = try await StoreFixture.make()
+        try await tearingDown({ await fixture.tearDown() }) {
+            let connection = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+            defer { connection.close() }
+            let locks = try await fixture.scalar("SELECT current_setting('max_locks_per_transaction')::bigint", as: Int64.self)
+            let connections = try await fixture.scalar("SELECT current_setting('max_connections')::bigint", as: Int64.self)
+            for writers in [1, 2, 16] {
+                let expected = min(max(locks * connections / 4 / Int64(writers), 1_000), 100_000)
+                #expect(try IngestTransaction.rollUpLimit(writers: writers, on: connection) == Int(expected), "\(writers) writers")
+            }
+            // PostgreSQL's defaults (64 × 100) give the floor to two writers.
+            #expect(64 * 100 / 4 / 2 < IngestTransaction.rollUpLimit)
         }
     }
 }

@@ -18,11 +18,15 @@ public struct IngestBatchWrite: Sendable {
     /// Whether the batch's transaction also brings its users current (see
     /// ``IngestTransaction/commit(_:on:)``); false leaves every one to the rollup.
     public var rollUp: Bool
+    /// With `rollUp`, the most users the batch brings current itself (in user order); the rest
+    /// are left to the rollup. Each is an entry of PostgreSQL's shared lock table until the
+    /// batch commits (``IngestTransaction/rollUpLimit(writers:on:)`` sizes it to the server).
+    public var rollUpLimit: Int
 
     /// A batch write.
     public init(
         group: String, offsets: [OffsetAdvance], events: [MappedOperation], rejected: [RejectedRow], newRowsFirst: Bool = true,
-        rollUp: Bool = false
+        rollUp: Bool = false, rollUpLimit: Int = IngestTransaction.rollUpLimit
     ) {
         self.group = group
         self.offsets = offsets
@@ -30,6 +34,7 @@ public struct IngestBatchWrite: Sendable {
         self.rejected = rejected
         self.newRowsFirst = newRowsFirst
         self.rollUp = rollUp
+        self.rollUpLimit = rollUpLimit
     }
 }
 

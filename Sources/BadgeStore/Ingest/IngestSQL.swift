@@ -100,6 +100,12 @@ enum IngestSQL {
         INSERT INTO applied_user_event (user_id, event_id) SELECT u, e FROM pairs WHERE u <> '' ORDER BY 1, 2
         """)
 
+    /// The entries of the server's shared lock table, about: `max_locks_per_transaction` ×
+    /// `max_connections` (PostgreSQL adds a few for its own processes).
+    static let lockTableEntries = PGStatement(
+        "ingest.lock_table_entries",
+        "SELECT current_setting('max_locks_per_transaction')::bigint * current_setting('max_connections')::bigint")
+
     /// Withdraws the active broadcasts at each path (with force, within its subtree).
     static let withdrawBroadcasts = PGStatement(
         "ingest.withdraw_broadcasts",

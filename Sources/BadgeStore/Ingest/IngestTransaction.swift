@@ -49,7 +49,7 @@ public enum IngestTransaction {
             outcome.rejected[rejected.rejection.reason, default: 0] += 1
         }
 
-        let owned = batch.rollUp ? try lockForRollUp(batch.events, on: connection) : []
+        let owned = batch.rollUp ? try lockForRollUp(batch.events, limit: batch.rollUpLimit, on: connection) : []
         let written = try applyEvents(batch.events, into: &outcome, newRowsFirst: batch.newRowsFirst, owned: Set(owned), on: connection)
         try insertRejected(batch.rejected, on: connection)
         if batch.rollUp { outcome.rolledUp = try rollUpNow(owned, unmarked: written.unmarked, on: connection) }
@@ -180,24 +180,42 @@ public enum IngestTransaction {
         return (users, unmarked)
     }
 
-    /// The most users one batch brings current itself (`rollUpNow`); the rest wait for the
-    /// rollup. Each user's rollup lock is an entry of PostgreSQL's shared lock table, which
-    /// holds `max_locks_per_transaction` × `max_connections` entries for the whole server (6,400
-    /// by default): two writers with 5,000 users each would run it out ("out of shared memory").
-    /// A rollup round holds 500 (`--rollup-batch-size`).
+    /// The fewest users one batch brings current itself (`rollUpNow`) when it may at all; the
+    /// rest wait for the rollup. Each user's rollup lock is an entry of PostgreSQL's shared lock
+    /// table, which holds about `max_locks_per_transaction` × `max_connections` entries for the
+    /// whole server (6,400 by default): two writers with 5,000 users each would run it out ("out
+    /// of shared memory"). A rollup round holds 500 (`--rollup-batch-size`).
     public static let rollUpLimit = 1_000
 
-    /// The users of `events` (at most `rollUpLimit`, in user order) whose rollup locks this
+    /// The most users one batch of each of `writers` writers may bring current itself, from the
+    /// server's lock table (`max_locks_per_transaction` × `max_connections`): a quarter of it
+    /// shared among the writers, so that rollup rounds, other ingest processes and every
+    /// transaction's own locks keep the rest; never fewer than `rollUpLimit` (which the server's
+    /// defaults hold with room to spare), nor more than 100,000. A server with
+    /// `max_locks_per_transaction` raised lets batches of spread users bring more of them current
+    /// (at 10,000 events/s over 100,000 users, a batch of 5,000 records has about 4,900).
+    public static func rollUpLimit(writers: Int, on connection: PGConnection) throws(PGError) -> Int {
+        let slots = try connection.query(IngestSQL.lockTableEntries).rows.first?.decode(0, as: Int64.self) ?? 0
+        return lockShare(slots: slots, writers: writers)
+    }
+
+    /// `rollUpLimit(writers:on:)`'s rule for a lock table of `slots` entries.
+    static func lockShare(slots: Int64, writers: Int) -> Int {
+        let share = max(0, slots) / 4 / Int64(max(1, writers))
+        return Int(min(max(share, Int64(rollUpLimit)), 100_000))
+    }
+
+    /// The users of `events` (at most `limit`, in user order) whose rollup locks this
     /// transaction takes without waiting, held until it ends (`BadgeStore.tryLockForRollUp`):
     /// those the batch brings current itself (`rollUpNow`). A user a round or an action holds is
     /// left to the rollup, which finds the user's marks. Taken before the batch writes, so that
     /// the users who only add need no dirty mark (`BadgeStore.applyMarked`'s `owned`).
-    static func lockForRollUp(_ events: [MappedOperation], on connection: PGConnection) throws(PGError) -> [UserID] {
+    static func lockForRollUp(_ events: [MappedOperation], limit: Int, on connection: PGConnection) throws(PGError) -> [UserID] {
         var candidates: Set<UserID> = []
         for event in events {
             if case .users(let users) = event.audience { candidates.formUnion(users) }
         }
-        return try BadgeStore.tryLockForRollUp(Array(candidates.sorted().prefix(rollUpLimit)), on: connection)
+        return try BadgeStore.tryLockForRollUp(Array(candidates.sorted().prefix(max(0, limit))), on: connection)
     }
 
     /// Brings `owned` (`lockForRollUp`'s) current in the batch's own transaction

@@ -197,15 +197,22 @@ extension BadgeStore {
     }
 
     /// One rollup round, the rollup's one transaction: claims up to `limit` dirty users of the
-    /// sweep's next part (`claimDirtyUsers`) and rolls them up (`rollUp`).
+    /// sweep's next part (`claimDirtyUsers`), calls `onClaim` with the sweep moved past them, and
+    /// rolls them up (`rollUp`). `onClaim` runs before the round's statements: a worker that
+    /// shares the sweep can start its own claim after these users instead of stepping over
+    /// them (with two workers, each claim otherwise read about twice the users it took).
     ///
     /// - Returns: the users claimed, in claim order, with when each was first marked dirty (for
     ///   the rollup-lag measure), what the round did, and the sweep moved past them.
-    public func rollupRound(limit: Int, sweep: RollupSweep = RollupSweep(), recountAll: Bool = false) async throws -> (
+    public func rollupRound(
+        limit: Int, sweep: RollupSweep = RollupSweep(), recountAll: Bool = false,
+        onClaim: @escaping @Sendable (RollupSweep) -> Void = { _ in }
+    ) async throws -> (
         claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome, sweep: RollupSweep
     ) {
         try await pool.withTransaction { connection in
             let (claimed, sweep) = try Self.claimDirtyUsers(limit: limit, sweep: sweep, on: connection)
+            onClaim(sweep)
             return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, onlyMarked: true, on: connection), sweep)
         }
     }
