@@ -63,13 +63,14 @@ extension BenchCommand {
             let kafka = try BenchCommand.kafka(self.kafka, partitions: partitions, runID: runID, logger: logger)
             defer { kafka.close() }
             let executable = reddot ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-            let settings = BacklogBenchmark.Settings(
+            var settings = BacklogBenchmark.Settings(
                 events: events, users: users, paths: paths, seed: seed, runID: runID, kafka: kafka.configuration,
                 brokers: kafka.configuration["bootstrap.servers"] ?? self.kafka.brokers, topic: kafka.topic,
                 server: database.configuration(), migrations: files, executable: executable,
                 peerScript: noPeer ? nil : peerScriptPath(executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path),
                 python: python ?? (FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"),
                 timeoutSeconds: timeoutSeconds, keep: scratchSettings.keep)
+            if noPeer { settings.peerLeftOut = "left out (--no-peer)" }
             let measurement: BacklogBenchmark.Measurement
             do {
                 measurement = try await BacklogBenchmark(settings: settings, logger: logger).run()

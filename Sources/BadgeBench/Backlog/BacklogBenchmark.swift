@@ -35,6 +35,8 @@ public struct BacklogBenchmark: Sendable {
         /// The plain consumer's script and its Python (nil: the peer is left out).
         public var peerScript: String?
         public var python: String
+        /// Why the peer is left out when `peerScript` is nil, as the report says it.
+        public var peerLeftOut = "no --peer-script found"
         /// How long each phase may take.
         public var timeoutSeconds: Int
         /// Keep the scratch databases.
@@ -161,7 +163,7 @@ public struct BacklogBenchmark: Sendable {
                 measurement.plainConsumer = try await plainConsumer(script: script, database: database, url: url)
             }
         } else {
-            measurement.plainConsumerSkipped = "no --peer-script found"
+            measurement.plainConsumerSkipped = settings.peerLeftOut
         }
         return measurement
     }

@@ -96,8 +96,10 @@ extension BadgeStore {
         }
         if recountAll { additive = [] }
         additive.subtract(bumped)
-        // No broadcast change commits while this one records versions (DESIGN §6a).
+        // No broadcast change commits while this one records versions (DESIGN §6a). With none
+        // active, the round's statement has no step that merges them into the logged roots.
         try connection.query(BadgeSQL.lockBroadcastsShared)
+        let broadcasts = try connection.query(BadgeSQL.activeBroadcasts).rows.first?.decode(0, as: Bool.self) ?? true
         var outcome = RollupOutcome()
         func collect(_ result: PGResult) throws(PGError) {
             for row in result.rows {
@@ -108,17 +110,11 @@ extension BadgeStore {
         }
         let recounted = names.filter { !additive.contains($0) }
         if !recounted.isEmpty {
-            let statement =
-                partitioned
-                ? (moded ? BadgeSQL.recomputeModedOnPartitions : BadgeSQL.recomputeOnPartitions)
-                : (moded ? BadgeSQL.recomputeModed : BadgeSQL.recompute)
+            let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
             try collect(try connection.query(statement, [recounted, changeChannel, bumped.sorted()]))
         }
         if !additive.isEmpty {
-            let statement =
-                partitioned
-                ? (moded ? BadgeSQL.addDeltasModedOnPartitions : BadgeSQL.addDeltasOnPartitions)
-                : (moded ? BadgeSQL.addDeltasModed : BadgeSQL.addDeltas)
+            let statement = BadgeSQL.roundStatement(.init(additive: true, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
             let held = unmarked.deltas.only(additive)
             try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()] + held.arrays))
         }
