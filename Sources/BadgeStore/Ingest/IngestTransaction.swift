@@ -180,11 +180,12 @@ public enum IngestTransaction {
         return (users, unmarked)
     }
 
-    /// The fewest users one batch brings current itself (`rollUpNow`) when it may at all; the
-    /// rest wait for the rollup. Each user's rollup lock is an entry of PostgreSQL's shared lock
-    /// table, which holds about `max_locks_per_transaction` × `max_connections` entries for the
-    /// whole server (6,400 by default): two writers with 5,000 users each would run it out ("out
-    /// of shared memory"). A rollup round holds 500 (`--rollup-batch-size`).
+    /// The most users a batch brings current itself (`rollUpNow`) unless it is given another
+    /// limit (`IngestBatchWrite.rollUpLimit`), and the least `rollUpLimit(writers:on:)` gives;
+    /// the rest wait for the rollup. Each user's rollup lock is an entry of PostgreSQL's shared
+    /// lock table, which holds about `max_locks_per_transaction` × `max_connections` entries for
+    /// the whole server (6,400 by default): two writers with 5,000 users each would run it out
+    /// ("out of shared memory"). A rollup round holds 500 (`--rollup-batch-size`).
     public static let rollUpLimit = 1_000
 
     /// The most users one batch of each of `writers` writers may bring current itself, from the
