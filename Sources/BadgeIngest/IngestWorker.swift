@@ -447,15 +447,15 @@ final class BatchWriter: @unchecked Sendable {
     private func rollUpLimit(on connection: PGConnection) throws(PGError) -> Int {
         if let rollUpLimit { return rollUpLimit }
         let settings = configuration.settings
-        let limit: Int
+        let (limit, source): (Int, String)
         if let users = settings.rollUpUsers {
-            limit = users
+            (limit, source) = (users, "flag")
         } else {
-            limit = try IngestTransaction.rollUpLimit(writers: settings.writers, on: connection)
+            (limit, source) = (try IngestTransaction.rollUpLimit(writers: settings.writers, on: connection), "lock table")
         }
         logger.info(
             "a batch brings at most \(limit) users current itself",
-            metadata: ["ingest.rollup_users": "\(limit)", "ingest.rollup_users_from": "\(settings.rollUpUsers == nil ? "lock table" : "flag")"])
+            metadata: ["ingest.rollup_users": "\(limit)", "ingest.rollup_users_from": "\(source)"])
         rollUpLimit = limit
         return limit
     }
