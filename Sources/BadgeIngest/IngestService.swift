@@ -133,6 +133,16 @@ public final class IngestService: Service {
     private static func prune(pool: PGPool, retention: Duration, logger: Logger) async {
         let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
         do {
+            let rotated = try await pool.withConnection { connection in
+                try IngestTransaction.rotateDedupeGeneration(startedBefore: cutoff, on: connection)
+            }
+            if rotated {
+                logger.info("started the next dedupe generation; emptied the users' event ids of the one before it (older than the retention)")
+            }
+        } catch {
+            logger.info("starting the next dedupe generation failed; will retry at the next prune", metadata: [LibPQ.LogKey.error: "\(error)"])
+        }
+        do {
             var removed = 0
             while true {
                 let chunk = try await pool.withConnection { connection in

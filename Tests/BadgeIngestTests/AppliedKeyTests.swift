@@ -6,9 +6,10 @@ import LibPQ
 import TestSupport
 import Testing
 
-/// Issue 27: ingest deduplicates an event per user (`applied_user_event`, keyed by the user
-/// first) and a broadcast by its id (`applied_event`), and skips the ids a build before
-/// migration 20 recorded while any is kept.
+/// Issue 27: ingest deduplicates an event per user (`applied_user_event_generation`, keyed by
+/// the user first) and a broadcast by its id (`applied_event`), and skips the ids a build before
+/// migration 20 (or 30) recorded while any is kept. Issue 25: users' ids are kept in two dedupe
+/// generations, emptied whole.
 @Suite("Event ids deduplicated per user")
 struct AppliedKeyTests {
     /// The count at `root.x` of `user`, once every dirty user is recomputed.
@@ -33,7 +34,7 @@ struct AppliedKeyTests {
             #expect(try await count("ka", fixture) == 1)
             #expect(try await count("kb", fixture) == 1)
             #expect(try await count("kc", fixture) == 1)
-            let keys = try await fixture.rows("SELECT user_id, event_id FROM applied_user_event ORDER BY 1")
+            let keys = try await fixture.rows("SELECT user_id, event_id FROM applied_user_event_generation ORDER BY 1")
             #expect(keys == [["ka", "m1"], ["kb", "m1"], ["kc", "m1"]])
             #expect(try await fixture.scalar("SELECT count(*)::int FROM applied_event", as: Int.self) == 0)
         }
@@ -49,7 +50,7 @@ struct AppliedKeyTests {
             let again = try await committer.commit([broadcast])
             #expect(again.applied == 0 && again.duplicates == 1)
             #expect(try await fixture.rows("SELECT event_id, audience FROM applied_event") == [["b1", "all"]])
-            #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event") == [["ka", "b1"]])
+            #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event_generation") == [["ka", "b1"]])
         }
     }
 
@@ -69,7 +70,7 @@ struct AppliedKeyTests {
             #expect(try await count("kb", fixture) == nil)
             // While the old id is kept, the new one is also where the old build looks.
             #expect(try await fixture.rows("SELECT event_id, audience FROM applied_event ORDER BY 1") == [["new1", "users"], ["old1", nil]])
-            #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event") == [["ka", "new1"]])
+            #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event_generation") == [["ka", "new1"]])
             let repeated = try await committer.commit([#"{"id":"new1","op":"incr","user":"ka","path":"root.x"}"#])
             #expect(repeated.duplicates == 1)
 
@@ -81,8 +82,134 @@ struct AppliedKeyTests {
             let later = try await committer.commit([#"{"id":"new2","op":"incr","user":"kb","path":"root.x"}"#])
             #expect(later.applied == 1)
             #expect(try await fixture.rows("SELECT event_id FROM applied_event ORDER BY 1") == [["new1"]])
-            #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event ORDER BY 2") == [["ka", "new1"], ["kb", "new2"]])
+            #expect(try await fixture.rows("SELECT user_id, event_id FROM applied_user_event_generation ORDER BY 2") == [["ka", "new1"], ["kb", "new2"]])
             #expect(try await count("kb", fixture) == 1)
+        }
+    }
+
+    @Test("an id stays a duplicate for the generation after its own, and counts again once its generation is emptied", arguments: [true, false])
+    func generations(newRowsFirst: Bool) async throws {
+        try await IngestFixture.with { fixture in
+            let committer = SequentialBatches(fixture, newRowsFirst: newRowsFirst)
+            func rotate() async throws -> Bool {
+                try await fixture.pool.withConnection { connection in
+                    try IngestTransaction.rotateDedupeGeneration(startedBefore: Date().addingTimeInterval(60), on: connection)
+                }
+            }
+            func slots() async throws -> [[String?]] {
+                try await fixture.rows("SELECT event_id, slot::text FROM applied_user_event_generation ORDER BY 1")
+            }
+            #expect(try await committer.commit([#"{"id":"g1","op":"incr","user":"ka","path":"root.x"}"#]).applied == 1)
+            #expect(try await slots() == [["g1", "0"]])
+            // Not due: the current generation started after the cutoff.
+            let notDue = try await fixture.pool.withConnection { connection in
+                try IngestTransaction.rotateDedupeGeneration(startedBefore: Date().addingTimeInterval(-60), on: connection)
+            }
+            #expect(!notDue)
+
+            #expect(try await rotate())
+            // g1 is in the generation before the current one: still a duplicate, alone or beside a new id.
+            let again = try await committer.commit([
+                #"{"id":"g1","op":"incr","user":"ka","path":"root.x"}"#, #"{"id":"g2","op":"incr","user":"ka","path":"root.x"}"#,
+            ])
+            #expect(again.applied == 1 && again.duplicates == 1)
+            #expect(try await committer.commit([#"{"id":"g1","op":"incr","user":"ka","path":"root.x"}"#]).duplicates == 1)
+            #expect(try await slots() == [["g1", "0"], ["g2", "1"]])
+            #expect(try await count("ka", fixture) == 2)
+
+            // The next generation empties g1's; g2's is kept, and g1 counts again.
+            #expect(try await rotate())
+            #expect(try await slots() == [["g2", "1"]])
+            #expect(try await committer.commit([#"{"id":"g2","op":"incr","user":"ka","path":"root.x"}"#]).duplicates == 1)
+            #expect(try await committer.commit([#"{"id":"g1","op":"incr","user":"ka","path":"root.x"}"#]).applied == 1)
+            #expect(try await slots() == [["g1", "0"], ["g2", "1"]])
+            #expect(try await count("ka", fixture) == 3)
+            #expect(try await fixture.rows("SELECT generation::text FROM dedupe_generation") == [["2"]])
+        }
+    }
+
+    @Test("ids a build before migration 30 recorded per user are skipped, and pruned row by row", arguments: [true, false])
+    func earlierTable(newRowsFirst: Bool) async throws {
+        try await IngestFixture.with { fixture in
+            let committer = SequentialBatches(fixture, newRowsFirst: newRowsFirst)
+            _ = try await fixture.rows(
+                "INSERT INTO applied_user_event (user_id, event_id, applied_at) VALUES ('ka', 'old1', now() - interval '8 days'), ('ka', 'old2', now()) RETURNING 1")
+            let replayed = try await committer.commit([
+                #"{"id":"old1","op":"incr","users":["ka","kb"],"path":"root.x"}"#, #"{"id":"old2","op":"incr","user":"ka","path":"root.x"}"#,
+            ])
+            #expect(replayed.applied == 1 && replayed.duplicates == 1)
+            #expect(try await count("ka", fixture) == nil)
+            #expect(try await count("kb", fixture) == 1)
+            let pruned = try await fixture.pool.withConnection { connection in
+                try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 100, on: connection)
+            }
+            #expect(pruned == 1)
+            #expect(try await fixture.rows("SELECT event_id FROM applied_user_event") == [["old2"]])
+            let keys = try await fixture.pool.withConnection { connection in
+                try IngestTransaction.appliedAmong(
+                    [AppliedKey(user: "ka", eventID: "old2"), AppliedKey(user: "kb", eventID: "old1"), AppliedKey(user: "ka", eventID: "old1")], on: connection)
+            }
+            #expect(keys == [AppliedKey(user: "ka", eventID: "old2"), AppliedKey(user: "kb", eventID: "old1")])
+        }
+    }
+
+    @Test("a new generation waits for the batch that holds the current one, and a batch that comes meanwhile waits for it, then finds that batch's ids")
+    func rotationFencesWriters() async throws {
+        try await MigratedDatabase.with(prefix: "generation", connections: 4) { migrated in
+            let pool = migrated.pool
+            let event = MappedOperation(
+                eventID: try EventID(validating: "f1"), audience: .users([user("fa")]), path: path("root.x"), operation: .increment(by: 1),
+                expiresAt: nil, occurredAt: Date())
+
+            // A batch writes f1 and stays open.
+            let first = try PGConnection.connect(pool.configuration, logger: TestServer.logger)
+            defer { first.close() }
+            try first.execute(script: "BEGIN", name: "test.begin")
+            var outcome = BatchOutcome()
+            try IngestTransaction.applyEvents([event], into: &outcome, on: first)
+            #expect(outcome.applied == 1)
+
+            let rotation = Task {
+                try await pool.withConnection { connection in
+                    try IngestTransaction.rotateDedupeGeneration(startedBefore: Date().addingTimeInterval(60), lockTimeout: .seconds(60), on: connection)
+                }
+            }
+            func waiting(_ pattern: String) async throws -> Bool {
+                for _ in 0..<100 {
+                    let rows = try await pool.withConnection { connection in
+                        try connection.query(
+                            PGStatement(
+                                "test.waiting", "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1", prepared: false),
+                            [pattern]
+                        ).rows.first?.decode(0, as: Int64.self)
+                    }
+                    if rows == 1 { return true }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                return false
+            }
+            #expect(try await waiting("LOCK TABLE dedupe_generation%"), "the rotation did not wait for the open batch")
+
+            // A second batch with the same id queues behind the rotation.
+            let second = Task {
+                try await pool.withTransaction { connection in
+                    var outcome = BatchOutcome()
+                    try IngestTransaction.applyEvents([event], into: &outcome, on: connection)
+                    return outcome
+                }
+            }
+            #expect(try await waiting("%dedupe_generation FOR SHARE%"), "the second batch did not wait for the rotation")
+
+            try first.execute(script: "COMMIT", name: "test.commit")
+            #expect(try await rotation.value)
+            let repeated = try await second.value
+            #expect(repeated.applied == 0 && repeated.duplicates == 1, "\(repeated)")
+            let keys = try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.keys", "SELECT event_id, slot FROM applied_user_event_generation", prepared: false)).rows.map {
+                    "\(try $0.decode(0, as: String.self))@\(try $0.decode(1, as: Int32.self))"
+                }
+            }
+            #expect(keys == ["f1@0"])
         }
     }
 }

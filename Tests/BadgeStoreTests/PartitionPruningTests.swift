@@ -344,9 +344,9 @@ final class PlanLog: Sendable {
             Self.walk(plan) { node in
                 guard let relation = node["Relation Name"] as? String, (node["Actual Loops"] as? Int ?? 0) > 0,
                     let cut = relation.range(of: "_p", options: .backwards),
-                    SchemaLayout.userTables.contains(String(relation[..<cut.lowerBound]))
+                    let table = Self.userTable(String(relation[..<cut.lowerBound]))
                 else { return }
-                reached[String(relation[..<cut.lowerBound]), default: []].insert(relation)
+                reached[table, default: []].insert(relation)
             }
             if !reached.isEmpty { partitioned += 1 }
             for (table, partitions) in reached where partitions.count > 1 {
@@ -354,6 +354,16 @@ final class PlanLog: Sendable {
             }
         }
         return (texts.count, partitioned, wide, queries)
+    }
+
+    /// `name` when it is a per-user table, or one slot of the dedupe generations' table (each
+    /// slot counts apart: ingest looks for a key in both, each in one user's partition).
+    private static func userTable(_ name: String) -> String? {
+        if SchemaLayout.userTables.contains(name) { return name }
+        guard let slot = name.range(of: "_slot", options: .backwards), SchemaLayout.userTables.contains(String(name[..<slot.lowerBound])),
+            name[slot.upperBound...].allSatisfy(\.isNumber)
+        else { return nil }
+        return name
     }
 
     private static func walk(_ node: [String: Any], _ visit: ([String: Any]) -> Void) {

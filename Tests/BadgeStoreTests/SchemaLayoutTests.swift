@@ -22,11 +22,18 @@ struct SchemaLayoutTests {
             #expect(withUser == SchemaLayout.userTables.sorted(), "tables with user_id: \(withUser)")
             let partitioned = try await fixture.rows(
                 """
-                SELECT c.relname, p.partstrat, (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid)
+                SELECT c.relname, p.partstrat, (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid), c.relispartition
                 FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid ORDER BY 1
                 """)
-            #expect(partitioned.map { $0.first ?? nil } == SchemaLayout.userTables.sorted())
-            #expect(partitioned.allSatisfy { $0.count == 3 && $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
+            let top = partitioned.filter { $0.last == "f" }
+            #expect(top.map { $0.first ?? nil } == SchemaLayout.userTables.sorted())
+            // Each by user into 8, but the dedupe generations' table: its two slots are, each.
+            let bySlot = top.filter { $0.count == 4 && $0[1] == "l" }
+            #expect(bySlot.map { $0.first ?? nil } == ["applied_user_event_generation"], "\(partitioned)")
+            #expect(top.filter { $0[1] != "l" }.allSatisfy { $0.count == 4 && $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
+            let slots = partitioned.filter { $0.last == "t" }
+            #expect(slots.map { $0.first ?? nil } == ["applied_user_event_generation_slot0", "applied_user_event_generation_slot1"], "\(partitioned)")
+            #expect(slots.allSatisfy { $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
         }
     }
 
@@ -52,7 +59,8 @@ struct SchemaLayoutTests {
             let tables = try await fixture.rows(
                 """
                 SELECT c.relname, EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'user_id')
-                FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1
+                FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                ORDER BY 1
                 """)
             let perUser = tables.filter { $0.last == "t" }.compactMap { $0.first ?? nil }
             let global = tables.filter { $0.last == "f" }.compactMap { $0.first ?? nil }

@@ -19,7 +19,7 @@ struct UsersCLITests {
                 ("gy", #"{"id":"y1","op":"incr","user":"gy","path":"root.chat.c1"}"#),
             ])
             #expect(try await harness.waitForCount("SELECT count(*) FROM rejected_record", 1, seconds: 60) == 1, "\(ingest.standardError)")
-            #expect(try await harness.waitForCount("SELECT count(*) FROM applied_user_event", 2, seconds: 60) == 2, "\(ingest.standardError)")
+            #expect(try await harness.waitForCount("SELECT count(*) FROM applied_user_event_generation", 2, seconds: 60) == 2, "\(ingest.standardError)")
             let url = harness.database.url
             let cli = CLITests()
 
@@ -27,7 +27,7 @@ struct UsersCLITests {
             #expect(export.exitCode == 0, "\(export)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(export.stdout.utf8)) as? [String: Any])
             let tables = try #require(object["tables"] as? [String: [Any]])
-            #expect(tables["badge_increment"]?.count == 1 && tables["applied_user_event"]?.count == 1, "\(export.stdout)")
+            #expect(tables["badge_increment"]?.count == 1 && tables["applied_user_event_generation"]?.count == 1, "\(export.stdout)")
             #expect((object["dead_letters"] as? [Any])?.count == 1, "the malformed record keyed gx: \(export.stdout)")
 
             let erase = try await cli.reddot([
@@ -45,9 +45,9 @@ struct UsersCLITests {
                 ("gx", #"{"id":"x3","op":"incr","user":"gx","path":"root.chat.c1"}"#),
                 ("gy", #"{"id":"y2","op":"incr","user":"gy","path":"root.chat.c2"}"#),
             ])
-            #expect(try await harness.waitForCount("SELECT count(*) FROM applied_user_event WHERE user_id = 'gy'", 2, seconds: 60) == 2)
+            #expect(try await harness.waitForCount("SELECT count(*) FROM applied_user_event_generation WHERE user_id = 'gy'", 2, seconds: 60) == 2)
             #expect(try await harness.count("SELECT count(*) FROM badge_increment WHERE user_id = 'gx'") == 0)
-            #expect(try await harness.count("SELECT count(*) FROM applied_user_event WHERE user_id = 'gx'") == 0)
+            #expect(try await harness.count("SELECT count(*) FROM applied_user_event_generation WHERE user_id = 'gx'") == 0)
 
             // The tombstones: the user's key with no value, on both topics.
             for topic in [changes, harness.topic + ".dlq"] {

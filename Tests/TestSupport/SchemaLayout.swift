@@ -7,8 +7,9 @@ import Foundation
 /// `partitionedByUser` hash-partitions every per-user table by `user_id` into 8 partitions with
 /// PostgreSQL's own partitioning (issue 27: a schema that shards by user): the store's property
 /// tests run on it too, so a statement that needs a table to be one heap, or a key that does not
-/// start with the user, shows there. `applied_event` (broadcasts' ids) and the global tables
-/// stay as they are.
+/// start with the user, shows there. A table partitioned already (`applied_user_event_generation`,
+/// by its dedupe slot) has each of its partitions partitioned by user. `applied_event`
+/// (broadcasts' ids) and the global tables stay as they are.
 public enum SchemaLayout: String, Sendable, CustomStringConvertible {
     /// The migrations as shipped.
     case plain
@@ -43,10 +44,28 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
             t text;
             fk record;
             s record;
+            part record;
             r int;
         BEGIN
             FOREACH t IN ARRAY ARRAY[\(tables)]
             LOOP
+                -- A table partitioned already (by the dedupe generation's slot): each of its
+                -- partitions is partitioned by user.
+                IF (SELECT relkind FROM pg_class WHERE oid = t::regclass) = 'p' THEN
+                    FOR part IN SELECT c.relname::text AS name, pg_get_expr(c.relpartbound, c.oid) AS bound
+                                FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = t::regclass LOOP
+                        EXECUTE format('ALTER TABLE %I DETACH PARTITION %I', t, part.name);
+                        EXECUTE format('ALTER TABLE %I RENAME TO %I', part.name, part.name || '_unpartitioned');
+                        EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING ALL) PARTITION BY HASH (user_id)', part.name, part.name || '_unpartitioned');
+                        FOR r IN 0..7 LOOP
+                            EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES WITH (MODULUS 8, REMAINDER %s)', part.name || '_p' || r, part.name, r);
+                        END LOOP;
+                        EXECUTE format('INSERT INTO %I SELECT * FROM %I', part.name, part.name || '_unpartitioned');
+                        EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I %s', t, part.name, part.bound);
+                        EXECUTE format('DROP TABLE %I', part.name || '_unpartitioned');
+                    END LOOP;
+                    CONTINUE;
+                END IF;
                 EXECUTE format('ALTER TABLE %I RENAME TO %I', t, t || '_unpartitioned');
                 EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING ALL) PARTITION BY HASH (user_id)', t, t || '_unpartitioned');
                 FOR r IN 0..7 LOOP

@@ -22,6 +22,8 @@ SELECT create_reference_table('broadcast_version');
 SELECT create_reference_table('broadcast_change');
 SELECT create_reference_table('aggregation_mode');
 SELECT create_reference_table('applied_event');
+-- One row: the dedupe generation. Ingest reads it FOR SHARE per batch; the rotation locks it.
+SELECT create_reference_table('dedupe_generation');
 SELECT create_reference_table('webhook_subscription');
 
 -- Per user, in one colocation group: a user's rows of every table sit on one shard.
@@ -38,6 +40,9 @@ SELECT create_distributed_table('badge_mute', 'user_id', colocate_with => 'user_
 SELECT create_distributed_table('badge_change', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('dirty_mark', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('applied_user_event', 'user_id', colocate_with => 'user_version');
+-- Partitioned by the dedupe slot: Citus distributes each slot's partition by user too, and a
+-- rotation's TRUNCATE of one slot truncates its shards.
+SELECT create_distributed_table('applied_user_event_generation', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('applied_action', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_clear', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_seen', 'user_id', colocate_with => 'user_version');

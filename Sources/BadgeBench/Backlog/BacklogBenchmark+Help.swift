@@ -25,8 +25,10 @@ extension BacklogBenchmark {
         on disk (after a VACUUM): per event \
         retained (event ids, increments, deltas, items, clear marks: what the dedupe \
         retention keeps) and per user (states, aggregates, versions, the change log, marks); \
-        and one retention prune of all of it, timed, as ingest's hourly prune runs it (event \
-        ids, tombstones and clear marks deleted, increments folded into their counts);
+        and one retention prune of all of it, timed, as ingest's prune every 10 minutes runs \
+        it (broadcasts' and clients' ids, tombstones and clear marks deleted, increments folded \
+        into their counts), and the users' event ids emptied a dedupe generation at a time, \
+        timed apart;
         4. the peer: deploy/bench/plain_consumer.py, a plain at-least-once consumer \
         (confluent-kafka and psycopg: each batch adds every incr to its node and every \
         ancestor with one batched upsert, then commits the offsets to Kafka; no dedupe, no \

@@ -134,10 +134,13 @@ public struct BacklogBenchmark: Sendable {
         public var pipelineVersions = 0
         public var pruneSeconds = 0.0
         public var prunedRows = 0
+        /// The users' event ids emptied by starting two dedupe generations, and its seconds.
+        public var emptiedKeys = 0
+        public var generationSeconds = 0.0
     }
 
     /// The tables whose size is per event retained (the dedupe retention's rows), and per user.
-    static let retainedTables = ["applied_user_event", "applied_event", "badge_increment", "badge_delta", "badge_item", "badge_clear_mark"]
+    static let retainedTables = ["applied_user_event_generation", "applied_event", "badge_increment", "badge_delta", "badge_item", "badge_clear_mark"]
     static let userTables = ["badge_state", "badge_aggregate", "user_version", "user_write", "badge_change", "dirty_mark", "badge_seen_mark"]
 
     /// Publishes the backlog, then runs each phase in a scratch database of its own.
@@ -273,6 +276,16 @@ public struct BacklogBenchmark: Sendable {
         }
         measurement.pipelineVersions = try await pool.withConnection { try $0.countLoggedVersions() }
         benchProgress("one retention prune of everything stored")
+        measurement.emptiedKeys = try await pool.withConnection { try $0.countAppliedEvents() }
+        let rotating = BenchClock.now
+        // The first generation started empties the older slot, the second the one ingest wrote.
+        for _ in 0..<2 {
+            _ = try await pool.withConnection { connection in
+                try IngestTransaction.rotateDedupeGeneration(startedBefore: Date().addingTimeInterval(60), on: connection)
+            }
+        }
+        measurement.generationSeconds = Double(BenchClock.now - rotating) / 1e9
+        measurement.emptiedKeys -= try await pool.withConnection { try $0.countAppliedEvents() }
         let started = BenchClock.now
         measurement.prunedRows = try await pool.withConnection { connection in
             try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(60), limit: 10_000, on: connection)

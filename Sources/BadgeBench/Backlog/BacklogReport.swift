@@ -36,6 +36,9 @@ public struct BacklogReport: Sendable, Encodable {
     /// One retention prune of everything stored: rows deleted or folded, seconds.
     var prunedRows: Int
     var pruneSeconds: Double
+    /// The users' event ids emptied by starting two dedupe generations, seconds.
+    var emptiedKeys: Int
+    var generationSeconds: Double
     /// The whole pipeline's rate over ingest alone's (target ≥ 0.5) and over the plain
     /// consumer's (target ≥ 2).
     var wholeOverIngestAlone: Double?
@@ -71,6 +74,7 @@ public struct BacklogReport: Sendable, Encodable {
         bytesPerEventRetained = Double(retained) / Double(max(settings.events, 1))
         bytesPerUser = Double(perUser) / Double(max(measurement.dirtyUsers, 1))
         (prunedRows, pruneSeconds) = (measurement.prunedRows, measurement.pruneSeconds)
+        (emptiedKeys, generationSeconds) = (measurement.emptiedKeys, measurement.generationSeconds)
         pipelineVersions = measurement.pipelineVersions
         if let whole = wholePipeline?.rate {
             wholeOverIngestAlone = ingestAlone.map { whole / $0.rate }
@@ -130,7 +134,7 @@ public struct BacklogReport: Sendable, Encodable {
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
             \(cpuLines.joined(separator: "\n"))
             versions:   the pipeline made \(number(Double(pipelineVersions))) user versions, \(String(format: "%.2f", Double(pipelineVersions) / Double(max(dirtyUsers, 1)))) per user written (1.00 at best: every user brought current once)
-            storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: \(number(Double(prunedRows))) rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s
+            storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: the users' \(number(Double(emptiedKeys))) event ids in two dedupe generations emptied in \(String(format: "%.2f", generationSeconds)) s, and \(number(Double(prunedRows))) other rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s
             timing:     each from its processes' start (process start and the consumer group's join included) to done
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             """

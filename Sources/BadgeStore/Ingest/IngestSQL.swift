@@ -46,12 +46,32 @@ enum IngestSQL {
     /// it does, users' event ids are also recorded and looked up there (migration 20 says why).
     private static let bridge = "bridge AS (SELECT EXISTS (SELECT 1 FROM applied_event WHERE audience IS NULL) AS open)"
 
+    /// The current dedupe generation's slot (`generation % 2`), its row locked `FOR SHARE` and
+    /// its table `ROW SHARE` until the transaction ends. A rotation (`rotateGeneration`) first
+    /// locks the table `EXCLUSIVE`: it waits for the writers that read the slot, and writers that
+    /// come while it waits queue behind it (PostgreSQL queues table locks fairly), then read the
+    /// new slot with a snapshot taken after their lock. Read it in a statement of its own, before
+    /// the ones that write or look for keys, so that theirs see every key committed before a
+    /// rotation.
+    static let dedupeSlot = PGStatement(
+        "ingest.dedupe_slot", "SELECT (generation % 2)::int FROM dedupe_generation FOR SHARE")
+
+    /// The CTE condition, for a pair `p` of a user's key, that the key was applied before: in the
+    /// other slot of `applied_user_event_generation` than `$3` (the current one, which the write
+    /// itself checks), or in `applied_user_event`, where builds before migration 30 recorded it.
+    private static let appliedEarlier = """
+        EXISTS (SELECT 1 FROM applied_user_event_generation a
+                WHERE a.user_id = p.u AND a.event_id = p.e AND a.slot = 1 - $3::smallint)
+        OR EXISTS (SELECT 1 FROM applied_user_event a WHERE a.user_id = p.u AND a.event_id = p.e)
+        """
+
     /// Records applied events by key: `$1` the users (`''` for a broadcast), `$2` the event ids,
-    /// pairwise. A user's key goes to `applied_user_event`, a broadcast's to `applied_event`
-    /// (and, during the bridge, every event's id there too). When every key given is new and
-    /// given once (the usual batch), returns one row of NULLs; otherwise the keys not applied
-    /// before, each once (none when every one was), so that no id crosses the wire in the usual
-    /// case.
+    /// pairwise, `$3` the current dedupe slot (`dedupeSlot`). A user's key goes to the current
+    /// slot of `applied_user_event_generation` unless it is in either slot or in
+    /// `applied_user_event`; a broadcast's to `applied_event` (and, during the bridge, every
+    /// event's id there too). When every key given is new and given once (the usual batch),
+    /// returns one row of NULLs; otherwise the keys not applied before, each once (none when
+    /// every one was), so that no id crosses the wire in the usual case.
     static let recordEvents = PGStatement(
         "ingest.record_events",
         """
@@ -69,9 +89,11 @@ enum IngestSQL {
         ), known AS (
             SELECT e FROM wanted EXCEPT SELECT event_id FROM legacy
         ), fresh AS (
-            INSERT INTO applied_user_event (user_id, event_id)
-            SELECT u, e FROM pairs WHERE u <> '' AND e NOT IN (SELECT e FROM known) ORDER BY 1, 2
-            ON CONFLICT (user_id, event_id) DO NOTHING
+            INSERT INTO applied_user_event_generation (user_id, event_id, slot)
+            SELECT p.u, p.e, $3::smallint FROM pairs p
+            WHERE p.u <> '' AND p.e NOT IN (SELECT e FROM known) AND NOT (\(appliedEarlier))
+            ORDER BY 1, 2
+            ON CONFLICT (user_id, event_id, slot) DO NOTHING
             RETURNING user_id, event_id
         ), applied AS (
             SELECT user_id AS u, event_id AS e FROM fresh
@@ -83,10 +105,12 @@ enum IngestSQL {
         SELECT u, e FROM applied WHERE (SELECT count(*) FROM applied) < cardinality($1::text[])
         """)
 
-    /// Records applied events by key (as `recordEvents`) with plain inserts, sorted (one lock
-    /// order for every writer): for a batch whose keys are expected to be new and distinct. A
-    /// key applied before or given twice fails it with `unique_violation`
-    /// (``RowConflicts/fail``).
+    /// Records applied events by key (as `recordEvents`, `$3` the current slot) with plain
+    /// inserts, sorted (one lock order for every writer): for a batch whose keys are expected to
+    /// be new and distinct. A key given twice, or applied before in the current slot or to a
+    /// broadcast, fails it with `unique_violation`; returns how many of the users' keys were
+    /// applied before elsewhere (the other slot, `applied_user_event`), which the caller treats
+    /// as the same failure (``RowConflicts/fail``).
     static let recordNewEvents = PGStatement(
         "ingest.record_new_events",
         """
@@ -96,9 +120,38 @@ enum IngestSQL {
             INSERT INTO applied_event (event_id, audience)
             SELECT DISTINCT e, CASE WHEN u = '' THEN 'all' ELSE 'users' END FROM pairs, bridge WHERE u = '' OR bridge.open
             ORDER BY 1
+        ), fresh AS (
+            INSERT INTO applied_user_event_generation (user_id, event_id, slot)
+            SELECT u, e, $3::smallint FROM pairs WHERE u <> '' ORDER BY 1, 2
         )
-        INSERT INTO applied_user_event (user_id, event_id) SELECT u, e FROM pairs WHERE u <> '' ORDER BY 1, 2
+        SELECT count(*) FROM pairs p WHERE p.u <> '' AND (\(appliedEarlier))
         """)
+
+    /// Whether the current dedupe generation started before `$1` (read without a lock, to skip
+    /// the rotation's transaction when it is not due).
+    static let generationDue = PGStatement(
+        "ingest.generation_due", "SELECT started_at < $1 FROM dedupe_generation")
+
+    /// The rotation's fence: waits for the writers holding `dedupeSlot`, and holds new ones until
+    /// the rotation commits.
+    static let fenceWriters = "LOCK TABLE dedupe_generation IN EXCLUSIVE MODE"
+
+    /// Starts the next dedupe generation when the current one started before `$1` (the
+    /// retention's cutoff): returns the slot it takes, which the caller empties in the same
+    /// transaction (`emptySlot`); no row when the current one is younger.
+    static let rotateGeneration = PGStatement(
+        "ingest.rotate_generation",
+        """
+        UPDATE dedupe_generation SET generation = generation + 1, started_at = now()
+        WHERE started_at < $1
+        RETURNING (generation % 2)::int
+        """)
+
+    /// Empties one slot of `applied_user_event_generation` (`TRUNCATE`: its files are replaced
+    /// at commit, no row is deleted one by one).
+    static func emptySlot(_ slot: Int32) -> String {
+        "TRUNCATE applied_user_event_generation_slot\(slot == 0 ? 0 : 1)"
+    }
 
     /// The entries of the server's shared lock table, about: `max_locks_per_transaction` ×
     /// `max_connections` (PostgreSQL adds a few for its own processes).
@@ -165,7 +218,8 @@ enum IngestSQL {
             SELECT event_id FROM applied_event WHERE applied_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
         """)
 
-    /// One chunk of expired users' event ids.
+    /// One chunk of expired users' event ids that builds before migration 30 recorded (this
+    /// build records them in `applied_user_event_generation`, emptied a slot at a time).
     static let pruneAppliedUserEvents = PerUserPrune(
         "ingest.prune_applied_user_events", table: "applied_user_event", key: "user_id, event_id", before: "applied_at")
 
@@ -184,14 +238,16 @@ enum IngestSQL {
         "ingest.prune_clear_marks", table: "badge_clear_mark", key: "user_id, path, subtree", before: "marked_at")
 
     /// Which of the keys (`$1` users, `''` for a broadcast, `$2` event ids) were applied: a
-    /// user's in `applied_user_event`, or (by a build before migration 20, or during the
-    /// bridge) in `applied_event`; a broadcast's in `applied_event`.
+    /// user's in `applied_user_event_generation` (either slot) or, by a build before migration
+    /// 30, `applied_user_event`, or (by a build before migration 20, or during the bridge) in
+    /// `applied_event`; a broadcast's in `applied_event`.
     static let appliedAmong = PGStatement(
         "ingest.applied_among",
         """
         SELECT p.u, p.e FROM unnest($1::text[], $2::text[]) AS p(u, e)
         WHERE CASE WHEN p.u = '' THEN EXISTS (SELECT 1 FROM applied_event a WHERE a.event_id = p.e)
-                   ELSE EXISTS (SELECT 1 FROM applied_user_event a WHERE a.user_id = p.u AND a.event_id = p.e)
+                   ELSE EXISTS (SELECT 1 FROM applied_user_event_generation a WHERE a.user_id = p.u AND a.event_id = p.e)
+                     OR EXISTS (SELECT 1 FROM applied_user_event a WHERE a.user_id = p.u AND a.event_id = p.e)
                      OR EXISTS (SELECT 1 FROM applied_event a WHERE a.event_id = p.e AND a.audience IS DISTINCT FROM 'all')
               END
         """)

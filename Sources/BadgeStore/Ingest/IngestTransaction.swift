@@ -84,13 +84,15 @@ public enum IngestTransaction {
         on connection: PGConnection
     ) throws(PGError) -> (users: [UserID], unmarked: UnmarkedWrites) {
         let events = try droppingErased(events, into: &outcome, on: connection)
-        guard newRowsFirst, !events.isEmpty else {
-            return try applyEvents(events, into: &outcome, conflicts: .merge, owned: owned, on: connection)
+        guard !events.isEmpty else { return ([], UnmarkedWrites()) }
+        let slot = try dedupeSlot(on: connection)
+        guard newRowsFirst else {
+            return try applyEvents(events, into: &outcome, conflicts: .merge, slot: slot, owned: owned, on: connection)
         }
         let start = outcome
         let (written, rewritten) = try BadgeStore.writeNewRowsFirst(on: connection) { conflicts throws(PGError) in
             var attempt = start
-            let users = try applyEvents(events, into: &attempt, conflicts: conflicts, owned: owned, on: connection)
+            let users = try applyEvents(events, into: &attempt, conflicts: conflicts, slot: slot, owned: owned, on: connection)
             return (attempt, users)
         }
         outcome = written.0
@@ -119,8 +121,17 @@ public enum IngestTransaction {
         }
     }
 
+    /// The current dedupe generation's slot, held until the transaction ends
+    /// (`IngestSQL.dedupeSlot`): read before any key is written or looked for.
+    private static func dedupeSlot(on connection: PGConnection) throws(PGError) -> Int32 {
+        guard let slot = try connection.query(IngestSQL.dedupeSlot).rows.first?.decode(0, as: Int32.self) else {
+            throw PGError(code: .decoding, message: "dedupe_generation has no row (is migration 0030 applied?)", statement: IngestSQL.dedupeSlot.name)
+        }
+        return slot
+    }
+
     private static func applyEvents(
-        _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, owned: Set<UserID>,
+        _ events: [MappedOperation], into outcome: inout BatchOutcome, conflicts: RowConflicts, slot: Int32, owned: Set<UserID>,
         on connection: PGConnection
     ) throws(PGError) -> (users: [UserID], unmarked: UnmarkedWrites) {
         // Dedupe by key (user and event id; a broadcast's id alone): a key is new once, at its
@@ -130,10 +141,16 @@ public enum IngestTransaction {
         var fresh: Set<AppliedKey> = []
         if !events.isEmpty {
             let keys = events.flatMap(AppliedKey.keys(of:))
-            let arrays: [any PGBindable] = [keys.map(\.user), keys.map(\.eventID)]
+            let arrays: [any PGBindable] = [keys.map(\.user), keys.map(\.eventID), slot]
             switch conflicts {
             case .fail:
-                try connection.query(IngestSQL.recordNewEvents, arrays)
+                let earlier = try connection.query(IngestSQL.recordNewEvents, arrays).rows.first?.decode(0, as: Int64.self) ?? 0
+                guard earlier == 0 else {
+                    // As a key stored in the current slot would: `writeNewRowsFirst` rolls back and merges.
+                    throw PGError(
+                        code: .server, sqlState: "23505", message: "\(earlier) event ids of the batch were applied in an earlier dedupe generation",
+                        statement: IngestSQL.recordNewEvents.name)
+                }
                 allFresh = true
             case .merge:
                 let rows = try connection.query(IngestSQL.recordEvents, arrays).rows
@@ -286,11 +303,46 @@ public enum IngestTransaction {
             })
     }
 
+    /// Starts the next dedupe generation when the current one started before `startedBefore`
+    /// (now less the dedupe retention), emptying the slot it takes: that slot holds the
+    /// generation before the current one, every id of it older than the retention. Its own
+    /// transaction: it waits for the ingest transactions that hold the current slot, holds new
+    /// ones until it commits (a few milliseconds), and gives up after `lockTimeout` (a long
+    /// transaction reading the ids; the next prune tries again).
+    ///
+    /// - Returns: whether it started one.
+    public static func rotateDedupeGeneration(
+        startedBefore: Date, lockTimeout: Duration = .seconds(5), on connection: PGConnection
+    ) throws(PGError) -> Bool {
+        guard try connection.query(IngestSQL.generationDue, [startedBefore]).rows.first?.decode(0, as: Bool.self) == true else {
+            return false
+        }
+        let milliseconds = max(1, min(lockTimeout.components.seconds, 3_600)) * 1_000
+        do {
+            return try connection.withTransaction { connection in
+                try connection.execute(script: "SET LOCAL lock_timeout = '\(milliseconds)ms'", name: "ingest.rotation_lock_timeout")
+                try connection.execute(script: IngestSQL.fenceWriters, name: "ingest.fence_writers")
+                guard let slot = try connection.query(IngestSQL.rotateGeneration, [startedBefore]).rows.first?.decode(0, as: Int32.self) else {
+                    return false
+                }
+                try connection.execute(script: IngestSQL.emptySlot(slot), name: "ingest.empty_slot")
+                return true
+            }
+        } catch let error as PGError {
+            throw error
+        } catch {
+            throw PGError(code: .client, message: "starting a dedupe generation failed: \(error)", statement: IngestSQL.rotateGeneration.name)
+        }
+    }
+
     /// Deletes the applied event ids recorded before `olderThan`, and the clients' action ids,
     /// item tombstones and clear marks of the same age, `limit` rows per statement (each its own transaction unless
     /// the caller opened one), skipping rows another transaction holds; then folds the
     /// increments stored before `olderThan` into their states (`BadgeStore.foldIncrements`, in
     /// transactions of its own).
+    ///
+    /// Users' event ids are not counted: they go a generation at a time
+    /// (`rotateDedupeGeneration`), which the caller runs once per prune.
     ///
     /// - Returns: how many rows were deleted or folded.
     public static func pruneAppliedEvents(olderThan: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {

@@ -15,7 +15,10 @@ extension PGConnection {
         try query(
             PGStatement(
                 "bench.count_applied",
-                "SELECT (SELECT count(*) FROM applied_user_event) + (SELECT count(*) FROM applied_event WHERE audience = 'all')",
+                """
+                SELECT (SELECT count(*) FROM applied_user_event_generation) + (SELECT count(*) FROM applied_user_event)
+                     + (SELECT count(*) FROM applied_event WHERE audience = 'all')
+                """,
                 prepared: false))
             .singleRow().decode(0, as: Int.self)
     }
@@ -66,14 +69,17 @@ extension PGConnection {
         ).singleRow().decode(0, as: Int64.self)
     }
 
-    /// The bytes on disk of each named table, with its indexes and TOAST (`pg_total_relation_size`);
-    /// a table that does not exist is left out.
+    /// The bytes on disk of each named table, with its indexes and TOAST (`pg_total_relation_size`;
+    /// a partitioned table's, its partitions' sum); a table that does not exist is left out.
     public func tableSizes(_ names: [String]) throws(PGError) -> [String: Int64] {
         var sizes: [String: Int64] = [:]
         let result = try query(
             PGStatement(
                 "bench.table_sizes",
-                "SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relkind = 'r' AND c.relname = ANY($1::text[])",
+                """
+                SELECT c.relname::text, (SELECT coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint FROM pg_partition_tree(c.oid) t)
+                FROM pg_class c WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname = ANY($1::text[])
+                """,
                 prepared: false),
             [names])
         for row in result.rows { sizes[try row.decode(0, as: String.self)] = try row.decode(1, as: Int64.self) }

@@ -1,0 +1,37 @@
+-- RedDot schema, part 30: users' event ids kept in two generations that are emptied whole
+-- (issue 25: bounded state; retention by dropped time partitions, not deletes row by row).
+--
+-- `applied_user_event_generation` holds, per user, the ids of the events applied to that user,
+-- in two list partitions (`slot` 0 and 1). `dedupe_generation` counts the generations and says
+-- when the current one started; its slot is `generation % 2`. Ingest writes its keys into the
+-- current slot and finds earlier ones in either slot. Once the current generation is older
+-- than the dedupe retention, ingest starts the next one: the slot it takes holds the
+-- generation before the current one, whose ids are all older than the retention, and is
+-- emptied with `TRUNCATE` (one file unlinked, no dead rows, no vacuum). So every id is kept at
+-- least the retention and at most twice it.
+--
+-- Writers read the generation with `FOR SHARE`; the rotation's `UPDATE` waits for them and
+-- they for it, so no writer puts a key in the slot being emptied, and each writer's later
+-- statements see every key committed before the rotation.
+--
+-- Online: only new tables. `applied_user_event` (parts 20 and 21) stays: this build still looks
+-- for ids there, which builds before this part wrote, and prunes it row by row until it is
+-- empty; a later part drops it. Stop the previous build's ingest before starting this one's
+-- (its offsets are in PostgreSQL: nothing is lost or applied twice): that build records its
+-- ids only in `applied_user_event` and would not see this build's.
+CREATE TABLE dedupe_generation (
+    singleton   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    generation  bigint      NOT NULL CHECK (generation >= 0),
+    started_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO dedupe_generation (generation) VALUES (0);
+
+CREATE TABLE applied_user_event_generation (
+    user_id     text        NOT NULL,
+    event_id    text        NOT NULL,
+    slot        smallint    NOT NULL CHECK (slot IN (0, 1)),
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, event_id, slot)
+) PARTITION BY LIST (slot);
+CREATE TABLE applied_user_event_generation_slot0 PARTITION OF applied_user_event_generation FOR VALUES IN (0);
+CREATE TABLE applied_user_event_generation_slot1 PARTITION OF applied_user_event_generation FOR VALUES IN (1);
