@@ -14,11 +14,12 @@
 -- they for it, so no writer puts a key in the slot being emptied, and each writer's later
 -- statements see every key committed before the rotation.
 --
--- Online: only new tables. `applied_user_event` (parts 20 and 21) stays: this build still looks
--- for ids there, which builds before this part wrote, and prunes it row by row until it is
--- empty; a later part drops it. Stop the previous build's ingest before starting this one's
--- (its offsets are in PostgreSQL: nothing is lost or applied twice): that build records its
--- ids only in `applied_user_event` and would not see this build's.
+-- Online: new tables, and a trigger on `applied_user_event` (parts 20 and 21). That table
+-- stays: this build still looks for ids there, which builds before this part wrote, and prunes
+-- it row by row until it is empty; a later part drops it. It takes no new rows: an ingest of an
+-- earlier build still running after this part would record ids only there and miss this
+-- build's, so its batches fail (and roll back, its offsets unmoved) with a message to upgrade it
+-- until it is replaced. Nothing is lost or applied twice; its partitions wait.
 CREATE TABLE dedupe_generation (
     singleton   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
     generation  bigint      NOT NULL CHECK (generation >= 0),
@@ -35,3 +36,13 @@ CREATE TABLE applied_user_event_generation (
 ) PARTITION BY LIST (slot);
 CREATE TABLE applied_user_event_generation_slot0 PARTITION OF applied_user_event_generation FOR VALUES IN (0);
 CREATE TABLE applied_user_event_generation_slot1 PARTITION OF applied_user_event_generation FOR VALUES IN (1);
+
+CREATE FUNCTION applied_user_event_closed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'applied_user_event takes no new event ids since migration 30: this reddot ingest is older than the schema; upgrade it'
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'its batches roll back and its offsets stay; the upgraded ingest applies them once';
+END
+$$;
+CREATE TRIGGER applied_user_event_closed BEFORE INSERT ON applied_user_event
+    FOR EACH STATEMENT EXECUTE FUNCTION applied_user_event_closed();

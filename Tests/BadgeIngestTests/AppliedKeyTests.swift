@@ -132,6 +132,10 @@ struct AppliedKeyTests {
     func earlierTable(newRowsFirst: Bool) async throws {
         try await IngestFixture.with { fixture in
             let committer = SequentialBatches(fixture, newRowsFirst: newRowsFirst)
+            // As a build before migration 30 left them (its trigger stops such a build's inserts now).
+            try await fixture.pool.withConnection { connection in
+                try connection.execute(script: "ALTER TABLE applied_user_event DISABLE TRIGGER applied_user_event_closed", name: "test.open")
+            }
             _ = try await fixture.rows(
                 "INSERT INTO applied_user_event (user_id, event_id, applied_at) VALUES ('ka', 'old1', now() - interval '8 days'), ('ka', 'old2', now()) RETURNING 1")
             let replayed = try await committer.commit([
