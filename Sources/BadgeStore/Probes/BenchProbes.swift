@@ -77,7 +77,9 @@ extension PGConnection {
             PGStatement(
                 "bench.table_sizes",
                 """
-                SELECT c.relname::text, (SELECT coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint FROM pg_partition_tree(c.oid) t)
+                SELECT c.relname::text,
+                       CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint FROM pg_partition_tree(c.oid) t)
+                            ELSE pg_total_relation_size(c.oid) END
                 FROM pg_class c WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname = ANY($1::text[])
                 """,
                 prepared: false),
