@@ -20,6 +20,9 @@ final class IngestMetrics: Sendable {
     /// `--no-rollup-in-ingest`).
     let usersRolledUp = Counter(label: "reddot_ingest_users_total", dimensions: [("rollup", "rolled_up")])
     let usersLeft = Counter(label: "reddot_ingest_users_total", dimensions: [("rollup", "left")])
+    /// How long ago the current dedupe generation started, read at each prune: past twice the
+    /// retention, rotations are failing and users' event ids are no longer being dropped.
+    let dedupeGenerationAge = Gauge(label: "reddot_ingest_dedupe_generation_age_seconds")
     private let rejectedByReason: [RejectionReason: Counter]
     private let batchesByTrigger: [BatchTrigger: Counter]
 

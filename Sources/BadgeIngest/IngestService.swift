@@ -56,7 +56,7 @@ public final class IngestService: Service {
                             signal.yield()
                         }
                     }
-                    group.addTask { [configuration, logger] in
+                    group.addTask { [configuration, logger, metrics] in
                         if configuration.rules.declaresModes {
                             await Self.storeModes(configuration.rules.modes, pool: pool, logger: logger)
                         }
@@ -66,7 +66,7 @@ public final class IngestService: Service {
                             await deadLetters.publishPending()
                             if ContinuousClock.now - lastPrune > .seconds(600) {
                                 lastPrune = .now
-                                await Self.prune(pool: pool, retention: configuration.eventRetention, logger: logger)
+                                await Self.prune(pool: pool, retention: configuration.eventRetention, metrics: metrics, logger: logger)
                                 if let retention = configuration.deadLetterRetention {
                                     await DeadLetterPublisher.prune(pool: pool, retention: retention, logger: logger)
                                 }
@@ -130,12 +130,14 @@ public final class IngestService: Service {
         }
     }
 
-    private static func prune(pool: PGPool, retention: Duration, logger: Logger) async {
+    private static func prune(pool: PGPool, retention: Duration, metrics: IngestMetrics, logger: Logger) async {
         let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
         do {
-            let rotated = try await pool.withConnection { connection in
-                try IngestTransaction.rotateDedupeGeneration(startedBefore: cutoff, on: connection)
+            let (rotated, age) = try await pool.withConnection { connection in
+                let rotated = try IngestTransaction.rotateDedupeGeneration(startedBefore: cutoff, on: connection)
+                return (rotated, try IngestTransaction.dedupeGenerationAge(on: connection))
             }
+            metrics.dedupeGenerationAge.record(age)
             if rotated {
                 logger.info("started the next dedupe generation; emptied the users' event ids of the one before it (older than the retention)")
             }

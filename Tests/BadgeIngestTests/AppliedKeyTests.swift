@@ -125,6 +125,13 @@ struct AppliedKeyTests {
             #expect(try await slots() == [["g1", "0"], ["g2", "1"]])
             #expect(try await count("ka", fixture) == 3)
             #expect(try await fixture.rows("SELECT generation::text FROM dedupe_generation") == [["2"]])
+            // The age ingest reports (`reddot_ingest_dedupe_generation_age_seconds`).
+            func age() async throws -> Double {
+                try await fixture.pool.withConnection { try IngestTransaction.dedupeGenerationAge(on: $0) }
+            }
+            #expect(try await age() < 60)
+            _ = try await fixture.rows("UPDATE dedupe_generation SET started_at = now() - interval '8 days' RETURNING 1")
+            #expect(abs(try await age() - 8 * 86_400) < 60)
         }
     }
 

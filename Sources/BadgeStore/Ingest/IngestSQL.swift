@@ -132,6 +132,10 @@ enum IngestSQL {
     static let generationDue = PGStatement(
         "ingest.generation_due", "SELECT started_at < $1 FROM dedupe_generation")
 
+    /// How long ago the current dedupe generation started, in seconds.
+    static let generationAge = PGStatement(
+        "ingest.generation_age", "SELECT extract(epoch FROM now() - started_at)::float8 FROM dedupe_generation")
+
     /// The rotation's fence: waits for the writers holding `dedupeSlot`, and holds new ones until
     /// the rotation commits.
     static let fenceWriters = "LOCK TABLE dedupe_generation IN EXCLUSIVE MODE"

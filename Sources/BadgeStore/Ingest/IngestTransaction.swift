@@ -335,6 +335,11 @@ public enum IngestTransaction {
         }
     }
 
+    /// How long ago, in seconds, the current dedupe generation started (by the database's clock).
+    public static func dedupeGenerationAge(on connection: PGConnection) throws(PGError) -> Double {
+        try connection.query(IngestSQL.generationAge).rows.first?.decode(0, as: Double.self) ?? 0
+    }
+
     /// Deletes the applied event ids recorded before `olderThan`, and the clients' action ids,
     /// item tombstones and clear marks of the same age, `limit` rows per statement (each its own transaction unless
     /// the caller opened one), skipping rows another transaction holds; then folds the
