@@ -58,7 +58,7 @@ public struct IngestSettings: ParsableArguments, Sendable {
     public var writers: Int = 2
     @Option(name: .customLong("start-from"), help: "Where a partition with no stored offset starts: earliest or latest.")
     public var startFrom: String = "earliest"
-    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (item tombstones, clear marks and erased users' marks too; increments stored longer fold into their counts).")
+    @Option(name: .customLong("event-retention-days"), help: "How long event ids are kept to skip duplicates (users' ids at least this long and at most twice it: they go a dedupe generation at a time; item tombstones, clear marks and erased users' marks this long; increments stored longer fold into their counts).")
     public var eventRetentionDays: Double = 7
     @Option(
         name: .customLong("dead-letter-retention-days"),
