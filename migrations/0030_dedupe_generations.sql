@@ -1,5 +1,6 @@
--- RedDot schema, part 30: users' event ids kept in two generations that are emptied whole
--- (issue 25: bounded state; retention by dropped time partitions, not deletes row by row).
+-- RedDot schema, part 30: users' event ids and clients' action ids kept in two generations that
+-- are emptied whole (issue 25: bounded state; retention by dropped time partitions, not deletes
+-- row by row).
 --
 -- `applied_user_event_generation` holds, per user, the ids of the events applied to that user,
 -- in two list partitions (`slot` 0 and 1). `dedupe_generation` counts the generations and says
@@ -36,6 +37,22 @@ CREATE TABLE applied_user_event_generation (
 ) PARTITION BY LIST (slot);
 CREATE TABLE applied_user_event_generation_slot0 PARTITION OF applied_user_event_generation FOR VALUES IN (0);
 CREATE TABLE applied_user_event_generation_slot1 PARTITION OF applied_user_event_generation FOR VALUES IN (1);
+
+-- The clients' action ids (part 9's `applied_action`), in the same generations: an action's id
+-- is written into the current slot with the action and looked for in both. `applied_action`
+-- keeps working for `reddot serve` of earlier builds during a rolling update (they neither
+-- write nor read this table: an action repeated to one of them after this build applied it is
+-- applied again, which a clear or a seen at the same version makes a no-op); this build reads
+-- it too and prunes it row by row.
+CREATE TABLE applied_action_generation (
+    user_id     text        NOT NULL,
+    action_id   text        NOT NULL,
+    slot        smallint    NOT NULL CHECK (slot IN (0, 1)),
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, action_id, slot)
+) PARTITION BY LIST (slot);
+CREATE TABLE applied_action_generation_slot0 PARTITION OF applied_action_generation FOR VALUES IN (0);
+CREATE TABLE applied_action_generation_slot1 PARTITION OF applied_action_generation FOR VALUES IN (1);
 
 CREATE FUNCTION applied_user_event_closed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -261,12 +261,29 @@ struct APIDatabaseTests {
             let seen = try await harness.call(
                 .post, "/v1/users/ivan/badges/seen", token: ivan, body: #"{"path": "root", "seen_version": \#(now.version), "action_id": "tap-2"}"#)
             #expect(try seen.status == .ok && seen.headers[.init("RedDot-Action-Repeated")!] == nil && seen.tree().tree?.unseen == 0, "\(seen.text)")
-            #expect(try await harness.scalar("SELECT count(*)::int FROM applied_action WHERE user_id = 'ivan'", as: Int.self) == 2)
+            #expect(try await harness.scalar("SELECT count(*)::int FROM applied_action_generation WHERE user_id = 'ivan'", as: Int.self) == 2)
             // An id that is not one: 400 with the rule.
             let bad = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: #"{"path": "root", "action_id": "a b"}"#)
             #expect(bad.status == .badRequest && bad.text.contains("action id"), "\(bad.text)")
-            // The retention prune takes old ids with the applied event ids.
-            try await harness.execute("UPDATE applied_action SET applied_at = now() - interval '8 days' WHERE user_id = 'ivan'")
+            // The ids go with the users' event ids, a dedupe generation at a time: one generation
+            // later tap-1 is still a repeat; two later it is gone, and applies again.
+            _ = try await harness.store.pool.withConnection { connection in
+                try IngestTransaction.rotateDedupeGeneration(startedBefore: Date().addingTimeInterval(60), on: connection)
+            }
+            let repeated = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: body)
+            #expect(repeated.status == .ok && repeated.headers[.init("RedDot-Action-Repeated")!] == "true", "\(repeated.text)")
+            #expect(try await harness.scalar("SELECT count(*)::int FROM applied_action_generation WHERE user_id = 'ivan'", as: Int.self) == 2)
+            _ = try await harness.store.pool.withConnection { connection in
+                try IngestTransaction.rotateDedupeGeneration(startedBefore: Date().addingTimeInterval(60), on: connection)
+            }
+            #expect(try await harness.scalar("SELECT count(*)::int FROM applied_action_generation WHERE user_id = 'ivan'", as: Int.self) == 0)
+            let anew = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: body)
+            #expect(anew.status == .ok && anew.headers[.init("RedDot-Action-Repeated")!] == nil, "\(anew.text)")
+            // Ids of builds before migration 30 (in `applied_action`) are still repeats, and the
+            // retention prune deletes them row by row.
+            try await harness.execute("INSERT INTO applied_action (user_id, action_id, applied_at) VALUES ('ivan', 'tap-old', now()), ('ivan', 'tap-older', now() - interval '8 days')")
+            let old = try await harness.call(.post, "/v1/users/ivan/badges/clear", token: ivan, body: #"{"path": "root", "action_id": "tap-old"}"#)
+            #expect(old.status == .ok && old.headers[.init("RedDot-Action-Repeated")!] == "true", "\(old.text)")
             _ = try await harness.store.pool.withConnection { connection in
                 try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(-7 * 86_400), limit: 100, on: connection)
             }

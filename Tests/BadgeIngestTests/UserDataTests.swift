@@ -76,7 +76,7 @@ struct UserDataTests {
             }
             let held = Set(counts.filter { $0.value > 0 }.keys)
             let expected: Set<String> = [
-                "applied_action", "applied_user_event_generation", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_increment",
+                "applied_action_generation", "applied_user_event_generation", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_increment",
                 "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "push_device", "push_user", "user_version",
                 "user_write", "webhook_delivery", "webhook_user",
             ]

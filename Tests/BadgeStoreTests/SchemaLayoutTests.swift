@@ -27,12 +27,16 @@ struct SchemaLayoutTests {
                 """)
             let top = partitioned.filter { $0.last == "f" }
             #expect(top.map { $0.first ?? nil } == SchemaLayout.userTables.sorted())
-            // Each by user into 8, but the dedupe generations' table: its two slots are, each.
+            // Each by user into 8, but the dedupe generations' tables: their two slots are, each.
             let bySlot = top.filter { $0.count == 4 && $0[1] == "l" }
-            #expect(bySlot.map { $0.first ?? nil } == ["applied_user_event_generation"], "\(partitioned)")
+            #expect(bySlot.map { $0.first ?? nil } == ["applied_action_generation", "applied_user_event_generation"], "\(partitioned)")
             #expect(top.filter { $0[1] != "l" }.allSatisfy { $0.count == 4 && $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
             let slots = partitioned.filter { $0.last == "t" }
-            #expect(slots.map { $0.first ?? nil } == ["applied_user_event_generation_slot0", "applied_user_event_generation_slot1"], "\(partitioned)")
+            #expect(
+                slots.map { $0.first ?? nil } == [
+                    "applied_action_generation_slot0", "applied_action_generation_slot1",
+                    "applied_user_event_generation_slot0", "applied_user_event_generation_slot1",
+                ], "\(partitioned)")
             #expect(slots.allSatisfy { $0[1] == "h" && $0[2] == "8" }, "\(partitioned)")
         }
     }

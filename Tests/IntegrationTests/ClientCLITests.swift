@@ -275,7 +275,7 @@ struct ClientCLITests {
             #expect(server.nodes["root.chat"]?.count == 1 && server.nodes["root.chat.c2"]?.count == 1, "the arrival after it stays")
             #expect(try await Self.converged(restarted, harness, seconds: 30))
             #expect(restarted.badge("root.chat").count == 1 && restarted.badge("root").count == 2)
-            #expect(try await harness.pipeline.count("SELECT count(*) FROM applied_action WHERE user_id = 'kim'") == 1, "applied once")
+            #expect(try await harness.pipeline.count("SELECT count(*) FROM applied_action_generation WHERE user_id = 'kim'") == 1, "applied once")
         }
     }
 

@@ -47,6 +47,7 @@ SELECT create_distributed_table('applied_user_event', 'user_id', colocate_with =
 -- rotation's TRUNCATE of one slot truncates its shards.
 SELECT create_distributed_table('applied_user_event_generation', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('applied_action', 'user_id', colocate_with => 'user_version');
+SELECT create_distributed_table('applied_action_generation', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_clear', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('broadcast_seen', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('erased_user', 'user_id', colocate_with => 'user_version');

@@ -151,10 +151,11 @@ enum IngestSQL {
         RETURNING (generation % 2)::int
         """)
 
-    /// Empties one slot of `applied_user_event_generation` (`TRUNCATE`: its files are replaced
-    /// at commit, no row is deleted one by one).
+    /// Empties one slot of `applied_user_event_generation` and of `applied_action_generation`
+    /// (`TRUNCATE`: their files are replaced at commit, no row is deleted one by one).
     static func emptySlot(_ slot: Int32) -> String {
-        "TRUNCATE applied_user_event_generation_slot\(slot == 0 ? 0 : 1)"
+        let slot = slot == 0 ? 0 : 1
+        return "TRUNCATE applied_user_event_generation_slot\(slot), applied_action_generation_slot\(slot)"
     }
 
     /// The entries of the server's shared lock table, about: `max_locks_per_transaction` ×
@@ -227,8 +228,9 @@ enum IngestSQL {
     static let pruneAppliedUserEvents = PerUserPrune(
         "ingest.prune_applied_user_events", table: "applied_user_event", key: "user_id, event_id", before: "applied_at")
 
-    /// One chunk of the clients' action ids older than the dedupe retention (a replay of such
-    /// an action later would apply again, at its `seen_version`).
+    /// One chunk of the clients' action ids older than the dedupe retention that builds before
+    /// migration 30 recorded (a replay of such an action later would apply again, at its
+    /// `seen_version`); this build's go a generation at a time.
     static let pruneAppliedActions = PerUserPrune(
         "ingest.prune_applied_actions", table: "applied_action", key: "user_id, action_id", before: "applied_at")
 

@@ -122,8 +122,9 @@ public enum IngestTransaction {
     }
 
     /// The current dedupe generation's slot, held until the transaction ends
-    /// (`IngestSQL.dedupeSlot`): read before any key is written or looked for.
-    private static func dedupeSlot(on connection: PGConnection) throws(PGError) -> Int32 {
+    /// (`IngestSQL.dedupeSlot`): read before any key is written or looked for, by ingest and by
+    /// a user's action with an id (`BadgeStore.act`).
+    static func dedupeSlot(on connection: PGConnection) throws(PGError) -> Int32 {
         guard let slot = try connection.query(IngestSQL.dedupeSlot).rows.first?.decode(0, as: Int32.self) else {
             throw PGError(code: .decoding, message: "dedupe_generation has no row (is migration 0030 applied?)", statement: IngestSQL.dedupeSlot.name)
         }
@@ -294,9 +295,13 @@ public enum IngestTransaction {
         return String(text.unicodeScalars.map { $0 == "\0" ? "\u{FFFD}" : Character($0) })
     }
 
-    /// Which of `keys` were applied before (their key is in the dedupe tables).
+    /// Which of `keys` were applied before (their key is in the dedupe tables). Holds the
+    /// current dedupe slot first, as a write does (`dedupeSlot`): a caller that writes keys in the
+    /// same transaction afterwards (a replay) then never holds the tables a rotation empties
+    /// while waiting for the rotation (a deadlock).
     public static func appliedAmong(_ keys: [AppliedKey], on connection: PGConnection) throws(PGError) -> Set<AppliedKey> {
         guard !keys.isEmpty else { return [] }
+        _ = try dedupeSlot(on: connection)
         return Set(
             try connection.query(IngestSQL.appliedAmong, [keys.map(\.user), keys.map(\.eventID)]).rows.map { row throws(PGError) in
                 AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self))

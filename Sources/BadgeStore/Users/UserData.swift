@@ -10,7 +10,7 @@ public enum UserData {
     /// this list equal to the schema's tables with a `user_id` column, so that a new per-user
     /// table is exported and erased too.
     public static let tables = [
-        "applied_action", "applied_user_event", "applied_user_event_generation", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta",
+        "applied_action", "applied_action_generation", "applied_user_event", "applied_user_event_generation", "badge_aggregate", "badge_change", "badge_clear_mark", "badge_delta",
         "badge_increment", "badge_item", "badge_mute", "badge_seen_mark", "badge_state", "broadcast_clear", "broadcast_seen",
         "dirty_mark", "erased_user", "push_device", "push_user", "user_version", "user_write", "webhook_delivery", "webhook_user",
     ]

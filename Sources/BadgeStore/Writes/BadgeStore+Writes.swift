@@ -338,8 +338,9 @@ extension BadgeStore {
     /// `.changedSince`.
     ///
     /// With `actionID`, an action applied once is not applied again (`.repeated`): the id is
-    /// recorded with the action, and kept for the event-id retention (pruned with the applied
-    /// event ids). An action that did nothing (`.changedSince`) records no id.
+    /// recorded with the action in the current dedupe generation, and kept as long as users'
+    /// event ids (between one and two retentions). An action that did nothing (`.changedSince`)
+    /// records no id.
     ///
     /// The transaction takes the user's rollup lock (waiting for a round that holds the user),
     /// then the user's write number: an ingest transaction for this user waits for the rest of
@@ -358,14 +359,18 @@ extension BadgeStore {
                 // The user's lock orders the user's actions, so the id's check and its record
                 // (with the action, or not at all) see no other action of the user in between.
                 try Self.lockForRecount([user], on: connection)
+                var slot: Int32 = 0
                 if let actionID {
+                    // The slot first, held to the end (`IngestTransaction.dedupeSlot`): a rotation
+                    // waits for this action, or this action for it.
+                    slot = try IngestTransaction.dedupeSlot(on: connection)
                     guard try connection.query(BadgeSQL.actionApplied, [user.rawValue, actionID.rawValue]).rows.isEmpty else {
                         return .repeated
                     }
                 }
                 let outcome = try Self.act(operation, timed, at: path, for: user, seenVersion: seenVersion, on: connection)
                 if let actionID, case .applied = outcome {
-                    try connection.query(BadgeSQL.recordAction, [user.rawValue, actionID.rawValue])
+                    try connection.query(BadgeSQL.recordAction, [user.rawValue, actionID.rawValue, slot])
                 }
                 return outcome
             }

@@ -516,13 +516,22 @@ extension BadgeSQL {
 extension BadgeSQL {
     /// Whether the user has a change waiting for the rollup (a dirty mark). Ask after taking
     /// the user's write number, so no writer of the user is still in flight.
-    /// Whether the user `$1` has applied the action `$2` (an `action_id` of a clear or a seen).
+    /// Whether the user `$1` has applied the action `$2` (an `action_id` of a clear or a seen): in
+    /// either dedupe slot of `applied_action_generation`, or in `applied_action` (builds before
+    /// migration 30).
     static let actionApplied = PGStatement(
-        "badges.action_applied", "SELECT 1 FROM applied_action WHERE user_id = $1 AND action_id = $2")
+        "badges.action_applied",
+        """
+        SELECT 1 FROM applied_action_generation WHERE user_id = $1 AND action_id = $2
+        UNION ALL
+        SELECT 1 FROM applied_action WHERE user_id = $1 AND action_id = $2
+        LIMIT 1
+        """)
 
-    /// Records that the user `$1` applied the action `$2`.
+    /// Records that the user `$1` applied the action `$2`, in the current dedupe slot `$3`.
     static let recordAction = PGStatement(
-        "badges.record_action", "INSERT INTO applied_action (user_id, action_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+        "badges.record_action",
+        "INSERT INTO applied_action_generation (user_id, action_id, slot) VALUES ($1, $2, $3::smallint) ON CONFLICT DO NOTHING")
 
     static let hasPendingWrites = PGStatement(
         "badges.has_pending_writes", "SELECT EXISTS (SELECT 1 FROM dirty_mark WHERE user_id = $1)")
