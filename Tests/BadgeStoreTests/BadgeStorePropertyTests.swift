@@ -189,8 +189,9 @@ struct ClearShownPropertyTests {
                     try await fixture.drainDirtyUsers()
                     for user in users where models[user]?.dirty == true { models[user]?.rollUp(now: now) }
                     guard random.next() % 3 == 0 else { continue }
-                    // The fold: increments the trees show become part of their states' counts (and
-                    // their users are marked dirty, as the store marks them).
+                    // The fold: increments the trees show become part of their states' counts. The
+                    // store leaves no dirty mark; the model rolls the users up, which must find
+                    // nothing changed (the final versions compare).
                     _ = try await fixture.pool.withConnection { connection in
                         try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 2, on: connection)
                     }

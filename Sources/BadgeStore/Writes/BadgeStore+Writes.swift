@@ -436,9 +436,12 @@ extension BadgeStore {
 
 extension BadgeStore {
     /// Folds the increments stored before `storedBefore` that their users' trees already show
-    /// into their states' counts (`BadgeTree.foldIncrements`), at most `limit` users per
-    /// transaction, until none is left; each transaction takes the users' dirty marks first
-    /// (one lock order with ingest).
+    /// into their states' counts (`BadgeTree.foldIncrements`), about `limit` increments' users
+    /// per transaction, until none is left. Each transaction first holds the users' write
+    /// sequences (`BadgeSQL.holdWriteSequences`, one lock order with every writer), so no write
+    /// of theirs runs meanwhile. It takes no write number and leaves no dirty mark: what the
+    /// trees show does not change, so there is nothing for a rollup round to do (a recount of
+    /// every folded user was the larger half of a prune's cost).
     ///
     /// - Returns: how many increments were folded.
     public static func foldIncrements(storedBefore: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
@@ -470,7 +473,7 @@ extension BadgeStore {
             let folded: Int64
             do {
                 folded = try connection.withTransaction { connection in
-                    try markDirty(users, on: connection)
+                    try connection.query(BadgeSQL.holdWriteSequences, [Set(users).sorted().map(\.rawValue)])
                     return try connection.query(BadgeSQL.foldIncrements, [storedBefore, users.map(\.rawValue)]).rows.first?
                         .decode(0, as: Int64.self) ?? 0
                 }

@@ -402,6 +402,20 @@ extension BadgeSQL {
         RETURNING w.user_id, w.seq
         """
 
+    /// Holds the write sequence of each user of `$1` (sorted, unique: the order every writer
+    /// takes them in) without taking a number, until the transaction ends: the fold, which
+    /// changes how a user's counters are stored but not what they show, so that no writer of
+    /// the same users runs meanwhile, and no rollup round has anything to do afterwards. A user
+    /// without a sequence has never been written, so has nothing to fold.
+    static let holdWriteSequences = PGStatement(
+        "badges.hold_write_sequences",
+        """
+        SELECT w.user_id
+        FROM unnest($1::text[]) WITH ORDINALITY AS u(user_id, n)
+        CROSS JOIN LATERAL (SELECT w.user_id FROM user_write w WHERE w.user_id = u.user_id FOR NO KEY UPDATE) AS w
+        ORDER BY u.n
+        """)
+
     /// Takes each user's next write number (`takeWriteNumbers`: `$1` sorted and unique) and
     /// leaves a dirty mark with it for the rollup: `bump` `$2[i]` (their version must move even if
     /// no aggregate does) and `recount` `$3[i]` (false: only increments changed, which the
@@ -654,12 +668,22 @@ extension BadgeSQL {
               AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
             RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
         ), nodes AS (
-            -- Each node with its state (one probe), carried along instead of joined again.
-            SELECT o.user_id, o.path, count(*) AS rows, min(o.shown_in) AS first, sum(o.amount) AS total,
-                   sum(o.amount) FILTER (WHERE NOT o.seen) AS unseen, coalesce(s.debited, false) AS debited,
+            -- Each node with its state, carried along instead of joined again: one probe of
+            -- the key per node (a join let the planner hash the whole of `badge_state` for
+            -- every chunk, a cost that grows with every user's states, not with the chunk).
+            SELECT g.user_id, g.path, g.rows, g.first, g.total, g.unseen, coalesce(s.debited, false) AS debited,
                    s.count AS base, s.seen_count AS base_seen, s.keeps_dot, s.icon
-            FROM old o LEFT JOIN badge_state s ON s.user_id = o.user_id AND s.path = o.path
-            GROUP BY o.user_id, o.path, s.debited, s.count, s.seen_count, s.keeps_dot, s.icon
+            FROM (
+                SELECT o.user_id, o.path, count(*) AS rows, min(o.shown_in) AS first, sum(o.amount) AS total,
+                       sum(o.amount) FILTER (WHERE NOT o.seen) AS unseen
+                FROM old o
+                GROUP BY o.user_id, o.path
+            ) AS g
+            LEFT JOIN LATERAL (
+                SELECT s.debited, s.count, s.seen_count, s.keeps_dot, s.icon
+                FROM badge_state s
+                WHERE s.user_id = g.user_id AND s.path = g.path
+            ) AS s ON true
         ), folded AS (
             -- A counter without decrements folds as a sum, as `badge_fold` would; a debited one
             -- in one grouped, ordered pass with its state's row (a scan of `old` per node was

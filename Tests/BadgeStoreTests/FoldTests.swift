@@ -1,0 +1,76 @@
+import BadgeCore
+import BadgeStore
+import Foundation
+import LibPQ
+import Testing
+import TestSupport
+
+/// The fold of old increments into their counts (`BadgeStore.foldIncrements`, run by ingest's
+/// retention prune) changes how counters are stored, never what a tree shows: it leaves no work
+/// for the rollup, and it keeps the writers of its users out while it runs.
+@Suite("The fold of old increments")
+struct FoldTests {
+    @Test("a fold keeps every tree and version and leaves no dirty mark; a batch for a user it folds waits for it, and the fold for the batch")
+    func foldIsQuiet() async throws {
+        let fixture = try await StoreFixture.make()
+        try await tearingDown({ await fixture.tearDown() }) {
+            let alice = user("fold_alice"), bob = user("fold_bob")
+            let (y, z, w) = (path("root.x.y"), path("root.x.z"), path("root.w"))
+            let start = Date().addingTimeInterval(-600)
+            func at(_ seconds: Double) -> Date { start.addingTimeInterval(seconds) }
+            try await fixture.ingest([
+                BadgeMutation(user: alice, path: y, operation: .increment(by: 2), occurredAt: at(1)),
+                BadgeMutation(user: alice, path: y, operation: .increment(by: 3), occurredAt: at(2)),
+                BadgeMutation(user: alice, path: z, operation: .set(count: 4, icon: nil), occurredAt: at(1)),
+                BadgeMutation(user: alice, path: z, operation: .increment(by: 1), occurredAt: at(2)),
+                // A decremented counter folds in time order (`debited`).
+                BadgeMutation(user: bob, path: w, operation: .increment(by: 5), occurredAt: at(1)),
+                BadgeMutation(user: bob, path: w, operation: .decrement(by: 1), occurredAt: at(2)),
+            ])
+            try await fixture.drainDirtyUsers()
+            let before = [try await fixture.store.tree(for: alice), try await fixture.store.tree(for: bob)]
+            #expect(before[0].tree?.count == 10 && before[1].tree?.count == 4, "\(before)")
+
+            func count(_ sql: String) async throws -> Int64 {
+                try await fixture.pool.withConnection { connection in
+                    try connection.query(PGStatement("test.count", sql, prepared: false)).rows.first?.decode(0, as: Int64.self) ?? -1
+                }
+            }
+            func fold() async throws -> Int {
+                try await fixture.pool.withConnection { connection in
+                    try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 100, on: connection)
+                }
+            }
+            #expect(try await fold() == 5)
+            #expect(try await count("SELECT count(*) FROM badge_increment") == 0)
+            #expect(try await count("SELECT count(*) FROM dirty_mark") == 0, "the fold left work for the rollup")
+            let after = [try await fixture.store.tree(for: alice), try await fixture.store.tree(for: bob)]
+            #expect(after == before)
+
+            // A batch for alice stays open: the fold waits for it (it would fold alice's next
+            // increment, which that batch may be clearing or setting).
+            try await fixture.ingest([BadgeMutation(user: alice, path: y, operation: .increment(by: 7), occurredAt: at(3))])
+            try await fixture.drainDirtyUsers()
+            let open = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)
+            defer { open.close() }
+            try open.execute(script: "BEGIN", name: "test.begin")
+            var batch = BadgeBatch()
+            batch.append(contentsOf: [BadgeMutation(user: alice, path: y, operation: .set(count: 1, icon: nil), occurredAt: at(4))])
+            _ = try BadgeStore.applyMarked(batch, conflicts: .merge, on: open)
+            let folding = Task { try await fold() }
+            var waited = false
+            for _ in 0..<100 where !waited {
+                waited = try await count(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'") == 1
+                if !waited { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(waited, "the fold did not wait for the open batch of the same user")
+            try open.execute(script: "COMMIT", name: "test.commit")
+            // The set took the increment the fold was waiting to fold.
+            #expect(try await folding.value == 0)
+            try await fixture.drainDirtyUsers()
+            let set = try await fixture.store.tree(for: alice, at: y)
+            #expect(set.tree?.count == 1 && set.version == before[0].version + 2, "\(set)")
+        }
+    }
+}
