@@ -28,7 +28,7 @@ extension BacklogBenchmark {
         and one retention prune of all of it, timed, as ingest's prune every 10 minutes runs \
         it (broadcasts' and clients' ids, tombstones and clear marks deleted, increments folded \
         into their counts), and the users' event ids emptied a dedupe generation at a time, \
-        timed apart;
+        timed apart, and how many users the prune left dirty: work it leaves the rollup;
         4. the peer: deploy/bench/plain_consumer.py, a plain at-least-once consumer \
         (confluent-kafka and psycopg: each batch adds every incr to its node and every \
         ancestor with one batched upsert, then commits the offsets to Kafka; no dedupe, no \

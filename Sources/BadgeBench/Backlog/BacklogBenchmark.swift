@@ -134,6 +134,8 @@ public struct BacklogBenchmark: Sendable {
         public var pipelineVersions = 0
         public var pruneSeconds = 0.0
         public var prunedRows = 0
+        /// Users the prune left dirty: work it left for the rollup.
+        public var pruneDirtiedUsers = 0
         /// The users' event ids emptied by starting two dedupe generations, and its seconds.
         public var emptiedKeys = 0
         public var generationSeconds = 0.0
@@ -291,6 +293,7 @@ public struct BacklogBenchmark: Sendable {
             try IngestTransaction.pruneAppliedEvents(olderThan: Date().addingTimeInterval(60), limit: 10_000, on: connection)
         }
         measurement.pruneSeconds = Double(BenchClock.now - started) / 1e9
+        measurement.pruneDirtiedUsers = try await pool.withConnection { try $0.countDirtyUsers() }
     }
 
     /// The plain consumer, until it exits (it stops once it has consumed the backlog).

@@ -36,6 +36,8 @@ public struct BacklogReport: Sendable, Encodable {
     /// One retention prune of everything stored: rows deleted or folded, seconds.
     var prunedRows: Int
     var pruneSeconds: Double
+    /// Users the prune left dirty (work for the rollup; the pipeline had left none).
+    var pruneDirtiedUsers: Int
     /// The users' event ids emptied by starting two dedupe generations, seconds.
     var emptiedKeys: Int
     var generationSeconds: Double
@@ -73,7 +75,7 @@ public struct BacklogReport: Sendable, Encodable {
         let perUser = BacklogBenchmark.userTables.reduce(Int64(0)) { $0 + (measurement.tableBytes[$1] ?? 0) }
         bytesPerEventRetained = Double(retained) / Double(max(settings.events, 1))
         bytesPerUser = Double(perUser) / Double(max(measurement.dirtyUsers, 1))
-        (prunedRows, pruneSeconds) = (measurement.prunedRows, measurement.pruneSeconds)
+        (prunedRows, pruneSeconds, pruneDirtiedUsers) = (measurement.prunedRows, measurement.pruneSeconds, measurement.pruneDirtiedUsers)
         (emptiedKeys, generationSeconds) = (measurement.emptiedKeys, measurement.generationSeconds)
         pipelineVersions = measurement.pipelineVersions
         if let whole = wholePipeline?.rate {
@@ -134,7 +136,7 @@ public struct BacklogReport: Sendable, Encodable {
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
             \(cpuLines.joined(separator: "\n"))
             versions:   the pipeline made \(number(Double(pipelineVersions))) user versions, \(String(format: "%.2f", Double(pipelineVersions) / Double(max(dirtyUsers, 1)))) per user written (1.00 at best: every user brought current once)
-            storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: the users' \(number(Double(emptiedKeys))) event ids in two dedupe generations emptied in \(String(format: "%.2f", generationSeconds)) s, and \(number(Double(prunedRows))) other rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s
+            storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: the users' \(number(Double(emptiedKeys))) event ids in two dedupe generations emptied in \(String(format: "%.2f", generationSeconds)) s, and \(number(Double(prunedRows))) other rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s, leaving \(number(Double(pruneDirtiedUsers))) users dirty for the rollup
             timing:     each from its processes' start (process start and the consumer group's join included) to done
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             """
