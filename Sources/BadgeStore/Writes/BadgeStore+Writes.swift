@@ -474,6 +474,9 @@ extension BadgeStore {
             do {
                 folded = try connection.withTransaction { connection in
                     try connection.query(BadgeSQL.holdWriteSequences, [Set(users).sorted().map(\.rawValue)])
+                    // A chunk's sorts (tens of thousands of increments) spilled to disk at the
+                    // default 4 MB.
+                    try connection.execute(script: "SET LOCAL work_mem = '64MB'", name: "badges.fold_work_mem")
                     return try connection.query(BadgeSQL.foldIncrements, [storedBefore, users.map(\.rawValue)]).rows.first?
                         .decode(0, as: Int64.self) ?? 0
                 }

@@ -650,27 +650,39 @@ extension BadgeSQL {
     static let foldIncrements = PGStatement(
         "badges.fold_increments",
         """
-        WITH u AS (
-            SELECT DISTINCT unnest($2::text[]) AS user_id
+        WITH u AS MATERIALIZED (
+            -- How far each user's tree shows, read once per user (per row, it was read twice
+            -- for every increment).
+            SELECT x.user_id, \(writesThrough(of: "x.user_id")) AS shown
+            FROM (SELECT DISTINCT unnest($2::text[]) AS user_id) AS x
         ), young AS (
-            SELECT i.user_id, i.path, min(i.occurred_at) AS first
-            FROM badge_increment i JOIN u ON i.user_id = u.user_id
-            WHERE NOT (i.arrived_at < $1 AND i.shown_in <= \(writesThrough(of: "i.user_id")))
-            GROUP BY i.user_id, i.path
+            -- One index range per user (`OFFSET 0` keeps the subquery from being flattened
+            -- into a join that hashes the whole table once the users' count is known).
+            SELECT u.user_id, i.path, min(i.occurred_at) AS first
+            FROM u
+            CROSS JOIN LATERAL (
+                SELECT i.path, i.occurred_at FROM badge_increment i
+                WHERE i.user_id = u.user_id AND NOT (i.arrived_at < $1 AND i.shown_in <= u.shown)
+                OFFSET 0
+            ) AS i
+            GROUP BY u.user_id, i.path
         ), old AS (
             -- Joined with the users rather than filtered with `user_id = ANY($2)`, which costs
             -- the whole array per row when it is not an index condition (the arrival index
             -- matches every row): over a minute per chunk was seen at a million increments.
+            -- The age test is kept out of the index conditions (`IS TRUE`): ANDed as a bitmap
+            -- with the key, the arrival index read every old row's block range again for each
+            -- user, over 40% of the fold (`auto_explain`, BENCHMARKS.md).
             DELETE FROM badge_increment i
             USING u
-            WHERE i.user_id = u.user_id AND i.arrived_at < $1
-              AND i.shown_in <= \(writesThrough(of: "i.user_id"))
+            WHERE i.user_id = u.user_id AND (i.arrived_at < $1) IS TRUE AND i.shown_in <= u.shown
               AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
             RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
         ), nodes AS (
             -- Each node with its state, carried along instead of joined again: one probe of
-            -- the key per node (a join let the planner hash the whole of `badge_state` for
-            -- every chunk, a cost that grows with every user's states, not with the chunk).
+            -- the key per node (`LIMIT 1` keeps it one: a join let the planner hash the whole
+            -- of `badge_state` for every chunk, a cost that grows with every user's states, not
+            -- with the chunk).
             SELECT g.user_id, g.path, g.rows, g.first, g.total, g.unseen, coalesce(s.debited, false) AS debited,
                    s.count AS base, s.seen_count AS base_seen, s.keeps_dot, s.icon
             FROM (
@@ -683,6 +695,7 @@ extension BadgeSQL {
                 SELECT s.debited, s.count, s.seen_count, s.keeps_dot, s.icon
                 FROM badge_state s
                 WHERE s.user_id = g.user_id AND s.path = g.path
+                LIMIT 1
             ) AS s ON true
         ), folded AS (
             -- A counter without decrements folds as a sum, as `badge_fold` would; a debited one
