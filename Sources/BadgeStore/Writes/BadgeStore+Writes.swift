@@ -441,7 +441,7 @@ extension BadgeStore {
     /// sequences (`BadgeSQL.holdWriteSequences`, one lock order with every writer), so no write
     /// of theirs runs meanwhile. It takes no write number and leaves no dirty mark: what the
     /// trees show does not change, so there is nothing for a rollup round to do (a recount of
-    /// every folded user was the larger half of a prune's cost).
+    /// every folded user added about half the fold's own time).
     ///
     /// - Returns: how many increments were folded.
     public static func foldIncrements(storedBefore: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
