@@ -26,6 +26,10 @@ struct BenchBacklogCLITests {
         #expect(output.contains("peer:       plain at-least-once consumer"), "\(output)")
         #expect(output.contains("bytes on disk per event retained"), "\(output)")
         #expect(output.contains("versions:   the pipeline made "), "\(output)")
+        // The server's WAL per phase (PostgreSQL 15 has pg_stat_wal), with the settings that size it.
+        #expect(output.contains("wal:        ingest alone: "), "\(output)")
+        #expect(output.contains(" records per user, "), "\(output)")
+        #expect(output.contains("(the whole server's WAL; shared_buffers "), "\(output)")
         #expect(
             output.contains(
                 "verified:   yes, the whole pipeline's leaves sum to 3000 and reddot verify found 0 mismatches; the plain consumer's roots sum to 3000"),

@@ -24,6 +24,8 @@ struct BenchPipelineCLITests {
         #expect(output.contains("publish → visible over SSE p50 "), "\(output)")
         #expect(output.contains("(200 of 200 events)"), "\(output)")
         #expect(output.contains("rollup lag: dirty mark → aggregates committed"), "\(output)")
+        #expect(output.contains(" records per event in the window, "), "\(output)")
+        #expect(output.contains("(the whole server's; shared_buffers "), "\(output)")
         #expect(output.contains("verified:   yes, every event visible over SSE; 300 event ids applied, 0 rejected; leaf counts sum to 300"), "\(output)")
         #expect(output.contains("(dropped)"), "\(output)")
     }

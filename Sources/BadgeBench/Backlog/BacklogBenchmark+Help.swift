@@ -49,7 +49,12 @@ extension BacklogBenchmark {
         included; PostgreSQL's background processes and the kernel are not; not read for the \
         plain consumer, whose backend exits with it), with how busy the \
         whole machine was. These figures change less than the rates with the machine's speed \
-        of the day, and say what each stage costs.
+        of the day, and say what each stage costs. Then what the server wrote to its \
+        write-ahead log in each phase (pg_stat_wal and pg_stat_bgwriter, PostgreSQL 14 and \
+        later; the whole server's, so run the bench on a server nothing else writes to): \
+        bytes, records and full-page images per event (per user for the rollup of the \
+        backlog), the checkpoints that came meanwhile, and advice when max_wal_size forced \
+        one; with shared_buffers, max_wal_size, checkpoint_timeout and wal_compression.
 
         Exit codes: 0 measured and verified; 1 a phase failed, timed out or did not verify; \
         64 bad arguments; 65 no migrations; 69 the database cannot be reached.

@@ -69,6 +69,8 @@ public struct BacklogBenchmark: Sendable {
         public var problems: [String]
         /// Where the CPU went meanwhile (nil where `/proc` is not available).
         public var cpu: PhaseCPU? = nil
+        /// What the server wrote to its write-ahead log meanwhile (nil where it does not say).
+        public var wal: PhaseWAL? = nil
     }
 
     /// The CPU time of a phase, in core-seconds: of each of the contender's processes, of the
@@ -217,7 +219,7 @@ public struct BacklogBenchmark: Sendable {
         }
         return Phase(
             name: "reddot ingest", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
-            rate: Double(settings.events) / timing.seconds, problems: [], cpu: timing.cpu)
+            rate: Double(settings.events) / timing.seconds, problems: [], cpu: timing.cpu, wal: timing.wal)
     }
 
     /// `reddot rollup` over the users ingest alone left dirty, until none is.
@@ -230,7 +232,7 @@ public struct BacklogBenchmark: Sendable {
             return (true, !dirty)
         }
         return Phase(name: "reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: nil, rate: Double(users) / timing.seconds, problems: [],
-            cpu: timing.cpu)
+            cpu: timing.cpu, wal: timing.wal)
     }
 
     /// `reddot ingest` and `reddot rollup` started together, until the backlog is stored and no
@@ -262,7 +264,7 @@ public struct BacklogBenchmark: Sendable {
         if leaves != events { problems.append("the leaves' counts sum to \(leaves), not \(events)") }
         return Phase(
             name: "reddot ingest + reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
-            rate: Double(settings.events) / timing.seconds, problems: problems, cpu: timing.cpu)
+            rate: Double(settings.events) / timing.seconds, problems: problems, cpu: timing.cpu, wal: timing.wal)
     }
 
     /// What the whole pipeline's database holds on disk (after `VACUUM (ANALYZE)`), then one retention prune of all of it
@@ -300,6 +302,7 @@ public struct BacklogBenchmark: Sendable {
     private func plainConsumer(script: String, database: PGConfiguration, url: String) async throws -> Phase {
         benchProgress("plain consumer: \(settings.python) \(script)")
         let name = try await connect(database) { try $0.currentDatabase() }
+        let walBefore = try await connect(database) { WALSample.now(on: $0) }
         let before = CPUSample.now(database: name)
         let started = BenchClock.now
         let peer = try BenchChild.start(
@@ -313,6 +316,7 @@ public struct BacklogBenchmark: Sendable {
         let seconds = Double(BenchClock.now - started) / 1e9
         // Its process's CPU as last read while it ran (its backend's is not reported).
         let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: [peer])
+        let wal = PhaseWAL(before: walBefore, after: try await connect(database) { WALSample.now(on: $0) })
         guard status == 0 else { throw BenchFailure("the plain consumer exited \(status): \(peer.outputTail)") }
         // Its last line: {"consumed", "applied", "batches", "seconds", "seconds_from_first_commit"}.
         let line = peer.outputTail.split(separator: "\n").last.map(String.init) ?? ""
@@ -322,7 +326,7 @@ public struct BacklogBenchmark: Sendable {
         if roots != Int64(settings.events) { problems.append("its root counts sum to \(roots), not \(settings.events)") }
         return Phase(
             name: "plain consumer", seconds: seconds, secondsFromFirstCommit: reported?["seconds_from_first_commit"] as? Double,
-            rate: Double(settings.events) / seconds, problems: problems, cpu: cpu)
+            rate: Double(settings.events) / seconds, problems: problems, cpu: cpu, wal: wal)
     }
 
     /// Whether `executable command --help` names `flag` (a build before the flag does not).
@@ -355,10 +359,11 @@ public struct BacklogBenchmark: Sendable {
     /// was seen), failing when a child exits or the phase times out.
     private func until(
         _ database: PGConfiguration, children: [BenchChild], _ check: @escaping @Sendable (PGConnection) throws -> (committed: Bool, done: Bool)
-    ) async throws -> (seconds: Double, fromFirstCommit: Double?, cpu: PhaseCPU) {
+    ) async throws -> (seconds: Double, fromFirstCommit: Double?, cpu: PhaseCPU, wal: PhaseWAL?) {
         let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
         defer { pool.close() }
         let name = try await pool.withConnection { try $0.currentDatabase() }
+        let walBefore = try await pool.withConnection { WALSample.now(on: $0) }
         let before = CPUSample.now(database: name)
         let started = BenchClock.now
         var firstCommit: UInt64?
@@ -369,7 +374,8 @@ public struct BacklogBenchmark: Sendable {
             if committed, firstCommit == nil { firstCommit = now }
             if done {
                 let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: children)
-                return (Double(now - started) / 1e9, firstCommit.map { Double(now - $0) / 1e9 }, cpu)
+                let wal = PhaseWAL(before: walBefore, after: try await pool.withConnection { WALSample.now(on: $0) })
+                return (Double(now - started) / 1e9, firstCommit.map { Double(now - $0) / 1e9 }, cpu, wal)
             }
             if let gone = children.first(where: { !$0.isRunning }) {
                 throw BenchFailure("\(gone.name) exited early: \(gone.outputTail)")

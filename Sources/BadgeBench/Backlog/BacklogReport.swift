@@ -11,6 +11,8 @@ public struct BacklogReport: Sendable, Encodable {
     var postgresqlFsync: String
     var postgresqlSynchronousCommit: String
     var postgresqlDurable: Bool
+    /// The settings that size PostgreSQL's memory and write-ahead log, as the bench read them.
+    var postgresqlSettings: [String: String]
     var librdkafka: String
     var kafka: String
     var partitions: Int
@@ -58,6 +60,7 @@ public struct BacklogReport: Sendable, Encodable {
         postgresqlFsync = measurement.postgresqlSettings["fsync"] ?? "?"
         postgresqlSynchronousCommit = measurement.postgresqlSettings["synchronous_commit"] ?? "?"
         postgresqlDurable = postgresqlFsync == "on" && postgresqlSynchronousCommit == "on"
+        postgresqlSettings = measurement.postgresqlSettings
         librdkafka = RdKafkaVersion.text
         self.kafka = kafka
         self.partitions = Int(partitions)
@@ -121,6 +124,24 @@ public struct BacklogReport: Sendable, Encodable {
             cpu("            pipeline: ", wholePipeline, per: events),
             cpu("            peer: ", plainConsumer, per: events, database: false),
         ].compactMap { $0 }
+        // The server's WAL per event (per user for the rollup of the backlog), and the
+        // checkpoints that came meanwhile.
+        func wal(_ label: String, _ phase: BacklogBenchmark.Phase?, per count: Int, unit: String = "event") -> String? {
+            guard let wal = phase?.wal, count > 0 else { return nil }
+            return label + wal.text(per: count, unit: unit)
+        }
+        let walLines = [
+            wal("wal:        ingest alone: ", ingestAlone, per: events),
+            wal("            rollup of the backlog: ", rollupOfBacklog, per: dirtyUsers, unit: "user"),
+            wal("            pipeline: ", wholePipeline, per: events),
+            wal("            peer: ", plainConsumer, per: events),
+        ].compactMap { $0 }
+        let forced = [ingestAlone, rollupOfBacklog, wholePipeline, plainConsumer].compactMap { $0?.wal?.checkpointsRequested }.reduce(0, +)
+        let walNote =
+            walLines.isEmpty
+            ? "wal:        not read (the server has no pg_stat_wal before PostgreSQL 14, or this role may not read it)"
+            : "            (the whole server's WAL; \(PhaseWAL.sizing(postgresqlSettings)))"
+                + (forced > 0 ? "\n            " + PhaseWAL.forcedAdvice(forced) : "")
         func ratio(_ value: Double?, target: Double) -> String {
             guard let value else { return "n/a" }
             return String(format: "%.2f× (target ≥ %.1f×: %@)", value, target, value >= target ? "met" : "NOT met")
@@ -135,6 +156,7 @@ public struct BacklogReport: Sendable, Encodable {
             \(plainConsumerSkipped.map { "peer:       plain consumer not run: \($0)" } ?? line("peer:       plain at-least-once consumer (deploy/bench/plain_consumer.py), node and ancestors per incr: ", plainConsumer))
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
             \(cpuLines.joined(separator: "\n"))
+            \((walLines + [walNote]).joined(separator: "\n"))
             versions:   the pipeline made \(number(Double(pipelineVersions))) user versions, \(String(format: "%.2f", Double(pipelineVersions) / Double(max(dirtyUsers, 1)))) per user written (1.00 at best: every user brought current once)
             storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: the users' \(number(Double(emptiedKeys))) event ids in two dedupe generations emptied in \(String(format: "%.2f", generationSeconds)) s, and \(number(Double(prunedRows))) other rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s, leaving \(number(Double(pruneDirtiedUsers))) users dirty for the rollup
             timing:     each from its processes' start (process start and the consumer group's join included) to done

@@ -53,7 +53,10 @@ extension PipelineBenchmark {
         scratch database, the mock cluster's thread when it stands in for Kafka (a real \
         cluster runs on other machines; the mock walks its whole log to find each fetch's \
         offset, so its cost grows with --partitions and the log's length), the load \
-        generator's two threads, everything else). The report names \
+        generator's two threads, everything else); and what the server wrote to its \
+        write-ahead log in the window (pg_stat_wal and pg_stat_bgwriter, PostgreSQL 14 and \
+        later: bytes, records and full-page images per event, and the checkpoints, with \
+        advice when max_wal_size forced one). The report names \
         PostgreSQL's fsync and synchronous_commit settings: durable (both on) is the \
         headline; anything else is labelled relaxed.
 

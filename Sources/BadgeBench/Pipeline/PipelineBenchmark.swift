@@ -155,6 +155,8 @@ public struct PipelineBenchmark: Sendable {
         /// CPU of the load generator's two threads in the window (part of `cpu.clientSeconds`).
         var producerCPUSeconds: Double
         var streamClientCPUSeconds: Double
+        /// What the server wrote to its write-ahead log in the window (nil where it does not say).
+        var wal: PhaseWAL? = nil
         var appliedEvents = 0
         var rejectedRecords = 0
         var leafCountSum: Int64 = 0

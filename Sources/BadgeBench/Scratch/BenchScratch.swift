@@ -94,14 +94,16 @@ public enum BenchScratch {
         }
     }
 
-    /// PostgreSQL's durability settings (`fsync`, `synchronous_commit`, `full_page_writes`,
-    /// `shared_buffers`), as a session of `database` sees them: what every report names.
+    /// PostgreSQL's durability settings (`fsync`, `synchronous_commit`, `full_page_writes`) and
+    /// those that size its memory and write-ahead log (`shared_buffers`, `max_wal_size`,
+    /// `checkpoint_timeout`, `wal_compression`), as a session of `database` sees them: what
+    /// the reports name.
     public static func durabilitySettings(_ database: PGConfiguration, logger: Logger) async throws -> [String: String] {
         let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
         defer { pool.close() }
         return try await pool.withConnection { connection in
             var values: [String: String] = [:]
-            for name in ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"] {
+            for name in ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "max_wal_size", "checkpoint_timeout", "wal_compression"] {
                 // The names are ours, never input.
                 values[name] = try connection.query(PGStatement("bench.show_setting", "SHOW \(name)", prepared: false))
                     .singleRow().decode(0, as: String.self)
