@@ -39,6 +39,15 @@ public struct RollupSettings: ParsableArguments, Sendable {
             worker always claims.
             """)
     public var backlogRecords: Int64 = 50_000
+    @Option(
+        name: .customLong("rollup-backlog-settle-seconds"),
+        help: """
+            While ingest is behind (--rollup-backlog-records), a user is claimed only once their oldest write waiting for \
+            the rollup is this many seconds old: each version then covers more of the user's writes, and the rollup \
+            leaves more of the machine to ingest, at the price of trees that lag by up to this much more during a \
+            backlog. 0: claim at once.
+            """)
+    public var backlogSettleSeconds: Double = 0
 
     @Option(
         name: .customLong("changes-brokers"),
@@ -77,6 +86,7 @@ public struct RollupSettings: ParsableArguments, Sendable {
             return "--change-retention-hours takes a number ≥ 0.001 and ≤ 8760"
         }
         guard (0...1_000_000_000_000).contains(backlogRecords) else { return "--rollup-backlog-records takes 0…1000000000000" }
+        guard backlogSettleSeconds >= 0, backlogSettleSeconds <= 3_600 else { return "--rollup-backlog-settle-seconds takes 0…3600" }
         guard (0...36_500).contains(withdrawnBroadcastRetentionDays) else {
             return "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500"
         }
@@ -132,4 +142,9 @@ extension RollupConfiguration {
     /// next batches, and a round with fewer rounds beside it covers more of each user's writes.
     /// 0: every worker always claims (`--rollup-backlog-records`).
     public var backlogRecords: Int64 { max(0, settings.backlogRecords) }
+    /// While ingest is behind, how old a user's oldest dirty mark must be before a worker claims
+    /// them, in seconds (`--rollup-backlog-settle-seconds`, within its range whoever set it).
+    public var backlogSettleSeconds: Double {
+        settings.backlogSettleSeconds.isNaN ? 0 : min(max(settings.backlogSettleSeconds, 0), 3_600)
+    }
 }

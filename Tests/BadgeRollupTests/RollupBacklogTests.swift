@@ -70,4 +70,42 @@ struct RollupBacklogTests {
             }
         }
     }
+
+    @Test("while ingest reports a backlog, --rollup-backlog-settle-seconds leaves a user until their oldest write is that old; once ingest catches up, every user is claimed")
+    func settleWhileBehind() async throws {
+        try await RollupFixture.with { fixture in
+            try await Self.report(fixture, partition: 0, waiting: 1_000_000)
+            let path = try BadgePath(validating: "root.chat.c1")
+            let settled = try UserID(validating: "settle_old"), fresh = try UserID(validating: "settle_new")
+            try await fixture.ingest([settled, fresh].map { BadgeMutation(user: $0, path: path, operation: .increment(by: 2)) })
+            // The first user's writes waited a minute already; the second's just came.
+            try await fixture.execute("UPDATE dirty_mark SET dirtied_at = dirtied_at - interval '1 minute' WHERE user_id = $1", [settled.rawValue])
+            var configuration = try RollupConfiguration(arguments: ["--rollup-backlog-settle-seconds", "30"])
+            configuration.backlogCheckInterval = .zero
+            let service = RollupService(pool: fixture.pool, configuration: configuration, logger: TestServer.logger)
+
+            func version(_ user: UserID) async throws -> Int64 {
+                try await fixture.scalar("SELECT coalesce(max(version), 0) FROM user_version WHERE user_id = $1", [user.rawValue])
+            }
+            #expect(try await service.step() == 1)
+            #expect(try await version(settled) == 1)
+            #expect(try await version(fresh) == 0, "a user whose writes are 0 s old waits while ingest is behind")
+            #expect(try await service.step() == 0)
+
+            // Ingest caught up: nothing is left to settle.
+            try await Self.report(fixture, partition: 0, waiting: 0)
+            #expect(try await service.step() == 1)
+            #expect(try await version(fresh) == 1)
+            #expect(try await fixture.store.tree(for: fresh).tree?.count == 2)
+        }
+    }
+
+    @Test("--rollup-backlog-settle-seconds takes 0…3600")
+    func settleRange() throws {
+        #expect(throws: (any Error).self) { try RollupConfiguration(arguments: ["--rollup-backlog-settle-seconds", "-1"]) }
+        #expect(throws: (any Error).self) { try RollupConfiguration(arguments: ["--rollup-backlog-settle-seconds", "3601"]) }
+        #expect(throws: (any Error).self) { try RollupConfiguration(arguments: ["--rollup-backlog-settle-seconds", "nan"]) }
+        #expect(try RollupConfiguration(arguments: ["--rollup-backlog-settle-seconds", "3600"]).backlogSettleSeconds == 3_600)
+        #expect(RollupConfiguration().backlogSettleSeconds == RollupSettings.defaults.backlogSettleSeconds)
+    }
 }

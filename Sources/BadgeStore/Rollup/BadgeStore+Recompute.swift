@@ -137,9 +137,15 @@ extension BadgeStore {
     /// and every statement of the round that names them reaches that partition only, and the
     /// claim steps through one partition's index instead of merging all of them.
     ///
+    /// With `settledFor` (seconds, 0: none), a user whose oldest mark is younger is passed by,
+    /// left for a later round to cover more of their writes (`RollupService` while ingest is
+    /// behind).
+    ///
     /// - Returns: the users in claim order and when each was first marked dirty (for the
     ///   rollup-lag measure), and the sweep moved past them (`RollupSweep.claimedPart`).
-    public static func claimDirtyUsers(limit: Int, sweep: RollupSweep, on connection: PGConnection) throws(PGError) -> (
+    public static func claimDirtyUsers(
+        limit: Int, sweep: RollupSweep, settledFor: Double = 0, on connection: PGConnection
+    ) throws(PGError) -> (
         claimed: [(user: UserID, dirtiedAt: Date)], sweep: RollupSweep
     ) {
         var sweep = sweep
@@ -148,11 +154,13 @@ extension BadgeStore {
         var queue = sweep.queue
         var last = sweep.last
         var claimedPart: String?
+        // Within a day, and never NaN: what a setting gives is bounded where it is parsed.
+        let settle = settledFor.isFinite ? min(max(settledFor, 0), 86_400) : 0
         let claimed = try queue.claimInTurn(on: connection) { part throws(PGError) in
             let statement = TableParts.statement(BadgeSQL.claimDirtyUsersInOrder, over: part, table: "dirty_mark", make: BadgeSQL.claimDirtyUsersInOrder(from:))
             var claimed: [(user: UserID, dirtiedAt: Date)] = []
             func sweepPart(_ limit: Int, after: String, through: String?) throws(PGError) {
-                for row in try connection.query(statement, [limit, after, through]).rows {
+                for row in try connection.query(statement, [limit, after, through, settle]).rows {
                     let name = try row.decode(0, as: String.self)
                     let dirtiedAt = try row.decode(1, as: Date.self)
                     guard let user = try? UserID(validating: name) else { continue }
@@ -197,17 +205,18 @@ extension BadgeStore {
     /// rolls them up (`rollUp`). `onClaim` runs before the round's statements: a worker that
     /// shares the sweep can start its own claim after these users instead of stepping over
     /// them (with two workers, each claim otherwise read about twice the users it took).
+    /// With `settledFor`, only users whose oldest mark is that many seconds old are claimed.
     ///
     /// - Returns: the users claimed, in claim order, with when each was first marked dirty (for
     ///   the rollup-lag measure), what the round did, and the sweep moved past them.
     public func rollupRound(
-        limit: Int, sweep: RollupSweep = RollupSweep(), recountAll: Bool = false,
+        limit: Int, sweep: RollupSweep = RollupSweep(), recountAll: Bool = false, settledFor: Double = 0,
         onClaim: @escaping @Sendable (RollupSweep) -> Void = { _ in }
     ) async throws -> (
         claimed: [(user: UserID, dirtiedAt: Date)], outcome: RollupOutcome, sweep: RollupSweep
     ) {
         try await pool.withTransaction { connection in
-            let (claimed, sweep) = try Self.claimDirtyUsers(limit: limit, sweep: sweep, on: connection)
+            let (claimed, sweep) = try Self.claimDirtyUsers(limit: limit, sweep: sweep, settledFor: settledFor, on: connection)
             onClaim(sweep)
             return (claimed, try Self.rollUp(claimed.map(\.user), recountAll: recountAll, onlyMarked: true, on: connection), sweep)
         }

@@ -61,8 +61,9 @@ extension BadgeSQL {
         """, prepared: false)
 
     /// Up to `$1` users with dirty marks, in user order after `$2` (and at most `$3`, when it is
-    /// not NULL), with each one's oldest mark's time: each one whose rollup lock (`lockUsers`'s)
-    /// this transaction could take without waiting, held until it ends. A user another round
+    /// not NULL), with each one's oldest mark's time: each one whose oldest mark is at least `$4`
+    /// seconds old (0: any) and whose rollup lock (`lockUsers`'s) this transaction could take
+    /// without waiting, held until it ends (a younger user's lock is not tried). A user another round
     /// holds is passed by, not waited for, so rounds of several workers never queue behind each
     /// other.
     ///
@@ -88,7 +89,8 @@ extension BadgeSQL {
             ) AS n
         )
         SELECT user_id, dirtied_at FROM sweep
-        WHERE pg_try_advisory_xact_lock(1919247460, hashtext(user_id))
+        WHERE CASE WHEN dirtied_at > now() - make_interval(secs => $4) THEN false
+                   ELSE pg_try_advisory_xact_lock(1919247460, hashtext(user_id)) END
         LIMIT $1
         """
     }
