@@ -43,6 +43,14 @@ extension BenchCommand {
         @Option(help: "The reddot executable the ingest and rollup processes run (to compare builds in one run). Default: this one.")
         var reddot: String?
 
+        @Option(
+            name: .customLong("rollup-argument"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp(
+                "One more argument for every reddot rollup process the bench starts (repeatable, in order), to measure a "
+                    + "rollup flag: --rollup-argument --rollup-backlog-settle-seconds --rollup-argument 30.",
+                valueName: "argument"))
+        var rollupArguments: [String] = []
+
         @Option(name: .customLong("timeout-seconds"), help: "How long each phase may take.")
         var timeoutSeconds: Int = 900
 
@@ -71,6 +79,7 @@ extension BenchCommand {
                 python: python ?? (FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"),
                 timeoutSeconds: timeoutSeconds, keep: scratchSettings.keep)
             if noPeer { settings.peerLeftOut = "left out (--no-peer)" }
+            settings.rollupArguments = rollupArguments
             let measurement: BacklogBenchmark.Measurement
             do {
                 measurement = try await BacklogBenchmark(settings: settings, logger: logger).run()

@@ -37,6 +37,8 @@ public struct BacklogBenchmark: Sendable {
         public var python: String
         /// Why the peer is left out when `peerScript` is nil, as the report says it.
         public var peerLeftOut = "no --peer-script found"
+        /// Arguments added to every `reddot rollup` the bench starts (`--rollup-argument`).
+        public var rollupArguments: [String] = []
         /// How long each phase may take.
         public var timeoutSeconds: Int
         /// Keep the scratch databases.
@@ -353,6 +355,7 @@ public struct BacklogBenchmark: Sendable {
     /// The rollup as an operator runs it next to Kafka: with its change feed.
     private func rollupArguments(url: String) -> [String] {
         ["rollup", "--database-url", url, "--changes-brokers", settings.brokers, "--changes-topic", settings.topic + ".changes", "--log-level", "warning"]
+            + settings.rollupArguments
     }
 
     /// Polls `database` every 10 ms until `check` says done (its first value: whether a commit

@@ -21,6 +21,8 @@ public struct BacklogReport: Sendable, Encodable {
     var paths: Int
     /// The executable the ingest and rollup processes ran.
     var reddot: String
+    /// What `--rollup-argument` added to the rollup processes' command lines.
+    var rollupArguments: [String]
     var publishSeconds: Double
     var dirtyUsers: Int
     var ingestAlone: BacklogBenchmark.Phase?
@@ -66,6 +68,7 @@ public struct BacklogReport: Sendable, Encodable {
         self.partitions = Int(partitions)
         (events, users, paths) = (settings.events, settings.users, settings.paths)
         reddot = settings.executable
+        rollupArguments = settings.rollupArguments
         publishSeconds = measurement.publishSeconds
         dirtyUsers = measurement.dirtyUsers
         ingestAlone = measurement.ingestAlone
@@ -149,7 +152,7 @@ public struct BacklogReport: Sendable, Encodable {
         return """
             reddot bench backlog: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
             backlog:    \(number(Double(events))) incr by 1 over \(number(Double(users))) users × \(paths) paths (root.bench.p0…), in Kafka before anything starts (\(kafka), \(partitions) partitions; published in \(String(format: "%.1f", publishSeconds)) s)
-            processes:  \(reddot) ingest / rollup, with their defaults
+            processes:  \(reddot) ingest / rollup, with their defaults\(rollupArguments.isEmpty ? "" : "; rollup also with " + rollupArguments.joined(separator: " "))
             \(line("ingest:     reddot ingest alone, until its offsets cover the backlog: ", ingestAlone))
             \(line("rollup:     reddot rollup over the \(number(Double(dirtyUsers))) users ingest alone left dirty: ", rollupOfBacklog, unit: "users/s"))
             \(line("pipeline:   reddot ingest + reddot rollup started together, until every parent is current: ", wholePipeline))
