@@ -254,8 +254,11 @@ public struct RollupService: Service {
                     // too few settled users: the next ones settle as ingest's batches age, so
                     // look again a while later, not after the idle pause (walks every 20 ms
                     // over 100,000 young users cost the pipeline of `bench backlog` about 40%
-                    // more database time per event).
-                    await pause(.milliseconds(Int64(min(settle / 6, 5) * 1_000)))
+                    // more database time per event); at once when ingest catches up.
+                    let end = ContinuousClock.now + .milliseconds(Int64(min(settle / 6, 5) * 1_000))
+                    while !shouldStop, ContinuousClock.now < end, await ingestIsBehind() {
+                        await pause(min(configuration.backlogCheckInterval, end - ContinuousClock.now))
+                    }
                 } else if claimed == 0 {
                     try? await Task.sleep(for: configuration.idleInterval)
                 }
