@@ -32,6 +32,11 @@ struct BenchBacklogCLITests {
         #expect(output.contains("wal:        ingest alone: "), "\(output)")
         #expect(output.contains(" records per user, "), "\(output)")
         #expect(output.contains("(the whole server's WAL; shared_buffers "), "\(output)")
+        // The rows each phase wrote: every event leaves exactly one id; the peer writes only its nodes.
+        #expect(output.contains("rows:       ingest alone: "), "\(output)")
+        #expect(output.contains("applied_user_event_generation 1.00/0.00/0.00"), "\(output)")
+        #expect(output.contains(" rows written per user ("), "\(output)")
+        #expect(output.contains("            peer: ") && output.contains("most (inserted/updated/deleted): peer_badge "), "\(output)")
         #expect(
             output.contains(
                 "verified:   yes, the whole pipeline's leaves sum to 3000 and reddot verify found 0 mismatches; the plain consumer's roots sum to 3000"),

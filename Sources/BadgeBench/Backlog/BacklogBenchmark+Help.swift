@@ -54,7 +54,11 @@ extension BacklogBenchmark {
         later; the whole server's, so run the bench on a server nothing else writes to): \
         bytes, records and full-page images per event (per user for the rollup of the \
         backlog), the checkpoints that came meanwhile, and advice when max_wal_size forced \
-        one; with shared_buffers, max_wal_size, checkpoint_timeout and wal_compression.
+        one; with shared_buffers, max_wal_size, checkpoint_timeout and wal_compression. And the \
+        rows each phase wrote to its database, per event (per user for the rollup of the \
+        backlog), read from pg_stat_user_tables once the phase's sessions have ended: inserted, \
+        updated (and how many in place, HOT) and deleted, the index entries they made, and the \
+        tables that wrote most, each as inserted/updated/deleted.
 
         Exit codes: 0 measured and verified; 1 a phase failed, timed out or did not verify; \
         64 bad arguments; 65 no migrations; 69 the database cannot be reached.

@@ -73,6 +73,8 @@ public struct BacklogBenchmark: Sendable {
         public var cpu: PhaseCPU? = nil
         /// What the server wrote to its write-ahead log meanwhile (nil where it does not say).
         public var wal: PhaseWAL? = nil
+        /// The rows the phase wrote to its database, per table (nil where it does not say).
+        public var rows: PhaseRows? = nil
     }
 
     /// The CPU time of a phase, in core-seconds: of each of the contender's processes, of the
@@ -219,9 +221,11 @@ public struct BacklogBenchmark: Sendable {
             let consumed = try connection.sumOfStoredOffsets(group: group)
             return (consumed > 0, consumed >= Int64(settings.events))
         }
+        ingest.stop()
         return Phase(
             name: "reddot ingest", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
-            rate: Double(settings.events) / timing.seconds, problems: [], cpu: timing.cpu, wal: timing.wal)
+            rate: Double(settings.events) / timing.seconds, problems: [], cpu: timing.cpu, wal: timing.wal,
+            rows: PhaseRows(before: timing.rows, after: await settledRows(database)))
     }
 
     /// `reddot rollup` over the users ingest alone left dirty, until none is.
@@ -233,8 +237,9 @@ public struct BacklogBenchmark: Sendable {
             let dirty = try connection.anyDirtyUser()
             return (true, !dirty)
         }
+        rollup.stop()
         return Phase(name: "reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: nil, rate: Double(users) / timing.seconds, problems: [],
-            cpu: timing.cpu, wal: timing.wal)
+            cpu: timing.cpu, wal: timing.wal, rows: PhaseRows(before: timing.rows, after: await settledRows(database)))
     }
 
     /// `reddot ingest` and `reddot rollup` started together, until the backlog is stored and no
@@ -255,6 +260,7 @@ public struct BacklogBenchmark: Sendable {
         }
         ingest.stop()
         rollup.stop()
+        let rows = PhaseRows(before: timing.rows, after: await settledRows(database))
         var problems: [String] = []
         var verifying = database
         verifying.sessionSettings += BadgeStore.recommendedSessionSettings  // as reddot verify runs
@@ -266,7 +272,7 @@ public struct BacklogBenchmark: Sendable {
         if leaves != events { problems.append("the leaves' counts sum to \(leaves), not \(events)") }
         return Phase(
             name: "reddot ingest + reddot rollup", seconds: timing.seconds, secondsFromFirstCommit: timing.fromFirstCommit,
-            rate: Double(settings.events) / timing.seconds, problems: problems, cpu: timing.cpu, wal: timing.wal)
+            rate: Double(settings.events) / timing.seconds, problems: problems, cpu: timing.cpu, wal: timing.wal, rows: rows)
     }
 
     /// What the whole pipeline's database holds on disk (after `VACUUM (ANALYZE)`), then one retention prune of all of it
@@ -305,6 +311,7 @@ public struct BacklogBenchmark: Sendable {
         benchProgress("plain consumer: \(settings.python) \(script)")
         let name = try await connect(database) { try $0.currentDatabase() }
         let walBefore = try await connect(database) { WALSample.now(on: $0) }
+        let rowsBefore = try await connect(database) { TableRowsSample.now(on: $0) }
         let before = CPUSample.now(database: name)
         let started = BenchClock.now
         let peer = try BenchChild.start(
@@ -319,6 +326,7 @@ public struct BacklogBenchmark: Sendable {
         // Its process's CPU as last read while it ran (its backend's is not reported).
         let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: [peer])
         let wal = PhaseWAL(before: walBefore, after: try await connect(database) { WALSample.now(on: $0) })
+        let rows = PhaseRows(before: rowsBefore, after: await settledRows(database))
         guard status == 0 else { throw BenchFailure("the plain consumer exited \(status): \(peer.outputTail)") }
         // Its last line: {"consumed", "applied", "batches", "seconds", "seconds_from_first_commit"}.
         let line = peer.outputTail.split(separator: "\n").last.map(String.init) ?? ""
@@ -328,7 +336,7 @@ public struct BacklogBenchmark: Sendable {
         if roots != Int64(settings.events) { problems.append("its root counts sum to \(roots), not \(settings.events)") }
         return Phase(
             name: "plain consumer", seconds: seconds, secondsFromFirstCommit: reported?["seconds_from_first_commit"] as? Double,
-            rate: Double(settings.events) / seconds, problems: problems, cpu: cpu, wal: wal)
+            rate: Double(settings.events) / seconds, problems: problems, cpu: cpu, wal: wal, rows: rows)
     }
 
     /// Whether `executable command --help` names `flag` (a build before the flag does not).
@@ -362,11 +370,12 @@ public struct BacklogBenchmark: Sendable {
     /// was seen), failing when a child exits or the phase times out.
     private func until(
         _ database: PGConfiguration, children: [BenchChild], _ check: @escaping @Sendable (PGConnection) throws -> (committed: Bool, done: Bool)
-    ) async throws -> (seconds: Double, fromFirstCommit: Double?, cpu: PhaseCPU, wal: PhaseWAL?) {
+    ) async throws -> (seconds: Double, fromFirstCommit: Double?, cpu: PhaseCPU, wal: PhaseWAL?, rows: TableRowsSample?) {
         let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
         defer { pool.close() }
         let name = try await pool.withConnection { try $0.currentDatabase() }
         let walBefore = try await pool.withConnection { WALSample.now(on: $0) }
+        let rowsBefore = try await pool.withConnection { TableRowsSample.now(on: $0) }
         let before = CPUSample.now(database: name)
         let started = BenchClock.now
         var firstCommit: UInt64?
@@ -378,7 +387,7 @@ public struct BacklogBenchmark: Sendable {
             if done {
                 let cpu = PhaseCPU(before: before, after: CPUSample.now(database: name), children: children)
                 let wal = PhaseWAL(before: walBefore, after: try await pool.withConnection { WALSample.now(on: $0) })
-                return (Double(now - started) / 1e9, firstCommit.map { Double(now - $0) / 1e9 }, cpu, wal)
+                return (Double(now - started) / 1e9, firstCommit.map { Double(now - $0) / 1e9 }, cpu, wal, rowsBefore)
             }
             if let gone = children.first(where: { !$0.isRunning }) {
                 throw BenchFailure("\(gone.name) exited early: \(gone.outputTail)")
@@ -387,6 +396,19 @@ public struct BacklogBenchmark: Sendable {
             // Every 20 ms: the probes run on the database being measured, and phases last seconds.
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// The rows written to `database` so far (`TableRowsSample`), read once no other session
+    /// is connected to it (at most 5 s after the phase's processes stopped): a backend counts its
+    /// writes where others can read them when it ends, or when idle, at most once a second.
+    private func settledRows(_ database: PGConfiguration) async -> TableRowsSample? {
+        let deadline = BenchClock.now + 5_000_000_000
+        while BenchClock.now < deadline {
+            let others = try? await connect(database) { try $0.countOtherSessions() }
+            if others == 0 { break }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return try? await connect(database) { TableRowsSample.now(on: $0) }
     }
 
     private func connect<T: Sendable>(_ database: PGConfiguration, _ body: @escaping @Sendable (PGConnection) throws -> T) async throws -> T {

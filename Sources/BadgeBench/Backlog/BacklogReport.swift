@@ -145,6 +145,17 @@ public struct BacklogReport: Sendable, Encodable {
             ? "wal:        not read (the server has no pg_stat_wal before PostgreSQL 14, or this role may not read it)"
             : "            (the whole server's WAL; \(PhaseWAL.sizing(postgresqlSettings)))"
                 + (forced > 0 ? "\n            " + PhaseWAL.forcedAdvice(forced) : "")
+        // The rows each phase wrote per event (per user for the rollup of the backlog).
+        func rows(_ label: String, _ phase: BacklogBenchmark.Phase?, per count: Int, unit: String = "event") -> String? {
+            guard let rows = phase?.rows, count > 0 else { return nil }
+            return label + rows.text(per: count, unit: unit)
+        }
+        let rowLines = [
+            rows("rows:       ingest alone: ", ingestAlone, per: events),
+            rows("            rollup of the backlog: ", rollupOfBacklog, per: dirtyUsers, unit: "user"),
+            rows("            pipeline: ", wholePipeline, per: events),
+            rows("            peer: ", plainConsumer, per: events),
+        ].compactMap { $0 }
         func ratio(_ value: Double?, target: Double) -> String {
             guard let value else { return "n/a" }
             return String(format: "%.2f× (target ≥ %.1f×: %@)", value, target, value >= target ? "met" : "NOT met")
@@ -160,6 +171,7 @@ public struct BacklogReport: Sendable, Encodable {
             ratios:     pipeline / ingest alone \(ratio(wholeOverIngestAlone, target: 0.5)); pipeline / plain consumer \(ratio(wholeOverPlainConsumer, target: 2))
             \(cpuLines.joined(separator: "\n"))
             \((walLines + [walNote]).joined(separator: "\n"))
+            \((rowLines.isEmpty ? ["rows:       not read (pg_stat_user_tables)"] : rowLines).joined(separator: "\n"))
             versions:   the pipeline made \(number(Double(pipelineVersions))) user versions, \(String(format: "%.2f", Double(pipelineVersions) / Double(max(dirtyUsers, 1)))) per user written (1.00 at best: every user brought current once)
             storage:    after the pipeline: \(String(format: "%.0f", bytesPerEventRetained)) bytes on disk per event retained (\(BacklogBenchmark.retainedTables.joined(separator: ", "))), \(String(format: "%.0f", bytesPerUser)) per user (\(BacklogBenchmark.userTables.joined(separator: ", "))); one retention prune of all of it: the users' \(number(Double(emptiedKeys))) event ids in two dedupe generations emptied in \(String(format: "%.2f", generationSeconds)) s, and \(number(Double(prunedRows))) other rows deleted or folded in \(String(format: "%.2f", pruneSeconds)) s, leaving \(number(Double(pruneDirtiedUsers))) users dirty for the rollup
             timing:     each from its processes' start (process start and the consumer group's join included) to done

@@ -54,6 +54,16 @@ extension PGConnection {
         try query(PGStatement("bench.count_versions", "SELECT count(*) FROM badge_change", prepared: false)).singleRow().decode(0, as: Int.self)
     }
 
+    /// The client sessions connected to this database besides this one.
+    public func countOtherSessions() throws(PGError) -> Int {
+        try query(
+            PGStatement(
+                "bench.other_sessions",
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                prepared: false)
+        ).singleRow().decode(0, as: Int.self)
+    }
+
     /// The number of users with a dirty mark.
     public func countDirtyUsers() throws(PGError) -> Int {
         try query(PGStatement("bench.count_dirty", "SELECT count(DISTINCT user_id) FROM dirty_mark", prepared: false)).singleRow().decode(0, as: Int.self)
