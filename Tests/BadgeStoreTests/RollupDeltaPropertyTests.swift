@@ -11,6 +11,11 @@ struct RollupDeltaPropertyTests {
     /// one of each, on the tables hash-partitioned by user; with `inBatch`, about half the
     /// batches bring their users current themselves, as ingest does when caught up (the users
     /// who only add leave no dirty mark).
+    /// The deltas waiting for the rollup: rows of `badge_delta` and those the dirty marks carry.
+    static let waitingDeltas = """
+        SELECT ((SELECT count(*) FROM badge_delta) + (SELECT coalesce(sum(cardinality(delta_paths)), 0) FROM dirty_mark))::int
+        """
+
     static let cases: [(seed: UInt64, additive: Bool, layout: SchemaLayout, inBatch: Bool)] = [
         (1, true, .plain, false), (2, true, .plain, false), (3, true, .plain, true), (4, false, .plain, false),
         (5, false, .plain, true), (6, true, .partitionedByUser, true), (7, false, .partitionedByUser, false),
@@ -53,7 +58,7 @@ struct RollupDeltaPropertyTests {
                 try await deltas.ingest(batch)
                 try await recounts.ingest(batch)
             }
-            recordedDeltas += try await deltas.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self)
+            recordedDeltas += try await deltas.scalar(Self.waitingDeltas, as: Int.self)
             guard generator.integer(in: 0...2) > 0 else { continue }  // sometimes let deltas pile up
             addedUsers += try await deltas.drainCountingDeltas(batchSize: generator.integer(in: 1...80))
             try await recounts.drainDirtyUsers(batchSize: generator.integer(in: 1...80), recountAll: true)
@@ -64,7 +69,7 @@ struct RollupDeltaPropertyTests {
         // The delta path ran, and consumed what ingest recorded.
         #expect(recordedDeltas > 0, "ingest recorded no deltas (seed \(seed))")
         #expect(addedUsers > 0, "no rollup took the delta path (seed \(seed))")
-        #expect(try await deltas.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
+        #expect(try await deltas.scalar(Self.waitingDeltas, as: Int.self) == 0)
         #expect(!inBatch || rolledInBatch > 0, "no batch added its users' deltas itself (seed \(seed))")
 
         for id in users {
@@ -122,9 +127,15 @@ struct RollupDeltaUpgradeTests {
         let fixture = try await StoreFixture.make()
         try await tearingDown({ await fixture.tearDown() }) {
             let alice = user("stale_alice")
+            // Left both ways: in `badge_delta` (earlier builds, other writers) and on a mark.
             let path = try BadgePath(validating: "root.chat.c1")
             try await fixture.ingest([BadgeMutation(user: alice, path: path, operation: .increment(by: 2))])
-            #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 1)
+            // Ingest's additive write carries its delta on its dirty mark (migration 31).
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
+            #expect(
+                try await fixture.scalar(
+                    "SELECT concat_ws(' ', recount, additive, delta_paths::text, delta_amounts::text) FROM dirty_mark", as: String.self)
+                    == "t t {root.chat.c1} {2}")
             try await fixture.drainDirtyUsers()
             #expect(try await fixture.store.tree(for: alice).tree?.count == 2)
 
@@ -137,8 +148,17 @@ struct RollupDeltaUpgradeTests {
                     PGStatement(
                         "test.stale_delta", """
                             INSERT INTO badge_delta
-                            SELECT d.user_id, d.path, d.amount, d.unseen, v.writes_through
-                            FROM badge_delta d JOIN user_version v ON v.user_id = d.user_id
+                            SELECT m.user_id, d.path, d.amount, d.unseen, v.writes_through
+                            FROM dirty_mark m JOIN user_version v ON v.user_id = m.user_id
+                            CROSS JOIN LATERAL unnest(m.delta_paths, m.delta_amounts, m.delta_unseen) AS d(path, amount, unseen)
+                            """,
+                        prepared: false))
+                _ = try connection.query(
+                    PGStatement(
+                        "test.stale_mark", """
+                            INSERT INTO dirty_mark (user_id, seq, bump, recount, additive, delta_paths, delta_amounts, delta_unseen)
+                            SELECT m.user_id, v.writes_through, false, true, true, m.delta_paths, m.delta_amounts, m.delta_unseen
+                            FROM dirty_mark m JOIN user_version v ON v.user_id = m.user_id
                             """,
                         prepared: false))
             }
@@ -147,6 +167,7 @@ struct RollupDeltaUpgradeTests {
             #expect(tree.tree?.count == 5)
             #expect(tree.version == version + 1)
             #expect(try await fixture.scalar("SELECT count(*)::int FROM badge_delta", as: Int.self) == 0)
+            #expect(try await fixture.scalar("SELECT count(*)::int FROM dirty_mark", as: Int.self) == 0)
         }
     }
 }

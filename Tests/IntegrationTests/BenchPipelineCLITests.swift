@@ -26,6 +26,8 @@ struct BenchPipelineCLITests {
         #expect(output.contains("rollup lag: dirty mark → aggregates committed"), "\(output)")
         #expect(output.contains(" records per event in the window, "), "\(output)")
         #expect(output.contains("(the whole server's; shared_buffers "), "\(output)")
+        // The rows per event, about (a 2 s window is within PostgreSQL's counts' delay).
+        #expect(output.contains("rows:       about ") && output.contains(" rows written per event in the window ("), "\(output)")
         #expect(output.contains("verified:   yes, every event visible over SSE; 300 event ids applied, 0 rejected; leaf counts sum to 300"), "\(output)")
         #expect(output.contains("(dropped)"), "\(output)")
     }

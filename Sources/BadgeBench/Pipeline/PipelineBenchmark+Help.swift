@@ -56,7 +56,10 @@ extension PipelineBenchmark {
         generator's two threads, everything else); and what the server wrote to its \
         write-ahead log in the window (pg_stat_wal and pg_stat_bgwriter, PostgreSQL 14 and \
         later: bytes, records and full-page images per event, and the checkpoints, with \
-        advice when max_wal_size forced one). The report names \
+        advice when max_wal_size forced one); and, about (a busy PostgreSQL backend publishes \
+        its counts about once a second), the rows written to the database in the window per \
+        event and per table (pg_stat_user_tables: inserted, updated and deleted, the index \
+        entries they made, the tables that wrote most). The report names \
         PostgreSQL's fsync and synchronous_commit settings: durable (both on) is the \
         headline; anything else is labelled relaxed.
 

@@ -43,11 +43,13 @@ extension PipelineBenchmark {
 
             try await BenchClock.sleep(until: measureStart)
             let walBefore = await WALSample.now(settings.database, logger: logger)
+            let rowsBefore = await TableRowsSample.now(settings.database, logger: logger)
             let before = CPUSample.now(database: settings.databaseName)
             let (producerBefore, streamsBefore) = (tracker.producerCPUNanoseconds, client.cpuNanoseconds)
             try await BenchClock.sleep(until: measureEnd)
             let after = CPUSample.now(database: settings.databaseName)
             let wal = PhaseWAL(before: walBefore, after: await WALSample.now(settings.database, logger: logger))
+            let rows = PhaseRows(before: rowsBefore, after: await TableRowsSample.now(settings.database, logger: logger))
             let producerSeconds = Double(tracker.producerCPUNanoseconds - producerBefore) / 1e9
             let streamSeconds = Double(client.cpuNanoseconds - streamsBefore) / 1e9
             let cpu = WindowCPU(
@@ -74,6 +76,7 @@ extension PipelineBenchmark {
             var measurement = summarize(
                 workload: workload, deliveries: deliveries, recorder: recorder, tracker: tracker, streams: client.totals, cpu: cpu)
             measurement.wal = wal
+            measurement.rows = rows
             var lag = lagCapture.samples(from: measureStart, to: measureEnd)
             lag.sort()
             measurement.rollupLag = LatencySummary(sortedNanoseconds: lag.map { UInt64(max(0, $0)) })

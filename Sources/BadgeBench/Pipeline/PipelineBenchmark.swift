@@ -157,6 +157,9 @@ public struct PipelineBenchmark: Sendable {
         var streamClientCPUSeconds: Double
         /// What the server wrote to its write-ahead log in the window (nil where it does not say).
         var wal: PhaseWAL? = nil
+        /// The rows the services wrote to the database in the window, per table (about: a busy
+        /// backend publishes its counts about once a second).
+        var rows: PhaseRows? = nil
         var appliedEvents = 0
         var rejectedRecords = 0
         var leafCountSum: Int64 = 0

@@ -90,6 +90,8 @@ public struct PipelineReport: Encodable, Sendable {
     /// What the server wrote to its write-ahead log in the window, and the settings that size it.
     var wal: PhaseWAL?
     var postgresqlSizing: String
+    /// The rows written to the database in the window, per table (about: see `rows`' line).
+    var rows: PhaseRows?
     var appliedEvents: Int
     var rejectedRecords: Int
     var leafCountSum: Int64
@@ -180,6 +182,7 @@ public struct PipelineReport: Encodable, Sendable {
         postgresqlPercent = 100 * cpu.databaseSeconds / total
         otherPercent = 100 * cpu.otherSeconds / total
         wal = measurement.wal
+        rows = measurement.rows
         postgresqlSizing = PhaseWAL.sizing(pg)
         appliedEvents = measurement.appliedEvents
         rejectedRecords = measurement.rejectedRecords
@@ -249,6 +252,7 @@ public struct PipelineReport: Encodable, Sendable {
             streams:    \(number(Double(streamChanges))) change and \(number(Double(streamSnapshots))) snapshot events, \(number(Double(streamBytes))) bytes; \(streamErrors) errors\(firstStreamError.map { " (first: \($0))" } ?? ""); drain after the last publish \(BenchReport.seconds(drainSeconds))
             CPU:        machine \(percent(machineBusyPercent)) busy in the window: RedDot's services \(percent(pipelineProcessPercent)) and their PostgreSQL backends \(percent(postgresqlPercent)); \(mockBrokerPercent > 0 ? "the stand-in Kafka broker (librdkafka's mock cluster, in this process) \(percent(mockBrokerPercent)); " : "")the bench's producer \(percent(producerPercent)) and SSE client \(percent(streamClientPercent)); other \(percent(otherPercent)) (percent of all cores)
             WAL:        \(wal.map { $0.text(per: eventsInWindow, unit: "event in the window") + " (the whole server's; \(postgresqlSizing))" + ($0.checkpointsRequested > 0 ? "\n            " + PhaseWAL.forcedAdvice($0.checkpointsRequested) : "") } ?? "not read (the server has no pg_stat_wal before PostgreSQL 14, or this role may not read it)")
+            rows:       \(rows.map { "about " + $0.text(per: eventsInWindow, unit: "event in the window") } ?? "not read (pg_stat_user_tables)")
             target:     rollup lag p99 < 100 ms: \(rollupLagSamples == 0 ? (usersRolledUpByIngest > 0 ? "yes (no user waited for the rollup)" : "not measured") : rollupLagP99Ms < 100 ? "yes" : "NO")
             verified:   \(verified ? "yes, " : "NO: ")\(verification)
             database:   \(database) (\(databaseKept ? "kept" : "dropped"))

@@ -1,5 +1,6 @@
 import Foundation
 import LibPQ
+import Logging
 
 /// The rows written so far to each table of one database (`pg_stat_user_tables`; a partition
 /// counts toward its partitioned table), with each table's number of indexes. PostgreSQL counts
@@ -30,15 +31,23 @@ struct TableRowsSample: Sendable {
         return sample
     }
 
+    /// The counters now, read over a connection of its own to `database`.
+    static func now(_ database: PGConfiguration, logger: Logger) async -> TableRowsSample? {
+        let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
+        defer { pool.close() }
+        return try? await pool.withConnection { now(on: $0) }
+    }
+
     /// Per table (a partition under its root), the rows inserted, updated, updated in place
-    /// (HOT: no new index entry) and deleted, and its indexes (a partition's own, the most of
-    /// any partition).
+    /// (HOT: no new index entry) and deleted, and its indexes that take an entry per row (a
+    /// partition's own, the most of any partition; not BRIN, which summarizes block ranges).
     private static let statement = PGStatement(
         "bench.table_rows",
         """
         SELECT coalesce(pg_partition_root(s.relid), s.relid)::regclass::text,
                sum(s.n_tup_ins)::float8, sum(s.n_tup_upd)::float8, sum(s.n_tup_hot_upd)::float8, sum(s.n_tup_del)::float8,
-               max((SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid))::float8
+               max((SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+                    WHERE i.indrelid = s.relid AND a.amname <> 'brin'))::float8
         FROM pg_stat_user_tables s
         GROUP BY 1
         """, prepared: false)
@@ -47,7 +56,7 @@ struct TableRowsSample: Sendable {
 /// The rows a phase wrote, per table: where the database's work per event goes, whatever the
 /// machine's speed. Index entries are counted as PostgreSQL makes them: one per index for each
 /// row inserted and each update that is not HOT (a partial index that leaves the row out makes
-/// fewer).
+/// fewer; a BRIN index, none per row, is not counted).
 public struct PhaseRows: Sendable, Codable {
     public struct Table: Sendable, Codable {
         public var inserted: Double
@@ -85,8 +94,8 @@ public struct PhaseRows: Sendable, Codable {
         let updated = sum(\.updated)
         let hot = updated > 0 ? String(format: " (%.0f%% in place)", sum(\.hotUpdated) / updated * 100) : ""
         let f = { (value: Double) in String(format: "%.2f", value / per) }
-        // Tables under 0.005 rows per unit (the offsets, the feed's lease) are left out.
-        let top = tables.filter { $0.value.written / per >= 0.005 }.sorted { ($0.value.written, $1.key) > ($1.value.written, $0.key) }.prefix(most)
+        // Tables under 0.01 rows per unit (the offsets, the feed's lease) are left out.
+        let top = tables.filter { $0.value.written / per >= 0.01 }.sorted { ($0.value.written, $1.key) > ($1.value.written, $0.key) }.prefix(most)
             .map { "\($0.key) \(f($0.value.inserted))/\(f($0.value.updated))/\(f($0.value.deleted))" }
         return "\(f(sum(\.written))) rows written per \(unit) (\(f(sum(\.inserted))) inserted, \(f(updated)) updated\(hot), "
             + "\(f(sum(\.deleted))) deleted), \(f(sum(\.indexEntries))) index entries; most (inserted/updated/deleted): "

@@ -48,6 +48,8 @@ extension BadgeSQL {
         SELECT u.user_id, coalesce(m.bump, false),
                coalesce(m.recount, false) OR CASE WHEN (SELECT declared FROM modes) THEN coalesce((
                    SELECT true FROM badge_delta d WHERE d.user_id = u.user_id AND d.path ? (SELECT below FROM modes) LIMIT 1), false)
+                   OR coalesce((
+                   SELECT true FROM dirty_mark x WHERE x.user_id = u.user_id AND x.delta_paths ? (SELECT below FROM modes) LIMIT 1), false)
                    ELSE false END
                OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil))) AS x LIMIT 1), false)
                OR u.user_id IN (SELECT user_id FROM held_recount),
@@ -55,7 +57,7 @@ extension BadgeSQL {
                coalesce((SELECT bool_or(c.relkind = 'p') FROM pg_class c WHERE c.oid IN (to_regclass('dirty_mark'), to_regclass('badge_delta'))), true)
         FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
         CROSS JOIN LATERAL (
-            SELECT bool_or(x.bump) AS bump, bool_or(x.recount) AS recount FROM dirty_mark x WHERE x.user_id = u.user_id
+            SELECT bool_or(x.bump) AS bump, bool_or(x.recount AND NOT x.additive) AS recount FROM dirty_mark x WHERE x.user_id = u.user_id
         ) AS m
         WHERE m.bump IS NOT NULL OR u.user_id = ANY($2::text[])
         """, prepared: false)
@@ -408,6 +410,9 @@ extension BadgeSQL {
         """
         SELECT d.seq FROM badge_mute mu JOIN badge_delta d ON d.user_id = mu.user_id AND d.path <@ mu.path
         WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND d.seq > \($0)" } ?? "")
+        UNION ALL
+        SELECT x.seq FROM badge_mute mu JOIN dirty_mark x ON x.user_id = mu.user_id AND x.delta_paths <@ mu.path
+        WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND x.seq > \($0)" } ?? "")
         """
     }
 
@@ -418,6 +423,10 @@ extension BadgeSQL {
             SELECT min(d.seq) - 1 FROM badge_delta d
             WHERE d.user_id = k.user_id AND d.seq > k.covered
               AND d.path ? (SELECT array_agg(a.below) FROM aggregation_mode a WHERE a.mode <> 'sum')), k.written)
+        , coalesce((
+            SELECT min(x.seq) - 1 FROM dirty_mark x
+            WHERE x.user_id = k.user_id AND x.seq > k.covered
+              AND x.delta_paths ? (SELECT array_agg(a.below) FROM aggregation_mode a WHERE a.mode <> 'sum')), k.written)
         """
 
     /// Adds the listed users' deltas (what ingest recorded of their new increments) to the
@@ -453,7 +462,7 @@ extension BadgeSQL {
             SELECT k.user_id, k.covered, k.user_id = ANY($3::text[]) AS bump,
                    least(k.written, coalesce((
                        SELECT min(m.seq) - 1 FROM dirty_mark m
-                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND (m.recount OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
+                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND ((m.recount AND NOT m.additive) OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
                    coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)) AS top
             FROM known k
         )\(consumeMarks(partitioned: partitioned)), stored AS (
@@ -475,9 +484,13 @@ extension BadgeSQL {
         ), spill_marked AS (
             INSERT INTO dirty_mark (user_id, seq, bump, recount)
             SELECT DISTINCT user_id, seq, false, true FROM held WHERE NOT covered
-            ON CONFLICT (user_id, seq) DO UPDATE SET recount = true
+            ON CONFLICT (user_id, seq) DO UPDATE SET recount = true, additive = false
         ), consumed AS (
             SELECT * FROM stored
+            UNION ALL
+            -- The deltas the consumed marks carry (migration 31).
+            SELECT u.user_id, d.path, d.amount, d.unseen, u.seq
+            FROM unmarked u CROSS JOIN LATERAL unnest(u.delta_paths, u.delta_amounts, u.delta_unseen) AS d(path, amount, unseen)
             UNION ALL
             SELECT user_id, path, amount, unseen, seq FROM held WHERE covered
         ), spread AS (
@@ -534,6 +547,7 @@ extension BadgeSQL {
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))\(
                 partitioned ? "\n      AND m.user_id = ANY($1::text[]) AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint" : "")
+            RETURNING m.user_id, m.seq, m.delta_paths, m.delta_amounts, m.delta_unseen
         )
         """
     }

@@ -23,12 +23,15 @@ extension BadgeStore {
     }
 
     /// `apply`, holding the deltas of the users of `holding` (with `.fail`) in the outcome
-    /// instead of storing them (``HeldDeltas``).
+    /// instead of storing them (``HeldDeltas``), and giving the users of `marking` (with
+    /// `.fail`; `markDirty` left them unmarked for this) the dirty mark that carries their
+    /// deltas (`BadgeSQL.addIncrements`' `$7`).
     static func apply(
-        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], on connection: PGConnection
+        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], marking: [UserID] = [], on connection: PGConnection
     ) throws(PGError) -> BadgeApplyOutcome {
         var outcome = BadgeApplyOutcome()
-        outcome.touchedRows = try applyOwnState(batch, conflicts: conflicts, holding: holding, into: &outcome.held, on: connection)
+        outcome.touchedRows = try applyOwnState(
+            batch, conflicts: conflicts, holding: holding, marking: marking, into: &outcome.held, on: connection)
         var users: Set<UserID> = []
         let dismissals = batch.dismissals
         if !dismissals.isEmpty {
@@ -74,7 +77,8 @@ extension BadgeStore {
     /// (marks, then counters), the sets, the increments and decrements; then the clear marks, the
     /// item removals and the item additions.
     private static func applyOwnState(
-        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], into held: inout HeldDeltas, on connection: PGConnection
+        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], marking: [UserID], into held: inout HeldDeltas,
+        on connection: PGConnection
     ) throws(PGError) -> Int {
         var touched = 0
         let marks = batch.clearMarks
@@ -100,7 +104,7 @@ extension BadgeStore {
                 ]
             ).affectedRows
         }
-        touched += try addIncrements(batch.increments, conflicts: conflicts, holding: holding, into: &held, on: connection)
+        touched += try addIncrements(batch.increments, conflicts: conflicts, holding: holding, marking: marking, into: &held, on: connection)
         if !marks.isEmpty {
             touched += try connection.query(
                 BadgeSQL.markCleared,
@@ -129,12 +133,18 @@ extension BadgeStore {
 
     /// Adds a batch's increments and decrements; those of nodes whose state has expired go in a second step,
     /// after the expired states (and their increments) are dropped. With `.fail`, the deltas of
-    /// the users of `holding` go to `held` instead of `badge_delta`.
+    /// the users of `holding` go to `held` instead of `badge_delta`, and those of `marking` on
+    /// the dirty mark the first step gives each of them (the second step's users have one that
+    /// asks for a recount already: their state had expired).
     private static func addIncrements(
         _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)],
-        conflicts: RowConflicts, holding: [UserID], into held: inout HeldDeltas, on connection: PGConnection
+        conflicts: RowConflicts, holding: [UserID], marking: [UserID], into held: inout HeldDeltas, on connection: PGConnection
     ) throws(PGError) -> Int {
-        guard !increments.isEmpty else { return 0 }
+        guard !increments.isEmpty else {
+            // No increment left to carry (a batch's clears covered them): plain marks.
+            if conflicts == .fail, !marking.isEmpty { try connection.query(BadgeSQL.markWritten, [marking.map(\.rawValue).sorted()]) }
+            return 0
+        }
         var users: [String] = [], paths: [String] = [], times: [Date] = [], amounts: [Int64] = [], expiries: [Date?] = []
         users.reserveCapacity(increments.count)
         paths.reserveCapacity(increments.count)
@@ -148,10 +158,10 @@ extension BadgeStore {
             amounts.append(increment.by)
             expiries.append(increment.expiresAt)
         }
-        let holders = conflicts == .fail ? [holding.map(\.rawValue)] : []
         // The expired nodes (no amount), then the held deltas.
-        func add(_ arrays: [any PGBindable]) throws(PGError) -> [String: Set<String>] {
+        func add(_ arrays: [any PGBindable], marking: [UserID]) throws(PGError) -> [String: Set<String>] {
             var nodes: [String: Set<String>] = [:]
+            let holders: [any PGBindable] = conflicts == .fail ? [holding.map(\.rawValue), marking.map(\.rawValue)] : []
             for row in try connection.query(BadgeSQL.addIncrements(conflicts), arrays + holders).rows {
                 let user = try row.decode(0, as: String.self)
                 if try row.decode(2, as: Int64?.self) == nil {
@@ -162,11 +172,13 @@ extension BadgeStore {
             }
             return nodes
         }
-        let nodes = try add([users, paths, times, amounts, expiries])
+        let nodes = try add([users, paths, times, amounts, expiries], marking: marking)
         guard !nodes.isEmpty else { return increments.count }
         let again = increments.filter { nodes[$0.user.rawValue]?.contains($0.path.rawValue) == true }
         try connection.query(BadgeSQL.dropExpiredStates, [again.map(\.user.rawValue), again.map(\.path.rawValue)])
-        _ = try add([again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)])
+        _ = try add(
+            [again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)],
+            marking: [])
         return increments.count
     }
 
@@ -185,6 +197,15 @@ extension BadgeStore {
     public static func markDirty(
         _ users: [UserID], bumping: [UserID] = [], additive: [UserID] = [], unmarked: Set<UserID> = [], on connection: PGConnection
     ) throws(PGError) {
+        try markDirty(users, bumping: bumping, additive: additive, unmarked: unmarked, markedLater: [], on: connection)
+    }
+
+    /// `markDirty`, leaving also the additive users of `markedLater` unmarked: the increments'
+    /// statement gives each the mark that carries their deltas (`apply`'s `marking`).
+    static func markDirty(
+        _ users: [UserID], bumping: [UserID], additive: [UserID], unmarked: Set<UserID>, markedLater: Set<UserID>,
+        on connection: PGConnection
+    ) throws(PGError) {
         guard !users.isEmpty || !bumping.isEmpty else { return }
         // One lock order for every writer: sorted (by UTF-8 bytes) and unique. Ingest passes its
         // batch's users already so, and nothing to bump.
@@ -192,7 +213,7 @@ extension BadgeStore {
         let sorted = alreadySorted ? users : Set(users).union(bumping).sorted()
         let bumped = Set(bumping), added = Set(additive)
         let recount = sorted.map { !added.contains($0) || bumped.contains($0) }
-        let mark = zip(sorted, recount).map { user, recount in recount || !unmarked.contains(user) }
+        let mark = zip(sorted, recount).map { user, recount in recount || !(unmarked.contains(user) || markedLater.contains(user)) }
         try connection.query(BadgeSQL.markDirty, [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, recount, mark])
     }
 
@@ -230,8 +251,12 @@ extension BadgeStore {
         let additive = conflicts == .fail ? batch.additiveUsers : []
         var unmarked = UnmarkedWrites()
         unmarked.users = owned.isEmpty ? [] : additive.filter(owned.contains)
-        try markDirty(batch.users, additive: additive, unmarked: Set(unmarked.users), on: connection)
-        let applied = try apply(batch, conflicts: conflicts, holding: unmarked.users, on: connection)
+        // The other additive users' marks carry their deltas: the increments' statement leaves
+        // them (`addIncrements` marks them plainly should it not run).
+        let held = Set(unmarked.users)
+        let marking = additive.filter { !held.contains($0) }
+        try markDirty(batch.users, bumping: [], additive: additive, unmarked: held, markedLater: Set(marking), on: connection)
+        let applied = try apply(batch, conflicts: conflicts, holding: unmarked.users, marking: marking, on: connection)
         unmarked.deltas = applied.held
         try markDirty([], bumping: applied.viewChangedUsers, on: connection)
         return unmarked

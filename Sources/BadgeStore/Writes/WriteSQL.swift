@@ -149,7 +149,9 @@ extension BadgeSQL {
     /// statement instead of adding up (see ``RowConflicts``), and what the new rows add to
     /// their nodes (count, and unseen unless a seen mark reaches their time) is recorded in
     /// `badge_delta` for the rollup to add (for the users of `$6`, returned instead: a writer
-    /// that rolls them up itself hands them to its round, `HeldDeltas`); a user whose
+    /// that rolls them up itself hands them to its round, `HeldDeltas`; for the users of `$7`,
+    /// whom `markDirty` left unmarked for it, on the dirty mark this statement gives each, one
+    /// row per user instead of one per node, migration 31); a user whose
     /// increments meet a state with an expiry or a debited one gets a recount instead (their
     /// dirty mark at the writer's number says so; a user the writer left unmarked gets one).
     static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
@@ -179,22 +181,37 @@ extension BadgeSQL {
                            SELECT 1 FROM badge_seen_mark m
                            WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint
                            AS unseen,
-                       min(a.shown_in) AS seq, h.user_id IS NOT NULL AS held
+                       min(a.shown_in) AS seq, h.user_id IS NOT NULL AS held, m.user_id IS NOT NULL AS marked
                 FROM added a
-                -- A join (hashed), not `<> ALL($6)`, which compares every row with every user.
+                -- Joins (hashed), not `<> ALL($6)`, which compares every row with every user.
                 LEFT JOIN (SELECT DISTINCT unnest($6::text[]) AS user_id) AS h ON h.user_id = a.user_id
+                LEFT JOIN (SELECT DISTINCT unnest($7::text[]) AS user_id) AS m ON m.user_id = a.user_id
                 WHERE a.amount > 0
-                GROUP BY a.user_id, a.path, h.user_id
+                GROUP BY a.user_id, a.path, h.user_id, m.user_id
             ), recorded AS (
                 INSERT INTO badge_delta (user_id, path, amount, unseen, seq)
-                SELECT user_id, path, amount, unseen, seq FROM delta WHERE NOT held
+                SELECT user_id, path, amount, unseen, seq FROM delta WHERE NOT held AND NOT marked
             ), recounted AS (
                 -- The write's mark asks for a recount; a user the writer left unmarked (it
-                -- rolls them up itself, `markDirty`'s `$4`) gets one that does.
+                -- rolls them up itself, `markDirty`'s `$4`) gets one that does. (Users of `$7`
+                -- get theirs below.)
                 INSERT INTO dirty_mark AS d (user_id, seq, bump, recount)
                 SELECT k.user_id, \(writeNumber(of: "k.user_id")), false, true
-                FROM (SELECT DISTINCT user_id FROM kept WHERE timed ORDER BY 1) AS k
-                ON CONFLICT (user_id, seq) DO UPDATE SET recount = true WHERE NOT d.recount
+                FROM (SELECT DISTINCT user_id FROM kept WHERE timed AND NOT (user_id = ANY($7::text[])) ORDER BY 1) AS k
+                ON CONFLICT (user_id, seq) DO UPDATE SET recount = true, additive = false WHERE NOT d.recount OR d.additive
+            ), carrying AS (
+                -- The marks of the users of `$7` (whom `markDirty` left unmarked for this), each
+                -- with its deltas (migration 31): `additive` unless the write needs a recount
+                -- (a timed state), and `recount` for builds that do not read `additive`.
+                INSERT INTO dirty_mark (user_id, seq, bump, recount, additive, delta_paths, delta_amounts, delta_unseen)
+                SELECT m.user_id, \(writeNumber(of: "m.user_id")), false, true,
+                       NOT EXISTS (SELECT 1 FROM kept k WHERE k.user_id = m.user_id AND k.timed),
+                       array_agg(d.path) FILTER (WHERE d.path IS NOT NULL), array_agg(d.amount) FILTER (WHERE d.path IS NOT NULL),
+                       array_agg(d.unseen) FILTER (WHERE d.path IS NOT NULL)
+                FROM (SELECT DISTINCT unnest($7::text[]) AS user_id) AS m
+                LEFT JOIN delta d ON d.user_id = m.user_id
+                GROUP BY m.user_id
+                ORDER BY 1
             )
             """)
 
