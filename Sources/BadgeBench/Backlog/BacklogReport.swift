@@ -127,35 +127,30 @@ public struct BacklogReport: Sendable, Encodable {
             cpu("            pipeline: ", wholePipeline, per: events),
             cpu("            peer: ", plainConsumer, per: events, database: false),
         ].compactMap { $0 }
-        // The server's WAL per event (per user for the rollup of the backlog), and the
-        // checkpoints that came meanwhile.
-        func wal(_ label: String, _ phase: BacklogBenchmark.Phase?, per count: Int, unit: String = "event") -> String? {
-            guard let wal = phase?.wal, count > 0 else { return nil }
-            return label + wal.text(per: count, unit: unit)
+        // One line per phase that has `text`: per event (per user for the rollup of the
+        // backlog), the first one headed by `heading`.
+        func perPhase(_ heading: String, _ text: (BacklogBenchmark.Phase, Int, String) -> String?) -> [String] {
+            let phases = [
+                ("ingest alone: ", ingestAlone, events, "event"), ("rollup of the backlog: ", rollupOfBacklog, dirtyUsers, "user"),
+                ("pipeline: ", wholePipeline, events, "event"), ("peer: ", plainConsumer, events, "event"),
+            ]
+            var lines: [String] = []
+            for (label, phase, count, unit) in phases {
+                guard let phase, count > 0, let line = text(phase, count, unit) else { continue }
+                lines.append((lines.isEmpty ? heading : String(repeating: " ", count: heading.count)) + label + line)
+            }
+            return lines
         }
-        let walLines = [
-            wal("wal:        ingest alone: ", ingestAlone, per: events),
-            wal("            rollup of the backlog: ", rollupOfBacklog, per: dirtyUsers, unit: "user"),
-            wal("            pipeline: ", wholePipeline, per: events),
-            wal("            peer: ", plainConsumer, per: events),
-        ].compactMap { $0 }
+        // The server's WAL, and the checkpoints that came meanwhile.
+        let walLines = perPhase("wal:        ") { phase, count, unit in phase.wal?.text(per: count, unit: unit) }
         let forced = [ingestAlone, rollupOfBacklog, wholePipeline, plainConsumer].compactMap { $0?.wal?.checkpointsRequested }.reduce(0, +)
         let walNote =
             walLines.isEmpty
             ? "wal:        not read (the server has no pg_stat_wal before PostgreSQL 14, or this role may not read it)"
             : "            (the whole server's WAL; \(PhaseWAL.sizing(postgresqlSettings)))"
                 + (forced > 0 ? "\n            " + PhaseWAL.forcedAdvice(forced) : "")
-        // The rows each phase wrote per event (per user for the rollup of the backlog).
-        func rows(_ label: String, _ phase: BacklogBenchmark.Phase?, per count: Int, unit: String = "event") -> String? {
-            guard let rows = phase?.rows, count > 0 else { return nil }
-            return label + rows.text(per: count, unit: unit)
-        }
-        let rowLines = [
-            rows("rows:       ingest alone: ", ingestAlone, per: events),
-            rows("            rollup of the backlog: ", rollupOfBacklog, per: dirtyUsers, unit: "user"),
-            rows("            pipeline: ", wholePipeline, per: events),
-            rows("            peer: ", plainConsumer, per: events),
-        ].compactMap { $0 }
+        // The rows each phase wrote.
+        let rowLines = perPhase("rows:       ") { phase, count, unit in phase.rows?.text(per: count, unit: unit) }
         func ratio(_ value: Double?, target: Double) -> String {
             guard let value else { return "n/a" }
             return String(format: "%.2f× (target ≥ %.1f×: %@)", value, target, value >= target ? "met" : "NOT met")

@@ -33,9 +33,7 @@ struct TableRowsSample: Sendable {
 
     /// The counters now, read over a connection of its own to `database`.
     static func now(_ database: PGConfiguration, logger: Logger) async -> TableRowsSample? {
-        let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
-        defer { pool.close() }
-        return try? await pool.withConnection { now(on: $0) }
+        await readOnce(database, logger: logger) { now(on: $0) }
     }
 
     /// Per table (a partition under its root), the rows inserted, updated, updated in place

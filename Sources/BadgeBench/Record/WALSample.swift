@@ -27,9 +27,7 @@ struct WALSample: Sendable {
 
     /// The counters now, read over a connection of its own to `database`.
     static func now(_ database: PGConfiguration, logger: Logger) async -> WALSample? {
-        let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
-        defer { pool.close() }
-        return try? await pool.withConnection { now(on: $0) }
+        await readOnce(database, logger: logger) { now(on: $0) }
     }
 
     /// Read as float8: `wal_bytes` is numeric, the others bigint.
@@ -39,6 +37,14 @@ struct WALSample: Sendable {
         SELECT w.wal_bytes::float8, w.wal_records::float8, w.wal_fpi::float8, b.checkpoints_req::float8, b.checkpoints_timed::float8
         FROM pg_stat_wal w, pg_stat_bgwriter b
         """, prepared: false)
+}
+
+/// `read` over a connection of its own to `database`, closed afterwards; nil when it cannot
+/// connect or `read` finds nothing.
+func readOnce<T: Sendable>(_ database: PGConfiguration, logger: Logger, _ read: @escaping @Sendable (PGConnection) -> T?) async -> T? {
+    let pool = PGPool(configuration: database, maximumConnections: 1, logger: logger)
+    defer { pool.close() }
+    return (try? await pool.withConnection { read($0) }) ?? nil
 }
 
 /// What a phase wrote to the server's write-ahead log, and the checkpoints meanwhile: what it
