@@ -38,7 +38,7 @@ struct FoldTests {
             }
             func fold() async throws -> Int {
                 try await fixture.pool.withConnection { connection in
-                    try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 100, on: connection)
+                    try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 100, on: connection).increments
                 }
             }
             #expect(try await fold() == 5)
@@ -71,6 +71,44 @@ struct FoldTests {
             try await fixture.drainDirtyUsers()
             let set = try await fixture.store.tree(for: alice, at: y)
             #expect(set.tree?.count == 1 && set.version == before[0].version + 2, "\(set)")
+        }
+    }
+
+    @Test("a fold goes in transactions of about its limit: thirty users with six increments each, twenty a transaction, every tree kept")
+    func foldIsChunkedByIncrements() async throws {
+        let fixture = try await StoreFixture.make()
+        try await tearingDown({ await fixture.tearDown() }) {
+            let users = (0..<30).map { user("fold_chunk_\($0)") }
+            let start = Date().addingTimeInterval(-600)
+            var mutations: [BadgeMutation] = []
+            for (index, id) in users.enumerated() {
+                for step in 0..<6 {
+                    mutations.append(BadgeMutation(
+                        user: id, path: path("root.p\(step % 3)"), operation: .increment(by: 1),
+                        occurredAt: start.addingTimeInterval(Double(step * 30 + index))))
+                }
+            }
+            try await fixture.ingest(mutations)
+            try await fixture.drainDirtyUsers()
+            var before: [UserBadgeTree] = []
+            for id in users { before.append(try await fixture.store.tree(for: id)) }
+            #expect(before.allSatisfy { $0.tree?.count == 6 })
+
+            let report = try await fixture.pool.withConnection { connection in
+                try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 20, on: connection)
+            }
+            #expect(report.increments == 180, "\(report)")
+            // Six a user, so at most three users (18 increments) a transaction once the first
+            // one (a single user, a 64th of the limit rounded up to 1) has told the size.
+            #expect(report.largestTransaction <= 20 && report.transactions >= 9, "\(report)")
+            var after: [UserBadgeTree] = []
+            for id in users { after.append(try await fixture.store.tree(for: id)) }
+            #expect(after == before)
+            let left = try await fixture.pool.withConnection { connection in
+                try connection.query(PGStatement("test.count", "SELECT count(*) FROM badge_increment", prepared: false)).rows.first?
+                    .decode(0, as: Int64.self)
+            }
+            #expect(left == 0)
         }
     }
 }

@@ -349,7 +349,7 @@ public enum IngestTransaction {
     /// item tombstones and clear marks of the same age, `limit` rows per statement (each its own transaction unless
     /// the caller opened one), skipping rows another transaction holds; then folds the
     /// increments stored before `olderThan` into their states (`BadgeStore.foldIncrements`, in
-    /// transactions of its own).
+    /// transactions of its own, about `limit` increments each).
     ///
     /// Users' event ids are not counted: they go a generation at a time
     /// (`rotateDedupeGeneration`), which the caller runs once per prune.
@@ -370,7 +370,7 @@ public enum IngestTransaction {
         ] {
             total += try prune.run(before: olderThan, limit: limit, on: connection)
         }
-        total += try BadgeStore.foldIncrements(storedBefore: olderThan, limit: limit, on: connection)
+        total += try BadgeStore.foldIncrements(storedBefore: olderThan, limit: limit, on: connection).increments
         return total
     }
 }

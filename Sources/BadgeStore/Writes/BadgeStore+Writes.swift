@@ -461,40 +461,42 @@ extension BadgeStore {
 
 extension BadgeStore {
     /// Folds the increments stored before `storedBefore` that their users' trees already show
-    /// into their states' counts (`BadgeTree.foldIncrements`), about `limit` increments' users
-    /// per transaction, until none is left. Each transaction first holds the users' write
-    /// sequences (`BadgeSQL.holdWriteSequences`, one lock order with every writer), so no write
-    /// of theirs runs meanwhile. It takes no write number and leaves no dirty mark: what the
-    /// trees show does not change, so there is nothing for a rollup round to do (a recount of
-    /// every folded user added about half the fold's own time).
+    /// into their states' counts (`BadgeTree.foldIncrements`), until none is left, in
+    /// transactions of about `limit` increments each (`FoldChunk`: a transaction takes every old
+    /// increment of its users, as many users as the last one's increments per user allow; a
+    /// user with more is folded alone). Each transaction first holds its users' write sequences
+    /// (`BadgeSQL.holdWriteSequences`, one lock order with every writer), so no write of theirs
+    /// runs meanwhile: the bound keeps those writers' waits short. It takes no write number and
+    /// leaves no dirty mark: what the trees show does not change, so there is nothing for a
+    /// rollup round to do (a recount of every folded user added about half the fold's own time).
     ///
-    /// - Returns: how many increments were folded.
-    public static func foldIncrements(storedBefore: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
-        guard limit > 0 else { return 0 }
+    /// - Returns: what was folded, and in how many transactions.
+    public static func foldIncrements(storedBefore: Date, limit: Int, on connection: PGConnection) throws(PGError) -> FoldReport {
+        guard limit > 0 else { return FoldReport() }
         // Part by part (`TableParts`): where `badge_increment` is partitioned by user, each
         // statement reads one partition.
         var parts = TableParts(of: "badge_increment")
         try parts.refresh(on: connection)
-        var total = 0
+        var report = FoldReport()
+        var chunk = FoldChunk(target: limit)
         for part in parts.inTurn {
             let candidates = TableParts.statement(BadgeSQL.foldCandidates, over: part, table: parts.table) {
                 BadgeSQL.foldCandidates(in: $0)
             }
-            total += try foldIncrements(storedBefore: storedBefore, limit: limit, candidates: candidates, on: connection)
+            try foldIncrements(storedBefore: storedBefore, chunk: &chunk, candidates: candidates, into: &report, on: connection)
         }
-        return total
+        return report
     }
 
-    /// `foldIncrements` for the users `candidates` finds.
+    /// `foldIncrements` for the users `candidates` finds, `chunk.users` at a time.
     private static func foldIncrements(
-        storedBefore: Date, limit: Int, candidates: PGStatement, on connection: PGConnection
-    ) throws(PGError) -> Int {
-        var total = 0
+        storedBefore: Date, chunk: inout FoldChunk, candidates: PGStatement, into report: inout FoldReport, on connection: PGConnection
+    ) throws(PGError) {
         while true {
-            let users = try connection.query(candidates, [storedBefore, limit]).rows.compactMap { row in
+            let users = try connection.query(candidates, [storedBefore, chunk.candidateRows, chunk.users]).rows.compactMap { row in
                 try? UserID(validating: try row.decode(0, as: String.self))
             }
-            guard !users.isEmpty else { return total }
+            guard !users.isEmpty else { return }
             let folded: Int64
             do {
                 folded = try connection.withTransaction { connection in
@@ -511,7 +513,8 @@ extension BadgeStore {
                 throw PGError(code: .client, message: "folding increments failed: \(error)", statement: "badges.fold_increments")
             }
             // Every candidate's shown increments are gone now, so the loop ends.
-            total += Int(clamping: folded)
+            report.record(Int(clamping: folded))
+            chunk.record(users: users.count, folded: Int(clamping: folded))
         }
     }
 }

@@ -644,7 +644,9 @@ extension BadgeSQL {
         SELECT (SELECT count(*) FROM increments) + (SELECT count(*) FROM items) + (SELECT count(*) FROM states)
         """)
 
-    /// Users with increments stored before `$1` that their tree already shows (at most `$2`).
+    /// Users with increments stored before `$1` that their tree already shows: at most `$3`,
+    /// found among the first `$2` such increments (a user's increments of one batch lie side by
+    /// side, so `$2` is a few times `$3`).
     static let foldCandidates = PGStatement("badges.fold_candidates", foldCandidates(in: "badge_increment"))
 
     /// `foldCandidates` over `part`: `badge_increment` or one of its partitions.
@@ -656,6 +658,7 @@ extension BadgeSQL {
               AND i.shown_in <= \(writesThrough(of: "i.user_id"))
             LIMIT $2
         ) AS c
+        LIMIT $3
         """
     }
 
