@@ -2,6 +2,7 @@ import BadgeCore
 import BadgeStore
 import Foundation
 import LibPQ
+import Synchronization
 import Testing
 import TestSupport
 
@@ -111,4 +112,60 @@ struct FoldTests {
             #expect(left == 0)
         }
     }
+
+    @Test("an old increment that cannot fold yet (one of its node that occurred before it is not shown) ends the fold, and the users after it still fold")
+    func unfoldableIncrementEndsTheFold() async throws {
+        let fixture = try await StoreFixture.make()
+        try await tearingDown({ await fixture.tearDown() }) {
+            let early = user("fold_blocked"), later = user("fold_after")
+            let node = path("root.a")
+            let start = Date().addingTimeInterval(-600)
+            try await fixture.ingest([BadgeMutation(user: early, path: node, operation: .increment(by: 1), occurredAt: start.addingTimeInterval(5))])
+            try await fixture.ingest([BadgeMutation(user: later, path: node, operation: .increment(by: 1), occurredAt: start.addingTimeInterval(1))])
+            try await fixture.drainDirtyUsers()
+            // An increment of the same node that occurred before the shown one arrives and is not
+            // rolled up yet: the shown one cannot fold while it is not.
+            try await fixture.ingest([BadgeMutation(user: early, path: node, operation: .increment(by: 1), occurredAt: start.addingTimeInterval(1))])
+            let shownLater = try await fixture.store.tree(for: later)
+
+            let finished = FinishedFlag()
+            let folding = Task {
+                defer { finished.flag.withLock { $0 = true } }
+                return try await fixture.pool.withConnection { connection in
+                    try BadgeStore.foldIncrements(storedBefore: Date().addingTimeInterval(3_600), limit: 100, on: connection)
+                }
+            }
+            // A fold that kept finding the same user would never end: give it 30 s, then end its
+            // session so that the test fails instead of hanging.
+            var ended = false
+            for _ in 0..<300 where !ended {
+                try await Task.sleep(for: .milliseconds(100))
+                ended = finished.flag.withLock { $0 }
+            }
+            if !ended {
+                Issue.record("the fold did not end within 30 s")
+                try await fixture.pool.withConnection { connection in
+                    _ = try connection.query(PGStatement("test.end_fold", """
+                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                        """, prepared: false))
+                }
+            }
+            let report = try await folding.value
+            #expect(report.increments == 1, "only the other user's increment folds: \(report)")
+            let left = try await fixture.pool.withConnection { connection in
+                try connection.query(PGStatement("test.count", "SELECT count(*) FROM badge_increment", prepared: false)).rows.first?
+                    .decode(0, as: Int64.self)
+            }
+            #expect(left == 2, "both of the blocked user's increments stay")
+            #expect(try await fixture.store.tree(for: later) == shownLater)
+            try await fixture.drainDirtyUsers()
+            #expect(try await fixture.store.tree(for: early).tree?.count == 2)
+        }
+    }
+}
+
+/// Set once a task has ended, read by the test that waits for it.
+private final class FinishedFlag: Sendable {
+    let flag = Mutex(false)
 }

@@ -492,27 +492,33 @@ extension BadgeStore {
     private static func foldIncrements(
         storedBefore: Date, chunk: inout FoldChunk, candidates: PGStatement, into report: inout FoldReport, on connection: PGConnection
     ) throws(PGError) {
+        // Users with old increments that cannot fold yet (a younger-stored increment of their
+        // node occurred before them): left out of the next candidates, so that the loop ends
+        // and the users after them are reached.
+        var unfoldable: Set<String> = []
         while true {
-            let users = try connection.query(candidates, [storedBefore, chunk.candidateRows, chunk.users]).rows.compactMap { row in
-                try? UserID(validating: try row.decode(0, as: String.self))
-            }
+            let users = try connection.query(candidates, [storedBefore, chunk.candidateRows, chunk.users, unfoldable.sorted()]).rows
+                .compactMap { row in try? UserID(validating: try row.decode(0, as: String.self)) }
             guard !users.isEmpty else { return }
-            let folded: Int64
+            let (folded, none): (Int64, [String])
             do {
-                folded = try connection.withTransaction { connection in
+                (folded, none) = try connection.withTransaction { connection in
                     try connection.query(BadgeSQL.holdWriteSequences, [Set(users).sorted().map(\.rawValue)])
                     // A chunk's sorts (tens of thousands of increments) spilled to disk at the
                     // default 4 MB.
                     try connection.execute(script: "SET LOCAL work_mem = '64MB'", name: "badges.fold_work_mem")
-                    return try connection.query(BadgeSQL.foldIncrements, [storedBefore, users.map(\.rawValue)]).rows.first?
-                        .decode(0, as: Int64.self) ?? 0
+                    let rows = try connection.query(BadgeSQL.foldIncrements, [storedBefore, users.map(\.rawValue)]).rows
+                    let none = try rows.compactMap { row throws(PGError) in try row.decode(1, as: String?.self) }
+                    return (try rows.first?.decode(0, as: Int64.self) ?? 0, none)
                 }
             } catch let error as PGError {
                 throw error
             } catch {
                 throw PGError(code: .client, message: "folding increments failed: \(error)", statement: "badges.fold_increments")
             }
-            // Every candidate's shown increments are gone now, so the loop ends.
+            // Every candidate's foldable increments are gone now, and the ones that folded
+            // none are left out from here on, so the loop ends.
+            unfoldable.formUnion(none)
             report.record(Int(clamping: folded))
             chunk.record(users: users.count, folded: Int(clamping: folded))
         }

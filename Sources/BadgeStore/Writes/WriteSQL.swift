@@ -646,7 +646,8 @@ extension BadgeSQL {
 
     /// Users with increments stored before `$1` that their tree already shows: at most `$3`,
     /// found among the first `$2` such increments (a user's increments of one batch lie side by
-    /// side, so `$2` is a few times `$3`).
+    /// side, so `$2` is a few times `$3`), leaving out the users `$4` (whose old increments
+    /// this prune found it cannot fold yet).
     static let foldCandidates = PGStatement("badges.fold_candidates", foldCandidates(in: "badge_increment"))
 
     /// `foldCandidates` over `part`: `badge_increment` or one of its partitions.
@@ -656,6 +657,7 @@ extension BadgeSQL {
             SELECT i.user_id FROM \(part) i
             WHERE i.arrived_at < $1
               AND i.shown_in <= \(writesThrough(of: "i.user_id"))
+              AND NOT (i.user_id = ANY($4::text[]))
             LIMIT $2
         ) AS c
         LIMIT $3
@@ -666,7 +668,10 @@ extension BadgeSQL {
     /// tree already shows into their states (`BadgeTree.foldIncrements`), as far as none that
     /// does not occurred before them: each state becomes its counter with them (`badge_fold`:
     /// count, seen part, dot, icon), its set's time kept; a node without a state gets one that
-    /// carries them (no dot of its own). Returns the increments folded.
+    /// carries them (no dot of its own). Returns the increments folded, on each row with one of
+    /// the users of `$2` with none folded (one row with no user when every user folded some): an old increment stays while a younger-stored one of its node occurred
+    /// before it (one that arrived late, or is not shown yet), and such a user is a candidate
+    /// again until then.
     static let foldIncrements = PGStatement(
         "badges.fold_increments",
         """
@@ -749,7 +754,9 @@ extension BadgeSQL {
             ON CONFLICT (user_id, path) DO UPDATE
             SET count = excluded.count, icon = excluded.icon, seen_count = excluded.seen_count, keeps_dot = excluded.keeps_dot
         )
-        SELECT coalesce(sum(rows), 0)::bigint FROM nodes
+        SELECT t.total, x.user_id
+        FROM (SELECT coalesce(sum(rows), 0)::bigint AS total FROM nodes) AS t
+        LEFT JOIN (SELECT u.user_id FROM u WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.user_id = u.user_id)) AS x ON true
         """)
 
     /// A user's own version and the broadcasts'.
