@@ -14,9 +14,10 @@ struct FoldChunk {
     /// increments is folded whole, in a transaction of its own).
     private(set) var users: Int
 
-    /// The old increments the next transaction's users are found among: a user's increments
-    /// of one batch lie side by side in the table, so a few times `users`.
-    var candidateRows: Int { users.multipliedReportingOverflow(by: 8).overflow ? Int.max : users * 8 }
+    /// The old increments the next transaction's users are found among: twice `users`, as a
+    /// user's increments of one batch lie side by side in the table (each search reads from the
+    /// table's start, past the rows folded before, so no more than that).
+    var candidateRows: Int { users.multipliedReportingOverflow(by: 2).overflow ? Int.max : users * 2 }
 
     /// A chunk for `target` increments a transaction (at least 1), starting at a 64th of it in
     /// users, so that a first guess with long histories stays near the target.

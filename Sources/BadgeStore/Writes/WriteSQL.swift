@@ -646,7 +646,7 @@ extension BadgeSQL {
 
     /// Users with increments stored before `$1` that their tree already shows: at most `$3`,
     /// found among the first `$2` such increments (a user's increments of one batch lie side by
-    /// side, so `$2` is a few times `$3`), leaving out the users `$4` (whose old increments
+    /// side, so `$2` is twice `$3`), leaving out the users `$4` (whose old increments
     /// this prune found it cannot fold yet).
     static let foldCandidates = PGStatement("badges.fold_candidates", foldCandidates(in: "badge_increment"))
 
