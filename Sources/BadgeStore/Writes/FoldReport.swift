@@ -1,6 +1,6 @@
 /// What one run of `BadgeStore.foldIncrements` did: the increments it folded, in how many
-/// transactions, and the most one transaction folded (each holds its users' write sequences,
-/// so that is the longest any of their writers waited for it).
+/// transactions, and the most one transaction folded (each holds its users' write sequences
+/// while it runs, so its size bounds how long their writers wait).
 public struct FoldReport: Sendable, Hashable {
     /// Increments and decrements folded into their states.
     public var increments = 0

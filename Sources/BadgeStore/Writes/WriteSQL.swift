@@ -669,9 +669,9 @@ extension BadgeSQL {
     /// does not occurred before them: each state becomes its counter with them (`badge_fold`:
     /// count, seen part, dot, icon), its set's time kept; a node without a state gets one that
     /// carries them (no dot of its own). Returns the increments folded, on each row with one of
-    /// the users of `$2` with none folded (one row with no user when every user folded some): an old increment stays while a younger-stored one of its node occurred
-    /// before it (one that arrived late, or is not shown yet), and such a user is a candidate
-    /// again until then.
+    /// the users of `$2` that folded none (one row with no user when every one folded some): an
+    /// old increment stays while a younger-stored one of its node occurred before it (one that
+    /// arrived late, or is not shown yet), and its user is a candidate again until then.
     static let foldIncrements = PGStatement(
         "badges.fold_increments",
         """
