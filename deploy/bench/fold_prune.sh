@@ -25,11 +25,9 @@ server=${1%/}
 increments=$2
 users=$3
 shift 3
-for number in "$increments" "$users"; do
-  case $number in
-    '' | *[!0-9]*) echo "$0: INCREMENTS and USERS must be whole numbers, not '$number'" >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=deploy/bench/arguments.sh
+. "$(dirname "$0")/arguments.sh"
+require_whole_numbers "$0" "INCREMENTS and USERS" "$increments" "$users"
 if [ "$users" -lt 1 ]; then
   echo "$0: USERS must be at least 1" >&2
   exit 2

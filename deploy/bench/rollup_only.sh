@@ -22,11 +22,9 @@ server=${1%/}
 events=$2
 users=$3
 shift 3
-for number in "$events" "$users"; do
-  case $number in
-    '' | *[!0-9]*) echo "$0: EVENTS and USERS must be whole numbers, not '$number'" >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=deploy/bench/arguments.sh
+. "$(dirname "$0")/arguments.sh"
+require_whole_numbers "$0" "EVENTS and USERS" "$events" "$users"
 template="reddot_rollup_only_$$"
 first=$1
 hz=$(getconf CLK_TCK)

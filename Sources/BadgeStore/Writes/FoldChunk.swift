@@ -30,6 +30,8 @@ struct FoldChunk {
     mutating func record(users taken: Int, folded: Int) {
         guard taken > 0 else { return }
         let perUser = max(1, Double(folded) / Double(taken))
-        users = max(1, min(target, Int((Double(target) / perUser).rounded(.down))))
+        // Below `Double(target)` the estimate converts without trapping, even at `Int.max`.
+        let estimate = (Double(target) / perUser).rounded(.down)
+        users = estimate >= Double(target) ? target : max(1, Int(estimate))
     }
 }
