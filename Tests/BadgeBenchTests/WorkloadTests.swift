@@ -1,6 +1,8 @@
 import BadgeBench
 import BadgeCore
 import BadgeIngest
+import LibPQ
+import RdKafka
 import Testing
 
 /// What the benches generate and check without PostgreSQL or Kafka: workloads from a seed, the
@@ -96,6 +98,27 @@ struct WorkloadTests {
         #expect(script == "\\set user_id random(0, 9) * 20\nSELECT :user_id, :subtree, :max_level;\n")
         #expect(throws: BenchFailure.self) { try QueryBenchmark.pgbenchScript(sql: "SELECT $4", sampleUsers: 1, stride: 1) }
         #expect(throws: BenchFailure.self) { try QueryBenchmark.pgbenchScript(sql: "SELECT 1; SELECT 2", sampleUsers: 1, stride: 1) }
+    }
+
+    @Test("the bench's producer lingers 20 ms on the mock cluster unless -X gives linger.ms (or its alias), and keeps librdkafka's default on real brokers")
+    func producerLinger() {
+        func settings(mock: Bool, kafka: KafkaConfiguration) -> PipelineBenchmark.Settings {
+            PipelineBenchmark.Settings(
+                rate: 100, seconds: 2, warmup: 1, users: 10, streams: 10, paths: 3, partitions: 2, drainSeconds: 10, seed: 42,
+                runID: "r", kafka: kafka, topic: "t", isMockCluster: mock, database: PGConfiguration(), databaseName: "scratch")
+        }
+        let plain = KafkaConfiguration([("bootstrap.servers", "127.0.0.1:9092")])
+        #expect(settings(mock: true, kafka: plain).producerConfiguration["linger.ms"] == "20")
+        #expect(settings(mock: true, kafka: plain).producerConfiguration["bootstrap.servers"] == "127.0.0.1:9092")
+        #expect(settings(mock: false, kafka: plain).producerConfiguration["linger.ms"] == nil)
+        var given = plain
+        given.set("linger.ms", "5")
+        #expect(settings(mock: true, kafka: given).producerConfiguration["linger.ms"] == "5")
+        #expect(settings(mock: false, kafka: given).producerConfiguration["linger.ms"] == "5")
+        var alias = plain
+        alias.set("queue.buffering.max.ms", "1")
+        #expect(settings(mock: true, kafka: alias).producerConfiguration["linger.ms"] == nil)
+        #expect(settings(mock: true, kafka: alias).producerConfiguration["queue.buffering.max.ms"] == "1")
     }
 
     @Test("option limits: in range passes; out of range names the flag")

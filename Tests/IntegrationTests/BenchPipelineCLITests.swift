@@ -20,6 +20,7 @@ struct BenchPipelineCLITests {
         let output = result.stdout
         #expect(output.hasPrefix("reddot bench pipeline: debug build"), "\(output)")
         #expect(output.contains("10 SSE streams, one per user"), "\(output)")
+        #expect(output.contains("mock cluster (in-process), 2 partitions; the bench's producer lingers 20 ms"), "\(output)")
         #expect(output.contains("open loop, 100 events/s offered; 1 s warm-up + 2 s measured; 200 events in the window"), "\(output)")
         #expect(output.contains("publish → visible over SSE p50 "), "\(output)")
         #expect(output.contains("(200 of 200 events)"), "\(output)")

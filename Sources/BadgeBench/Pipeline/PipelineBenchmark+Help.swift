@@ -20,7 +20,9 @@ extension PipelineBenchmark {
         The load, open loop: events are published on schedule at --rate events/s (whatever \
         happens downstream; the producer sleeps at least 1 ms at a time and then sends every \
         event due, and it only waits when the mock broker's memory would overflow; the report \
-        says how far it fell behind), for --warmup seconds \
+        says how far it fell behind; on the mock cluster it lets a batch fill for 20 ms, \
+        linger.ms, unless -X or --kafka-config gives it, since the mock's cost grows with \
+        the number of batches in its log; that wait counts in publish → visible), for --warmup seconds \
         unmeasured and then --seconds measured. Each event is an incr by 1 of one of \
         --paths paths (root.bench.p0…) of one of the users, drawn from --seed (with \
         --hot-users N, a --hot-share of the events goes to u0 … u(N-1) and the rest to any \
@@ -51,8 +53,9 @@ extension PipelineBenchmark {
         of their own, as fast as ingest takes them, without the rollup); and the CPU the machine spent \
         (Linux /proc: RedDot's services in this process, the PostgreSQL backends of the \
         scratch database, the mock cluster's thread when it stands in for Kafka (a real \
-        cluster runs on other machines; the mock walks its whole log to find each fetch's \
-        offset, so its cost grows with --partitions and the log's length), the load \
+        cluster runs on other machines; the mock walks its log from the start, one batch at a \
+        time, to find each fetch's offset, so its cost grows with the batches its log holds, \
+        up to about 5 MB a partition), the load \
         generator's two threads, everything else); and what the server wrote to its \
         write-ahead log in the window (pg_stat_wal and pg_stat_bgwriter, PostgreSQL 14 and \
         later: bytes, records and full-page images per event, and the checkpoints, with \

@@ -16,7 +16,7 @@ extension PipelineBenchmark {
     ) async throws -> Measurement {
         let settings = self.settings
         try await waitForStreams(client, recorder: recorder)
-        let producer = try KafkaProducer(configuration: settings.kafka, logger: logger)
+        let producer = try KafkaProducer(configuration: settings.producerConfiguration, logger: logger)
         return try await producer.closing { () async throws -> Measurement in
             let publisher = BenchPublisher(producer: producer, recorder: recorder, stallSeconds: Self.stallSeconds)
             benchProgress("warming up ingest (the consumer group joins)")

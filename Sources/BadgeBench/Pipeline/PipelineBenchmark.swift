@@ -49,6 +49,31 @@ public struct PipelineBenchmark: Sendable {
         /// The scratch database's name (its backends' process titles show it).
         public var databaseName: String
 
+        /// How long the bench's producer lets a batch fill on the mock cluster unless `-X` or
+        /// `--kafka-config` gives `linger.ms`. The mock finds each fetch's offset by walking its
+        /// partition's log from the start, one message set at a time (librdkafka's
+        /// `rd_kafka_mock_msgset_find`), so its CPU grows with how many sets the log holds: at
+        /// 10,000 events/s over 8 partitions, librdkafka's default of 5 ms made sets of about six
+        /// events and the mock took a fifth of this 2-core machine, 20 ms a twentieth
+        /// (BENCHMARKS.md). Real brokers index their logs; with `--brokers` the producer keeps
+        /// librdkafka's default. The wait counts in publish → visible, which starts at `produce()`.
+        public static let mockLingerMilliseconds = "20"
+
+        /// The properties of the bench's producer: ``kafka``, with `linger.ms` at
+        /// ``mockLingerMilliseconds`` on the mock cluster unless it or its alias
+        /// `queue.buffering.max.ms` is given.
+        public var producerConfiguration: KafkaConfiguration {
+            var configuration = kafka
+            if isMockCluster, producerLinger(configuration) == nil { configuration.set("linger.ms", Self.mockLingerMilliseconds) }
+            return configuration
+        }
+
+        /// The producer's linger in milliseconds as set in `configuration` (either name), nil
+        /// when librdkafka's default applies.
+        func producerLinger(_ configuration: KafkaConfiguration) -> String? {
+            configuration.properties.last { $0.key == "linger.ms" || $0.key == "queue.buffering.max.ms" }?.value
+        }
+
         /// Events scheduled in all, warm-up included.
         var totalEvents: Int { Int((rate * Double(warmup + seconds)).rounded(.up)) }
         /// Events scheduled before the measured window.

@@ -15,6 +15,8 @@ public struct PipelineReport: Encodable, Sendable {
     var postgresqlDurable: Bool
     var kafka: String
     var partitions: Int
+    /// The bench producer's `linger.ms` when the bench or `-X` set it; nil for librdkafka's default.
+    var producerLingerMilliseconds: String?
     var database: String
     var databaseKept: Bool
     var users: Int
@@ -119,6 +121,7 @@ public struct PipelineReport: Encodable, Sendable {
         postgresqlDurable = postgresqlFsync == "on" && postgresqlSynchronousCommit == "on"
         self.kafka = kafka
         partitions = Int(settings.partitions)
+        producerLingerMilliseconds = settings.producerLinger(settings.producerConfiguration)
         database = settings.databaseName
         databaseKept = kept
         users = settings.users
@@ -240,7 +243,7 @@ public struct PipelineReport: Encodable, Sendable {
         return """
             reddot bench pipeline: \(build) build, \(date), \(processors) CPUs, PostgreSQL \(postgresql) (\(durability)), librdkafka \(librdkafka)
             workload:   incr by 1 over \(users) users × \(paths) paths (root.bench.p0…), keyed by user\(hotUsers > 0 ? String(format: ", %.0f%% of them to the first %d users", hotShare * 100, hotUsers) : ""); \(streams == users ? "\(streams) SSE streams, one per user" : "SSE streams for \(streams) of the users, one each")
-            kafka:      \(kafka), \(partitions) partitions
+            kafka:      \(kafka), \(partitions) partitions\(producerLingerMilliseconds.map { "; the bench's producer lingers \($0) ms" } ?? "")
             services:   in this process, as reddot run: ingest (batch \(ingestBatchSize), \(ingestBatchWait), \(ingestWriters) writers, \(ingestRollsUp ? "rolls up its users when caught up, or within \(ingestRollUpWithin) records if spread" : "--no-rollup-in-ingest")), rollup (\(rollupWorkers) workers, batch \(rollupBatchSize), idle \(rollupIdleMs) ms), serve (127.0.0.1, pool \(servePoolSize))
             load:       open loop, \(number(offeredRate)) events/s offered; \(warmupSeconds) s warm-up + \(measuredSeconds) s measured; \(number(Double(eventsInWindow))) events in the window published at \(number(achievedPublishRate)) events/s\(behind)
             alone:      ingest alone \(ingestAloneRate.map { "\(number($0)) events/s: \(number(Double(ingestAloneEvents))) incr events over the same users and paths, as fast as ingest takes them, without the rollup (--no-rollup-in-ingest), in a scratch database of their own, this run\(ingestAloneProblem.map { " (NOT complete: \($0))" } ?? "")" } ?? "not measured (--no-ingest-alone)")
