@@ -33,6 +33,18 @@ struct BenchPipelineCLITests {
         #expect(output.contains("(dropped)"), "\(output)")
     }
 
+    @Test("a Kafka property librdkafka refuses: exit 1 with librdkafka's reason, not only the streams' failure")
+    func refusedKafkaProperty() async throws {
+        let server = try TestServer.adminURL()
+        let result = try await cli.reddot([
+            "bench", "pipeline", "--database-url", server, "--migrations", Repository.migrationsDirectory.path,
+            "--rate", "100", "--warmup", "1", "--seconds", "2", "--users", "10", "--paths", "3", "--partitions", "2",
+            "-X", "linger.ms=abc",
+        ], timeoutSeconds: 120)  // a watchdog against a hang
+        #expect(result.exitCode == 1, "\(result)")
+        #expect(result.stderr.contains("Kafka property 'linger.ms' was refused"), "\(result)")
+    }
+
     @Test("--help says what is measured and the exit codes")
     func help() async throws {
         let result = try await cli.reddot(["bench", "pipeline", "--help"])

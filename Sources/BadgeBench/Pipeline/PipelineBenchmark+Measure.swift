@@ -101,8 +101,17 @@ extension PipelineBenchmark {
     private func waitForStreams(_ client: PipelineStreamClient, recorder: BenchRecorder) async throws {
         let openDeadline = BenchClock.now + 60_000_000_000
         while client.readyStreams < settings.streams {
-            if let problem = client.totals.firstError { throw BenchFailure("an SSE stream failed while opening: \(problem)") }
             if recorder.hasIngestEnded { throw BenchFailure("the services stopped: \(recorder.ingestError ?? "")") }
+            if let problem = client.totals.firstError {
+                // A stream fails when the services do (a Kafka property librdkafka refuses stops
+                // them at once): their reason, when they end within a second, is the one to say.
+                let waitUntil = BenchClock.now + 1_000_000_000
+                while !recorder.hasIngestEnded, BenchClock.now < waitUntil { try await Task.sleep(for: .milliseconds(20)) }
+                if recorder.hasIngestEnded {
+                    throw BenchFailure("the services stopped: \(recorder.ingestError ?? "") (an SSE stream then failed: \(problem))")
+                }
+                throw BenchFailure("an SSE stream failed while opening: \(problem)")
+            }
             if BenchClock.now > openDeadline { throw BenchFailure("only \(client.readyStreams) of \(settings.streams) SSE streams opened within 60 s") }
             try await Task.sleep(for: .milliseconds(5))
         }
