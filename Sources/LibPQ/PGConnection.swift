@@ -26,6 +26,9 @@ public final class PGConnection: @unchecked Sendable {
     private let cancelHandle: Mutex<CancelHandle>
     private let cancelRequested = Atomic<Bool>(false)
     private var prepared: Set<String> = []
+    /// Statements whose prepared form the server refused (`PGError.preparedShapeChanged`): each is
+    /// deallocated and prepared again at its next use.
+    private var stale: Set<String> = []
     private let notices: NoticeSink
     /// The logger for notices and slow statements.
     public let logger: Logger
@@ -111,8 +114,12 @@ public final class PGConnection: @unchecked Sendable {
 
     /// Runs one statement with bound parameters (text format) and returns its rows.
     ///
-    /// Prepared statements are prepared once per connection, by name. The parameters are never
-    /// logged. - Throws: `PGError` (`.server` with SQLSTATE, `.connectionLost`, `.cancelled`).
+    /// Prepared statements are prepared once per connection, by name. When the server refuses a
+    /// prepared one because its result changed shape since (a migration altered a column it
+    /// returns), it is prepared again: at once, and run again, outside a transaction block; at
+    /// its next use inside one, whose unit of work the error (`preparedShapeChanged`, retriable)
+    /// asks to run again. The parameters are never logged.
+    /// - Throws: `PGError` (`.server` with SQLSTATE, `.connectionLost`, `.cancelled`).
     @discardableResult
     public func query(_ statement: PGStatement, _ parameters: [any PGBindable] = []) throws(PGError) -> PGResult {
         try enter(statement.name)
@@ -121,10 +128,27 @@ public final class PGConnection: @unchecked Sendable {
             throw PGError(code: .connectionLost, message: "the connection is closed", statement: statement.name)
         }
         try checkCancellation(statement.name)
+        do {
+            return try run(statement, parameters, on: handle)
+        } catch let error where error.preparedShapeChanged && PQtransactionStatus(handle) == PQTRANS_IDLE {
+            return try run(statement, parameters, on: handle)
+        }
+    }
+
+    /// `query`'s work: prepares `statement` if this connection has not (deallocating a stale
+    /// form first), then runs it.
+    private func run(_ statement: PGStatement, _ parameters: [any PGBindable], on handle: OpaquePointer) throws(PGError) -> PGResult {
+        var preparedNow = false
         if statement.prepared, !prepared.contains(statement.name) {
+            if stale.contains(statement.name) {
+                let name = "\"" + statement.name.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\""
+                _ = try consume(PQexec(handle, "DEALLOCATE \(name)"), statement: statement.name)
+                stale.remove(statement.name)
+            }
             let preparation = PQprepare(handle, statement.name, statement.sql, Int32(parameters.count), nil)
             _ = try consume(preparation, statement: statement.name)
             prepared.insert(statement.name)
+            preparedNow = true
         }
         let texts = parameters.map(\.pgText)
         let result: OpaquePointer? = withOptionalCStringArray(texts) { values in
@@ -133,7 +157,16 @@ public final class PGConnection: @unchecked Sendable {
             }
             return PQexecParams(handle, statement.sql, Int32(texts.count), nil, values, nil, nil, 0)
         }
-        return try consume(result, statement: statement.name)
+        do {
+            return try consume(result, statement: statement.name)
+        } catch var error where statement.prepared && !preparedNow && error.sqlState == "0A000" {
+            // Only a form prepared earlier can be stale: the same error from one prepared just
+            // now is the statement's own, and is not retried.
+            prepared.remove(statement.name)
+            stale.insert(statement.name)
+            error.preparedShapeChanged = true
+            throw error
+        }
     }
 
     /// Runs SQL text with the simple query protocol: several statements, no parameters (migrations,

@@ -57,6 +57,12 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         self.statement = statement
     }
 
+    /// Whether the server refused to run a statement this connection had prepared because its
+    /// result's shape changed since (SQLSTATE `0A000`, "cached plan must not change result
+    /// type": a migration altered a column it returns, its collation included). The connection
+    /// prepares it again at its next use, so running the unit of work again succeeds.
+    public var preparedShapeChanged = false
+
     /// Whether `message`, `detail` and `hint` came from the server or libpq (and may quote data)
     /// rather than from this wrapper: `description` then leaves them out.
     var messageIsExternal = false
@@ -71,8 +77,10 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
     }
 
     /// Whether running the whole unit of work again may succeed: serialization failures,
-    /// deadlocks, lost connections, server shutdown or start-up, and connection failures.
+    /// deadlocks, lost connections, server shutdown or start-up, connection failures, and a
+    /// prepared statement whose result changed shape (`preparedShapeChanged`).
     public var isRetriable: Bool {
+        if preparedShapeChanged { return true }
         switch code {
         case .connectionFailed, .connectionLost: return true
         default: break

@@ -15,9 +15,10 @@ struct MigrateCommand: AsyncParsableCommand {
             '-- reddot:no-transaction', for CREATE INDEX CONCURRENTLY; such a file holds one \
             statement). The history, with each file's SHA-256, is kept in reddot_schema_migrations. \
             An advisory lock lets one migrator work at a time; the others wait (--lock-wait) and \
-            then find the files applied. 'up' and 'status' also write a note on stderr when the \
-            database's collation is not C (RedDot's ids index faster under C; the exit code does \
-            not change).
+            then find the files applied. 'up' and 'status' also write a note on stderr when RedDot's \
+            keys compare text through the database's collation (it is not C, and migration 32, \
+            which declares them bytewise, is not applied or left a layout partitioned by user as \
+            it was): its ids index faster byte by byte. The exit code does not change.
 
             Exit codes:
               0   success (up: applied or nothing to do; status: printed; verify: history matches)

@@ -100,6 +100,80 @@ struct MigratorTests {
         }
     }
 
+    @Test("every text column in a key or an index compares byte by byte (migration 32, and every file after it)")
+    func keysAreBytewise() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        try await withDatabase { database in
+            _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
+            // A column left to the database's collation makes joins with the bytewise ones
+            // unable to use its indexes (the clause takes "C"; the index has the default).
+            let loose = try await database.pool.withConnection { connection in
+                try connection.query(PGStatement("test.loose_keys", """
+                    SELECT DISTINCT c.relname || '.' || a.attname
+                    FROM pg_index x
+                    JOIN pg_class c ON c.oid = x.indrelid
+                    JOIN pg_namespace n ON n.oid = c.relnamespace
+                    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY (x.indkey::int2[])
+                    WHERE n.nspname = current_schema() AND a.atttypid = 'text'::regtype
+                      AND a.attcollation <> 'pg_catalog."C"'::regcollation
+                    ORDER BY 1
+                    """, prepared: false)).rows.map { try $0.decode(0, as: String.self) }
+            }
+            #expect(loose == [])
+        }
+    }
+
+    @Test("migration 32 keeps what schema 31 stored: the same trees, ids that differ only in case or punctuation kept apart, verify finds nothing")
+    func bytewiseKeysKeepTrees() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        try await withDatabase { database in
+            _ = try await database.up(Migrator(files: files.filter { $0.version <= 31 }, logger: TestServer.logger))
+            let store = BadgeStore(pool: database.pool)
+            let users = try ["user", "User", "USER", "user-2", "user_2"].map { try UserID(validating: $0) }
+            for (index, user) in users.enumerated() {
+                try await store.apply(
+                    [BadgeMutation(user: user, path: try BadgePath(validating: "root.chat.c1"), operation: .increment(by: Int64(index + 1)))],
+                    recomputeNow: true)
+            }
+            let plan = try await database.plan(Migrator(files: files, logger: TestServer.logger))
+            #expect(plan.contains("0032_bytewise_keys.sql") && plan.contains("COLLATE \"C\""), "\(plan.prefix(400))")
+            _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
+            #expect(try await database.scalar(
+                "SELECT count(*)::bigint FROM pg_attribute WHERE attrelid = 'badge_aggregate'::regclass AND attname = 'user_id' AND attcollation = 'pg_catalog.\"C\"'::regcollation") == 1)
+
+            for (index, user) in users.enumerated() {
+                let tree = try await store.tree(for: user)
+                #expect(tree.version == 1, "\(user)")
+                #expect(tree.tree?.count == Int64(index + 1), "\(user)")
+            }
+            #expect(try await BadgeVerifier(store: store).run(repair: false).mismatches == 0)
+            try await store.apply([BadgeMutation(user: users[1], path: try BadgePath(validating: "root.chat.c2"), operation: .increment(by: 5))], recomputeNow: true)
+            let after = try await store.tree(for: users[1])
+            #expect(after.version == 2 && after.tree?.count == 7)
+            #expect(try await store.tree(for: users[0]).tree?.count == 1)
+            #expect(try await BadgeVerifier(store: store).run(repair: false).mismatches == 0)
+        }
+    }
+
+    @Test("migration 32 leaves a layout partitioned by user as it is, and the store runs on it")
+    func bytewiseKeysLeavePartitionedLayout() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        try await withDatabase { database in
+            _ = try await database.up(Migrator(files: files.filter { $0.version <= 31 }, logger: TestServer.logger))
+            try await database.pool.withConnection { try SchemaLayout.partitionedByUser.apply(on: $0) }
+            _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
+            #expect(try await database.history().map(\.version).last == 32)
+            #expect(try await database.scalar(
+                "SELECT count(*)::bigint FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname IN ('badge_aggregate', 'user_version', 'consumer_offset') AND a.attcollation = 'pg_catalog.\"C\"'::regcollation") == 0)
+
+            let store = BadgeStore(pool: database.pool)
+            let user = try UserID(validating: "p1")
+            try await store.apply([BadgeMutation(user: user, path: try BadgePath(validating: "root.chat.c1"), operation: .increment(by: 3))], recomputeNow: true)
+            #expect(try await store.tree(for: user).tree?.count == 3)
+            #expect(try await BadgeVerifier(store: store).run(repair: false).mismatches == 0)
+        }
+    }
+
     @Test("migration 19 starts the feed's cursor below the oldest record not yet published: nothing is lost, nothing below it is sent again")
     func feedCursorMigrationKeepsUnpublished() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)

@@ -1,6 +1,7 @@
 import Foundation
 import LibPQ
 import Logging
+import Synchronization
 import TestSupport
 import Testing
 
@@ -185,6 +186,57 @@ struct LibPQTests {
             try connection.query(PGStatement("test.select", "SELECT x FROM t ORDER BY x")).rows.map { try $0.decode(0, as: Int.self) }
         }
         #expect(rows == [1])
+        await database.drop()
+    }
+
+    @Test("a prepared statement whose result a migration altered is prepared again: at once outside a transaction, on the retry inside one")
+    func preparedShapeChanged() async throws {
+        let database = try await TestDatabase.create()
+        let pool = PGPool(configuration: database.configuration, maximumConnections: 1, logger: logger)
+        let migrator = try PGConnection.connect(database.configuration, logger: logger)
+        defer {
+            migrator.close()
+            pool.close()
+        }
+        let select = PGStatement("test.select_keys", "SELECT k FROM keys ORDER BY k")
+        let sum = PGStatement("test.sum_keys", "SELECT count(*), max(k) FROM keys")
+        try migrator.execute(script: "CREATE TABLE keys (k text PRIMARY KEY, n int); INSERT INTO keys VALUES ('b', 1), ('a', 2)", name: "test.create")
+        try await pool.withConnection { connection in
+            #expect(try connection.query(select).rows.map { try $0.decode(0, as: String.self) } == ["a", "b"])
+            _ = try connection.withTransaction { try $0.query(sum) }
+        }
+
+        // What migration 32 does to RedDot's keys: the column's collation, so the result's shape.
+        try migrator.execute(script: "ALTER TABLE keys ALTER COLUMN k TYPE text COLLATE \"C\"", name: "test.alter")
+
+        // Outside a transaction block, the same call prepares it again and answers.
+        let again = try await pool.withConnection { connection in
+            try connection.query(select).rows.map { try $0.decode(0, as: String.self) }
+        }
+        #expect(again == ["a", "b"])
+        // Inside one, the transaction fails with a retriable error, and the retry succeeds.
+        let stale = await #expect(throws: PGError.self) {
+            try await pool.withTransaction { connection in try connection.query(sum) }
+        }
+        #expect(stale?.sqlState == "0A000")
+        #expect(stale?.preparedShapeChanged == true && stale?.isRetriable == true)
+        let attempts = Mutex(0)
+        let row = try await PGRetryPolicy(maximumAttempts: 2, initialDelayMilliseconds: 1).run(logger: logger) {
+            attempts.withLock { $0 += 1 }
+            return try await pool.withTransaction { connection in try connection.query(sum).singleRow().decode(1, as: String.self) }
+        }
+        #expect(row == "b" && attempts.withLock { $0 } == 1)
+        // A statement's own 0A000 (raised when it runs, right after it was prepared) is not
+        // taken for a stale form, nor retried.
+        try migrator.execute(
+            script: "CREATE COLLATION loose (provider = icu, locale = 'und-u-ks-level2', deterministic = false)", name: "test.collation")
+        let own = await #expect(throws: PGError.self) {
+            try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.own_0a000", "SELECT k COLLATE loose LIKE 'a%' FROM keys"))
+            }
+        }
+        #expect(own?.sqlState == "0A000")
+        #expect(own?.preparedShapeChanged == false && own?.isRetriable == false)
         await database.drop()
     }
 

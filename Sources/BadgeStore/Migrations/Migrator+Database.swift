@@ -27,20 +27,28 @@ extension Migrator {
 }
 
 extension Migrator {
-    /// A note for the operator when the connected database compares text through a locale
-    /// library: its default collation is ICU's, or libc's with an `LC_COLLATE` other than `C` or
-    /// `POSIX` (even `C.UTF-8`); nil when it compares bytes (libc `C`/`POSIX`, or PostgreSQL 17's
-    /// builtin provider). RedDot works either way, but every index insert and sort of its ids is
-    /// slower (see deploy/README.md, "Creating the database").
+    /// A note for the operator when RedDot's keys compare text through a locale library: the
+    /// connected database's default collation is ICU's, or libc's with an `LC_COLLATE` other
+    /// than `C` or `POSIX` (even `C.UTF-8`), and its keys take it (migration 32, which declares
+    /// them `COLLATE "C"`, is not applied, or left a layout partitioned by user as it was). Nil
+    /// when they compare bytes: declared so, or the database's own collation (libc `C`/`POSIX`,
+    /// or PostgreSQL 17's builtin provider). RedDot works either way, but every index insert
+    /// and sort of its ids is slower (see deploy/README.md, "Creating the database").
     public static func collationNote(on connection: PGConnection) throws(PGError) -> String? {
         let row = try connection.query(
             PGStatement(
                 "migrate.collation",
-                "SELECT datlocprovider::text, datcollate FROM pg_database WHERE datname = current_database()",
+                """
+                SELECT datlocprovider::text, datcollate, coalesce((
+                    SELECT attcollation = 'pg_catalog."C"'::regcollation FROM pg_attribute
+                    WHERE attrelid = to_regclass('badge_aggregate') AND attname = 'user_id'), false)
+                FROM pg_database WHERE datname = current_database()
+                """,
                 prepared: false)
         ).singleRow()
         let provider = try row.decode(0, as: String.self)
         let collate = try row.decode(1, as: String.self)
+        guard try !row.decode(2, as: Bool.self) else { return nil }
         let which: String
         switch provider {
         case "i": which = "an ICU collation"
@@ -48,9 +56,10 @@ extension Migrator {
         default: return nil
         }
         return """
-            note: this database compares text with \(which), not byte by byte. RedDot's ids index and \
-            sort faster with the C collation (ingest's inserts took 16-35% longer under ICU en-US). \
-            The collation is fixed when a database is made: see "Creating the database" in RedDot's \
+            note: this database compares text with \(which), not byte by byte, and so do RedDot's \
+            keys until migration 32 declares them bytewise (it leaves tables partitioned or \
+            distributed by user as they are). Its ids index and sort faster byte by byte (ingest's \
+            inserts took 16-35% longer under ICU en-US): see "Creating the database" in RedDot's \
             deploy/README.md.
             """
     }
