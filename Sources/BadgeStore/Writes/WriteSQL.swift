@@ -206,10 +206,18 @@ extension BadgeSQL {
                 INSERT INTO dirty_mark (user_id, seq, bump, recount, additive, delta_paths, delta_amounts, delta_unseen)
                 SELECT m.user_id, \(writeNumber(of: "m.user_id")), false, true,
                        NOT EXISTS (SELECT 1 FROM kept k WHERE k.user_id = m.user_id AND k.timed),
-                       array_agg(d.path) FILTER (WHERE d.path IS NOT NULL), array_agg(d.amount) FILTER (WHERE d.path IS NOT NULL),
-                       array_agg(d.unseen) FILTER (WHERE d.path IS NOT NULL)
-                FROM (SELECT DISTINCT unnest($7::text[]) AS user_id) AS m
-                LEFT JOIN delta d ON d.user_id = m.user_id
+                       array_agg(m.path) FILTER (WHERE m.path IS NOT NULL), array_agg(m.amount) FILTER (WHERE m.path IS NOT NULL),
+                       array_agg(m.unseen) FILTER (WHERE m.path IS NOT NULL)
+                FROM (
+                    -- Each user's deltas and a row of the user's own, grouped by user: no join
+                    -- of the users with the deltas, which the planner, guessing one delta, ran
+                    -- as a loop over both (2.8 million comparisons for a batch of 1,440 users,
+                    -- 0.4 s) once the deltas' user ids compared bytewise and `$7`'s did not
+                    -- (migration 32): a merge join needs both sides sorted alike.
+                    SELECT d.user_id, d.path, d.amount, d.unseen FROM delta d WHERE d.marked
+                    UNION ALL
+                    SELECT unnest($7::text[]), NULL, NULL, NULL
+                ) AS m
                 GROUP BY m.user_id
                 ORDER BY 1
             )
