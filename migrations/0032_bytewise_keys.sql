@@ -5,15 +5,16 @@
 -- Until now they took the database's collation. Under a linguistic one (`en_US.UTF-8`, the
 -- default of many installers and hosted services; `C.UTF-8` too, which PostgreSQL 15 does not
 -- treat as bytewise) every index step over a user id copied both strings and called the C
--- library's `strcoll`: measured, the write pipeline carried about a sixth more events a second
--- on an `en_US.UTF-8` database once its keys were bytewise, and about 5% more on `C.UTF-8`
--- (BENCHMARKS.md, "Keys that compare byte by byte"). Ids are opaque: nothing sorts them for a
--- reader, so the order they take (bytes, as a `C` database has always had) changes no answer.
+-- library's `strcoll` (12% of PostgreSQL's CPU samples in the live pipeline on an
+-- `en_US.UTF-8` database). Measured there, the write pipeline's PostgreSQL time per event fell
+-- by a quarter once its keys were bytewise; on `C.UTF-8`, ingest's by a sixth (BENCHMARKS.md,
+-- "Keys that compare byte by byte"). Ids are opaque: nothing sorts them for a reader, so the
+-- order they take (bytes, as a `C` database has always had) changes no answer.
 --
 -- Not online: each table is locked (ACCESS EXCLUSIVE) while its indexes are rebuilt in the new
 -- order; no row is rewritten. Ingest, the rollup and the API wait meanwhile (and lose nothing).
--- Measured on this project's 2-core reference machine: see the runbook ("Migrating") for the
--- time per million events kept. On a large database, apply it in a quiet hour.
+-- Measured on this project's 2-core machine: about 2.5 s per million events retained, with
+-- their users' state (the runbook, "Upgrades"). On a large database, apply it in a quiet hour.
 --
 -- A layout partitioned or distributed by user (docs/SHARDING.md) is left as it is, with a
 -- notice: PostgreSQL refuses to alter a partition key's column and Citus a distribution
