@@ -65,8 +65,9 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
         return APIError(.serviceUnavailable, code: "unavailable", message: message, headers: headers)
     }
 
-    /// Maps a store error: a database that cannot be reached or answer in time is a 503 with
-    /// `Retry-After`; anything else a 500 (logged by the caller, its text not shown).
+    /// Maps a store error: a database that cannot be reached or answer in time, or a statement
+    /// prepared before a migration changed its result, is a 503 with `Retry-After`; anything
+    /// else a 500 (logged by the caller, its text not shown).
     static func from(_ error: any Error) -> APIError {
         if let error = error as? APIError { return error }
         if let error = error as? PGError {
@@ -76,6 +77,9 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
             case .timedOut:
                 return unavailable("the database did not answer in time; try again shortly")
             default:
+                // A statement prepared before a migration changed its result (prepared again
+                // at its next use): the request's transaction can run again at once.
+                if error.preparedShapeChanged { return unavailable("the database's schema changed; try again") }
                 if error.sqlState == "57014" || error.sqlState?.hasPrefix("08") == true || error.sqlState == "57P01"
                     || error.sqlState == "57P03" || error.sqlState == "53300"
                 {

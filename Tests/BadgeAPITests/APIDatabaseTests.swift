@@ -303,6 +303,67 @@ struct APIDatabaseTests {
         }
     }
 
+    @Test("migration 32 under a running server: its prepared statements are prepared again; a request meets at most a 503 with Retry-After, never a lasting error")
+    func migrationUnderRunningServer() async throws {
+        let database = try await TestDatabase.create(prefix: "apimig")
+        let files = try Repository.migrationFiles()
+        @Sendable func migrate(through version: Int) throws {
+            let connection = try PGConnection.connect(database.configuration, logger: TestServer.logger)
+            defer { connection.close() }
+            _ = try Migrator(files: files.filter { $0.version <= version }, logger: TestServer.logger).up(on: connection)
+        }
+        do {
+            try migrate(through: 31)
+            try await APIHarness.with(databaseURL: database.url) { harness in
+                let erin = try await harness.token("erin")
+                try await harness.apply([
+                    BadgeMutation(user: user("erin"), path: path("root.chat.c1"), operation: .increment(by: 3)),
+                    BadgeMutation(user: user("erin"), path: path("root.news.n1"), operation: .increment(by: 2)),
+                ])
+                // Every connection of the server's pool prepares its statements: reads at once,
+                // and an action.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<8 {
+                        group.addTask {
+                            let status = try await harness.get("/v1/users/erin/badges", token: erin).status
+                            #expect(status == .ok)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                let seen = try await harness.call(.post, "/v1/users/erin/badges/seen", token: erin, body: #"{"path": "root.chat"}"#)
+                #expect(seen.status == .ok, "\(seen.text)")
+
+                try migrate(through: 32)
+
+                // Each answer is the tree, or a 503 that asks to try again; a few tries each.
+                func untilOK(_ request: () async throws -> TestResponse) async throws -> TestResponse {
+                    for _ in 0..<40 {
+                        let response = try await request()
+                        if response.status == .ok { return response }
+                        #expect(response.status == .serviceUnavailable && response.headers[.retryAfter] == "1", "\(response.status) \(response.text)")
+                        #expect(response.errorCode == "unavailable")
+                    }
+                    throw APITestError("no answer after 40 tries")
+                }
+                for _ in 0..<8 {
+                    let tree = try await untilOK { try await harness.get("/v1/users/erin/badges", token: erin) }.tree()
+                    #expect(tree.tree?.count == 5 && tree.tree?.unseen == 2)
+                }
+                let cleared = try await untilOK {
+                    try await harness.call(.post, "/v1/users/erin/badges/clear", token: erin, body: #"{"path": "root.news", "force": true}"#)
+                }.tree()
+                #expect(cleared.tree == nil)  // the answer is the cleared node's
+                let after = try await untilOK { try await harness.get("/v1/users/erin/badges", token: erin) }.tree()
+                #expect(after.tree?.count == 3 && after.version == cleared.version)
+            }
+        } catch {
+            await database.drop()
+            throw error
+        }
+        await database.drop()
+    }
+
     @Test("a database outage answers 503 with Retry-After, quickly, never a hang")
     func databaseOutage() async throws {
         try await APIHarness.with(
