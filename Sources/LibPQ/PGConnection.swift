@@ -26,9 +26,11 @@ public final class PGConnection: @unchecked Sendable {
     private let cancelHandle: Mutex<CancelHandle>
     private let cancelRequested = Atomic<Bool>(false)
     private var prepared: Set<String> = []
-    /// Statements whose prepared form the server refused (`PGError.preparedShapeChanged`): each is
-    /// deallocated and prepared again at its next use.
-    private var stale: Set<String> = []
+    /// How many times each statement was prepared again after the server refused its prepared
+    /// form (`PGError.preparedShapeChanged`): its server-side name (`serverName`) takes the
+    /// count, so the new form needs no `DEALLOCATE` of the old one (left until the connection
+    /// closes).
+    private var reprepared: [String: Int] = [:]
     private let notices: NoticeSink
     /// The logger for notices and slow statements.
     public let logger: Logger
@@ -135,17 +137,13 @@ public final class PGConnection: @unchecked Sendable {
         }
     }
 
-    /// `query`'s work: prepares `statement` if this connection has not (deallocating a stale
-    /// form first), then runs it.
+    /// `query`'s work: prepares `statement` if this connection has not (again, under a new
+    /// server-side name, after its form went stale), then runs it.
     private func run(_ statement: PGStatement, _ parameters: [any PGBindable], on handle: OpaquePointer) throws(PGError) -> PGResult {
         var preparedNow = false
+        let serverName = reprepared[statement.name].map { "\(statement.name)#\($0)" } ?? statement.name
         if statement.prepared, !prepared.contains(statement.name) {
-            if stale.contains(statement.name) {
-                let name = "\"" + statement.name.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\""
-                _ = try consume(PQexec(handle, "DEALLOCATE \(name)"), statement: statement.name)
-                stale.remove(statement.name)
-            }
-            let preparation = PQprepare(handle, statement.name, statement.sql, Int32(parameters.count), nil)
+            let preparation = PQprepare(handle, serverName, statement.sql, Int32(parameters.count), nil)
             _ = try consume(preparation, statement: statement.name)
             prepared.insert(statement.name)
             preparedNow = true
@@ -153,7 +151,7 @@ public final class PGConnection: @unchecked Sendable {
         let texts = parameters.map(\.pgText)
         let result: OpaquePointer? = withOptionalCStringArray(texts) { values in
             if statement.prepared {
-                return PQexecPrepared(handle, statement.name, Int32(texts.count), values, nil, nil, 0)
+                return PQexecPrepared(handle, serverName, Int32(texts.count), values, nil, nil, 0)
             }
             return PQexecParams(handle, statement.sql, Int32(texts.count), nil, values, nil, nil, 0)
         }
@@ -163,7 +161,7 @@ public final class PGConnection: @unchecked Sendable {
             // Only a form prepared earlier can be stale: the same error from one prepared just
             // now is the statement's own, and is not retried.
             prepared.remove(statement.name)
-            stale.insert(statement.name)
+            reprepared[statement.name, default: 0] += 1
             error.preparedShapeChanged = true
             throw error
         }
