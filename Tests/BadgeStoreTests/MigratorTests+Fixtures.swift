@@ -73,6 +73,12 @@ extension MigratorTests {
             try await pool.withConnection { connection in try migrator.up(on: connection) }
         }
 
+        /// Applies `files` up to `version` (an older schema, for a migration's test).
+        @discardableResult
+        func up(through version: Int, of files: [MigrationFile]) async throws -> [MigrationFile] {
+            try await up(Migrator(files: files.filter { $0.version <= version }, logger: TestServer.logger))
+        }
+
         func status(_ migrator: Migrator) async throws -> MigrationStatus {
             try await pool.withConnection { connection in try migrator.status(on: connection) }
         }

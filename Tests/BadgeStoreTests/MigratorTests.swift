@@ -70,7 +70,7 @@ struct MigratorTests {
     func itemsMigrationKeepsCounters() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)
         try await withDatabase { database in
-            _ = try await database.up(Migrator(files: files.filter { $0.version <= 2 }, logger: TestServer.logger))
+            try await database.up(through: 2, of: files)
             // What a schema-2 ingest and rollup left: own state, aggregates, a version.
             try await database.pool.withConnection { connection in
                 for sql in [
@@ -127,7 +127,7 @@ struct MigratorTests {
     func bytewiseKeysKeepTrees() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)
         try await withDatabase { database in
-            _ = try await database.up(Migrator(files: files.filter { $0.version <= 31 }, logger: TestServer.logger))
+            try await database.up(through: 31, of: files)
             let store = BadgeStore(pool: database.pool)
             let users = try ["user", "User", "USER", "user-2", "user_2"].map { try UserID(validating: $0) }
             for (index, user) in users.enumerated() {
@@ -159,7 +159,7 @@ struct MigratorTests {
     func bytewiseKeysLeavePartitionedLayout() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)
         try await withDatabase { database in
-            _ = try await database.up(Migrator(files: files.filter { $0.version <= 31 }, logger: TestServer.logger))
+            try await database.up(through: 31, of: files)
             try await database.pool.withConnection { try SchemaLayout.partitionedByUser.apply(on: $0) }
             _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
             #expect(try await database.history().map(\.version).last == 32)
@@ -178,7 +178,7 @@ struct MigratorTests {
     func feedCursorMigrationKeepsUnpublished() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)
         try await withDatabase { database in
-            _ = try await database.up(Migrator(files: files.filter { $0.version <= 15 }, logger: TestServer.logger))
+            try await database.up(through: 15, of: files)
             // Five versions logged by an older rollup; its feed had published the 1st, 2nd and 4th.
             try await database.pool.withConnection { connection in
                 for sql in [
