@@ -88,8 +88,8 @@ extension MigratorTests {
             try await pool.withConnection { connection in try migrator.verify(on: connection, failIfPending: failIfPending) }
         }
 
-        func plan(_ migrator: Migrator) async throws -> String {
-            try await pool.withConnection { connection in try migrator.plan(on: connection) }
+        func plan(_ migrator: Migrator, online: Bool = false) async throws -> String {
+            try await pool.withConnection { connection in try migrator.plan(on: connection, online: online) }
         }
 
         /// The history table's rows by version; empty when it does not exist yet.

@@ -65,14 +65,27 @@ public struct Migrator: Sendable {
         return status
     }
 
-    /// The SQL `up` would run now, file by file, with the transaction around each.
-    public func plan(on connection: PGConnection) throws -> String {
+    /// The SQL `up` would run now, file by file, with the transaction around each; with
+    /// `online`, a file's online form where it has one (`OnlineCollationChange`, as the catalog
+    /// stands now).
+    public func plan(on connection: PGConnection, online: Bool = false) throws -> String {
         let status = try status(on: connection)
         try status.requireConsistent()
         let pending = files.filter { file in status.entries.contains { $0.version == file.version && $0.state == .pending } }
         if pending.isEmpty { return "-- nothing to apply: the schema is current\n" }
         var text = ""
         for file in pending {
+            if online, OnlineCollationChange.versions.contains(file.version) {
+                do {
+                    if let change = try OnlineCollationChange.prepare(file, on: connection) {
+                        text += onlinePlan(file, change)
+                        continue
+                    }
+                    text += "-- \(file.fileName): no online form needed (the layout is partitioned or distributed by user; the file leaves it as it is)\n"
+                } catch let error as MigrationError {
+                    text += "-- \(error.message.replacingOccurrences(of: "\n", with: " "))\n"
+                }
+            }
             text += "-- \(file.fileName) (\(file.checksum), \(file.isTransactional ? "in a transaction" : "outside a transaction"))\n"
             if file.isTransactional { text += "BEGIN;\nSET LOCAL lock_timeout = '\(lockTimeoutMilliseconds)ms';\n" }
             text += file.sql
@@ -84,15 +97,36 @@ public struct Migrator: Sendable {
         return text
     }
 
+    /// `plan`'s text for `file`'s online form.
+    private func onlinePlan(_ file: MigrationFile, _ change: OnlineCollationChange) -> String {
+        var text = """
+            -- \(file.fileName) (\(file.checksum)), online: \(change.indexes.count) indexes built first, one at a time, while \
+            writers go on (a run that stops keeps the ones it built); then one transaction that locks the tables for catalog \
+            changes only (the file's ALTER COLUMN keeps the new indexes as they are)
+
+            """
+        text += "SET lock_timeout = 0;\n"
+        for index in change.indexes { text += index.build + ";\n" }
+        text += "BEGIN;\nSET LOCAL lock_timeout = '\(lockTimeoutMilliseconds)ms';\n"
+        for statement in change.swap(file) {
+            text += statement
+            if !statement.hasSuffix("\n") { text += ";\n" }
+        }
+        text += "INSERT INTO \(Self.historyTable) (version, name, file_name, checksum, transactional, duration_ms) VALUES (\(file.version), '\(file.name)', '\(file.fileName)', '\(file.checksum)', true, …);\nCOMMIT;\n\n"
+        return text
+    }
+
     // MARK: - up
 
     /// Applies every pending file in order, each in its own transaction (unless it declares it
-    /// cannot run in one), under the advisory lock.
+    /// cannot run in one), under the advisory lock; with `online`, a file that has an online form
+    /// (`OnlineCollationChange`) through it.
     ///
     /// - Returns: the files applied by this call (empty when the schema was current).
     /// - Throws: `MigrationError` (`.historyMismatch`, `.lockBusy`, `.migrationFailed`); a file
-    ///   that fails leaves the schema and the history as they were before it.
-    public func up(on connection: PGConnection) throws -> [MigrationFile] {
+    ///   that fails leaves the schema and the history as they were before it (an online form
+    ///   keeps the indexes it built, which its next run uses).
+    public func up(on connection: PGConnection, online: Bool = false) throws -> [MigrationFile] {
         try lock(connection)
         defer { unlock(connection) }
         try connection.execute(script: Self.createHistorySQL, name: "migrate.create_history")
@@ -101,20 +135,27 @@ public struct Migrator: Sendable {
         let pendingVersions = Set(status.entries.filter { $0.state == .pending }.map(\.version))
         var applied: [MigrationFile] = []
         for file in files where pendingVersions.contains(file.version) {
-            try apply(file, on: connection)
+            if online, OnlineCollationChange.versions.contains(file.version), let change = try OnlineCollationChange.prepare(file, on: connection) {
+                try applyOnline(file, change, on: connection)
+            } else {
+                try apply(file, on: connection)
+            }
             applied.append(file)
         }
         return applied
     }
 
+    /// Adds `file` to the history, with the time since `started`.
+    private func record(_ file: MigrationFile, since started: ContinuousClock.Instant, on connection: PGConnection) throws(PGError) {
+        let elapsed = (ContinuousClock.now - started).components
+        let milliseconds: Int64 = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+        try connection.query(Self.insertHistory, [file.version, file.name, file.fileName, file.checksum, file.isTransactional, milliseconds])
+    }
+
     private func apply(_ file: MigrationFile, on connection: PGConnection) throws {
         logger.info("applying migration", metadata: ["migration.file": "\(file.fileName)"])
         let started = ContinuousClock.now
-        func record() throws {
-            let elapsed = (ContinuousClock.now - started).components
-            let milliseconds: Int64 = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
-            try connection.query(Self.insertHistory, [file.version, file.name, file.fileName, file.checksum, file.isTransactional, milliseconds])
-        }
+        func record() throws { try self.record(file, since: started, on: connection) }
         do {
             if file.isTransactional {
                 try connection.withTransaction { connection in
@@ -128,19 +169,53 @@ public struct Migrator: Sendable {
                 try record()
             }
         } catch let error as PGError {
-            if error.sqlState == "55P03" {
-                throw MigrationError(
-                    .lockBusy,
-                    "migration \(file.fileName) waited longer than lock_timeout (\(lockTimeoutMilliseconds) ms) for a table lock; a long transaction holds it. Nothing of this file was applied; run again later or raise --lock-timeout"
-                )
-            }
-            if error.code == .connectionLost || error.code == .connectionFailed {
-                throw MigrationError(.unavailable, "lost the database connection while applying \(file.fileName): \(error.debugDescription)")
-            }
             let undone = file.isTransactional ? "it was rolled back; the schema and history are unchanged" : "it ran outside a transaction: check for partial effects (an INVALID index) before running again"
-            throw MigrationError(.migrationFailed, "migration \(file.fileName) failed: \(error.debugDescription); \(undone)")
+            throw failure(error, applying: file, undone: undone)
         }
         logger.info("applied migration", metadata: ["migration.file": "\(file.fileName)"])
+    }
+
+    /// Applies `file` through its online form: builds the new indexes without blocking writers
+    /// (no lock timeout: each build waits for the transactions that write its table), then
+    /// swaps them in and records the file in one transaction under `lockTimeoutMilliseconds`.
+    private func applyOnline(_ file: MigrationFile, _ change: OnlineCollationChange, on connection: PGConnection) throws {
+        logger.info("applying migration online", metadata: ["migration.file": "\(file.fileName)", "migration.indexes": "\(change.indexes.count)"])
+        let started = ContinuousClock.now
+        do {
+            try connection.query(Self.setSessionLockTimeout, ["0"])
+            try change.build(on: connection) { index, left in
+                logger.info(
+                    "building index", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(index.name)", "migration.table": "\(index.table)", "migration.left": "\(left)"])
+            }
+            let statements = change.swap(file)
+            try connection.withTransaction { connection in
+                try connection.query(Self.setLocalLockTimeout, [String(lockTimeoutMilliseconds)])
+                for (position, statement) in statements.enumerated() {
+                    try connection.execute(script: statement, name: "migrate.online.\(file.fileName).\(position)")
+                    if position == 0 { try change.requireBuilt(on: connection) }
+                }
+                try record(file, since: started, on: connection)
+            }
+        } catch let error as PGError {
+            throw failure(
+                error, applying: file,
+                undone: "nothing was swapped and the history is unchanged; the indexes built so far (\(OnlineCollationChange.buildPrefix)…) stay, and the next run builds only the rest")
+        }
+        logger.info("applied migration online", metadata: ["migration.file": "\(file.fileName)"])
+    }
+
+    /// The `MigrationError` for `error` while applying `file`; `undone` says what is left.
+    private func failure(_ error: PGError, applying file: MigrationFile, undone: String) -> MigrationError {
+        if error.sqlState == "55P03" {
+            return MigrationError(
+                .lockBusy,
+                "migration \(file.fileName) waited longer than lock_timeout (\(lockTimeoutMilliseconds) ms) for a table lock; a long transaction holds it. Nothing of this file was applied; run again later or raise --lock-timeout"
+            )
+        }
+        if error.code == .connectionLost || error.code == .connectionFailed {
+            return MigrationError(.unavailable, "lost the database connection while applying \(file.fileName): \(error.debugDescription)")
+        }
+        return MigrationError(.migrationFailed, "migration \(file.fileName) failed: \(error.debugDescription); \(undone)")
     }
 
     private func lock(_ connection: PGConnection) throws {
