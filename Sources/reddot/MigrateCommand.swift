@@ -18,7 +18,9 @@ struct MigrateCommand: AsyncParsableCommand {
             then find the files applied. 'up' and 'status' also write a note on stderr when RedDot's \
             keys compare text through the database's collation (it is not C, and migration 32, \
             which declares them bytewise, is not applied or left a layout partitioned by user as \
-            it was): its ids index faster byte by byte. The exit code does not change.
+            it was): its ids index faster byte by byte. The exit code does not change. 'up \
+            --online' applies a migration that has an online form (32) without locking tables \
+            while their indexes are rebuilt (see 'reddot migrate up --help').
 
             Exit codes:
               0   success (up: applied or nothing to do; status: printed; verify: history matches)

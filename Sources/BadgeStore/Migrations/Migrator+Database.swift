@@ -58,9 +58,10 @@ extension Migrator {
         return """
             note: this database compares text with \(which), not byte by byte, and so do RedDot's \
             keys until migration 32 declares them bytewise (it leaves tables partitioned or \
-            distributed by user as they are). Its ids index and sort faster byte by byte (ingest's \
-            inserts took 16-35% longer under ICU en-US): see "Creating the database" in RedDot's \
-            deploy/README.md.
+            distributed by user as they are; 'reddot migrate up --online' applies it without \
+            locking the tables while their indexes are rebuilt). Its ids index and sort faster byte \
+            by byte (ingest's inserts took 16-35% longer under ICU en-US): see "Creating the \
+            database" in RedDot's deploy/README.md.
             """
     }
 }

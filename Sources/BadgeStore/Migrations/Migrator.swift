@@ -188,6 +188,7 @@ public struct Migrator: Sendable {
                     "building index", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(index.name)", "migration.table": "\(index.table)", "migration.left": "\(left)"])
             }
             let statements = change.swap(file)
+            let swapStarted = ContinuousClock.now
             try connection.withTransaction { connection in
                 try connection.query(Self.setLocalLockTimeout, [String(lockTimeoutMilliseconds)])
                 for (position, statement) in statements.enumerated() {
@@ -196,12 +197,14 @@ public struct Migrator: Sendable {
                 }
                 try record(file, since: started, on: connection)
             }
+            logger.info(
+                "applied migration online",
+                metadata: ["migration.file": "\(file.fileName)", "migration.swap": "\(ContinuousClock.now - swapStarted)", "migration.total": "\(ContinuousClock.now - started)"])
         } catch let error as PGError {
             throw failure(
                 error, applying: file,
                 undone: "nothing was swapped and the history is unchanged; the indexes built so far (\(OnlineCollationChange.buildPrefix)…) stay, and the next run builds only the rest")
         }
-        logger.info("applied migration online", metadata: ["migration.file": "\(file.fileName)"])
     }
 
     /// The `MigrationError` for `error` while applying `file`; `undone` says what is left.
