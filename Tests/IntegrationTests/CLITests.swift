@@ -61,6 +61,44 @@ struct CLITests {
         }
     }
 
+    @Test("migrate plan --online and up --online apply migration 32 through its index builds; an index it would not rebuild exits 1 naming it")
+    func onlineMigration() async throws {
+        // The files up to 31, for a schema-31 database.
+        let older = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-mig31-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: older, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: older) }
+        for name in try FileManager.default.contentsOfDirectory(atPath: Repository.migrationsDirectory.path)
+        where name.hasSuffix(".sql") && (Int(name.prefix(4)) ?? 99) <= 31 {
+            try FileManager.default.copyItem(at: Repository.migrationsDirectory.appendingPathComponent(name), to: older.appendingPathComponent(name))
+        }
+        let migrations = Repository.migrationsDirectory.path
+        try await withDatabase(options: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'") { url in
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", older.path]).exitCode == 0)
+            let plan = try await reddot(["migrate", "plan", "--online", "--database-url", url, "--migrations", migrations])
+            #expect(plan.exitCode == 0, "\(plan)")
+            #expect(plan.stdout.contains("CREATE UNIQUE INDEX CONCURRENTLY reddot_bytewise_"), "\(plan)")
+            #expect(plan.stdout.contains("ADD CONSTRAINT badge_aggregate_pkey PRIMARY KEY USING INDEX reddot_bytewise_"), "\(plan)")
+            let up = try await reddot(["migrate", "up", "--online", "--database-url", url, "--migrations", migrations])
+            #expect(up.exitCode == 0, "\(up)")
+            #expect(up.stdout.contains("applied 0032_bytewise_keys.sql"), "\(up)")
+            #expect(!up.stderr.contains("note"), "\(up)")
+            let verify = try await reddot(["migrate", "verify", "--fail-if-pending", "--database-url", url, "--migrations", migrations])
+            #expect(verify.exitCode == 0, "\(verify)")
+        }
+        try await withDatabase(options: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'") { url in
+            #expect(try await reddot(["migrate", "up", "--database-url", url, "--migrations", older.path]).exitCode == 0)
+            let connection = try PGConnection.connect(PGConfiguration(connectionString: url), logger: TestServer.logger)
+            try connection.execute(script: "CREATE INDEX chat_states ON badge_state (user_id) WHERE path <@ 'root.chat'", name: "test.partial")
+            connection.close()
+            let up = try await reddot(["migrate", "up", "--online", "--database-url", url, "--migrations", migrations])
+            #expect(up.exitCode == 1, "\(up)")
+            #expect(up.stderr.contains("the index chat_states on badge_state is partial"), "\(up)")
+            #expect(up.stderr.contains("run 'reddot migrate up' without --online"), "\(up)")
+            let status = try await reddot(["migrate", "status", "--database-url", url, "--migrations", migrations])
+            #expect(status.stdout.contains("pending"), "\(status)")
+        }
+    }
+
     @Test("migrate status --json matches the golden file: two applied, one pending")
     func statusJSONGolden() async throws {
         let directory = try FixtureMigrations()
