@@ -63,7 +63,7 @@ extension MigratorTests {
         return users
     }
 
-    @Test("migrate up --online leaves the schema migration 32 leaves, swaps in the indexes it built without rebuilding them, resumes a stopped build, keeps the trees")
+    @Test("migrate up --online leaves the schema migration 32 leaves, swaps in the indexes it built without rebuilding them, resumes a stopped build (an invalid index built again), keeps the trees")
     func onlineBytewiseKeysMatchTheFile() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)
         let file32 = try #require(files.first { $0.version == 32 })
@@ -81,6 +81,16 @@ extension MigratorTests {
                     try connection.query(PGStatement("test.first_build", change.indexes[0].build, prepared: false))
                 }
                 let firstFile = try #require(try await indexFiles(of: online)[change.indexes[0].newName])
+                // A build that failed half-way leaves its index INVALID: the run drops it and builds it again.
+                let aggregates = try #require(change.indexes.first { $0.table == "badge_aggregate" })
+                await #expect(throws: PGError.self) {
+                    try await online.pool.withConnection { connection in
+                        try connection.query(PGStatement(
+                            "test.failed_build", "CREATE UNIQUE INDEX CONCURRENTLY \(aggregates.newName) ON badge_aggregate (path)", prepared: false))
+                    }
+                }
+                #expect(try await online.scalar(
+                    "SELECT count(*)::bigint FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = '\(aggregates.newName)' AND NOT i.indisvalid") == 1)
 
                 let plan = try await online.plan(Migrator(files: files, logger: TestServer.logger), online: true)
                 #expect(plan.contains("CREATE UNIQUE INDEX CONCURRENTLY \(OnlineCollationChange.buildPrefix)") && plan.contains("USING INDEX"), "\(plan.prefix(600))")
