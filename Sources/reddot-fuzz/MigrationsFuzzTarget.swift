@@ -2,7 +2,8 @@ import BadgeStore
 
 /// Migration files: the first line of the input is the file name, the rest its bytes. A file
 /// that loads has a number from 1 to the history column's maximum, its name parses back the same,
-/// its SQL is its bytes, and it is transactional exactly when no line is the directive.
+/// its SQL is its bytes, it is transactional exactly when no line is the directive, and the
+/// columns it declares bytewise (`OnlineCollationChange.declaredColumns`) have plain names.
 enum MigrationsFuzzTarget {
     static let target = FuzzTarget.migrations
 
@@ -26,6 +27,13 @@ enum MigrationsFuzzTarget {
         FuzzFailure.check(file.checksum.hasPrefix("sha256:") && file.checksum.utf8.count == 7 + 64, target, "checksum \(file.checksum)")
         let again = try? MigrationFile(fileName: fileName, contents: contents)
         FuzzFailure.check(again == file, target, "reading the same file twice differs")
+        // What `migrate up --online` reads from a file: plain lower-case names, a column each at least.
+        for (table, columns) in OnlineCollationChange.declaredColumns(in: file.sql) {
+            let plain = { (name: String) in
+                !name.isEmpty && name.utf8.allSatisfy { $0 == UInt8(ascii: "_") || (97...122).contains($0) || (48...57).contains($0) }
+            }
+            FuzzFailure.check(plain(table) && !columns.isEmpty && columns.allSatisfy(plain), target, "declared columns \(table) \(columns)")
+        }
         let directive = MigrationFile.noTransactionDirective
         if !file.isTransactional {
             FuzzFailure.check(file.sql.contains(directive), target, "not transactional without the directive")

@@ -117,6 +117,20 @@ extension MigratorTests {
         }
     }
 
+    @Test("the online form reads migration 32's columns from the file; a long statement without its end matches nothing")
+    func declaredColumnsOfMigration32() throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        let declared = OnlineCollationChange.declaredColumns(in: try #require(files.first { $0.version == 32 }).sql)
+        #expect(declared.count == 29)
+        #expect(declared.first { $0.table == "webhook_delivery" }?.columns == ["id", "user_id", "subscription_id"])
+        #expect(declared.first { $0.table == "consumer_offset" }?.columns == ["consumer_group", "topic"])
+        #expect(declared.first { $0.table == "badge_aggregate" }?.columns == ["user_id"])
+        // Many columns, runs of spaces between them, and no ';': one way to match each run.
+        let unfinished = "ALTER TABLE t " + String(repeating: "ALTER COLUMN c TYPE text COLLATE \"C\"    ,    ", count: 2_000)
+        #expect(OnlineCollationChange.declaredColumns(in: unfinished).isEmpty)
+        #expect(OnlineCollationChange.declaredColumns(in: "ALTER TABLE t ALTER COLUMN a TYPE text COLLATE \"C\"  ALTER COLUMN b TYPE text COLLATE \"C\";").map(\.columns) == [["a", "b"]])
+    }
+
     @Test("migrate up --online on a layout partitioned by user applies the file, which leaves it as it is")
     func onlineFormOnPartitionedLayout() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)

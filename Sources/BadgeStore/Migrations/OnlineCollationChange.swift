@@ -117,9 +117,10 @@ public struct OnlineCollationChange: Sendable {
     }
 
     /// The tables and columns `sql` declares `COLLATE "C"`, from its statements
-    /// `ALTER TABLE t ALTER COLUMN c TYPE text COLLATE "C", …`, in the file's order.
+    /// `ALTER TABLE t ALTER COLUMN c TYPE text COLLATE "C", …`, in the file's order. (Each run
+    /// of spaces has one way to match, so no input makes the match backtrack without end.)
     public static func declaredColumns(in sql: String) -> [(table: String, columns: [String])] {
-        let statement = #/ALTER\s+TABLE\s+([a-z_][a-z0-9_]*)\s+((?:ALTER\s+COLUMN\s+[a-z_][a-z0-9_]*\s+TYPE\s+text\s+COLLATE\s+"C"\s*,?\s*)+);/#
+        let statement = #/ALTER\s+TABLE\s+([a-z_][a-z0-9_]*)\s+((?:ALTER\s+COLUMN\s+[a-z_][a-z0-9_]*\s+TYPE\s+text\s+COLLATE\s+"C"\s*(?:,\s*)?)+);/#
         let column = #/ALTER\s+COLUMN\s+([a-z_][a-z0-9_]*)\s+TYPE\s+text\s+COLLATE\s+"C"/#
         return sql.matches(of: statement).map { match in
             (table: String(match.output.1), columns: match.output.2.matches(of: column).map { String($0.output.1) })
