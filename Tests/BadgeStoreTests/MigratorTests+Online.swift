@@ -131,6 +131,31 @@ extension MigratorTests {
         #expect(OnlineCollationChange.declaredColumns(in: "ALTER TABLE t ALTER COLUMN a TYPE text COLLATE \"C\"  ALTER COLUMN b TYPE text COLLATE \"C\";").map(\.columns) == [["a", "b"]])
     }
 
+    @Test("no index an online run built outlives migration 32: the file drops what a stopped run left, the swap what it did not take")
+    func onlineLeftoversDropped() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        let file32 = try #require(files.first { $0.version == 32 })
+        for online in [false, true] {
+            try await withDatabase { database in
+                try await database.up(through: 31, of: files)
+                let change = try #require(try await database.pool.withConnection { try OnlineCollationChange.prepare(file32, on: $0) })
+                let stateIndexes = try await database.scalar("SELECT count(*)::bigint FROM pg_indexes WHERE tablename = 'badge_state'")
+                try await database.pool.withConnection { connection in
+                    try connection.query(PGStatement("test.first_build", change.indexes[0].build, prepared: false))
+                    // One no swap takes: named after an index that is not there.
+                    try connection.query(PGStatement(
+                        "test.stray", "CREATE INDEX \(OnlineCollationChange.buildPrefix)1 ON badge_state (path)", prepared: false))
+                }
+                let applied = try await database.pool.withConnection { connection in
+                    try Migrator(files: files, logger: TestServer.logger).up(on: connection, online: online)
+                }
+                #expect(applied.map(\.version) == [32])
+                #expect(try await indexFiles(of: database).keys.filter { $0.hasPrefix(OnlineCollationChange.buildPrefix) } == [], "online: \(online)")
+                #expect(try await database.scalar("SELECT count(*)::bigint FROM pg_indexes WHERE tablename = 'badge_state'") == stateIndexes)
+            }
+        }
+    }
+
     @Test("migrate up --online on a layout partitioned by user applies the file, which leaves it as it is")
     func onlineFormOnPartitionedLayout() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)

@@ -112,6 +112,7 @@ public struct Migrator: Sendable {
             text += statement
             if !statement.hasSuffix("\n") { text += ";\n" }
         }
+        text += "-- DROP INDEX each \(OnlineCollationChange.buildPrefix)… index left that no swap took, if any\n"
         text += "INSERT INTO \(Self.historyTable) (version, name, file_name, checksum, transactional, duration_ms) VALUES (\(file.version), '\(file.name)', '\(file.fileName)', '\(file.checksum)', true, …);\nCOMMIT;\n\n"
         return text
     }
@@ -139,10 +140,26 @@ public struct Migrator: Sendable {
                 try applyOnline(file, change, on: connection)
             } else {
                 try apply(file, on: connection)
+                if OnlineCollationChange.versions.contains(file.version) { dropLeftovers(after: file, on: connection) }
             }
             applied.append(file)
         }
         return applied
+    }
+
+    /// Drops the indexes a stopped online run left (`OnlineCollationChange.dropLeftovers`) once
+    /// `file` is applied as a file. Best effort: the file is applied either way, so a failure
+    /// is a warning that names what to drop by hand.
+    private func dropLeftovers(after file: MigrationFile, on connection: PGConnection) {
+        do {
+            for name in try OnlineCollationChange.dropLeftovers(on: connection) {
+                logger.info("dropped an index an online run left", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(name)"])
+            }
+        } catch {
+            logger.warning(
+                "could not drop the indexes an online run left; drop every index named \(OnlineCollationChange.buildPrefix)… by hand",
+                metadata: ["migration.file": "\(file.fileName)", LogKey.error: "\(error)"])
+        }
     }
 
     /// Adds `file` to the history, with the time since `started`.
@@ -194,6 +211,9 @@ public struct Migrator: Sendable {
                 for (position, statement) in statements.enumerated() {
                     try connection.execute(script: statement, name: "migrate.online.\(file.fileName).\(position)")
                     if position == 0 { try change.requireBuilt(on: connection) }
+                }
+                for name in try OnlineCollationChange.dropLeftovers(on: connection) {
+                    logger.info("dropped an index no swap took", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(name)"])
                 }
                 try record(file, since: started, on: connection)
             }

@@ -173,6 +173,20 @@ public struct OnlineCollationChange: Sendable {
         }
     }
 
+    /// Drops every index of the current schema named with `buildPrefix`: after the swap, those
+    /// no swap took (left by a run against other indexes); after the file, those a run that
+    /// stopped left. Each would otherwise cost every write of its table an index entry.
+    ///
+    /// - Returns: the names dropped.
+    @discardableResult
+    public static func dropLeftovers(on connection: PGConnection) throws(PGError) -> [String] {
+        let names = try connection.query(leftovers).rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
+        for name in names {
+            _ = try connection.query(PGStatement("migrate.online_drop_leftover", "DROP INDEX \(name)", prepared: false))
+        }
+        return names
+    }
+
     /// Fails unless every index the build made is there and valid (checked under the swap's locks).
     public func requireBuilt(on connection: PGConnection) throws {
         for index in indexes {
@@ -193,6 +207,15 @@ public struct OnlineCollationChange: Sendable {
             SELECT 1 FROM pg_partitioned_table p
             JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = ANY (p.partattrs::int2[])
             WHERE a.attname = 'user_id')
+        """, prepared: false)
+
+    /// The indexes of the current schema named with `buildPrefix`, quoted as needed.
+    static let leftovers = PGStatement(
+        "migrate.online_leftovers",
+        """
+        SELECT quote_ident(c.relname) FROM pg_class c
+        WHERE c.relkind = 'i' AND c.relnamespace = current_schema()::regnamespace AND c.relname LIKE '\(buildPrefix)%'
+        ORDER BY c.relname
         """, prepared: false)
 
     /// Whether the index `$1` of the current schema is valid (no row: it does not exist).
