@@ -20,7 +20,8 @@ struct MigrateCommand: AsyncParsableCommand {
             which declares them bytewise, is not applied or left a layout partitioned by user as \
             it was): its ids index faster byte by byte. The exit code does not change. 'up \
             --online' applies a migration that has an online form (32) without locking tables \
-            while their indexes are rebuilt (see 'reddot migrate up --help').
+            while their indexes are rebuilt (see 'reddot migrate up --help'); 'status' notes the \
+            indexes such a run built that still wait for its swap.
 
             Exit codes:
               0   success (up: applied or nothing to do; status: printed; verify: history matches)
@@ -143,11 +144,13 @@ struct MigrateCommand: AsyncParsableCommand {
         var json = false
 
         func run() async throws {
-            let (status, note) = try await options.run { migrator, connection in
-                (try migrator.status(on: connection), try? Migrator.collationNote(on: connection))
+            let (status, note, waiting) = try await options.run { migrator, connection in
+                (try migrator.status(on: connection), try? Migrator.collationNote(on: connection),
+                 try? OnlineCollationChange.waitingNote(on: connection))
             }
             if json { try printJSON(status) } else { print(status.text) }
             Options.printNote(note)
+            Options.printNote(waiting)
             if status.problemCount > 0 { throw ExitCode(ExitCodes.dataError) }
         }
     }

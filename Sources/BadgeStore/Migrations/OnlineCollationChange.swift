@@ -187,6 +187,18 @@ public struct OnlineCollationChange: Sendable {
         return names
     }
 
+    /// A note for the operator when indexes an online run built are waiting for its swap (a run
+    /// stopped, or runs now): how many, and what finishes or removes them. Nil when there are none.
+    public static func waitingNote(on connection: PGConnection) throws(PGError) -> String? {
+        let count = try connection.query(leftovers).rows.count
+        guard count > 0 else { return nil }
+        return """
+            note: \(count) index\(count == 1 ? "" : "es") built by 'reddot migrate up --online' (\(buildPrefix)…) \
+            \(count == 1 ? "waits" : "wait") for its swap: a run stopped before it, or one runs now. 'reddot migrate up --online' \
+            builds the rest and swaps them in; 'reddot migrate up' applies the file and drops them.
+            """
+    }
+
     /// Fails unless every index the build made is there and valid (checked under the swap's locks).
     public func requireBuilt(on connection: PGConnection) throws {
         for index in indexes {
