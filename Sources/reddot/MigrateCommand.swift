@@ -115,7 +115,8 @@ struct MigrateCommand: AsyncParsableCommand {
                 keys bytewise: as a file it locks every table while their indexes are rebuilt, about \
                 2.5 s per million retained events) builds its new indexes first without blocking \
                 writers, logging each, then swaps them in a transaction that changes only the \
-                catalog (bounded by --lock-timeout). A run that stops keeps the indexes it built \
+                catalog (in attempts that wait at most 1 s each for the tables' locks, for up to \
+                --lock-timeout in all, so that writers never queue behind it for long). A run that stops keeps the indexes it built \
                 (reddot_bytewise_…) and the next one builds only the rest (applying 32 without \
                 --online drops them). An index of a form the \
                 online form does not rebuild makes it exit 1 naming it, with nothing applied. \

@@ -192,6 +192,47 @@ extension MigratorTests {
         }
     }
 
+    @Test("while an open transaction keeps the online swap from its locks, a writer that comes waits for one short attempt, not for that transaction")
+    func onlineSwapWaitsInShortAttempts() async throws {
+        let files = try MigrationFile.load(from: Repository.migrationsDirectory)
+        let file32 = try #require(files.first { $0.version == 32 })
+        try await withDatabase { database in
+            try await database.up(through: 31, of: files)
+            let change = try #require(try await database.pool.withConnection { try OnlineCollationChange.prepare(file32, on: $0) })
+            try await database.pool.withConnection { connection in try change.build(on: connection) { _, _ in } }
+            let writer = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
+            let watcher = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
+            defer { writer.close(); watcher.close() }
+            let open = try PGConnection.connect(database.database.configuration, logger: TestServer.logger)
+            defer { open.close() }
+            try open.execute(script: "BEGIN; INSERT INTO user_write (user_id, seq) VALUES ('holder', 1)", name: "test.hold")
+            // The default lock timeout (10 s): with one wait that long, the writer below would queue behind it.
+            let migrator = Migrator(files: files, logger: TestServer.logger)
+            let migration = Task { try await database.pool.withConnection { try migrator.up(on: $0, online: true) } }
+            let waiting = PGStatement("test.swap_waits", """
+                SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                """, prepared: false)
+            var polls = 0
+            while try await watcher.withConnection({ try $0.query(waiting).singleRow().decode(0, as: Int64.self) }) == 0, polls < 600 {
+                polls += 1
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(polls < 600, "the swap never waited")
+            let wrote = try await writer.withConnection { connection in
+                do {
+                    try connection.execute(script: "SET lock_timeout = '3s'; INSERT INTO user_write (user_id, seq) VALUES ('writer', 1)", name: "test.write")
+                    return true
+                } catch {
+                    return false
+                }
+            }
+            #expect(wrote, "the writer waited past 3 s behind the swap's lock request")
+            try open.execute(script: "COMMIT", name: "test.commit")
+            #expect(try await migration.value.map(\.version) == [32])
+            #expect(try await database.history().last?.version == 32)
+        }
+    }
+
     @Test("while migrate up --online builds, a writer is not blocked; migration 32 as a file blocks it")
     func onlineFormLetsWritersGoOn() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)

@@ -192,9 +192,14 @@ public struct Migrator: Sendable {
         logger.info("applied migration", metadata: ["migration.file": "\(file.fileName)"])
     }
 
+    /// The longest an online swap's attempt waits for its locks (1 s): a writer that comes
+    /// while it waits queues behind it.
+    static let swapAttemptMilliseconds = 1_000
+
     /// Applies `file` through its online form: builds the new indexes without blocking writers
     /// (no lock timeout: each build waits for the transactions that write its table), then
-    /// swaps them in and records the file in one transaction under `lockTimeoutMilliseconds`.
+    /// swaps them in and records the file in one transaction, in attempts that each wait at
+    /// most `swapAttemptMilliseconds` for the locks, for up to `lockTimeoutMilliseconds` in all.
     private func applyOnline(_ file: MigrationFile, _ change: OnlineCollationChange, on connection: PGConnection) throws {
         logger.info("applying migration online", metadata: ["migration.file": "\(file.fileName)", "migration.indexes": "\(change.indexes.count)"])
         let started = ContinuousClock.now
@@ -205,21 +210,42 @@ public struct Migrator: Sendable {
                     "building index", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(index.name)", "migration.table": "\(index.table)", "migration.left": "\(left)"])
             }
             let statements = change.swap(file)
+            // Each attempt waits at most `swapAttemptMilliseconds` for the locks, so that the
+            // writers queued behind its request wait no longer; attempts go on, a pause apart,
+            // until `lockTimeoutMilliseconds` have passed (0: until one succeeds).
+            let attempt = lockTimeoutMilliseconds == 0 ? Self.swapAttemptMilliseconds : min(lockTimeoutMilliseconds, Self.swapAttemptMilliseconds)
             let swapStarted = ContinuousClock.now
-            try connection.withTransaction { connection in
-                try connection.query(Self.setLocalLockTimeout, [String(lockTimeoutMilliseconds)])
-                for (position, statement) in statements.enumerated() {
-                    try connection.execute(script: statement, name: "migrate.online.\(file.fileName).\(position)")
-                    if position == 0 { try change.requireBuilt(on: connection) }
+            var attempts = 0
+            while true {
+                attempts += 1
+                do {
+                    try connection.withTransaction { connection in
+                        try connection.query(Self.setLocalLockTimeout, [String(attempt)])
+                        for (position, statement) in statements.enumerated() {
+                            try connection.execute(script: statement, name: "migrate.online.\(file.fileName).\(position)")
+                            if position == 0 { try change.requireBuilt(on: connection) }
+                        }
+                        for name in try OnlineCollationChange.dropLeftovers(on: connection) {
+                            logger.info("dropped an index no swap took", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(name)"])
+                        }
+                        try record(file, since: started, on: connection)
+                    }
+                    break
+                } catch let error as PGError where error.sqlState == "55P03" {
+                    let waited = ContinuousClock.now - swapStarted
+                    guard lockTimeoutMilliseconds == 0 || waited + .milliseconds(attempt) < .milliseconds(lockTimeoutMilliseconds) else { throw error }
+                    logger.info(
+                        "the swap's locks were not granted in time; trying again",
+                        metadata: ["migration.file": "\(file.fileName)", "migration.attempt": "\(attempts)", "migration.waited": "\(waited)"])
+                    Thread.sleep(forTimeInterval: Double(attempt) / 1000)
                 }
-                for name in try OnlineCollationChange.dropLeftovers(on: connection) {
-                    logger.info("dropped an index no swap took", metadata: ["migration.file": "\(file.fileName)", "migration.index": "\(name)"])
-                }
-                try record(file, since: started, on: connection)
             }
             logger.info(
                 "applied migration online",
-                metadata: ["migration.file": "\(file.fileName)", "migration.swap": "\(ContinuousClock.now - swapStarted)", "migration.total": "\(ContinuousClock.now - started)"])
+                metadata: [
+                    "migration.file": "\(file.fileName)", "migration.swap": "\(ContinuousClock.now - swapStarted)", "migration.attempts": "\(attempts)",
+                    "migration.total": "\(ContinuousClock.now - started)",
+                ])
         } catch let error as PGError {
             throw failure(
                 error, applying: file,
