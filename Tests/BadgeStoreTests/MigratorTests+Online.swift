@@ -192,6 +192,41 @@ extension MigratorTests {
         }
     }
 
+    /// Runs `migrator` (online or not) on `database` while a transaction that wrote `user_write`
+    /// stays open; once the migrator waits for a lock, a writer inserts into `user_write` with a
+    /// 3 s lock timeout; then the open transaction commits.
+    ///
+    /// - Returns: whether the writer's insert went through, and the versions the migrator applied.
+    func writeWhileMigrating(_ database: MigrationDatabase, _ migrator: Migrator, online: Bool) async throws -> (wrote: Bool, applied: [Int]) {
+        let writer = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
+        let watcher = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
+        defer { writer.close(); watcher.close() }
+        let open = try PGConnection.connect(database.database.configuration, logger: TestServer.logger)
+        defer { open.close() }
+        try open.execute(script: "BEGIN; INSERT INTO user_write (user_id, seq) VALUES ('holder', 1)", name: "test.hold")
+        let migration = Task { try await database.pool.withConnection { try migrator.up(on: $0, online: online) } }
+        // Until the migrator waits for that transaction (nothing else waits here).
+        let waiting = PGStatement("test.migrator_waits", """
+            SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+            """, prepared: false)
+        var polls = 0
+        while try await watcher.withConnection({ try $0.query(waiting).singleRow().decode(0, as: Int64.self) }) == 0, polls < 1_000 {
+            polls += 1
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(polls < 1_000, "the migrator never waited (online: \(online))")
+        let wrote = try await writer.withConnection { connection in
+            do {
+                try connection.execute(script: "SET lock_timeout = '3s'; INSERT INTO user_write (user_id, seq) VALUES ('writer', 1)", name: "test.write")
+                return true
+            } catch {
+                return false
+            }
+        }
+        try open.execute(script: "COMMIT", name: "test.commit")
+        return (wrote, try await migration.value.map(\.version))
+    }
+
     @Test("while an open transaction keeps the online swap from its locks, a writer that comes waits for one short attempt, not for that transaction")
     func onlineSwapWaitsInShortAttempts() async throws {
         let files = try MigrationFile.load(from: Repository.migrationsDirectory)
@@ -200,36 +235,10 @@ extension MigratorTests {
             try await database.up(through: 31, of: files)
             let change = try #require(try await database.pool.withConnection { try OnlineCollationChange.prepare(file32, on: $0) })
             try await database.pool.withConnection { connection in try change.build(on: connection) { _, _ in } }
-            let writer = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
-            let watcher = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
-            defer { writer.close(); watcher.close() }
-            let open = try PGConnection.connect(database.database.configuration, logger: TestServer.logger)
-            defer { open.close() }
-            try open.execute(script: "BEGIN; INSERT INTO user_write (user_id, seq) VALUES ('holder', 1)", name: "test.hold")
-            // The default lock timeout (10 s): with one wait that long, the writer below would queue behind it.
-            let migrator = Migrator(files: files, logger: TestServer.logger)
-            let migration = Task { try await database.pool.withConnection { try migrator.up(on: $0, online: true) } }
-            let waiting = PGStatement("test.swap_waits", """
-                SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                """, prepared: false)
-            var polls = 0
-            while try await watcher.withConnection({ try $0.query(waiting).singleRow().decode(0, as: Int64.self) }) == 0, polls < 600 {
-                polls += 1
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(polls < 600, "the swap never waited")
-            let wrote = try await writer.withConnection { connection in
-                do {
-                    try connection.execute(script: "SET lock_timeout = '3s'; INSERT INTO user_write (user_id, seq) VALUES ('writer', 1)", name: "test.write")
-                    return true
-                } catch {
-                    return false
-                }
-            }
-            #expect(wrote, "the writer waited past 3 s behind the swap's lock request")
-            try open.execute(script: "COMMIT", name: "test.commit")
-            #expect(try await migration.value.map(\.version) == [32])
-            #expect(try await database.history().last?.version == 32)
+            // The default lock timeout (10 s): with one wait that long, the writer would queue behind it.
+            let outcome = try await writeWhileMigrating(database, Migrator(files: files, logger: TestServer.logger), online: true)
+            #expect(outcome.wrote, "the writer waited past 3 s behind the swap's lock request")
+            #expect(outcome.applied == [32])
         }
     }
 
@@ -239,45 +248,10 @@ extension MigratorTests {
         for online in [true, false] {
             try await withDatabase { database in
                 try await database.up(through: 31, of: files)
-                let writer = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
-                let watcher = PGPool(configuration: database.database.configuration, maximumConnections: 1, logger: TestServer.logger)
-                defer { writer.close(); watcher.close() }
-                // A transaction left open: the build (or the file's lock) waits for it.
-                let open = try PGConnection.connect(database.database.configuration, logger: TestServer.logger)
-                defer { open.close() }
-                try open.execute(script: "BEGIN; INSERT INTO user_write (user_id, seq) VALUES ('holder', 1)", name: "test.hold")
                 let migrator = Migrator(files: files, lockTimeoutMilliseconds: 0, logger: TestServer.logger)
-                let migration = Task { try await database.pool.withConnection { try migrator.up(on: $0, online: online) } }
-
-                // Until the migrator waits for that transaction (nothing else waits here).
-                let waiting = PGStatement("test.migrator_waits", """
-                    SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                    """, prepared: false)
-                var waited = 0
-                while try await watcher.withConnection({ try $0.query(waiting).singleRow().decode(0, as: Int64.self) }) == 0 {
-                    waited += 1
-                    #expect(waited < 600, "the migrator never waited (online: \(online))")
-                    if waited >= 600 { break }
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                let write: Result<Void, PGError> = try await writer.withConnection { connection in
-                    do {
-                        try connection.execute(
-                            script: "SET lock_timeout = '2s'; INSERT INTO user_write (user_id, seq) VALUES ('writer', 1)", name: "test.write")
-                        return .success(())
-                    } catch let error as PGError {
-                        return .failure(error)
-                    } catch {
-                        return .failure(PGError(code: .client, message: "\(error)", statement: "test.write"))
-                    }
-                }
-                if online {
-                    #expect(throws: Never.self) { try write.get() }
-                } else {
-                    #expect(throws: PGError.self) { try write.get() }
-                }
-                try open.execute(script: "COMMIT", name: "test.commit")
-                #expect(try await migration.value.map(\.version) == [32])
+                let outcome = try await writeWhileMigrating(database, migrator, online: online)
+                #expect(outcome.wrote == online, "online: \(online)")
+                #expect(outcome.applied == [32])
             }
         }
     }

@@ -129,12 +129,7 @@ struct MigratorTests {
         try await withDatabase { database in
             try await database.up(through: 31, of: files)
             let store = BadgeStore(pool: database.pool)
-            let users = try ["user", "User", "USER", "user-2", "user_2"].map { try UserID(validating: $0) }
-            for (index, user) in users.enumerated() {
-                try await store.apply(
-                    [BadgeMutation(user: user, path: try BadgePath(validating: "root.chat.c1"), operation: .increment(by: Int64(index + 1)))],
-                    recomputeNow: true)
-            }
+            let users = try await seedSchema31(database)
             let plan = try await database.plan(Migrator(files: files, logger: TestServer.logger))
             #expect(plan.contains("0032_bytewise_keys.sql") && plan.contains("COLLATE \"C\""), "\(plan.prefix(400))")
             _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
