@@ -90,7 +90,7 @@ public struct Migrator: Sendable {
             if file.isTransactional { text += "BEGIN;\nSET LOCAL lock_timeout = '\(lockTimeoutMilliseconds)ms';\n" }
             text += file.sql
             if !file.sql.hasSuffix("\n") { text += "\n" }
-            text += "INSERT INTO \(Self.historyTable) (version, name, file_name, checksum, transactional, duration_ms) VALUES (\(file.version), '\(file.name)', '\(file.fileName)', '\(file.checksum)', \(file.isTransactional), …);\n"
+            text += historyInsertText(file)
             if file.isTransactional { text += "COMMIT;\n" }
             text += "\n"
         }
@@ -113,8 +113,13 @@ public struct Migrator: Sendable {
             if !statement.hasSuffix("\n") { text += ";\n" }
         }
         text += "-- DROP INDEX each \(OnlineCollationChange.buildPrefix)… index left that no swap took, if any\n"
-        text += "INSERT INTO \(Self.historyTable) (version, name, file_name, checksum, transactional, duration_ms) VALUES (\(file.version), '\(file.name)', '\(file.fileName)', '\(file.checksum)', true, …);\nCOMMIT;\n\n"
+        text += historyInsertText(file) + "COMMIT;\n\n"
         return text
+    }
+
+    /// `plan`'s line for the history row `record` adds for `file`.
+    private func historyInsertText(_ file: MigrationFile) -> String {
+        "INSERT INTO \(Self.historyTable) (version, name, file_name, checksum, transactional, duration_ms) VALUES (\(file.version), '\(file.name)', '\(file.fileName)', '\(file.checksum)', \(file.isTransactional), …);\n"
     }
 
     // MARK: - up
@@ -172,18 +177,17 @@ public struct Migrator: Sendable {
     private func apply(_ file: MigrationFile, on connection: PGConnection) throws {
         logger.info("applying migration", metadata: ["migration.file": "\(file.fileName)"])
         let started = ContinuousClock.now
-        func record() throws { try self.record(file, since: started, on: connection) }
         do {
             if file.isTransactional {
                 try connection.withTransaction { connection in
                     try connection.query(Self.setLocalLockTimeout, [String(lockTimeoutMilliseconds)])
                     try connection.execute(script: file.sql, name: "migrate.\(file.fileName)")
-                    try record()
+                    try record(file, since: started, on: connection)
                 }
             } else {
                 try connection.query(Self.setSessionLockTimeout, [String(lockTimeoutMilliseconds)])
                 try connection.execute(script: file.sql, name: "migrate.\(file.fileName)")
-                try record()
+                try record(file, since: started, on: connection)
             }
         } catch let error as PGError {
             let undone = file.isTransactional ? "it was rolled back; the schema and history are unchanged" : "it ran outside a transaction: check for partial effects (an INVALID index) before running again"
