@@ -98,7 +98,7 @@ extension MigratorTests {
                 let applied = try await online.pool.withConnection { connection in
                     try Migrator(files: files, logger: TestServer.logger).up(on: connection, online: true)
                 }
-                #expect(applied.map(\.version) == [32])
+                #expect(applied.map(\.version) == files.map(\.version).filter { $0 > 31 })
                 _ = try await byFile.up(Migrator(files: files, logger: TestServer.logger))
 
                 #expect(try await shape(of: online) == shape(of: byFile))
@@ -149,7 +149,7 @@ extension MigratorTests {
                 let applied = try await database.pool.withConnection { connection in
                     try Migrator(files: files, logger: TestServer.logger).up(on: connection, online: online)
                 }
-                #expect(applied.map(\.version) == [32])
+                #expect(applied.map(\.version) == files.map(\.version).filter { $0 > 31 })
                 #expect(try await indexFiles(of: database).keys.filter { $0.hasPrefix(OnlineCollationChange.buildPrefix) } == [], "online: \(online)")
                 #expect(try await database.scalar("SELECT count(*)::bigint FROM pg_indexes WHERE tablename = 'badge_state'") == stateIndexes)
             }
@@ -165,7 +165,7 @@ extension MigratorTests {
             let applied = try await database.pool.withConnection { connection in
                 try Migrator(files: files, logger: TestServer.logger).up(on: connection, online: true)
             }
-            #expect(applied.map(\.version) == [32])
+            #expect(applied.map(\.version) == files.map(\.version).filter { $0 > 31 })
             #expect(try await database.scalar(
                 "SELECT count(*)::bigint FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname = 'badge_aggregate' AND a.attcollation = 'pg_catalog.\"C\"'::regcollation") == 0)
         }
@@ -188,7 +188,7 @@ extension MigratorTests {
             #expect(try await database.scalar("SELECT count(*)::bigint FROM pg_class WHERE relname LIKE 'reddot_bytewise_%'") == 0)
             #expect(try await database.plan(migrator, online: true).contains("operator_partial on badge_state is partial"))
             _ = try await database.up(migrator)
-            #expect(try await database.history().last?.version == 32)
+            #expect(try await database.history().last?.version == files.last?.version)
         }
     }
 
@@ -238,7 +238,7 @@ extension MigratorTests {
             // The default lock timeout (10 s): with one wait that long, the writer would queue behind it.
             let outcome = try await writeWhileMigrating(database, Migrator(files: files, logger: TestServer.logger), online: true)
             #expect(outcome.wrote, "the writer waited past 3 s behind the swap's lock request")
-            #expect(outcome.applied == [32])
+            #expect(outcome.applied == files.map(\.version).filter { $0 > 31 })
         }
     }
 
@@ -251,7 +251,7 @@ extension MigratorTests {
                 let migrator = Migrator(files: files, lockTimeoutMilliseconds: 0, logger: TestServer.logger)
                 let outcome = try await writeWhileMigrating(database, migrator, online: online)
                 #expect(outcome.wrote == online, "online: \(online)")
-                #expect(outcome.applied == [32])
+                #expect(outcome.applied == files.map(\.version).filter { $0 > 31 })
             }
         }
     }

@@ -157,7 +157,7 @@ struct MigratorTests {
             try await database.up(through: 31, of: files)
             try await database.pool.withConnection { try SchemaLayout.partitionedByUser.apply(on: $0) }
             _ = try await database.up(Migrator(files: files, logger: TestServer.logger))
-            #expect(try await database.history().map(\.version).last == 32)
+            #expect(try await database.history().map(\.version).last == files.last?.version)
             #expect(try await database.scalar(
                 "SELECT count(*)::bigint FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname IN ('badge_aggregate', 'user_version', 'consumer_offset') AND a.attcollation = 'pg_catalog.\"C\"'::regcollation") == 0)
 

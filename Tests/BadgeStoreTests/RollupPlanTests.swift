@@ -42,12 +42,39 @@ struct RollupPlanTests {
             #expect(!text.contains("Seq Scan on dirty_mark"), "the claim scans the whole queue:\n\(text)")
             #expect(!text.contains("Seq Scan on badge_delta"), "the claim scans every delta:\n\(text)")
             #expect(text.contains("dirty_mark_pkey"), "the claim does not probe the queue's index:\n\(text)")
+            // Whether a mark asks for a recount or a bump, from the index of only those marks
+            // (migration 33), not from every mark of the user.
+            #expect(text.contains("dirty_mark_recount"), "the claim reads every mark for its flags:\n\(text)")
 
             // The same users and flags with the skewed statistics.
             #expect(try await claimed(round, fixture) == fresh)
             let expected = Dictionary(
                 uniqueKeysWithValues: numbers.map { ("plan_u\($0)", Flags(bump: $0 % 7 == 0, recount: $0 % 10 == 0)) })
             #expect(fresh == expected)
+        }
+    }
+
+    @Test("a delta round finds each user's first mark that asks for a recount in the index of such marks, not among all the user's marks")
+    func deltaRoundProbesRecountMarks() async throws {
+        let fixture = try await StoreFixture.make(layout: .plain)
+        try await tearingDown({ await fixture.tearDown() }) {
+            // 4,000 users with 4 marks each that carry their deltas, as ingest leaves them since
+            // migration 31; every tenth user's last mark asks for a recount.
+            try await fixture.execute(
+                """
+                INSERT INTO dirty_mark (user_id, seq, bump, recount, additive, delta_paths, delta_amounts, delta_unseen)
+                SELECT 'plan_u' || u, s, false, true, NOT (s = 4 AND u % 10 = 0),
+                       ARRAY[('root.chat.c' || s)::ltree], ARRAY[1::bigint], ARRAY[1::bigint]
+                FROM generate_series(1, 4000) u, generate_series(1, 4) s
+                """)
+            try await fixture.execute("ANALYZE dirty_mark")
+            let round = (1...500).map { "plan_u\($0 * 8)" }
+            let statement = BadgeSQL.roundStatement(.init(additive: true, moded: false, partitioned: false, broadcasts: false))
+            let held: [any PGBindable] = [[String](), [String](), [Int64](), [Int64](), [Int64]()]
+            let plan = try await fixture.rows("EXPLAIN " + statement.sql, [round, "plan_test", [String]()] + held).compactMap { $0.first ?? nil }
+            let text = plan.joined(separator: "\n")
+            #expect(text.contains("dirty_mark_recount"), "the round reads every mark to find one that asks for a recount:\n\(text)")
+            #expect(!text.contains("Seq Scan on dirty_mark"), "the round scans the whole queue:\n\(text)")
         }
     }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The rollup alone, over one backlog state built by SQL, so that two builds roll up exactly the
 # same work one after the other. The state is what ingest leaves for EVENTS increments of 1
-# spread over USERS users × 30 paths (root.bench.p0…): an increment row, a delta and a dirty
-# mark per event, each user's write sequence at its last mark. Each run copies it into a scratch
+# spread over USERS users × 30 paths (root.bench.p0…): an increment row and a dirty mark per
+# event, the mark carrying the event's delta (additive, as since migration 31), each user's
+# write sequence at its last mark. Each run copies it into a scratch
 # database, runs `REDDOT rollup --no-change-feed` (its defaults) until no mark is left, and
 # prints the time, the users versioned and the CPU of the database's backends and of the
 # rollup process (Linux /proc).
@@ -41,8 +42,8 @@ SELECT g AS n, 'user-' || (hashint4(g) & 1048575) % $users AS user_id,
 FROM generate_series(1, $events) g;
 CREATE TEMP TABLE evs AS SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY n) AS seq FROM ev;
 INSERT INTO badge_increment (user_id, path, occurred_at, amount, shown_in) SELECT user_id, path, occurred_at, 1, seq FROM evs;
-INSERT INTO badge_delta (user_id, path, amount, unseen, seq) SELECT user_id, path, 1, 1, seq FROM evs;
-INSERT INTO dirty_mark (user_id, seq, bump, recount, dirtied_at) SELECT user_id, seq, false, false, occurred_at FROM evs;
+INSERT INTO dirty_mark (user_id, seq, bump, recount, additive, delta_paths, delta_amounts, delta_unseen, dirtied_at)
+SELECT user_id, seq, false, true, true, ARRAY[path], ARRAY[1::bigint], ARRAY[1::bigint], occurred_at FROM evs;
 INSERT INTO user_write (user_id, seq) SELECT user_id, max(seq) FROM evs GROUP BY 1;
 COMMIT;
 VACUUM ANALYZE;

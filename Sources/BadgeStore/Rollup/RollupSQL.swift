@@ -57,9 +57,13 @@ extension BadgeSQL {
                coalesce((SELECT bool_or(c.relkind = 'p') FROM pg_class c WHERE c.oid IN (to_regclass('dirty_mark'), to_regclass('badge_delta'))), true)
         FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
         CROSS JOIN LATERAL (
-            SELECT bool_or(x.bump) AS bump, bool_or(x.recount AND NOT x.additive) AS recount FROM dirty_mark x WHERE x.user_id = u.user_id
+            -- Only the marks that ask for something (`dirty_mark_recount`, migration 33): the
+            -- others have neither flag, and nearly every mark only adds.
+            SELECT bool_or(x.bump) AS bump, bool_or(x.recount AND NOT x.additive) AS recount FROM dirty_mark x
+            WHERE x.user_id = u.user_id AND ((x.recount AND NOT x.additive) OR x.bump)
         ) AS m
-        WHERE m.bump IS NOT NULL OR u.user_id = ANY($2::text[])
+        -- A scalar subquery, not `EXISTS`: under `OR`, PostgreSQL may hash all of the queue for that.
+        WHERE coalesce((SELECT true FROM dirty_mark x WHERE x.user_id = u.user_id LIMIT 1), false) OR u.user_id = ANY($2::text[])
         """, prepared: false)
 
     /// Up to `$1` users with dirty marks, in user order after `$2` (and at most `$3`, when it is
@@ -488,17 +492,24 @@ extension BadgeSQL {
         ), consumed AS (
             SELECT * FROM stored
             UNION ALL
-            -- The deltas the consumed marks carry (migration 31).
-            SELECT u.user_id, d.path, d.amount, d.unseen, u.seq
-            FROM unmarked u CROSS JOIN LATERAL unnest(u.delta_paths, u.delta_amounts, u.delta_unseen) AS d(path, amount, unseen)
+            -- The deltas the consumed marks carry (migration 31). The arrays are unnested in the
+            -- select list, in step (they have one length), which PostgreSQL does row by row; as
+            -- `LATERAL unnest(…)`, it filled a tuple store per mark: a tenth of a round of marks
+            -- with one delta each (BENCHMARKS.md, "Marks that ask for a recount").
+            SELECT u.user_id, unnest(u.delta_paths), unnest(u.delta_amounts), unnest(u.delta_unseen), u.seq
+            FROM unmarked u
             UNION ALL
             SELECT user_id, path, amount, unseen, seq FROM held WHERE covered
         ), spread AS (
-            SELECT c.user_id, subpath(c.path, 0, level) AS path, sum(c.amount) AS amount, sum(c.unseen) AS unseen
-            FROM consumed c
-            JOIN reach r ON r.user_id = c.user_id
-            CROSS JOIN LATERAL generate_series(1, nlevel(c.path)) AS level
-            WHERE c.seq > r.covered
+            -- Each delta at its node and every ancestor (the levels generated in the select
+            -- list, as the arrays above, for the same reason).
+            SELECT l.user_id, l.path, sum(l.amount) AS amount, sum(l.unseen) AS unseen
+            FROM (
+                SELECT c.user_id, subpath(c.path, 0, generate_series(1, nlevel(c.path))) AS path, c.amount, c.unseen
+                FROM consumed c
+                JOIN reach r ON r.user_id = c.user_id
+                WHERE c.seq > r.covered
+            ) AS l
             GROUP BY 1, 2
         ), updated AS (
             SELECT s.user_id, s.path, a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
