@@ -32,6 +32,8 @@ public struct RollupService: Service {
     private let cursor = SweepCursor()
     /// What ingest last reported waiting (`ingestIsBehind`).
     private let backlog = BacklogWatch()
+    /// Whether a slow empty look asked for a vacuum of the queue (`vacuumQueueIfAsked`).
+    private let queueVacuum = QueueVacuumWatch()
 
     /// Rollup and sweep transactions that failed (and were retried) since the service was made.
     public var failedTransactions: Int { failures.value.load(ordering: .relaxed) }
@@ -247,8 +249,12 @@ public struct RollupService: Service {
                     continue
                 }
                 let settle = await settleSeconds()
+                let looked = ContinuousClock.now
                 let claimed = try await step(settledFor: settle)
                 backoff.reset()
+                if claimed == 0, settle == 0, ContinuousClock.now - looked >= configuration.slowEmptyLook {
+                    queueVacuum.state.withLock { $0.asked = true }
+                }
                 if settle > 0, claimed < configuration.batchSize {
                     // The claim walked the whole queue, one index step per user, and found
                     // too few settled users: the next ones settle as ingest's batches age, so
@@ -282,6 +288,7 @@ public struct RollupService: Service {
             do {
                 _ = await ingestIsBehind()  // keeps the backlog gauges current with one worker too
                 try await sweepExpired()
+                await vacuumQueueIfAsked()
                 if ContinuousClock.now - lastPrune >= configuration.changePruneInterval {
                     try await pruneChangeLog()
                     try await pruneWithdrawnBroadcasts()
@@ -304,6 +311,48 @@ public struct RollupService: Service {
         }
     }
 
+    /// Vacuums the queue when a worker's empty look was slow (`slowEmptyLook`), at most once per
+    /// `queueVacuumInterval` (`BadgeStore.vacuumQueue`): after a backlog drains, the queue's index
+    /// holds every mark the rounds deleted until autovacuum comes, and each look for dirty users
+    /// steps over all of them. A role that may not vacuum the table is told once, in the log; a
+    /// failed vacuum is logged and left to autovacuum until the next slow look.
+    func vacuumQueueIfAsked() async {
+        guard let interval = configuration.queueVacuumInterval else { return }
+        let now = ContinuousClock.now
+        let due = queueVacuum.state.withLock { state in
+            guard state.asked, state.allowed != false, state.last.map({ now - $0 >= interval }) ?? true else { return false }
+            state.asked = false
+            state.last = now
+            return true
+        }
+        guard due else { return }
+        do {
+            let vacuumed = try await pool.withConnection { connection in
+                var allowed = queueVacuum.state.withLock(\.allowed)
+                if allowed == nil {
+                    allowed = try BadgeStore.mayVacuumQueue(on: connection)
+                    queueVacuum.state.withLock { $0.allowed = allowed }
+                }
+                guard allowed == true else { return false }
+                try BadgeStore.vacuumQueue(on: connection)
+                return true
+            }
+            if vacuumed {
+                metrics.queueVacuums.increment()
+                logger.info(
+                    "vacuumed the rollup's queue after a slow look for dirty users",
+                    metadata: ["rollup.vacuum_seconds": "\(Self.seconds(ContinuousClock.now - now))"])
+            } else {
+                logger.notice(
+                    "this role may not vacuum the rollup's queue (dirty_mark): after a backlog, looks for dirty users step over the deleted marks until autovacuum comes",
+                    metadata: ["rollup.hint": "run reddot rollup as the table's owner, or set --rollup-queue-vacuum-seconds 0"])
+            }
+        } catch {
+            if shouldStop { return }
+            logger.info("vacuum of the rollup's queue failed; left to autovacuum", metadata: [RedDotLogKey.error: "\(error)"])
+        }
+    }
+
     /// Retry pauses after a failed transaction: 100 ms doubling up to 5 s.
     private static let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
 
@@ -323,6 +372,12 @@ final class FailureCount: Sendable {
 /// When ingest's report of records waiting was last read, and whether it said ingest is behind.
 final class BacklogWatch: Sendable {
     let state = Mutex<(readAt: ContinuousClock.Instant?, behind: Bool)>((nil, false))
+}
+
+/// Whether a worker's slow empty look asked for a vacuum of the queue, when the last one ran,
+/// and whether this role may run one (nil: not asked yet).
+final class QueueVacuumWatch: Sendable {
+    let state = Mutex<(asked: Bool, last: ContinuousClock.Instant?, allowed: Bool?)>((false, nil, nil))
 }
 
 /// Where the workers' sweep of the queue stands (`RollupSweep`), shared by the workers.

@@ -48,6 +48,15 @@ public struct RollupSettings: ParsableArguments, Sendable {
             backlog. 0: claim at once.
             """)
     public var backlogSettleSeconds: Double = 0
+    @Option(
+        name: .customLong("rollup-queue-vacuum-seconds"),
+        help: """
+            When a worker finds no dirty user but its look took 2 ms or more (the queue's index still holds the marks \
+            that rounds deleted, which autovacuum has not cleaned yet: every look steps over them), the sweeper vacuums \
+            the queue (dirty_mark), at most once per this many seconds. Needs the role to own the table (else it is left \
+            to autovacuum, said once in the log). 0: leave it to autovacuum.
+            """)
+    public var queueVacuumSeconds = 30
 
     @Option(
         name: .customLong("changes-brokers"),
@@ -87,6 +96,7 @@ public struct RollupSettings: ParsableArguments, Sendable {
         }
         guard (0...1_000_000_000_000).contains(backlogRecords) else { return "--rollup-backlog-records takes 0…1000000000000" }
         guard backlogSettleSeconds >= 0, backlogSettleSeconds <= 3_600 else { return "--rollup-backlog-settle-seconds takes 0…3600" }
+        guard (0...86_400).contains(queueVacuumSeconds) else { return "--rollup-queue-vacuum-seconds takes 0 (off) or 1…86400" }
         guard (0...36_500).contains(withdrawnBroadcastRetentionDays) else {
             return "--withdrawn-broadcast-retention-days takes 0 (keep them) or 1…36500"
         }
@@ -147,4 +157,12 @@ extension RollupConfiguration {
     public var backlogSettleSeconds: Double {
         settings.backlogSettleSeconds.isNaN ? 0 : min(max(settings.backlogSettleSeconds, 0), 3_600)
     }
+    /// The least time between two vacuums of the queue that the sweeper runs when a worker's
+    /// empty look was slow (`--rollup-queue-vacuum-seconds`); nil: never (0).
+    public var queueVacuumInterval: Duration? {
+        settings.queueVacuumSeconds > 0 ? .seconds(min(settings.queueVacuumSeconds, 86_400)) : nil
+    }
+    /// An empty look (a round that claimed no user) at least this long asks for a vacuum of the
+    /// queue: on a clean queue one takes well under a millisecond.
+    public var slowEmptyLook: Duration { .milliseconds(2) }
 }

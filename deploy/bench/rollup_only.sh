@@ -8,8 +8,13 @@
 # prints the time, the users versioned and the CPU of the database's backends and of the
 # rollup process (Linux /proc).
 #
-#   deploy/bench/rollup_only.sh SERVER_URL EVENTS USERS REDDOT [REDDOT …]
+#   deploy/bench/rollup_only.sh SERVER_URL EVENTS USERS REDDOT[=MIGRATIONS] [REDDOT[=MIGRATIONS] …]
 #   deploy/bench/rollup_only.sh postgresql://reddot@127.0.0.1:56432 300000 100000 old/reddot new/reddot old/reddot new/reddot
+#
+# The state is built on the first build's schema (its MIGRATIONS directory, else migrations/
+# under the working directory). With MIGRATIONS, a build first brings its copy to that
+# directory's schema (`migrate up`, not timed): two builds with different migrations each roll up
+# on their own schema; give the older build first.
 #
 # SERVER_URL has no database name (the role needs CREATEDB; the scratch databases are dropped).
 # Run it from the repository (reddot finds migrations/ there). The template's tables are marked
@@ -27,12 +32,14 @@ shift 3
 . "$(dirname "$0")/arguments.sh"
 require_whole_numbers "$0" "EVENTS and USERS" "$events" "$users"
 template="reddot_rollup_only_$$"
-first=$1
+first=${1%%=*}
+first_migrations=()
+[ "$first" = "$1" ] || first_migrations=(--migrations "${1#*=}")
 hz=$(getconf CLK_TCK)
 
 psql -q "$server/postgres" -c "CREATE DATABASE $template"
 trap 'psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $template WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
-"$first" migrate up --database-url "$server/$template" --log-level warning >/dev/null
+"$first" migrate up --database-url "$server/$template" "${first_migrations[@]}" --log-level warning >/dev/null
 psql -q "$server/$template" -v ON_ERROR_STOP=1 <<SQL
 BEGIN;
 CREATE TEMP TABLE ev AS
@@ -64,9 +71,13 @@ backend_ticks() {
   echo "$total"
 }
 
-for reddot in "$@"; do
+for build in "$@"; do
+  reddot=${build%%=*}
   scratch="${template}_run"
   psql -q "$server/postgres" -c "CREATE DATABASE $scratch TEMPLATE $template"
+  if [ "$reddot" != "$build" ]; then
+    "$reddot" migrate up --database-url "$server/$scratch" --migrations "${build#*=}" --log-level warning >/dev/null
+  fi
   started=$(date +%s.%N)
   "$reddot" rollup --database-url "$server/$scratch" --no-change-feed --log-level warning &
   rollup=$!
