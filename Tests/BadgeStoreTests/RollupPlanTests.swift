@@ -78,6 +78,34 @@ struct RollupPlanTests {
         }
     }
 
+    @Test("after the queue filled, drained and was vacuumed, the sweep prepared then still walks the queue's index as it fills again")
+    func sweepPlanOutlivesAnEmptyVacuum() async throws {
+        let fixture = try await StoreFixture.make(layout: .plain)
+        try await tearingDown({ await fixture.tearDown() }) {
+            try await fixture.execute(
+                "INSERT INTO dirty_mark (user_id, seq, bump, recount) SELECT 'gone_u' || u, 1, false, false FROM generate_series(1, 20000) u")
+            try await fixture.execute("DELETE FROM dirty_mark")
+            let plan = try await fixture.pool.withConnection { connection in
+                // As autovacuum or the rollup (`vacuumQueue`) vacuums it, the queue empty.
+                try connection.execute(script: "VACUUM dirty_mark", name: "test.vacuum")
+                // A statement prepared now keeps the plan made now (the rollup's claim is
+                // prepared; a generic plan is what PostgreSQL settles on for it).
+                try connection.execute(script: "SET plan_cache_mode = force_generic_plan", name: "test.generic")
+                try connection.execute(
+                    script: "PREPARE sweep(int, text, text, float8) AS " + BadgeSQL.claimDirtyUsersInOrder.sql, name: "test.prepare")
+                try connection.execute(script: "EXECUTE sweep(500, '', NULL, 0)", name: "test.execute")
+                // The next backlog.
+                try connection.execute(
+                    script: "INSERT INTO dirty_mark (user_id, seq, bump, recount) SELECT 'next_u' || u, 1, false, false FROM generate_series(1, 20000) u",
+                    name: "test.fill")
+                return try connection.query(PGStatement("test.explain", "EXPLAIN EXECUTE sweep(500, '', NULL, 0)", prepared: false)).rows
+                    .map { try $0.decode(0, as: String.self) }.joined(separator: "\n")
+            }
+            #expect(!plan.contains("Seq Scan on dirty_mark"), "the sweep scans the whole queue for each user:\n\(plan)")
+            #expect(plan.contains("dirty_mark_pkey"), "\(plan)")
+        }
+    }
+
     /// What the claim returns per user: whether a mark asks for a new version, whether one asks
     /// for a recount.
     private struct Flags: Equatable {
