@@ -155,6 +155,9 @@ private struct ReplicaSetup: Sendable {
     var primary: BadgeStore { BadgeStore(pool: primaryPool) }
 
     static func with(_ body: @Sendable (ReplicaSetup) async throws -> Void) async throws {
+        // The metrics registry `fallbacks` reads, bootstrapped before any server makes its
+        // counters (made first, they would count nowhere when this suite runs alone).
+        _ = APIHarness.registry
         let (primaryAdmin, standbyAdmin) = try TestServer.replicated()
         let database = try await TestDatabase.create(prefix: "replica", server: primaryAdmin)
         let settings = BadgeStore.recommendedSessionSettings

@@ -14,10 +14,9 @@ extension BadgeStore {
     /// drained, the workers' looks for dirty users kept most of a core of PostgreSQL busy for up
     /// to its minute's nap; BENCHMARKS.md, "The queue after a backlog"). Writers go on meanwhile
     /// (a vacuum locks out only other vacuums and schema changes); one that another vacuum holds
-    /// off (autovacuum's) is skipped, not waited for. It keeps the table's pages (`TRUNCATE
-    /// false`, as migration 33 has every vacuum of the queue do): a file cut to nothing is planned
-    /// as empty for certain, and a statement prepared then keeps scanning the whole queue per user
-    /// while it fills again.
+    /// off (autovacuum's) is skipped, not waited for. It keeps the table's empty pages (`TRUNCATE
+    /// false`): cutting them off takes the table's exclusive lock, which writers of marks would
+    /// wait for, and the next backlog needs them again.
     public static func vacuumQueue(on connection: PGConnection) throws(PGError) {
         try connection.execute(script: "VACUUM (SKIP_LOCKED, TRUNCATE false) dirty_mark", name: "badges.vacuum_queue")
     }

@@ -572,8 +572,11 @@ extension BadgeSQL {
         "badges.record_action",
         "INSERT INTO applied_action_generation (user_id, action_id, slot) VALUES ($1, $2, $3::smallint) ON CONFLICT DO NOTHING")
 
+    /// Whether the user `$1` has writes the rollup has not covered (a mark). Not prepared: a
+    /// plan made while the queue was counted empty would scan it whole (see
+    /// `claimDirtyUsersInOrder`).
     static let hasPendingWrites = PGStatement(
-        "badges.has_pending_writes", "SELECT EXISTS (SELECT 1 FROM dirty_mark WHERE user_id = $1)")
+        "badges.has_pending_writes", "SELECT EXISTS (SELECT 1 FROM dirty_mark WHERE user_id = $1)", prepared: false)
 
     /// How far the writes of the user `$1`'s own version `$2` reach: its `writes_through` as the
     /// current version or as logged, else that of the latest logged version before it (less:
