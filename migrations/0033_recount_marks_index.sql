@@ -10,6 +10,6 @@
 --
 -- Not built concurrently: that is refused on a table partitioned by user (docs/SHARDING.md).
 -- Writers of marks wait while it is built, for a time that grows with the marks waiting in the
--- queue (about half a second per million); the rollup keeps the queue short.
+-- queue (0.1 s for a million in memory); the rollup keeps the queue short.
 CREATE INDEX IF NOT EXISTS dirty_mark_recount ON dirty_mark (user_id, seq) WHERE (recount AND NOT additive) OR bump;
 
