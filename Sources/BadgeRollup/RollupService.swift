@@ -252,7 +252,7 @@ public struct RollupService: Service {
                 let looked = ContinuousClock.now
                 let claimed = try await step(settledFor: settle)
                 backoff.reset()
-                if claimed == 0, settle == 0, ContinuousClock.now - looked >= configuration.slowEmptyLook {
+                if claimed == 0, settle == 0, ContinuousClock.now - looked >= Self.slowEmptyLook {
                     queueVacuum.state.withLock { $0.asked = true }
                 }
                 if settle > 0, claimed < configuration.batchSize {
@@ -352,6 +352,10 @@ public struct RollupService: Service {
             logger.info("vacuum of the rollup's queue failed; left to autovacuum", metadata: [RedDotLogKey.error: "\(error)"])
         }
     }
+
+    /// An empty look (a round that claimed no user) at least this long asks for a vacuum of the
+    /// queue (`vacuumQueueIfAsked`): on a clean queue one takes well under a millisecond.
+    private static let slowEmptyLook: Duration = .milliseconds(2)
 
     /// Retry pauses after a failed transaction: 100 ms doubling up to 5 s.
     private static let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))

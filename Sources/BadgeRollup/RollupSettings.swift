@@ -162,7 +162,4 @@ extension RollupConfiguration {
     public var queueVacuumInterval: Duration? {
         settings.queueVacuumSeconds > 0 ? .seconds(min(settings.queueVacuumSeconds, 86_400)) : nil
     }
-    /// An empty look (a round that claimed no user) at least this long asks for a vacuum of the
-    /// queue: on a clean queue one takes well under a millisecond.
-    public var slowEmptyLook: Duration { .milliseconds(2) }
 }
