@@ -135,6 +135,30 @@ struct RollupPlanTests {
         }
     }
 
+    @Test("the claim's plan settings end with it: the round after it runs with the session's own", arguments: ["on", "off"])
+    func claimLeavesSessionSettings(session: String) async throws {
+        let fixture = try await StoreFixture.make(layout: .plain)
+        try await tearingDown({ await fixture.tearDown() }) {
+            try await fixture.execute(
+                "INSERT INTO dirty_mark (user_id, seq, bump, recount) SELECT 'set_u' || u, 1, false, false FROM generate_series(1, 20) u")
+            let (during, after) = try await fixture.pool.withConnection { connection in
+                // The session's values, set as RedDot's pools set theirs (`recommendedSessionSettings`).
+                try connection.query(
+                    PGStatement("test.session", "SELECT set_config('jit', $1, false), set_config('enable_sort', $1, false)", prepared: false),
+                    [session])
+                let read = PGStatement("test.settings", "SELECT current_setting('jit') || ' ' || current_setting('enable_sort')", prepared: false)
+                let during = try connection.withTransaction { connection -> String in
+                    let claimed = try BadgeStore.claimDirtyUsers(limit: 5, on: connection)
+                    #expect(claimed.count == 5)
+                    return try connection.query(read).singleRow().decode(0, as: String.self)
+                }
+                return (during, try connection.query(read).singleRow().decode(0, as: String.self))
+            }
+            #expect(during == "\(session) \(session)")
+            #expect(after == during)
+        }
+    }
+
     /// What the claim returns per user: whether a mark asks for a new version, whether one asks
     /// for a recount.
     private struct Flags: Equatable {

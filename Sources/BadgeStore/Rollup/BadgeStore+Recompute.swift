@@ -156,7 +156,8 @@ extension BadgeStore {
         var claimedPart: String?
         // Within a day, and never NaN: what a setting gives is bounded where it is parsed.
         let settle = settledFor.isFinite ? min(max(settledFor, 0), 86_400) : 0
-        try connection.execute(script: BadgeSQL.claimPlanSettings, name: "badges.claim_plan")
+        let before = try connection.query(BadgeSQL.claimPlanSettings).singleRow()
+        let settings = [try before.decode(0, as: String.self), try before.decode(1, as: String.self)]
         let claimed = try queue.claimInTurn(on: connection) { part throws(PGError) in
             let statement = TableParts.statement(BadgeSQL.claimDirtyUsersInOrder, over: part, table: "dirty_mark", make: BadgeSQL.claimDirtyUsersInOrder(from:))
             var claimed: [(user: UserID, dirtiedAt: Date)] = []
@@ -176,7 +177,7 @@ extension BadgeStore {
             if let user = claimed.last?.user { (last[part], claimedPart) = (user.rawValue, part) }
             return claimed
         }
-        try connection.execute(script: BadgeSQL.roundPlanSettings, name: "badges.round_plan")
+        try connection.query(BadgeSQL.restorePlanSettings, settings)
         (sweep.queue, sweep.last, sweep.claimedPart) = (queue, last, claimedPart)
         return (claimed, sweep)
     }

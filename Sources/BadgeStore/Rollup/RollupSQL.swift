@@ -88,22 +88,33 @@ extension BadgeSQL {
     static let claimDirtyUsersInOrder = PGStatement(
         "badges.claim_dirty_users_in_order", claimDirtyUsersInOrder(from: "dirty_mark"), prepared: false)
 
-    /// What the claim's transaction sets before it (`SET LOCAL`; `roundPlanSettings` puts them
-    /// back): no sort and no JIT. Each step of the sweep has one good plan, the primary key's
-    /// ordered scan stopped at its first row, and a sort means a worse one. The statistics of a
-    /// queue that a vacuum found empty but could not shorten (its own, with `TRUNCATE false`, or
-    /// autovacuum's, when a writer held the table) say 0 rows on all of its pages; planned by
-    /// them, each step read every mark after its user into a bitmap and sorted them for the
-    /// first: 90 ms a step, 42 s a claim of 500 users at 300,000 marks, until the next analyze
-    /// (up to autovacuum's minute). Without a sort, the ordered scan is the only plan left. Its
-    /// estimated cost by those statistics is then over `jit_above_cost`, and compiling the
-    /// statement took 10–40 ms of a 5 ms claim: JIT is off for it (BENCHMARKS.md, "A claim planned
-    /// by the statistics of an emptied queue").
-    static let claimPlanSettings = "SET LOCAL enable_sort = off; SET LOCAL jit = off"
+    /// What the claim's transaction sets before it, for the transaction (`set_config(…, true)`,
+    /// as `SET LOCAL`): no sort and no JIT; it returns the values before, which
+    /// `restorePlanSettings` puts back for the rest of the round. Each step of the sweep has one
+    /// good plan, the primary key's ordered scan stopped at its first row, and a sort means a
+    /// worse one. The statistics of a queue that a vacuum found empty but could not shorten (its
+    /// own, with `TRUNCATE false`, or autovacuum's, when a writer held the table) say 0 rows on
+    /// all of its pages; planned by them, each step read every mark after its user into a bitmap
+    /// and sorted them for the first: 90 ms a step, 42 s a claim of 500 users at 300,000 marks,
+    /// until the next analyze (up to autovacuum's minute). Without a sort, the ordered scan is
+    /// the only plan left. Its estimated cost by those statistics is then over `jit_above_cost`,
+    /// and compiling the statement took 10–40 ms of a 5 ms claim: JIT is off for it, as for every
+    /// connection of the rollup (`recommendedSessionSettings`), which is why the old values are
+    /// put back rather than the defaults: `SET LOCAL jit TO DEFAULT` turned the rounds' JIT back
+    /// on, and the rollup of a backlog took three times as long (BENCHMARKS.md, "A claim planned
+    /// by the statistics of an emptied queue"). The old values are read in a subquery, before
+    /// the settings change.
+    static let claimPlanSettings = PGStatement(
+        "badges.claim_plan_settings",
+        """
+        SELECT s.sort, s.jit, set_config('enable_sort', 'off', true), set_config('jit', 'off', true)
+        FROM (SELECT current_setting('enable_sort') AS sort, current_setting('jit') AS jit OFFSET 0) AS s
+        """)
 
-    /// Puts back what `claimPlanSettings` changed, for the rest of the round's transaction: the
-    /// values the session would have without a `SET`.
-    static let roundPlanSettings = "SET LOCAL enable_sort TO DEFAULT; SET LOCAL jit TO DEFAULT"
+    /// Puts back the values `claimPlanSettings` returned (`$1`: `enable_sort`, `$2`: `jit`) for
+    /// the rest of the transaction.
+    static let restorePlanSettings = PGStatement(
+        "badges.restore_plan_settings", "SELECT set_config('enable_sort', $1, true), set_config('jit', $2, true)")
 
     /// The SQL of `claimDirtyUsersInOrder` over one part of the queue (`TableParts`):
     /// `dirty_mark` itself, or one of its partitions (catalog text, never input).
