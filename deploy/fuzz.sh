@@ -2,7 +2,9 @@
 # Fuzzes RedDot's parsers of untrusted input with libFuzzer: the event decoder and rules
 # mapping (events), the badge path validators (paths), the query service's query parameters and
 # headers (http), the migration file reader (migrations), and the Swift client's Server-Sent
-# Events parser (sse), HTTP response reader (response) and offline cache file (cache). Each target checks invariants of
+# Events parser (sse), HTTP response reader (response) and offline cache file (cache), the change
+# feed's records, webhook subscriptions and push devices (hooks), and the change log's node
+# list's two readers (changelog). Each target checks invariants of
 # what it reads (round trips, agreeing validators, ranges), not only that nothing traps.
 #
 #   deploy/fuzz.sh                   # every target for 300 s
@@ -25,7 +27,7 @@ if [ $# -gt 0 ]; then shift; fi
 case $seconds in
   '' | *[!0-9]*) say "the duration is a number of seconds, not '$seconds'"; exit 64 ;;
 esac
-all_targets=(events paths http migrations sse response cache hooks)
+all_targets=(events paths http migrations sse response cache hooks changelog)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 for target in "${targets[@]}"; do
   case " ${all_targets[*]} " in

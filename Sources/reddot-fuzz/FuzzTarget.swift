@@ -22,6 +22,9 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// A change-feed record as `reddot push` and `reddot webhooks` read it, a webhook
     /// subscription and a push device as the API takes them (the first byte picks).
     case hooks
+    /// The change log's node list as the change feed and the streams read it: the byte scanner
+    /// and the JSON parser agree.
+    case changelog
 
     /// Runs the target on one input.
     func run(_ bytes: [UInt8]) {
@@ -34,6 +37,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .response: HTTPResponseFuzzTarget.run(bytes)
         case .cache: CacheFileFuzzTarget.run(bytes)
         case .hooks: HooksFuzzTarget.run(bytes)
+        case .changelog: ChangeLogFuzzTarget.run(bytes)
         }
     }
 

@@ -27,6 +27,26 @@ struct ChangeLogNodesTests {
                     before: BadgeAggregate(count: 0, icon: try BadgeIcon(validating: "hot_1"), unseen: 0), after: nil),
             ])
         #expect(try OwnLayerChange.Node.decodeLog("[]").isEmpty)
+        // PostgreSQL's form is read from its bytes, and gives the parser's nodes.
+        #expect(OwnLayerChange.Node.scanLog(Self.logged) == nodes)
+        #expect(try OwnLayerChange.Node.decodeParsedLog(Self.logged) == nodes)
+        #expect(OwnLayerChange.Node.scanLog(" [ ] ") == [])
+    }
+
+    @Test(
+        "other JSON spellings of the nodes go to the parser and read the same",
+        arguments: [
+            #"[["root", {"count": 1, "unseen": 0, "icon": "\u0061"}, null]]"#, #"[["root", {"count": 1.0, "unseen": 0}, null]]"#,
+            #"[["root", {"count": 1, "unseen": 0, "extra": [true]}, null]]"#, #"[["r\u006fot", {"count": 1E0, "unseen": 0}, null]]"#,
+        ])
+    func readsOtherSpellings(_ text: String) throws {
+        #expect(OwnLayerChange.Node.scanLog(text) == nil)
+        let expected = [
+            OwnLayerChange.Node(
+                path: .root, before: BadgeAggregate(count: 1, icon: text.contains("u0061") ? try BadgeIcon(validating: "a") : nil, unseen: 0),
+                after: nil)
+        ]
+        #expect(try OwnLayerChange.Node.decodeLog(text) == expected)
     }
 
     @Test(
@@ -42,7 +62,7 @@ struct ChangeLogNodesTests {
         #expect(throws: ChangeLogFormatError.self) { try OwnLayerChange.Node.decodeLog(text) }
     }
 
-    @Test("no damage to a logged record traps: every byte changed, cut or doubled")
+    @Test("no damage to a logged record traps, and both readers take it the same: every byte changed, cut or doubled")
     func damagedRecordsNeverTrap() {
         let bytes = Array(Self.logged.utf8)
         var random = SplitMix64(seed: 25)
@@ -56,7 +76,12 @@ struct ChangeLogNodesTests {
             default: damaged.insert(damaged[at], at: at)
             }
             let text = String(decoding: damaged, as: UTF8.self)
-            if (try? OwnLayerChange.Node.decodeLog(text)) == nil { refused += 1 }
+            let read = Result { () throws(ChangeLogFormatError) in try OwnLayerChange.Node.decodeLog(text) }
+            let parsed = Result { () throws(ChangeLogFormatError) in try OwnLayerChange.Node.decodeParsedLog(text) }
+            // The byte scanner never reads what the parser would not, nor reads it otherwise.
+            #expect(read == parsed, "\(text)")
+            if let scanned = OwnLayerChange.Node.scanLog(text) { #expect(read == .success(scanned), "\(text)") }
+            if case .failure = read { refused += 1 }
         }
         #expect(refused > 1_000)
     }

@@ -14,7 +14,7 @@ struct FuzzCorpusTests {
         let fuzz = reddot.deletingLastPathComponent().appendingPathComponent("reddot-fuzz")
         let (status, output) = try await ChildProcess.run(fuzz.path, ["all", Self.corpus.path], mergingStandardError: true)
         #expect(status == 0, "\(output)")
-        for target in ["events", "paths", "http", "migrations", "sse", "response", "cache", "hooks"] {
+        for target in ["events", "paths", "http", "migrations", "sse", "response", "cache", "hooks", "changelog"] {
             #expect(output.contains("\(target): replayed "), "\(output)")
         }
     }
