@@ -97,21 +97,14 @@ public struct EventDecoder: Sendable {
 /// The fields of one event object, read with the rejection rules of ``EventDecoder``.
 struct EventFields: OperationFieldSource {
     let object: [String: JSONValue]
-    /// The members of a small object as a list, searched in order (nil: a large one, looked up
-    /// by hash). Reading an event asks for twenty-odd names, most of them absent, of an object
-    /// with a handful: comparing short names costs less than hashing each, which was about a
-    /// third of reading an event (`perf`, BENCHMARKS.md).
-    private let members: [(name: String, value: JSONValue)]?
 
     init(_ object: [String: JSONValue]) {
         self.object = object
-        members = object.count <= 16 ? object.map { ($0.key, $0.value) } : nil
     }
 
     /// A field's value; null counts as absent.
     subscript(_ name: String) -> JSONValue? {
-        let found = members.map { members in members.first { $0.name == name }?.value } ?? object[name]
-        guard let value = found, value != .null else { return nil }
+        guard let value = object[name], value != .null else { return nil }
         return value
     }
 
