@@ -1,14 +1,25 @@
 import BadgeCore
+import BadgeStore
 
 /// The change log's nodes as the change feed and the streams read them
 /// (`OwnLayerChange.Node.decodeLog`): what the byte scanner reads, the JSON parser reads the same;
 /// what it leaves, the parser reads or refuses with a one-line sentence; and nodes it read come
-/// back the same from PostgreSQL's printing of them, by the scanner itself.
+/// back the same from PostgreSQL's printing of them, by the scanner itself. An input that starts
+/// with `notify:` is the payload of a change notification instead (`ChangeNotification`): its
+/// byte scanner and `JSONSerialization` read the same.
 enum ChangeLogFuzzTarget {
     static let target = FuzzTarget.changelog
 
     static func run(_ bytes: [UInt8]) {
         let text = String(decoding: bytes, as: UTF8.self)
+        if text.hasPrefix("notify:") {
+            let payload = String(text.dropFirst("notify:".count))
+            let scanned = ChangeNotification.scanned(payload)
+            let parsed = ChangeNotification.parsed(payload)
+            FuzzFailure.check(scanned == nil || scanned == parsed, target, "the scanner reads \(String(describing: scanned)), JSONSerialization \(String(describing: parsed))")
+            FuzzFailure.check(ChangeNotification(payload: payload) == parsed, target, "the payload is read otherwise than by JSONSerialization")
+            return
+        }
         let scanned = OwnLayerChange.Node.scanLog(text)
         let parsed = Result { () throws(ChangeLogFormatError) in try OwnLayerChange.Node.decodeParsedLog(text) }
         let read = Result { () throws(ChangeLogFormatError) in try OwnLayerChange.Node.decodeLog(text) }

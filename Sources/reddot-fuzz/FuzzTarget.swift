@@ -22,8 +22,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// A change-feed record as `reddot push` and `reddot webhooks` read it, a webhook
     /// subscription and a push device as the API takes them (the first byte picks).
     case hooks
-    /// The change log's node list as the change feed and the streams read it: the byte scanner
-    /// and the JSON parser agree.
+    /// The change log's node list as the change feed and the streams read it, or (after
+    /// `notify:`) a change notification's payload: the byte scanner and the JSON parser agree.
     case changelog
 
     /// Runs the target on one input.

@@ -18,6 +18,35 @@ struct ChangeNotificationTests {
         }
     }
 
+    @Test("the forms the store writes are read from their bytes, and every damaged payload as JSONSerialization reads it")
+    func scannedAsParsed() {
+        let written = [#"{"user" : "u1", "version" : 3}"#, #"{"broadcast_version" : 7}"#, #"{"user":"a-b_c.d@e!","version":9223372036854775807}"#]
+        for payload in written {
+            #expect(ChangeNotification.scanned(payload) != nil, "\(payload)")
+            #expect(ChangeNotification.scanned(payload) == ChangeNotification.parsed(payload), "\(payload)")
+        }
+        // Spellings left to JSONSerialization: an escape, a fraction, a sign, an exponent, another order.
+        for payload in [
+            #"{"user" : "u\u0031", "version" : 3}"#, #"{"user" : "u1", "version" : 3.0}"#, #"{"broadcast_version" : -1}"#,
+            #"{"broadcast_version" : 1e1}"#, #"{"version" : 3, "user" : "u1"}"#,
+        ] {
+            #expect(ChangeNotification.scanned(payload) == nil, "\(payload)")
+        }
+        #expect(ChangeNotification(payload: #"{"version" : 3, "user" : "u\u0031"}"#) == .user(user("u1"), version: 3))
+        var random = SplitMix64(seed: 27)
+        for _ in 0..<5_000 {
+            var bytes = Array(written[Int(random.next() % UInt64(written.count))].utf8)
+            let at = Int(random.next() % UInt64(bytes.count))
+            switch random.next() % 3 {
+            case 0: bytes[at] = UInt8(truncatingIfNeeded: random.next())
+            case 1: bytes.removeSubrange(at...)
+            default: bytes.insert(bytes[at], at: at)
+            }
+            let payload = String(decoding: bytes, as: UTF8.self)
+            #expect(ChangeNotification(payload: payload) == ChangeNotification.parsed(payload), "\(payload)")
+        }
+    }
+
     @Test("the rollup's notification names the user and the new version")
     func rollupNotifies() async throws {
         let fixture = try await StoreFixture.make()
