@@ -77,6 +77,25 @@ struct BadgeBatchTests {
         #expect(batch.sets.map { "\($0.user) \($0.path)" } == ["u2 root.a", "u2 root.b"])
     }
 
+    @Test("the users stay in order as a batch grows, and a copy that grows apart keeps its own")
+    func usersAfterGrowth() throws {
+        var batch = try batch([("u3", "root.a", .increment(by: 1)), ("u1", "root.a", .increment(by: 1))])
+        #expect(batch.users.map(\.rawValue) == ["u1", "u3"])
+        let copy = batch
+        batch.append(BadgeMutation(user: user("u2"), path: path("root.b"), operation: .increment(by: 2)))
+        batch.append(BadgeMutation(user: user("u0"), path: path("root.b"), operation: .set(count: 1, icon: nil)))
+        #expect(batch.users.map(\.rawValue) == ["u0", "u1", "u2", "u3"])
+        #expect(batch.additiveUsers.map(\.rawValue) == ["u1", "u2", "u3"])
+        #expect(increments(batch) == ["u1 root.a +1", "u2 root.b +2", "u3 root.a +1"])
+        #expect(batch.sets.map(\.user.rawValue) == ["u0"])
+        #expect(copy.users.map(\.rawValue) == ["u1", "u3"])
+        #expect(increments(copy) == ["u1 root.a +1", "u3 root.a +1"])
+        // Another mutation of a user already in it keeps the order.
+        batch.append(BadgeMutation(user: user("u3"), path: path("root.c"), operation: .increment(by: 1)))
+        #expect(batch.users.map(\.rawValue) == ["u0", "u1", "u2", "u3"])
+        #expect(increments(batch) == ["u1 root.a +1", "u2 root.b +2", "u3 root.a +1", "u3 root.c +1"])
+    }
+
     @Test("expiries: a set's comes with it; each increment carries its own")
     func expiries() throws {
         let soon = now.addingTimeInterval(10)

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// Coalesces a sequence of mutations into the net writes the store applies set-based in SQL.
 ///
@@ -67,7 +68,12 @@ public struct BadgeBatch: Sendable {
     /// Clear marks: the latest time each clear of the batch applies up to.
     var marks: [MarkKey: Date] = [:]
     /// Users that any mutation touched (even a no-op).
-    var touched: Set<UserID> = []
+    private(set) var touched: Set<UserID> = []
+    /// `touched` sorted, once for the batch as it stands: every list below is in user order,
+    /// and sorting the users again for each was about 4% of the services' CPU at 10,000 events/s
+    /// over 100,000 users (`perf`, BENCHMARKS.md). A new user gives the batch a new one; copies
+    /// share it until then, as they share `touched`.
+    private var sortedTouched = SortedUsers()
     /// Users with a mutation other than an increment without an expiry.
     var recounted: Set<UserID> = []
     /// Mutations appended so far (each one without `occurredAt` takes `now` plus its position in
@@ -119,7 +125,7 @@ public struct BadgeBatch: Sendable {
     public mutating func append(_ mutation: BadgeMutation) {
         let time = Self.effectiveTime(of: mutation, position: appended, now: now)
         appended += 1
-        touched.insert(mutation.user)
+        if touched.insert(mutation.user).inserted { sortedTouched = SortedUsers() }
         if !Self.onlyAdds(mutation) { recounted.insert(mutation.user) }
         let path = mutation.path
         switch mutation.operation {
@@ -190,7 +196,7 @@ public struct BadgeBatch: Sendable {
     /// have no sets or seens, and sorting every user for each kind was a large part of ingest's
     /// own time).
     private func users(with kind: (Pending) -> Bool) -> [UserID] {
-        pending.compactMap { kind($0.value) ? $0.key : nil }.sorted()
+        users.filter { user in pending[user].map(kind) ?? false }
     }
 
     /// The seens: one per (user, path), with the latest time it applies up to; sorted by user
@@ -274,7 +280,7 @@ public struct BadgeBatch: Sendable {
     }
 
     /// Every user the batch touches (even by a no-op clear), sorted and unique.
-    public var users: [UserID] { touched.sorted() }
+    public var users: [UserID] { sortedTouched.users(of: touched) }
 
     /// How many users the batch touches (without sorting them).
     public var userCount: Int { touched.count }
@@ -282,7 +288,22 @@ public struct BadgeBatch: Sendable {
     /// The users whose every mutation is an increment without an expiry, sorted: what the batch
     /// does to their trees only adds, so their rollup can add it (DESIGN §5). Every other user's
     /// tree must be recounted.
-    public var additiveUsers: [UserID] { touched.subtracting(recounted).sorted() }
+    public var additiveUsers: [UserID] { users.filter { !recounted.contains($0) } }
+}
+
+/// A batch's users in order, sorted when first asked for (`BadgeBatch.sortedTouched`).
+private final class SortedUsers: Sendable {
+    private let sorted = Mutex<[UserID]?>(nil)
+
+    /// `touched` sorted: the list made at the first call, which every later call gets.
+    func users(of touched: Set<UserID>) -> [UserID] {
+        sorted.withLock { sorted in
+            if let sorted { return sorted }
+            let users = touched.sorted()
+            sorted = users
+            return users
+        }
+    }
 }
 
 extension BadgeTree {
