@@ -54,55 +54,17 @@ public enum ChangeNotification: Hashable, Sendable {
     package static func scanned(_ payload: String) -> ChangeNotification? {
         var payload = payload
         return payload.withUTF8 { bytes -> ChangeNotification? in
-            var index = 0
-            func skipWhitespace() {
-                while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
-            }
-            func take(_ byte: UInt8) -> Bool {
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == byte else { return false }
-                index += 1
-                return true
-            }
-            func string() -> String? {
-                guard take(UInt8(ascii: "\"")) else { return nil }
-                let start = index
-                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
-                    guard bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 else { return nil }
-                    index += 1
-                }
-                guard index < bytes.count else { return nil }
-                defer { index += 1 }
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-            }
-            func version() -> Int64? {
-                skipWhitespace()
-                let start = index
-                var value: Int64 = 0
-                while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
-                    let (times, overflow) = value.multipliedReportingOverflow(by: 10)
-                    let (sum, overflowSum) = times.addingReportingOverflow(Int64(bytes[index] - UInt8(ascii: "0")))
-                    guard !overflow, !overflowSum else { return nil }
-                    value = sum
-                    index += 1
-                }
-                guard index > start, index - start == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
-                return value
-            }
-            func end() -> Bool {
-                guard take(UInt8(ascii: "}")) else { return false }
-                skipWhitespace()
-                return index == bytes.count
-            }
-            guard take(UInt8(ascii: "{")), let key = string(), take(UInt8(ascii: ":")) else { return nil }
+            var cursor = PlainJSONCursor(bytes)
+            guard cursor.take(UInt8(ascii: "{")), let key = cursor.string(), cursor.take(UInt8(ascii: ":")) else { return nil }
             switch key {
             case "user":
-                guard let name = string(), let user = try? UserID(validating: name), take(UInt8(ascii: ",")),
-                    string() == "version", take(UInt8(ascii: ":")), let version = version(), end()
+                guard let name = cursor.string(), let user = try? UserID(validating: name), cursor.take(UInt8(ascii: ",")),
+                    cursor.string() == "version", cursor.take(UInt8(ascii: ":")), let version = cursor.integer(),
+                    cursor.take(UInt8(ascii: "}")), cursor.atEnd()
                 else { return nil }
                 return .user(user, version: version)
             case "broadcast_version":
-                guard let version = version(), end() else { return nil }
+                guard let version = cursor.integer(), cursor.take(UInt8(ascii: "}")), cursor.atEnd() else { return nil }
                 return .broadcasts(version: version)
             default:
                 return nil

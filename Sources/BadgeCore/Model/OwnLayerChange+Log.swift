@@ -100,151 +100,70 @@ extension OwnLayerChange.Node {
 /// The change log's nodes read from the bytes of the form PostgreSQL prints them in
 /// (`[["root", {"icon": null, "count": 3, "unseen": 1}, null], …]`; any whitespace between tokens,
 /// the members in any order): strings without escapes, counts as plain integers of `Int64`,
-/// each aggregate with its count and unseen and at most an icon. At anything else (an escape, a
-/// number in another spelling, another key, a repeated one, a path or an icon that is not
-/// valid, text after the array) it reads nothing, and `decodeLog` hands the text to the JSON
-/// parser, which decides. So where it reads nodes, they are the parser's.
+/// each aggregate with its count and unseen and at most an icon (`PlainJSONCursor`). At anything
+/// else (an escape, a number in another spelling, another key, a repeated one, a path or an
+/// icon that is not valid, text after the array) it reads nothing, and `decodeLog` hands the
+/// text to the JSON parser, which decides. So where it reads nodes, they are the parser's.
 struct LoggedNodeScanner {
-    private let bytes: UnsafeBufferPointer<UInt8>
-    private var index = 0
+    private var cursor: PlainJSONCursor
 
     init(bytes: UnsafeBufferPointer<UInt8>) {
-        self.bytes = bytes
+        cursor = PlainJSONCursor(bytes)
     }
 
     /// The nodes, or nil: not this form.
     mutating func nodes() -> [OwnLayerChange.Node]? {
         var nodes: [OwnLayerChange.Node] = []
-        skipWhitespace()
-        guard take(UInt8(ascii: "[")) else { return nil }
-        skipWhitespace()
-        if !take(UInt8(ascii: "]")) {
-            while true {
+        guard cursor.take(UInt8(ascii: "[")) else { return nil }
+        if !cursor.take(UInt8(ascii: "]")) {
+            repeat {
                 guard let node = node() else { return nil }
                 nodes.append(node)
-                skipWhitespace()
-                if take(UInt8(ascii: "]")) { break }
-                guard take(UInt8(ascii: ",")) else { return nil }
-                skipWhitespace()
-            }
+            } while cursor.take(UInt8(ascii: ","))
+            guard cursor.take(UInt8(ascii: "]")) else { return nil }
         }
-        skipWhitespace()
-        return index == bytes.count ? nodes : nil
+        return cursor.atEnd() ? nodes : nil
     }
 
     private mutating func node() -> OwnLayerChange.Node? {
-        guard take(UInt8(ascii: "[")) else { return nil }
-        skipWhitespace()
-        guard let name = string(), let path = try? BadgePath(validating: name), separator() else { return nil }
-        guard case .some(let before) = aggregate(), separator() else { return nil }
-        guard case .some(let after) = aggregate() else { return nil }
-        skipWhitespace()
-        guard take(UInt8(ascii: "]")) else { return nil }
+        guard cursor.take(UInt8(ascii: "[")), let name = cursor.string(), let path = try? BadgePath(validating: name),
+            cursor.take(UInt8(ascii: ",")), case .some(let before) = aggregate(),
+            cursor.take(UInt8(ascii: ",")), case .some(let after) = aggregate(),
+            cursor.take(UInt8(ascii: "]"))
+        else { return nil }
         return OwnLayerChange.Node(path: path, before: before, after: after)
-    }
-
-    /// A `,` between whitespace.
-    private mutating func separator() -> Bool {
-        skipWhitespace()
-        guard take(UInt8(ascii: ",")) else { return false }
-        skipWhitespace()
-        return true
     }
 
     /// `.some(nil)` for `null`, `.some(aggregate)` for an object of the form, nil for anything else.
     private mutating func aggregate() -> BadgeAggregate?? {
-        if takeNull() { return .some(nil) }
-        guard take(UInt8(ascii: "{")) else { return nil }
+        if cursor.takeNull() { return .some(nil) }
+        guard cursor.take(UInt8(ascii: "{")) else { return nil }
         var count: Int64?
         var unseen: Int64?
         var icon: BadgeIcon??
-        skipWhitespace()
-        while true {
-            guard let key = string() else { return nil }
-            skipWhitespace()
-            guard take(UInt8(ascii: ":")) else { return nil }
-            skipWhitespace()
+        repeat {
+            guard let key = cursor.string(), cursor.take(UInt8(ascii: ":")) else { return nil }
             switch key {
             case "count":
-                guard count == nil, let value = integer() else { return nil }
+                guard count == nil, let value = cursor.integer() else { return nil }
                 count = value
             case "unseen":
-                guard unseen == nil, let value = integer() else { return nil }
+                guard unseen == nil, let value = cursor.integer() else { return nil }
                 unseen = value
             case "icon":
                 guard icon == nil else { return nil }
-                if takeNull() {
+                if cursor.takeNull() {
                     icon = .some(nil)
                 } else {
-                    guard let name = string(), let value = try? BadgeIcon(validating: name) else { return nil }
+                    guard let name = cursor.string(), let value = try? BadgeIcon(validating: name) else { return nil }
                     icon = .some(value)
                 }
             default:
                 return nil
             }
-            skipWhitespace()
-            if take(UInt8(ascii: "}")) { break }
-            guard take(UInt8(ascii: ",")) else { return nil }
-            skipWhitespace()
-        }
-        guard let count, let unseen else { return nil }
+        } while cursor.take(UInt8(ascii: ","))
+        guard cursor.take(UInt8(ascii: "}")), let count, let unseen else { return nil }
         return .some(BadgeAggregate(count: count, icon: icon ?? nil, unseen: unseen))
-    }
-
-    /// A string without escapes or control characters; the cursor is on its opening quote.
-    private mutating func string() -> String? {
-        guard take(UInt8(ascii: "\"")) else { return nil }
-        let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-                index += 1
-                return text
-            }
-            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-            index += 1
-        }
-        return nil
-    }
-
-    /// Digits without a sign, a leading zero, a fraction or an exponent, within `Int64`.
-    private mutating func integer() -> Int64? {
-        let start = index
-        var value: Int64 = 0
-        while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
-            let (times, overflowed) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflowedSum) = times.addingReportingOverflow(Int64(bytes[index] - UInt8(ascii: "0")))
-            guard !overflowed, !overflowedSum else { return nil }
-            value = sum
-            index += 1
-        }
-        guard index > start, index - start == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
-        if index < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index]) { return nil }
-        return value
-    }
-
-    private mutating func takeNull() -> Bool {
-        guard bytes.count - index >= 4, bytes[index] == UInt8(ascii: "n"), bytes[index + 1] == UInt8(ascii: "u"),
-            bytes[index + 2] == UInt8(ascii: "l"), bytes[index + 3] == UInt8(ascii: "l")
-        else { return false }
-        index += 4
-        return true
-    }
-
-    private mutating func take(_ byte: UInt8) -> Bool {
-        guard index < bytes.count, bytes[index] == byte else { return false }
-        index += 1
-        return true
-    }
-
-    private mutating func skipWhitespace() {
-        while index < bytes.count {
-            switch bytes[index] {
-            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"): index += 1
-            default: return
-            }
-        }
     }
 }
 
