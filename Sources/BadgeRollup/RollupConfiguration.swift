@@ -27,14 +27,16 @@ public struct RollupConfiguration: Sendable {
     /// How long after a count of the queue depth that took `took` the next is due:
     /// `queueDepthInterval`, or as long as keeps the counts to `queueDepthShare` of the time, up
     /// to `queueDepthLongestInterval`.
+    /// Within a day, whatever a library user set: the wait is added to the clock.
     public func nextQueueDepth(after took: Duration) -> Duration {
+        let day = Duration.seconds(86_400)
+        let shortest = min(max(queueDepthInterval, .zero), day)
+        let longest = min(max(queueDepthLongestInterval, shortest), day)
         let (seconds, attoseconds) = took.components
         let wait = (Double(seconds) + Double(attoseconds) / 1e18) / queueDepthShare
-        // A share a library user set to 0, NaN or less waits the longest, never traps.
-        guard wait.isFinite, wait >= 0, wait < Double(queueDepthLongestInterval.components.seconds) else {
-            return max(queueDepthInterval, queueDepthLongestInterval)
-        }
-        return max(queueDepthInterval, .milliseconds(Int64((wait * 1000).rounded())))
+        // A share set to 0, NaN or less waits the longest, never traps.
+        guard wait.isFinite, wait >= 0, wait < Double(longest.components.seconds) else { return longest }
+        return max(shortest, .milliseconds(Int64((wait * 1000).rounded())))
     }
 
     /// A configuration of `settings` (default: every flag left out).

@@ -41,6 +41,12 @@ struct RollupFlagTests {
             unchecked.queueDepthShare = share
             #expect(unchecked.nextQueueDepth(after: .milliseconds(300)) == .seconds(300), "\(share)")
         }
+        unchecked.queueDepthShare = 1e-17
+        unchecked.queueDepthLongestInterval = .seconds(Int64.max)
+        #expect(unchecked.nextQueueDepth(after: .seconds(1)) == .seconds(86_400))
+        unchecked.queueDepthInterval = .seconds(-5)
+        unchecked.queueDepthLongestInterval = .seconds(-5)
+        #expect(unchecked.nextQueueDepth(after: .zero) == .zero)
     }
 
     @Test("the queue depth is counted every 5 s, or less often when the count is slow")
