@@ -150,9 +150,9 @@ extension BadgeSQL {
 
     /// The number of users waiting for a rollup. As a count of the distinct users of a
     /// subquery, which the planner hashes (or reads in the primary key's order where the queue's
-    /// pages are all visible), not `count(DISTINCT user_id)`, which sorts every mark: 296 against
-    /// 510 ms at a million marks of 100,000 users. Planned at each run: the queue's size and
-    /// visibility change between counts.
+    /// pages are all visible), not `count(DISTINCT user_id)`, which sorts every mark: 263 against
+    /// 377 ms at a million marks of 100,000 users (BENCHMARKS.md). Planned at each run: the
+    /// queue's size and visibility change between counts.
     static let queueDepth = PGStatement(
         "badges.queue_depth", "SELECT count(*) FROM (SELECT DISTINCT user_id FROM dirty_mark) AS u", prepared: false)
 
