@@ -1,4 +1,5 @@
 public import ArgumentParser
+import BadgeStore
 import Foundation
 public import LibPQ
 public import Logging
@@ -19,9 +20,15 @@ public struct DatabaseOptions: ParsableArguments {
     public var logLevel: String?
 
     /// The connection settings: the flag, then the environment, then libpq's defaults.
+    /// Every session runs with RedDot's session settings (`BadgeStore.recommendedSessionSettings`:
+    /// no JIT), as the services' own do: the push and webhook senders, `verify`, the change feed
+    /// and the one-shot commands alike (a session without them once compiled the feed's read
+    /// every round, hundreds of ms each).
     public func configuration(statementTimeoutMilliseconds: Int? = nil) -> PGConfiguration {
         let url = databaseURL ?? ProcessInfo.processInfo.environment["REDDOT_DATABASE_URL"] ?? ""
-        return PGConfiguration(connectionString: url, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
+        var configuration = PGConfiguration(connectionString: url, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
+        configuration.sessionSettings += BadgeStore.recommendedSessionSettings
+        return configuration
     }
 
     /// A stderr logger at the chosen level (default info).

@@ -51,9 +51,7 @@ public struct RollupOptions: ParsableArguments {
         } catch {
             throw ValidationError("cannot create the change feed's Kafka producer: \(error.message)")
         }
-        // The rollup's session settings (no JIT: it compiled the feed's read, hundreds of ms a round).
         var feedDatabase = database.configuration()
-        feedDatabase.sessionSettings += BadgeStore.recommendedSessionSettings
         feedDatabase.applicationName = "reddot-changes"
         let pool = PGPool(configuration: feedDatabase, maximumConnections: 2, logger: logger)
         services.append(

@@ -36,8 +36,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = try database.logger(label: "reddot.verify")
-        var configuration = database.configuration(statementTimeoutMilliseconds: 0)
-        configuration.sessionSettings += BadgeStore.recommendedSessionSettings
+        let configuration = database.configuration(statementTimeoutMilliseconds: 0)
         let pool = PGPool(configuration: configuration, maximumConnections: 2, logger: logger)
         defer { pool.close() }
         let verifier = BadgeVerifier(store: BadgeStore(pool: pool), chunkSize: chunkSize)

@@ -36,6 +36,15 @@ struct SharedOptionsTests {
         }
     }
 
+    @Test("every command's database sessions run without JIT, as the services' do")
+    func databaseSessions() throws {
+        let options = try DatabaseOptions.parse(["--database-url", "postgresql://reddot@db/reddot"])
+        for configuration in [options.configuration(), options.configuration(statementTimeoutMilliseconds: 30_000)] {
+            #expect(configuration.sessionSettings.contains { $0.name == "jit" && $0.value == "off" })
+            #expect(configuration.connectionString == "postgresql://reddot@db/reddot")
+        }
+    }
+
     @Test("exit codes are the sysexits values the runbook lists")
     func exitCodes() {
         #expect(ExitCodes.usage == 64 && ExitCodes.dataError == 65 && ExitCodes.unavailable == 69)
