@@ -55,12 +55,15 @@ struct FlagEventTests {
 
     @Test("lines are read whole from a file descriptor, trimmed, a BOM dropped, invalid ones reported with their number")
     func lines() throws {
-        let pipe = Pipe()
         let text = "\u{FEFF}{\"id\":\"a\",\"op\":\"incr\",\"user\":\"u\",\"path\":\"root.x\"}  \r\n\n  not json\n{\"id\":\"b\",\"op\":\"clear\",\"user\":\"u\",\"path\":\"root.x\"}"
-        pipe.fileHandleForWriting.write(Data(text.utf8))
-        try pipe.fileHandleForWriting.close()
+        // A file, not a pipe: a program a parallel test starts could keep a pipe's writing end,
+        // and the read below would wait for that program's end.
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("reddot-lines-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(text.utf8).write(to: file)
+        let reading = try FileHandle(forReadingFrom: file)
         var refused: [Int] = []
-        let lines = CheckedLines(reader: LineReader(fileDescriptor: pipe.fileHandleForReading.fileDescriptor), checker: EventIntake(rules: nil)) {
+        let lines = CheckedLines(reader: LineReader(fileDescriptor: reading.fileDescriptor), checker: EventIntake(rules: nil)) {
             line, _ in refused.append(line)
         }
         var items: [PublishItem] = []

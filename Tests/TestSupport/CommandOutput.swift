@@ -51,13 +51,14 @@ extension ChildProcess {
         process.arguments = arguments
         process.environment = environment
         if let directory { process.currentDirectoryURL = directory }
-        let output = Pipe.closedOnExec()
-        let errors = Pipe.closedOnExec()
-        let standardInput = Pipe.closedOnExec()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = input == nil ? FileHandle.nullDevice : standardInput
+        let output = try ChildPipe()
+        let errors = try ChildPipe()
+        let standardInput = try ChildPipe()
+        process.standardOutput = output.writing
+        process.standardError = errors.writing
+        process.standardInput = input == nil ? FileHandle.nullDevice : standardInput.reading
         try process.run()
+        for end in [output.writing, errors.writing, standardInput.reading] { ChildPipe.closeChildEnd(end) }
         let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(timeoutSeconds), execute: watchdog)
         defer { watchdog.cancel() }
@@ -66,15 +67,15 @@ extension ChildProcess {
         let group = DispatchGroup()
         let errorData = DataBox()
         DispatchQueue.global().async(group: group) {
-            errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
+            errorData.data = errors.reading.readDataToEndOfFile()
         }
         if let input {
             DispatchQueue.global().async(group: group) {
-                standardInput.fileHandleForWriting.write(input)
-                try? standardInput.fileHandleForWriting.close()
+                standardInput.writing.write(input)
+                try? standardInput.writing.close()
             }
         }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let outputData = output.reading.readDataToEndOfFile()
         group.wait()
         return CommandOutput(
             exitCode: reapedStatus(of: process),
