@@ -84,8 +84,8 @@ private func systemPipe2(_ descriptors: UnsafeMutablePointer<Int32>, _ flags: In
 /// a copy of either. A server a parallel test started inherited a captured command's output pipe
 /// and the capture never read to its end (the suite hung); setting `FD_CLOEXEC` after `Pipe()`
 /// left a window, and a PostgreSQL that a parallel test restarted in it kept the pipe of a
-/// `reddot token` capture open, which hung the suite again (BENCHMARKS.md has nothing on it: it
-/// is the harness's). Give ``writing`` (or ``reading``, for input) to the child, then close it
+/// `reddot token` capture open, which hung the suite again. Give ``writing`` (or ``reading``,
+/// for input) to the child, then close it
 /// here once the child runs (``closeChildEnd(_:)``): Foundation closes that end of a `Pipe`
 /// itself, not of a `FileHandle`.
 public struct ChildPipe: @unchecked Sendable {
