@@ -1,4 +1,5 @@
 import BadgeCore
+import TestSupport
 import Testing
 
 /// The change log's node list as the change feed reads it (`OwnLayerChange.Node.decodeLog`).
@@ -68,14 +69,7 @@ struct ChangeLogNodesTests {
         var random = SplitMix64(seed: 25)
         var refused = 0
         for _ in 0..<3_000 {
-            var damaged = bytes
-            let at = Int(random.next() % UInt64(damaged.count))
-            switch random.next() % 3 {
-            case 0: damaged[at] = UInt8(truncatingIfNeeded: random.next())
-            case 1: damaged.removeSubrange(at...)
-            default: damaged.insert(damaged[at], at: at)
-            }
-            let text = String(decoding: damaged, as: UTF8.self)
+            let text = String(decoding: random.damaged(bytes), as: UTF8.self)
             let read = Result { () throws(ChangeLogFormatError) in try OwnLayerChange.Node.decodeLog(text) }
             let parsed = Result { () throws(ChangeLogFormatError) in try OwnLayerChange.Node.decodeParsedLog(text) }
             // The byte scanner never reads what the parser would not, nor reads it otherwise.

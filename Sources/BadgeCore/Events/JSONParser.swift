@@ -224,20 +224,17 @@ struct JSONParser {
     private mutating func string() throws(JSONParseError) -> String {
         index += 1
         let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-                index += 1
-                return text
-            }
-            if byte == UInt8(ascii: "\\") {
-                return try escapedString(from: start)
-            }
-            if byte < 0x20 { throw fail("a control character in a string") }
+        index = endOfPlainRun(bytes, from: start)
+        guard index < bytes.count else { throw fail("a string is not closed") }
+        switch bytes[index] {
+        case UInt8(ascii: "\""):
             index += 1
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), as: UTF8.self)
+        case UInt8(ascii: "\\"):
+            return try escapedString(from: start)
+        default:
+            throw fail("a control character in a string")
         }
-        throw fail("a string is not closed")
     }
 
     /// The rest of a string that holds an escape; the cursor is on the first backslash.

@@ -41,17 +41,10 @@ package struct PlainJSONCursor {
     package mutating func string() -> String? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-                index += 1
-                return text
-            }
-            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-            index += 1
-        }
-        return nil
+        index = endOfPlainRun(bytes, from: start)
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        index += 1
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), as: UTF8.self)
     }
 
     /// An integer of 0 or more within `Int64`, as digits: no sign, no leading zero, no fraction
@@ -80,4 +73,17 @@ package struct PlainJSONCursor {
             }
         }
     }
+}
+
+/// Where the plain run of a JSON string's bytes that starts at `start` ends: at its closing
+/// quote, a backslash (an escape) or a control character, whichever comes first (`bytes.count`:
+/// none). The one loop over a string's bytes, for ``PlainJSONCursor`` and `JSONParser`.
+func endOfPlainRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+    var index = start
+    while index < bytes.count {
+        let byte = bytes[index]
+        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return index }
+        index += 1
+    }
+    return index
 }
