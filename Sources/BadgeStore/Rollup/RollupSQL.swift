@@ -663,12 +663,15 @@ extension BadgeSQL {
                 writes_through = excluded.writes_through, mutes = coalesce(excluded.mutes, v.mutes)
             RETURNING v.user_id, v.version, v.broadcast_version, v.writes_through, v.mutes
         ), changes AS (
-            -- Built as json text and stored as jsonb: the same value as jsonb's own builders
-            -- give, for about a sixth less of the database's time (BENCHMARKS.md).
-            SELECT d.user_id, json_agg(json_build_array(
-                       d.path::text,
-                       CASE WHEN d.old_count IS NOT NULL THEN \(aggregateJSON("d.old_count", "d.old_icon", "d.old_unseen")) END,
-                       CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) END) ORDER BY d.path)::jsonb AS nodes
+            -- Written as JSON text and stored as jsonb: the same value as jsonb's own builders
+            -- give, for about a sixth less of the database's time; and the text concatenated
+            -- rather than built by `json_build_array` and `json_build_object`, which look up
+            -- each argument's type on every call: 1.3 µs less a node (BENCHMARKS.md).
+            SELECT d.user_id, ('[' || string_agg(
+                       '[' || \(pathJSON("d.path")) || ','
+                       || CASE WHEN d.old_count IS NOT NULL THEN \(aggregateJSON("d.old_count", "d.old_icon", "d.old_unseen")) ELSE 'null' END
+                       || ',' || CASE WHEN d.kept THEN \(aggregateJSON("d.count", "d.icon", "d.unseen")) ELSE 'null' END
+                       || ']', ',' ORDER BY d.path) || ']')::jsonb AS nodes
             FROM diff d GROUP BY d.user_id
         )\(broadcasts ? diffNodes : ""), logged AS (
             INSERT INTO badge_change (
@@ -840,8 +843,19 @@ extension BadgeSQL {
         "coalesce((SELECT w.seq FROM user_write w WHERE w.user_id = \(column)), 0)"
     }
 
-    /// An aggregate as the change log keeps it (as json: `changes` casts the whole list).
+    /// An aggregate as the change log keeps it, as JSON text (`changes` casts the whole list):
+    /// `{"count":…,"icon":…,"unseen":…}`, the icon escaped by `to_json`, a NULL as `null`
+    /// (concatenated, a NULL would make the whole node NULL, which `string_agg` drops).
     static func aggregateJSON(_ count: String, _ icon: String, _ unseen: String) -> String {
-        "json_build_object('count', \(count), 'icon', \(icon), 'unseen', \(unseen))"
+        """
+        '{"count":' || coalesce(\(count)::text, 'null') || ',"icon":' || coalesce(to_json(\(icon))::text, 'null') \
+        || ',"unseen":' || coalesce(\(unseen)::text, 'null') || '}'
+        """
+    }
+
+    /// The `ltree` in `path` as a JSON string. Labels hold letters, digits, `_` and (from
+    /// PostgreSQL 16) `-`: nothing JSON escapes, so the text goes between quotes as it is.
+    static func pathJSON(_ path: String) -> String {
+        "'\"' || \(path)::text || '\"'"
     }
 }
