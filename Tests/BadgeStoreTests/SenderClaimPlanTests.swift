@@ -19,70 +19,61 @@ struct SenderClaimPlanTests {
 
     @Test("a burst of 20,000 due devices after statistics of none due: a claim of 100 reads about 100", arguments: Counted.allCases)
     func pushClaimAfterQuietStatistics(counted: Counted) async throws {
-        let fixture = try await StoreFixture.make(layout: .plain)
-        try await tearingDown({ await fixture.tearDown() }) {
+        try await Self.burstAfterQuietStatistics(
+            table: "push_device", counted: counted,
             // 20,000 devices, each sent its last number: none due.
-            try await fixture.execute(
-                """
+            quiet: """
                 INSERT INTO push_device (user_id, device_id, platform, token, app_id, wanted_version, sent_version)
                 SELECT 'claim_u' || u, 'phone', 'apns', 'token-' || u, 'com.example.app', 1, 1 FROM generate_series(1, 20000) u
-                """)
-            let (early, read) = try await fixture.pool.withConnection { connection in
-                try connection.execute(script: "\(counted.rawValue) push_device", name: "test.count")
-                // Claims while none is due: a prepared statement settles on the plan made now
-                // (PostgreSQL's generic plan, after five).
-                var early = 0
-                for _ in 0..<10 {
-                    early += try PushStore.claim(limit: 100, lease: .seconds(60), on: connection).claimed.count
-                }
-                // The burst: every device due.
-                try connection.execute(
-                    script: "UPDATE push_device SET wanted_version = 2, next_attempt_at = now() - interval '1 minute'", name: "test.burst")
-                let read = try Self.rowsRead(of: "push_device", on: connection) { () throws(PGError) in
-                    try PushStore.claim(limit: 100, lease: .seconds(60), on: connection).claimed.count
-                }
-                return (early, read)
-            }
-            #expect(early == 0, "a claim took \(early) rows before any was due")
-            #expect(read.claimed == 100)
-            #expect(read.sequentialScans == 0, "the claim scanned the whole table")
-            // 100 claimed rows read through the due index, and again by key to lease them.
-            #expect(read.indexRows <= 400, "a claim of 100 read \(read.indexRows) rows")
+                """,
+            // Every device due.
+            burst: "UPDATE push_device SET wanted_version = 2, next_attempt_at = now() - interval '1 minute'"
+        ) { connection throws(PGError) in
+            try PushStore.claim(limit: 100, lease: .seconds(60), on: connection).claimed.count
         }
     }
 
     @Test("a burst of 20,000 pending deliveries after statistics of none pending: a claim of 100 reads about 100", arguments: Counted.allCases)
     func webhookClaimAfterQuietStatistics(counted: Counted) async throws {
-        let fixture = try await StoreFixture.make(layout: .plain)
-        try await tearingDown({ await fixture.tearDown() }) {
-            try await fixture.execute(
-                """
+        try await Self.burstAfterQuietStatistics(
+            table: "webhook_delivery", counted: counted,
+            // A subscription, and 20,000 deliveries made earlier, all delivered: none pending.
+            quiet: """
                 INSERT INTO webhook_subscription (id, url, secret, paths, kinds)
-                VALUES ('crm', 'http://127.0.0.1:9/hook', 'whsec_test', ARRAY['root'], ARRAY['root'])
-                """)
-            // 20,000 deliveries made earlier, all delivered: none pending.
-            try await fixture.execute(
-                """
+                VALUES ('crm', 'http://127.0.0.1:9/hook', 'whsec_test', ARRAY['root'], ARRAY['root']);
                 INSERT INTO webhook_delivery (user_id, id, subscription_id, kind, payload, state, finished_at)
                 SELECT 'claim_u' || u, 'old', 'crm', 'badge.root', '{}', 'delivered', now() FROM generate_series(1, 20000) u
-                """)
+                """,
+            // A delivery for each user, due now.
+            burst: """
+                INSERT INTO webhook_delivery (user_id, id, subscription_id, kind, payload, next_attempt_at)
+                SELECT 'claim_u' || u, 'new', 'crm', 'badge.root', '{}', now() - interval '1 minute' FROM generate_series(1, 20000) u
+                """
+        ) { connection throws(PGError) in
+            try WebhookStore.claim(limit: 100, lease: .seconds(60), on: connection).claimed.count
+        }
+    }
+
+    /// On a fresh database: runs `quiet` (20,000 rows of `table`, none due), counts the table as
+    /// `counted` says, claims ten times (a prepared statement settles on the plan made now:
+    /// PostgreSQL's generic plan, after five), runs `burst` (all 20,000 due), and claims once
+    /// more: that claim must take 100 rows, with no scan of the table and at most 400 rows read
+    /// by index (the claimed rows through the due index, and again by key to lease them).
+    static func burstAfterQuietStatistics(
+        table: String, counted: Counted, quiet: String, burst: String,
+        claim: @escaping @Sendable (PGConnection) throws(PGError) -> Int
+    ) async throws {
+        let fixture = try await StoreFixture.make(layout: .plain)
+        try await tearingDown({ await fixture.tearDown() }) {
             let (early, read) = try await fixture.pool.withConnection { connection in
-                try connection.execute(script: "\(counted.rawValue) webhook_delivery", name: "test.count")
+                try connection.execute(script: quiet, name: "test.quiet")
+                try connection.execute(script: "\(counted.rawValue) \(table)", name: "test.count")
                 var early = 0
                 for _ in 0..<10 {
-                    early += try WebhookStore.claim(limit: 100, lease: .seconds(60), on: connection).claimed.count
+                    early += try claim(connection)
                 }
-                // The burst: a delivery for each user, due now.
-                try connection.execute(
-                    script: """
-                        INSERT INTO webhook_delivery (user_id, id, subscription_id, kind, payload, next_attempt_at)
-                        SELECT 'claim_u' || u, 'new', 'crm', 'badge.root', '{}', now() - interval '1 minute' FROM generate_series(1, 20000) u
-                        """,
-                    name: "test.burst")
-                let read = try Self.rowsRead(of: "webhook_delivery", on: connection) { () throws(PGError) in
-                    try WebhookStore.claim(limit: 100, lease: .seconds(60), on: connection).claimed.count
-                }
-                return (early, read)
+                try connection.execute(script: burst, name: "test.burst")
+                return (early, try rowsRead(of: table, on: connection) { () throws(PGError) in try claim(connection) })
             }
             #expect(early == 0, "a claim took \(early) rows before any was due")
             #expect(read.claimed == 100)
