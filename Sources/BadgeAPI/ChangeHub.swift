@@ -20,7 +20,8 @@ import Synchronization
 ///
 /// The same notifications keep the process's ``TreeCache`` current, and count each user's
 /// changes for the streams that follow the user's change log (``ownChanges(for:after:)``: one
-/// read of the log per user and burst of notifications, shared by the user's streams).
+/// read of the log per user and burst of notifications, shared by the user's streams, and the
+/// reads of the users that woke together gathered into one statement, ``LogReadBatches``).
 ///
 /// A hub made without a database is fed directly, by ``userChanged(_:)`` and
 /// ``everyoneChanged()`` (``InMemoryBadgeStore`` does so after each change).
@@ -31,6 +32,8 @@ public final class ChangeHub: Service, Sendable {
     let treeCache: TreeCache
     /// The user notifications counted for streams, and their shared reads of the change log.
     let logReads = UserLogReads()
+    /// Those reads of many users at about the same time, gathered into one read of the database.
+    let logBatches = LogReadBatches()
     private let logger: Logger
     private let state = Mutex(State())
     private let subscriberGauge = Gauge(label: "reddot_api_subscribers")
@@ -115,7 +118,9 @@ public final class ChangeHub: Service, Sendable {
     func ownChanges(for user: UserID, after: Int64) async -> [OwnLayerChange]? {
         guard let store = broadcasts.withLock({ $0.store }) else { return nil }
         return await logReads.changes(for: user, after: after) { after, limit in
-            try await store.ownChanges(for: user, after: after, limit: limit, deadline: .now + .seconds(5))
+            await logBatches.read(LogRead(user: user, after: after)) { reads in
+                try await store.ownChanges(of: reads, limit: limit, deadline: .now + .seconds(5))
+            }
         }
     }
 

@@ -5,7 +5,8 @@ import Synchronization
 /// The reads of users' change logs for the streams of one process (DESIGN §10): streams follow
 /// a user by applying the versions the rollup logged, and the streams of one user that wake for
 /// the same notifications share one read of the log, so a burst of notifications costs one
-/// database read per user, not one per stream.
+/// read per user, not one per stream (and ``LogReadBatches`` gathers the reads of many users
+/// into one statement).
 ///
 /// For each user with streams it counts the notifications received (a generation) and keeps the
 /// highest own version they named. A read joins another in flight only if that read started at

@@ -195,6 +195,61 @@ struct StreamFollowerTests {
         }
     }
 
+    @Test("the reads of many users whose streams wake together go in few statements, and each user gets what a read of their own log gives")
+    func batchedReads() async throws {
+        try await APIHarness.with { harness in
+            let hub = harness.api.hub
+            let users = (0..<24).map { user("sf-batch-\($0)") }
+            let subscriptions = users.map { hub.subscribe($0) }
+            defer { subscriptions.forEach { $0.cancel() } }
+            try await harness.apply(users.map { BadgeMutation(user: $0, path: path("root.chat.c1"), operation: .increment(by: 1)) })
+            var read: [UserID: UserView] = [:]
+            for user in users { read[user] = try await harness.api.readView(user, at: .root) }
+            let views = read
+            // Two more versions of every user, each of the first three users' in a round of its own.
+            for count in 2...3 {
+                try await harness.apply(users.map { BadgeMutation(user: $0, path: path("root.chat.c1"), operation: .set(count: Int64(count), icon: nil)) })
+            }
+            for user in users.prefix(3) {
+                try await harness.apply([BadgeMutation(user: user, path: path("root.promo.p\(user.rawValue.count)"), operation: .increment(by: 2))])
+            }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while users.contains(where: { hub.logReads.generation(of: $0) < 3 }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+
+            // One user's stream asks from a version the log no longer holds the next of.
+            let pruned = users[5]
+            _ = try await harness.pool.withConnection { connection in
+                try connection.query(
+                    PGStatement("test.prune", "DELETE FROM badge_change WHERE user_id = $1 AND version = $2", prepared: false),
+                    [pruned.rawValue, views[pruned]!.userVersion + 1])
+            }
+            let batchesBefore = hub.logBatches.batchCount
+            let answers = await withTaskGroup(of: (UserID, [OwnLayerChange]?).self) { group in
+                for user in users { group.addTask { (user, await hub.ownChanges(for: user, after: views[user]!.userVersion)) } }
+                return await group.reduce(into: [UserID: [OwnLayerChange]?]()) { $0[$1.0] = $1.1 }
+            }
+            let statements = hub.logBatches.batchCount - batchesBefore
+            #expect(statements >= 1)
+            #expect(statements < users.count / 2, "24 users' reads at once took \(statements) statements")
+            for user in users {
+                let view = views[user]!
+                guard user != pruned else {
+                    #expect(answers[user] ?? [] == nil, "the log no longer holds the version after the stream's")
+                    continue
+                }
+                let changes = try #require(answers[user] ?? nil, "\(user.rawValue)")
+                let expected = users.prefix(3).contains(user) ? 3 : 2
+                #expect(changes.map(\.version) == (1...expected).map { view.userVersion + Int64($0) }, "\(user.rawValue)")
+                // Applied to the view, they give what a read gives now.
+                var applied = view
+                for change in changes { applied = try #require(applied.applying(change, broadcasts: hub.broadcastSet)) }
+                #expect(applied == (try await harness.api.readView(user, at: .root)), "\(user.rawValue)")
+            }
+        }
+    }
+
     @Test(
         "a cached tree a change made stale is brought current from the log: every answer equals a read, over own changes, broadcasts, dismissals and seens",
         arguments: [UInt64(5), 23])

@@ -6,7 +6,8 @@ import BadgeStore
 ///
 /// A change of the user's own is taken in by applying the versions the rollup logged to the
 /// view the stream holds (``ChangeHub/followLog(of:from:)``: one read of the log per user and
-/// burst of notifications, shared by the user's streams and cached tree); a broadcast change
+/// burst of notifications, shared by the user's streams and cached tree, and batched with the
+/// other users' reads of the moment, ``LogReadBatches``); a broadcast change
 /// by rebasing that view on the hub's set of broadcasts. Each keeps the view on the path of
 /// versions the user's tree went through, as a read would be (``UserView/applying(_:broadcasts:)``);
 /// when that cannot be done (no view, a version the log no longer has, a broadcast version the

@@ -30,6 +30,11 @@ public protocol BadgeAPIStore: Sendable {
     /// hold the next version or is not kept: the stream reads the tree instead.
     func ownChanges(for user: UserID, after: Int64, limit: Int, deadline: ContinuousClock.Instant) async throws -> [OwnLayerChange]?
 
+    /// What ``ownChanges(for:after:limit:deadline:)`` answers for each of `reads`, in their
+    /// order: the reads of many users' streams that woke together, as one read where the store
+    /// can (the default asks for each in turn).
+    func ownChanges(of reads: [LogRead], limit: Int, deadline: ContinuousClock.Instant) async throws -> [[OwnLayerChange]?]
+
     /// `user`'s visible aggregates (the whole tree, broadcasts merged in) and muted nodes at
     /// visible version `since` and at every version after it up to now, in order, each with its
     /// version (with `stepwise` false: only at `since` and now). Nil when the change log does not
@@ -88,6 +93,13 @@ public protocol BadgeAPIStore: Sendable {
 extension BadgeAPIStore {
     /// One database: reads see every committed write.
     public var readsMayLag: Bool { false }
+
+    /// Each read in turn.
+    public func ownChanges(of reads: [LogRead], limit: Int, deadline: ContinuousClock.Instant) async throws -> [[OwnLayerChange]?] {
+        var answers: [[OwnLayerChange]?] = []
+        for read in reads { answers.append(try await ownChanges(for: read.user, after: read.after, limit: limit, deadline: deadline)) }
+        return answers
+    }
 
     /// `user`'s view, from whatever committed state the store reads (``ReadFloor/any``).
     public func readView(for user: UserID, within path: BadgePath, depth: Int?, deadline: ContinuousClock.Instant) async throws -> UserView {

@@ -35,6 +35,13 @@ extension BadgeStore: BadgeAPIStore {
         }
     }
 
+    /// One read of the change log for all of `reads` on a pooled connection (``BadgeStore/ownChanges(of:limit:on:)``).
+    public func ownChanges(of reads: [LogRead], limit: Int, deadline: ContinuousClock.Instant) async throws -> [[OwnLayerChange]?] {
+        try await pool.withConnection(deadline: deadline) { connection in
+            try Self.ownChanges(of: reads, limit: limit, on: connection)
+        }
+    }
+
     /// One repeatable-read transaction on a pooled connection (``BadgeStore/readHistory(for:since:limit:on:)``).
     public func history(
         for user: UserID, since: Int64, stepwise: Bool, limit: Int, floor: ReadFloor, deadline: ContinuousClock.Instant

@@ -79,6 +79,17 @@ public struct ReplicatedBadgeStore: BadgeAPIStore {
         return try await primary.ownChanges(for: user, after: after, limit: limit, deadline: deadline)
     }
 
+    /// The replica's log for all of `reads` (as ``ownChanges(for:after:limit:deadline:)``), or
+    /// the primary's when the replica fails.
+    public func ownChanges(of reads: [LogRead], limit: Int, deadline: ContinuousClock.Instant) async throws -> [[OwnLayerChange]?] {
+        if let changes = try await fromReplica(deadline, { deadline in
+            try await replica.ownChanges(of: reads, limit: limit, deadline: deadline)
+        }) {
+            return changes
+        }
+        return try await primary.ownChanges(of: reads, limit: limit, deadline: deadline)
+    }
+
     /// The replica's history, unless it answers nil (`since` may be a version it has not
     /// replayed yet) or ends below `floor`: then the primary's.
     public func history(

@@ -80,32 +80,58 @@ extension BadgeStore {
     ///
     /// - Throws: `PGError` (`.decoding` for a damaged log record).
     public static func ownChanges(for user: UserID, after: Int64, limit: Int, on connection: PGConnection) throws(PGError) -> [OwnLayerChange]? {
-        guard limit > 0 else { return [] }
-        var changes: [OwnLayerChange] = []
-        for row in try connection.query(BadgeSQL.ownChangesAfter, [user.rawValue, after, Int64(limit)]).rows {
-            let version = try row.decode(0, as: Int64.self)
-            let expected = changes.last?.version ?? after
-            guard expected < Int64.max, version == expected + 1 else { return changes.isEmpty ? nil : changes }
-            let nodes: [OwnLayerChange.Node]
-            let dismissed: [Int64]
-            let seen: [Int64]
-            let mutes: [MutedNode]?
-            do {
-                nodes = try OwnLayerChange.Node.decodeLog(try row.decode(2, as: String.self))
-                dismissed = try OwnLayerChange.decodeBroadcastLog(try row.decode(3, as: String.self))
-                seen = try OwnLayerChange.decodeBroadcastLog(try row.decode(4, as: String.self), of: "seens")
-                mutes = try row.decode(5, as: String?.self).map { text throws(ChangeLogFormatError) in try MutedNode.decodeLog(text) }
-            } catch {
+        try ownChanges(of: [LogRead(user: user, after: after)], limit: limit, on: connection)[0]
+    }
+
+    /// What ``ownChanges(for:after:limit:on:)`` answers for each of `reads`, in their order,
+    /// read in one statement: the reads of the streams of many users that a burst of
+    /// notifications woke (DESIGN §10). A user may be named more than once.
+    ///
+    /// - Throws: `PGError` (`.decoding` for a damaged log record).
+    public static func ownChanges(of reads: [LogRead], limit: Int, on connection: PGConnection) throws(PGError) -> [[OwnLayerChange]?] {
+        guard limit > 0, !reads.isEmpty else { return reads.map { _ in [] } }
+        var rows: [[(version: Int64, row: PGRow)]] = reads.map { _ in [] }
+        let result = try connection.query(
+            BadgeSQL.ownChangesAfter, [reads.map(\.user.rawValue), reads.map(\.after), Int64(limit)])
+        for row in result.rows {
+            let position = try row.decode(0, as: Int64.self)
+            guard position >= 1, position <= Int64(reads.count) else {
                 throw PGError(
-                    code: .decoding, message: "the change log of \(user.rawValue) at version \(version) cannot be read: \(error)",
+                    code: .decoding, message: "the change log read answered for read \(position) of \(reads.count)",
                     statement: BadgeSQL.ownChangesAfter.name)
             }
-            changes.append(
-                OwnLayerChange(
-                    version: version, broadcastVersion: try row.decode(1, as: Int64.self), nodes: nodes, dismissed: dismissed,
-                    seenBroadcasts: seen, mutes: mutes))
+            rows[Int(position) - 1].append((try row.decode(1, as: Int64.self), row))
         }
-        return changes
+        return try zip(reads, rows).map { (read, found) throws(PGError) -> [OwnLayerChange]? in
+            var changes: [OwnLayerChange] = []
+            for (version, row) in found.sorted(by: { $0.version < $1.version }) {
+                let expected = changes.last?.version ?? read.after
+                guard expected < Int64.max, version == expected + 1 else { return changes.isEmpty ? nil : changes }
+                changes.append(try loggedChange(row, version: version, of: read.user))
+            }
+            return changes
+        }
+    }
+
+    /// One row of `ownChangesAfter` (its columns from the second on) as the change it logged.
+    private static func loggedChange(_ row: PGRow, version: Int64, of user: UserID) throws(PGError) -> OwnLayerChange {
+        let nodes: [OwnLayerChange.Node]
+        let dismissed: [Int64]
+        let seen: [Int64]
+        let mutes: [MutedNode]?
+        do {
+            nodes = try OwnLayerChange.Node.decodeLog(try row.decode(3, as: String.self))
+            dismissed = try OwnLayerChange.decodeBroadcastLog(try row.decode(4, as: String.self))
+            seen = try OwnLayerChange.decodeBroadcastLog(try row.decode(5, as: String.self), of: "seens")
+            mutes = try row.decode(6, as: String?.self).map { text throws(ChangeLogFormatError) in try MutedNode.decodeLog(text) }
+        } catch {
+            throw PGError(
+                code: .decoding, message: "the change log of \(user.rawValue) at version \(version) cannot be read: \(error)",
+                statement: BadgeSQL.ownChangesAfter.name)
+        }
+        return OwnLayerChange(
+            version: version, broadcastVersion: try row.decode(2, as: Int64.self), nodes: nodes, dismissed: dismissed,
+            seenBroadcasts: seen, mutes: mutes)
     }
 
     /// The logged changes of the set of active broadcasts after version `after` up to

@@ -79,19 +79,23 @@ extension BadgeSQL {
         WHERE c.user_id = $1 AND c.version > $2
         """)
 
-    /// Up to `$3` of the user `$1`'s logged own versions after `$2`, in order: the version, the
-    /// broadcast version it was made under, the changed nodes as the log stores them, and the
-    /// broadcasts dismissed and seen in it (``broadcastsInVersion(_:table:)``). One index range
-    /// of the log's primary key.
+    /// For each pair of `$1` (users) and `$2` (own versions), in the order given: up to `$3` of
+    /// the user's logged own versions after the version, in order, each row led by the pair's
+    /// position (from 1): the version, the broadcast version it was made under, the changed
+    /// nodes as the log stores them, the broadcasts dismissed and seen in it
+    /// (``broadcastsInVersion(_:table:)``) and the muted nodes when it changed them. In no
+    /// order (the caller sorts: a sort here would copy the wide rows once more). One index
+    /// range of the log's primary key per pair, so the reads of many users' streams that wake
+    /// together are one statement (DESIGN §10).
     static let ownChangesAfter = PGStatement(
         "history.own_changes_after",
         """
-        SELECT c.version, c.broadcast_version, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
+        SELECT r.n, c.version, c.broadcast_version, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
                \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
-        FROM badge_change c
-        WHERE c.user_id = $1 AND c.version > $2
-        ORDER BY c.version
-        LIMIT $3
+        FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(user_id, after, n)
+        CROSS JOIN LATERAL (
+            SELECT * FROM badge_change c WHERE c.user_id = r.user_id AND c.version > r.after ORDER BY c.version LIMIT $3
+        ) AS c
         """)
 
     /// The ids of the broadcasts the logged version `record` (an alias of `badge_change`)
