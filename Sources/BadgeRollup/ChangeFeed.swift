@@ -133,7 +133,7 @@ public struct ChangeFeed: Service {
         guard !round.records.isEmpty else { return 0 }
         let sentAt = ContinuousClock.now
         let outgoing = round.records.map {
-            KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: $0.payload.map { Array($0.utf8) })
+            KafkaOutgoingRecord(topic: configuration.topic, key: Array($0.key.utf8), payload: $0.payload)
         }
         let results = await producer.sendAll(outgoing)
         let sendSeconds = Self.seconds(ContinuousClock.now - sentAt)

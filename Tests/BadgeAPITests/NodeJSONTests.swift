@@ -45,10 +45,10 @@ struct NodeJSONTests {
             TreeJSON.write(node, into: &buffer)
             let tree = try object(String(buffer: buffer))
             let feed = try object(
-                FeedPayload.user(
+                String(decoding: FeedPayload.user(
                     user: "u", ownVersion: 2, broadcastVersion: 0, version: 2,
                     nodes: [OwnLayerChange.Node(path: path, before: nil, after: aggregate)], dismissedJSON: "[]", seenJSON: "[]",
-                    root: BadgeAggregate(count: 0), atJSON: "\"2026-11-28T00:00:00Z\"", display: display))
+                    root: BadgeAggregate(count: 0), atJSON: "\"2026-11-28T00:00:00Z\"", display: display), as: UTF8.self))
             let changed = try #require((feed["changed"] as? [Any])?.first)
 
             #expect(fields(flat) == fields(tree), "round \(round): flat \(flat), tree \(tree)")

@@ -120,9 +120,10 @@ struct FeedRecordTests {
         }
     }
 
-    static func object(_ payload: String?) throws -> [String: Any] {
+    static func object(_ payload: [UInt8]?) throws -> [String: Any] {
         let payload = try #require(payload, "a tombstone where a record was expected")
-        return try #require(try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any], "\(payload)")
+        return try #require(
+            try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any], "\(String(decoding: payload, as: UTF8.self))")
     }
 
     static func integer(_ value: Any?) -> Int64? {

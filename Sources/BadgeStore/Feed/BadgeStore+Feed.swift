@@ -21,8 +21,9 @@ public struct FeedRecord: Sendable, Hashable {
     public var number: Int64
     /// The Kafka key: the user id, or `*` for broadcasts.
     public var key: String
-    /// The Kafka value: the record as JSON (`deploy/schema/change.schema.json`); nil for a tombstone.
-    public var payload: String?
+    /// The Kafka value: the record as JSON (`deploy/schema/change.schema.json`), UTF-8; nil for
+    /// a tombstone.
+    public var payload: [UInt8]?
     /// Seconds from the change's transaction to when the record was read.
     public var age: Double
 }
@@ -110,7 +111,7 @@ extension BadgeStore {
             records.append(
                 FeedRecord(
                     kind: .broadcasts, number: try row.decode(0, as: Int64.self), key: broadcastFeedKey,
-                    payload: try row.decode(2, as: String.self), age: try row.decode(1, as: Double.self)))
+                    payload: Array(try row.decode(2, as: String.self).utf8), age: try row.decode(1, as: Double.self)))
         }
         for row in try connection.query(BadgeSQL.pendingTombstones, [limit]).rows {
             records.append(
