@@ -52,7 +52,9 @@ final class LogReadBatches: Sendable {
     var readCount: Int { readsMade.load(ordering: .relaxed) }
 
     /// What `perform` answers for `read`, read alone or in a batch with others (`perform` reads
-    /// the log for a list of reads and answers each, in order). Nil when the batch failed.
+    /// the log for a list of reads and answers each, in order). Nil when the batch failed. The
+    /// `perform` of the read that leads a batch reads it for all: every caller passes one that
+    /// reads the same log the same way (``ChangeHub``'s store, ``UserLogReads/maximumVersions``).
     func read(_ read: LogRead, by perform: @Sendable (_ reads: [LogRead]) async throws -> [Answer]) async -> Answer {
         readsMade.add(1, ordering: .relaxed)
         let turn: Turn = await withCheckedContinuation { continuation in
