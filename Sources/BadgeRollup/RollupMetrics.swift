@@ -30,6 +30,8 @@ final class RollupMetrics: Sendable {
     let wokenSnoozes = Counter(label: "reddot_rollup_woken_snoozes_total")
     /// Vacuums of the queue the sweeper ran after slow empty looks (`--rollup-queue-vacuum-seconds`).
     let queueVacuums = Counter(label: "reddot_rollup_queue_vacuums_total")
+    /// Idle workers' looks that found the queue empty with one statement (no round run).
+    let idleLooks = Counter(label: "reddot_rollup_idle_looks_total")
     /// Failed rollup or sweep transactions (retried).
     let errors = Counter(label: "reddot_rollup_errors_total")
     /// Records waiting for ingest, as its latest batches reported them (0: none reported).

@@ -26,7 +26,8 @@ public struct RollupService: Service {
     /// Where it logs.
     public let logger: Logger
     private let metrics = RollupMetrics()
-    private let failures = FailureCount()
+    private let failures = Tally()
+    private let idleLooks = Tally()
     /// Where the next round's sweep starts: the part after the last round's, and in each part
     /// the last user a round of this service claimed there.
     private let cursor = SweepCursor()
@@ -37,6 +38,9 @@ public struct RollupService: Service {
 
     /// Rollup and sweep transactions that failed (and were retried) since the service was made.
     public var failedTransactions: Int { failures.value.load(ordering: .relaxed) }
+
+    /// Looks of idle workers that found the queue empty with one statement and ran no round.
+    public var idleLookCount: Int { idleLooks.value.load(ordering: .relaxed) }
 
     /// A service over `pool` (give it at least `workers + 1` connections).
     public init(pool: PGPool, configuration: RollupConfiguration = RollupConfiguration(), logger: Logger) {
@@ -242,6 +246,11 @@ public struct RollupService: Service {
 
     private func workerLoop(_ worker: Int) async {
         var backoff = Self.backoff
+        // Whether the last look found nothing to claim: the next one first asks whether the
+        // queue holds a mark at all, one statement instead of a round's transaction (with
+        // ingest rolling its own users up, the workers look every idle interval and nearly
+        // always find nothing: about 100 transactions a second for two workers, BENCHMARKS.md).
+        var idle = false
         while !shouldStop {
             do {
                 if worker > 0, await ingestIsBehind() {
@@ -250,7 +259,16 @@ public struct RollupService: Service {
                 }
                 let settle = await settleSeconds()
                 let looked = ContinuousClock.now
+                if idle, settle == 0, try await !pool.withConnection({ connection in try BadgeStore.queueHasMarks(on: connection) }) {
+                    metrics.idleLooks.increment()
+                    idleLooks.value.add(1, ordering: .relaxed)
+                    backoff.reset()
+                    if ContinuousClock.now - looked >= Self.slowEmptyLook { queueVacuum.state.withLock { $0.asked = true } }
+                    try? await Task.sleep(for: configuration.idleInterval)
+                    continue
+                }
                 let claimed = try await step(settledFor: settle)
+                idle = claimed == 0
                 backoff.reset()
                 if claimed == 0, settle == 0, ContinuousClock.now - looked >= Self.slowEmptyLook {
                     queueVacuum.state.withLock { $0.asked = true }
@@ -373,7 +391,7 @@ public struct RollupService: Service {
     }
 }
 
-final class FailureCount: Sendable {
+final class Tally: Sendable {
     let value = Atomic<Int>(0)
 }
 

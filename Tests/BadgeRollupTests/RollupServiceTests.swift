@@ -9,6 +9,34 @@ import Testing
 
 @Suite("The rollup worker", .serialized)
 struct RollupServiceTests {
+    @Test("an idle worker looks with one statement, not a round, and still rolls up a user marked while it idles")
+    func idleLooks() async throws {
+        try await RollupFixture.with(connections: 4) { fixture in
+            // The settings an operator runs.
+            let service = RollupService(pool: fixture.pool, configuration: try RollupConfiguration(arguments: []), logger: TestServer.logger)
+            let ann = user("idle-ann")
+            let now = Date()
+            let mutations = [BadgeMutation(user: ann, path: path("root.chat.c1"), operation: .increment(by: 3))]
+            try await fixture.withRollup([service]) {
+                // Nothing to do: after each worker's first empty round, its looks are single statements.
+                let deadline = ContinuousClock.now + .seconds(10)
+                while service.idleLookCount < 20, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(service.idleLookCount >= 20, "idle looks in 10 s: \(service.idleLookCount)")
+                let before = service.idleLookCount
+                try await fixture.ingest(mutations)
+                try await fixture.waitForEmptyQueue(timeout: .seconds(10))
+                // And back to idle looks once the queue is empty again.
+                let again = ContinuousClock.now + .seconds(10)
+                while service.idleLookCount <= before + 5, ContinuousClock.now < again { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(service.idleLookCount > before + 5)
+            }
+            var model = BadgeTree()
+            for mutation in mutations { model.apply(mutation, now: now) }
+            #expect(try await fixture.store.tree(for: ann).tree == model.node(at: .root, now: now))
+            #expect(service.failedTransactions == 0)
+        }
+    }
+
     @Test("concurrent workers of two processes, while writers keep writing, lose no update and never fail")
     func concurrentWorkers() async throws {
         try await RollupFixture.with(connections: 4) { fixture in

@@ -75,6 +75,11 @@ extension BadgeStore {
         return expired
     }
 
+    /// Whether any user waits for a rollup (a dirty mark committed before this statement).
+    public static func queueHasMarks(on connection: PGConnection) throws(PGError) -> Bool {
+        try connection.query(BadgeSQL.queueHasMarks).rows.first?.decode(0, as: Bool.self) ?? true
+    }
+
     /// How many users wait for a rollup.
     public static func queueDepth(on connection: PGConnection) throws(PGError) -> Int64 {
         try connection.query(BadgeSQL.queueDepth).rows.first?.decode(0, as: Int64.self) ?? 0

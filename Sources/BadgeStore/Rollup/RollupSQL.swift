@@ -156,6 +156,11 @@ extension BadgeSQL {
     static let queueDepth = PGStatement(
         "badges.queue_depth", "SELECT count(*) FROM (SELECT DISTINCT user_id FROM dirty_mark) AS u", prepared: false)
 
+    /// Whether the queue holds any dirty mark this statement can see: an idle rollup worker's
+    /// look, one statement instead of a round's transaction (a round claims only users with
+    /// marks, so with none it has nothing to do).
+    static let queueHasMarks = PGStatement("badges.queue_has_marks", "SELECT EXISTS (SELECT 1 FROM dirty_mark)")
+
     /// The users of up to `$1` expired own-state rows, to be marked dirty (taking their marks)
     /// before `expireBadges` deletes the rows: the same lock order as ingest's.
     static let expiredUsers = PGStatement("badges.expired_users", expiredUsers(in: "badge_state"))
