@@ -77,7 +77,7 @@ extension BadgeStore {
 
     /// Whether any user waits for a rollup (a dirty mark committed before this statement).
     public static func queueHasMarks(on connection: PGConnection) throws(PGError) -> Bool {
-        try connection.query(BadgeSQL.queueHasMarks).rows.first?.decode(0, as: Bool.self) ?? true
+        try !connection.query(BadgeSQL.queueHasMarks).rows.isEmpty
     }
 
     /// How many users wait for a rollup.

@@ -156,10 +156,13 @@ extension BadgeSQL {
     static let queueDepth = PGStatement(
         "badges.queue_depth", "SELECT count(*) FROM (SELECT DISTINCT user_id FROM dirty_mark) AS u", prepared: false)
 
-    /// Whether the queue holds any dirty mark this statement can see: an idle rollup worker's
-    /// look, one statement instead of a round's transaction (a round claims only users with
-    /// marks, so with none it has nothing to do).
-    static let queueHasMarks = PGStatement("badges.queue_has_marks", "SELECT EXISTS (SELECT 1 FROM dirty_mark)")
+    /// The first dirty mark's user (no row: the queue is empty): an idle rollup worker's look,
+    /// one statement instead of a round's transaction (a round claims only users with marks,
+    /// so with none it has nothing to do). In the primary key's order, so it reads the index
+    /// whatever the statistics say: as `EXISTS (SELECT 1 FROM dirty_mark)`, the planner scanned
+    /// the table, 55 ms a look over the dead rows a drained backlog of a million marks left,
+    /// against 10 ms by the index (0.05 ms once vacuumed, BENCHMARKS.md).
+    static let queueHasMarks = PGStatement("badges.queue_has_marks", "SELECT user_id FROM dirty_mark ORDER BY user_id LIMIT 1")
 
     /// The users of up to `$1` expired own-state rows, to be marked dirty (taking their marks)
     /// before `expireBadges` deletes the rows: the same lock order as ingest's.
