@@ -306,7 +306,7 @@ let package = Package(
         .testTarget(
             name: "BadgeBenchTests",
             dependencies: [
-                "BadgeBench", "BadgeCore", "BadgeIngest", "LibPQ", "RdKafka",
+                "BadgeBench", "BadgeCore", "BadgeIngest", "LibPQ", "RdKafka", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -213,28 +213,15 @@ final class PipelineStreamClient: Sendable {
             return
         }
         guard hasData, name == "snapshot" || name == "change" else { return }
-        guard let message = try? JSONDecoder().decode(StreamMessage.self, from: Data(data)) else {
+        guard let counts = StreamEventCounts.read(data) else {
             failed("an undecodable \(name) event: \(String(decoding: data.prefix(200), as: UTF8.self))")
             return
         }
-        var counts: [(path: Int, count: Int64)] = []
-        func visit(_ node: StreamNode) {
-            if let path = Self.leafIndex(node.path) { counts.append((path, node.count)) }
-            node.children?.forEach(visit)
-        }
-        if let tree = message.tree { visit(tree) }
-        for node in message.changed ?? [] { visit(node) }
         let isSnapshot = name == "snapshot"
         counters.withLock { totals in
             if isSnapshot { totals.snapshots += 1 } else { totals.changes += 1 }
         }
         if !counts.isEmpty { tracker.shown(user: user, counts: counts, at: time) }
-    }
-
-    /// `root.bench.pN` → N.
-    static func leafIndex(_ path: String) -> Int? {
-        guard path.hasPrefix("root.bench.p") else { return nil }
-        return Int(path.dropFirst(12))
     }
 
     static func find(_ needle: [UInt8], in bytes: [UInt8], from start: Int) -> Int? {
@@ -252,18 +239,5 @@ final class PipelineStreamClient: Sendable {
             index += 1
         }
         return nil
-    }
-
-    /// The data of a `snapshot` (`tree`) or `change` (`changed`) event.
-    struct StreamMessage: Decodable {
-        var version: Int64
-        var tree: StreamNode?
-        var changed: [StreamNode]?
-    }
-
-    struct StreamNode: Decodable {
-        var path: String
-        var count: Int64
-        var children: [StreamNode]?
     }
 }

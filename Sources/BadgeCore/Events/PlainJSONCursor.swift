@@ -37,6 +37,18 @@ package struct PlainJSONCursor {
         return true
     }
 
+    /// Takes `true` or `false` when one is next.
+    package mutating func boolean() -> Bool? {
+        skipWhitespace()
+        for (literal, value) in [("true", true), ("false", false)] where bytes.count - index >= literal.utf8.count {
+            if zip(literal.utf8, bytes[index...]).allSatisfy({ $0 == $1 }) {
+                index += literal.utf8.count
+                return value
+            }
+        }
+        return nil
+    }
+
     /// A string without escapes or control characters.
     package mutating func string() -> String? {
         guard take(UInt8(ascii: "\"")) else { return nil }
