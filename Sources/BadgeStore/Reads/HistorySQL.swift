@@ -102,12 +102,18 @@ extension BadgeSQL {
     /// dismissed (`table` `broadcast_clear`) or marked seen (`broadcast_seen`), as the text of
     /// a JSON array (`[]`: none): the user's rows of `table` numbered after the writes of the
     /// version before and up to this version's.
+    ///
+    /// Looked up only when there is a broadcast at all (one probe of `broadcast`, a small global
+    /// table, per statement): every row of `table` names one (a foreign key that cascades), so
+    /// without one there is nothing to find. The two lookups per version were half of the change
+    /// feed's read of a range of the log, and about 0.7 ms of every 1.6 ms read of 320 versions
+    /// where no broadcast was ever made (BENCHMARKS.md).
     static func broadcastsInVersion(_ record: String, table: String) -> String {
         """
-        coalesce((
+        CASE WHEN (SELECT EXISTS (SELECT 1 FROM broadcast)) THEN coalesce((
                    SELECT json_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM \(table) d
                    WHERE d.user_id = \(record).user_id AND d.shown_in <= coalesce(\(record).writes_through, \(record).version)
-                     AND d.shown_in > coalesce(\(record).prior_writes_through, \(record).version - 1))::text, '[]')
+                     AND d.shown_in > coalesce(\(record).prior_writes_through, \(record).version - 1))::text, '[]') ELSE '[]' END
         """
     }
 
