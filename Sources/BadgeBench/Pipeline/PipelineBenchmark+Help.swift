@@ -35,7 +35,9 @@ extension PipelineBenchmark {
         publish → visible p50/p99/max (from the event's produce() call to the read of the \
         SSE event that shows it); its two parts, publish → ingest commit (matched by \
         partition and offset from the delivery reports, as bench ingest does) and ingest \
-        commit → visible; how many batches ingest sent in the window because its writers \
+        commit → visible; the p99 of publish → ingest commit of each second's events, in \
+        publish order (a stall shows as a few slow seconds, a pipeline behind its load as \
+        seconds that grow); how many batches ingest sent in the window because its writers \
         were free, because they had waited --batch-wait-ms, or because they were full \
         (reddot_ingest_batches_total); how many users of the window's batches ingest brought current in \
         the batch's own transaction and how many it left to the rollup \

@@ -131,6 +131,10 @@ extension PipelineBenchmark {
         var commitToVisible: [UInt64] = []
         var uncommitted = 0
         var trackedInWindow = 0
+        // Publish → commit by the second of the window each event was published in, to tell a
+        // stall (a few slow seconds) from a pipeline that is slow throughout.
+        var toCommitBySecond: [[UInt64]] = []
+        let windowStart = producedAt[warmupEvents]
         for index in warmupEvents..<total {
             let produced = producedAt[index]
             let visible = visibleAt[index]
@@ -142,7 +146,11 @@ extension PipelineBenchmark {
                 uncommitted += 1
                 continue
             }
-            toCommit.append(committedAt >= produced ? committedAt - produced : 0)
+            let latency = committedAt >= produced ? committedAt - produced : 0
+            toCommit.append(latency)
+            let second = Int((produced >= windowStart ? produced - windowStart : 0) / 1_000_000_000)
+            while toCommitBySecond.count <= second { toCommitBySecond.append([]) }
+            toCommitBySecond[second].append(latency)
             if visible > 0 { commitToVisible.append(visible >= committedAt ? visible - committedAt : 0) }
         }
         toVisible.sort()
@@ -155,6 +163,7 @@ extension PipelineBenchmark {
             visibleInWindow: toVisible.count, toVisible: LatencySummary(sortedNanoseconds: toVisible),
             toCommit: LatencySummary(sortedNanoseconds: toCommit), commitToVisible: LatencySummary(sortedNanoseconds: commitToVisible),
             totalEvents: total, visibleEvents: tracker.visibleCount, uncommittedEvents: uncommitted, streams: streams, cpu: cpu.usage,
-            producerCPUSeconds: cpu.producerSeconds, streamClientCPUSeconds: cpu.streamSeconds)
+            producerCPUSeconds: cpu.producerSeconds, streamClientCPUSeconds: cpu.streamSeconds,
+            toCommitP99BySecond: toCommitBySecond.map { LatencySummary(sortedNanoseconds: $0.sorted()).p99Milliseconds })
     }
 }

@@ -180,6 +180,9 @@ public struct PipelineBenchmark: Sendable {
         /// CPU of the load generator's two threads in the window (part of `cpu.clientSeconds`).
         var producerCPUSeconds: Double
         var streamClientCPUSeconds: Double
+        /// The p99 of publish → ingest commit of the events published in each second of the
+        /// window, in milliseconds (0 for a second with none committed).
+        var toCommitP99BySecond: [Double] = []
         /// What the server wrote to its write-ahead log in the window (nil where it does not say).
         var wal: PhaseWAL? = nil
         /// The rows the services wrote to the database in the window, per table (about: a busy

@@ -57,6 +57,8 @@ public struct PipelineReport: Encodable, Sendable {
     var publishToVisibleMaxMs: Double
     var publishToCommitP50Ms: Double
     var publishToCommitP99Ms: Double
+    /// The p99 of publish → ingest commit of each second's events, in publish order (ms).
+    var publishToCommitP99MsBySecond: [Double]
     var commitToVisibleP50Ms: Double
     var commitToVisibleP99Ms: Double
     var commitToVisibleMaxMs: Double
@@ -153,6 +155,7 @@ public struct PipelineReport: Encodable, Sendable {
         publishToVisibleMaxMs = measurement.toVisible.maxMilliseconds
         publishToCommitP50Ms = measurement.toCommit.p50Milliseconds
         publishToCommitP99Ms = measurement.toCommit.p99Milliseconds
+        publishToCommitP99MsBySecond = measurement.toCommitP99BySecond
         commitToVisibleP50Ms = measurement.commitToVisible.p50Milliseconds
         commitToVisibleP99Ms = measurement.commitToVisible.p99Milliseconds
         commitToVisibleMaxMs = measurement.commitToVisible.maxMilliseconds
@@ -249,6 +252,7 @@ public struct PipelineReport: Encodable, Sendable {
             alone:      ingest alone \(ingestAloneRate.map { "\(number($0)) events/s: \(number(Double(ingestAloneEvents))) incr events over the same users and paths, as fast as ingest takes them, without the rollup (--no-rollup-in-ingest), in a scratch database of their own, this run\(ingestAloneProblem.map { " (NOT complete: \($0))" } ?? "")" } ?? "not measured (--no-ingest-alone)")
             visible:    publish → visible over SSE p50 \(ms(publishToVisibleP50Ms)), p99 \(ms(publishToVisibleP99Ms)), max \(ms(publishToVisibleMaxMs)) (\(number(Double(visibleInWindow))) of \(number(Double(trackedInWindow))) events\(trackedInWindow == eventsInWindow ? "" : " of streamed users"))
             parts:      publish → ingest commit p50 \(ms(publishToCommitP50Ms)), p99 \(ms(publishToCommitP99Ms)); ingest commit → visible p50 \(ms(commitToVisibleP50Ms)), p99 \(ms(commitToVisibleP99Ms)), max \(ms(commitToVisibleMaxMs)); \(batchesText)
+            by second:  publish → ingest commit p99 of each second's events, in publish order: \(publishToCommitP99MsBySecond.map { String(format: "%.0f", $0) }.joined(separator: ", ")) ms
             rollup:     \(number(Double(usersRolledUpByIngest))) users brought current by their batch's own transaction, \(number(Double(usersLeftToRollup))) left to the rollup (reddot_ingest_users_total, the window's batches)
             rollup lag: dirty mark → aggregates committed (reddot_rollup_lag_seconds, \(number(Double(rollupLagSamples))) samples in the window)\(rollupLagSamples == 0 ? ": none, no user of the window waited for the rollup" : " p50 \(ms(rollupLagP50Ms)), p99 \(ms(rollupLagP99Ms)), max \(ms(rollupLagMaxMs)); \(String(format: "%.1f", rollupLagUnder100MsPercent))% under 100 ms")
             feed:       \(feedLagSamples == 0 ? "no records published in the window (change feed off?)" : "visible → reddot.changes: the version's transaction → Kafka acknowledged (reddot_feed_lag_seconds, \(number(Double(feedLagSamples))) records in the window) p50 \(ms(feedLagP50Ms)), p99 \(ms(feedLagP99Ms)), max \(ms(feedLagMaxMs))")
