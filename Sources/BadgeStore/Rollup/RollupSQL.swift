@@ -33,7 +33,11 @@ extension BadgeSQL {
     /// increment to every ancestor is the sum rule. Without modes, that check is not made. So is
     /// a user with a delta under a node they muted (`deltaUnderMute`): its ancestors get nothing.
     /// The fifth column says whether the queue's tables are partitioned (the round's deletes
-    /// then filter by user, `consumeMarks`). `$3` and `$4` are the users and paths of the
+    /// then filter by user, `consumeMarks`), or may be distributed: with the Citus extension
+    /// installed, a tuple id names a row only within its shard, and a delete "by these tuple
+    /// ids" sent to every shard would take other users' rows (docs/SHARDING.md, rule 5). There
+    /// the round takes the forms that name their users, as on partitions. (Not run here: this
+    /// machine has no Citus.) `$3` and `$4` are the users and paths of the
     /// deltas the writer holds for this round (`HeldDeltas`), checked by the same two rules.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
@@ -55,6 +59,7 @@ extension BadgeSQL {
                OR u.user_id IN (SELECT user_id FROM held_recount),
                (SELECT declared FROM modes),
                coalesce((SELECT bool_or(c.relkind = 'p') FROM pg_class c WHERE c.oid IN (to_regclass('dirty_mark'), to_regclass('badge_delta'))), true)
+                   OR EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
         FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
         CROSS JOIN LATERAL (
             -- Only the marks that ask for something (`dirty_mark_recount`, migration 33): the
