@@ -1,7 +1,8 @@
 /// A cursor over JSON text in the plain form PostgreSQL prints the values RedDot stores (strings
 /// without escapes, integers as digits), for the readers that take that form straight from its
 /// bytes and leave any other text to a full JSON parser: the change log's nodes
-/// (`OwnLayerChange.Node.decodeLog`) and change notifications (`ChangeNotification`). Each step
+/// (`OwnLayerChange.Node.decodeLog`), change notifications (`ChangeNotification`) and, in the
+/// bench, the stream events it times (`StreamEventCounts`). Each step
 /// skips the whitespace before its token and returns nil (or false) where the text is not in
 /// that form, without telling why: the full parser reads that text, and says.
 package struct PlainJSONCursor {
