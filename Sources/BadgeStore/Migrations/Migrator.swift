@@ -341,7 +341,7 @@ public struct Migrator: Sendable {
 
 extension Migrator {
     /// The schema version this build's statements need (the last migration they rely on).
-    public static let requiredSchemaVersion = 33
+    public static let requiredSchemaVersion = 34
 
     /// The highest applied migration version; 0 when none is (or the history table is missing).
     public static func appliedSchemaVersion(on connection: PGConnection) throws(PGError) -> Int {

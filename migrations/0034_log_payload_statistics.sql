@@ -1,0 +1,15 @@
+-- RedDot schema, part 34: no planner statistics for the change log's payload columns (issue 25:
+-- a badge visible in milliseconds).
+--
+-- No statement filters, joins or sorts on a logged version's nodes or muted nodes: they are
+-- read out whole. Yet every automatic ANALYZE of `badge_change` sorted a sample of 30,000 of
+-- them as `jsonb` to build their statistics: 0.54 s of CPU in one burst (1.06 s elapsed), a
+-- core taken from the pipeline on a 2-core machine, which showed as a second or two of slow
+-- commits in `reddot bench pipeline`'s `by second:` line (BENCHMARKS.md, "A logged version's
+-- broadcasts looked up only when there are any"). Without them an ANALYZE of the log reads its
+-- sample and the other columns: 165 ms against 785 ms for 75,000 versions.
+--
+-- `SET STATISTICS` takes a SHARE UPDATE EXCLUSIVE lock: readers and writers of the log go on;
+-- it waits only for a running VACUUM or ANALYZE of the table. Statistics gathered before stay
+-- in `pg_statistic`, unused; later ANALYZEs leave the two columns out.
+ALTER TABLE badge_change ALTER COLUMN nodes SET STATISTICS 0, ALTER COLUMN mutes SET STATISTICS 0;
