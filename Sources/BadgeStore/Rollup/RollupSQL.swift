@@ -474,6 +474,15 @@ extension BadgeSQL {
         """
     }
 
+    /// `expression`, or `otherwise` where no user has a row in `badge_mute` (one look a
+    /// statement, as an InitPlan, on its snapshot: a user without a mute row has no muted node).
+    /// Two probes of `badge_mute` per user were 1–5% of an additive round where nobody mutes
+    /// (BENCHMARKS.md). On tables partitioned by user (`partitioned`), a look that names no
+    /// user reaches every partition (docs/SHARDING.md, rule 2), so there it is `expression`.
+    private static func unlessNobodyMutes(partitioned: Bool, _ expression: String, else otherwise: String) -> String {
+        partitioned ? expression : "CASE WHEN (SELECT EXISTS (SELECT 1 FROM badge_mute)) THEN \(expression) ELSE \(otherwise) END"
+    }
+
     /// The last write before the user's first delta under a node with a mode other than sum
     /// (`addDeltas`' added bound on `top` with `moded`).
     private static let modedDeltaStop = """
@@ -521,7 +530,9 @@ extension BadgeSQL {
                    least(k.written, coalesce((
                        SELECT min(m.seq) - 1 FROM dirty_mark m
                        WHERE m.user_id = k.user_id AND m.seq > k.covered AND ((m.recount AND NOT m.additive) OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
-                   coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)) AS top
+                   \(unlessNobodyMutes(partitioned: partitioned, """
+                       coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)
+                       """, else: "k.written"))) AS top
             FROM known k
         )\(consumeMarks(partitioned: partitioned)), stored AS (
             DELETE FROM badge_delta d
@@ -823,8 +834,11 @@ extension BadgeSQL {
         }
         return removed + """
             , added AS (
+                -- In user order: `diff` comes out of a hash, and each node's primary-key entry
+                -- then went to a page of its own; a user's nodes in a row share one. 6–9% less
+                -- of a round that makes a backlog's users' first nodes (BENCHMARKS.md).
                 INSERT INTO badge_aggregate (user_id, path, count, icon, unseen)
-                SELECT user_id, path, count, icon, unseen FROM diff WHERE kept AND at IS NULL
+                SELECT user_id, path, count, icon, unseen FROM diff WHERE kept AND at IS NULL ORDER BY user_id
                 RETURNING user_id
             ), rewritten AS (
                 -- The tuple ids as an array, so that the plan reaches the rows by them (joined
