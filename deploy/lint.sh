@@ -530,7 +530,7 @@ fi
 
 # --- 8. the scripts of deploy/ (warnings and errors; style notes are not failures) ---------
 if have shellcheck; then
-  check "shellcheck $(shellcheck --version | awk '/^version:/ {print $2}')" shellcheck -x --severity=warning deploy/*.sh
+  check "shellcheck $(shellcheck --version | awk '/^version:/ {print $2}')" shellcheck -x --severity=warning deploy/*.sh deploy/citus/*.sh
 else
   skip shellcheck "not installed (apt-get install shellcheck)"
 fi

@@ -15,7 +15,8 @@
 # REDDOT_TEST_PG_USER names the non-root user PostgreSQL runs as when started by root
 # (default: reddot-test, created if missing); REDDOT_TEST_LAYOUT=partitionedByUser lays out every
 # test database made without a layout of its own with the per-user tables hash-partitioned by
-# user (8 partitions), to find statements that layout refuses (docs/SHARDING.md);
+# user (8 partitions), to find statements that layout refuses (docs/SHARDING.md; the same with
+# `citus` runs on a Citus cluster that deploy/citus/test.sh starts);
 # REDDOT_TEST_WIDTH caps how many tests of the whole suite's first pass run at once (default 12).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -15,6 +15,12 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
     case plain
     /// Per-user tables hash-partitioned by user (8 partitions).
     case partitionedByUser
+    /// The tables distributed by Citus as `deploy/citus/layout.sql` lays them out, on a Citus
+    /// cluster the environment names (`REDDOT_TEST_DATABASE_URL` on its coordinator,
+    /// `REDDOT_TEST_CITUS_WORKERS` its workers' administrative URLs, separated by spaces; see
+    /// docs/SHARDING.md, "Running the tests on Citus"). Not run by `deploy/test.sh`: Debian has
+    /// no Citus package.
+    case citus
 
     public var description: String { rawValue }
 
@@ -32,6 +38,10 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
     /// rebuilt as a partitioned table with its columns, defaults, checks and indexes, its rows,
     /// its foreign keys, and the sequences its columns own.
     public func apply(on connection: PGConnection) throws {
+        if self == .citus {
+            try Self.distribute(on: connection)
+            return
+        }
         guard self == .partitionedByUser else { return }
         let tables = Self.userTables.map { "'\($0)'" }.joined(separator: ", ")
         try connection.execute(script: Self.partitionScript(tables: tables), name: "test.partition_by_user")
@@ -87,5 +97,60 @@ public enum SchemaLayout: String, Sendable, CustomStringConvertible {
         END
         $$;
         """
+    }
+
+    private static let registering = NSLock()
+
+    /// The workers' administrative URLs (`REDDOT_TEST_CITUS_WORKERS`, separated by spaces).
+    public static var citusWorkers: [String] {
+        (ProcessInfo.processInfo.environment["REDDOT_TEST_CITUS_WORKERS"] ?? "").split(separator: " ").map(String.init)
+    }
+
+    /// Makes the database of `connection` (on the coordinator) a Citus database: the same
+    /// database with the extension on every worker, the coordinator and the workers registered,
+    /// then `deploy/citus/layout.sql` run as an operator runs it.
+    private static func distribute(on connection: PGConnection) throws {
+        // One at a time: two registrations at once on one worker (of two databases) failed
+        // with "tuple concurrently updated" there.
+        registering.lock()
+        defer { registering.unlock() }
+        let workers = citusWorkers
+        guard !workers.isEmpty else {
+            throw TestSetupError("REDDOT_TEST_LAYOUT=citus needs REDDOT_TEST_CITUS_WORKERS (the workers' administrative URLs)")
+        }
+        let name = try connection.query(PGStatement("test.database", "SELECT current_database()", prepared: false)).singleRow().decode(0, as: String.self)
+        let address = PGStatement("test.address", "SELECT host(inet_server_addr()), inet_server_port()", prepared: false)
+        var nodes: [(String, Int)] = []
+        for worker in workers {
+            let admin = try PGConnection.connect(PGConfiguration(connectionString: worker), logger: TestServer.logger)
+            defer { admin.close() }
+            // The name is made of [a-z0-9_] only (`TestDatabase.create`).
+            try admin.execute(script: "CREATE DATABASE \(name)", name: "test.create_worker_database")
+            let node = try admin.query(address).singleRow()
+            nodes.append((try node.decode(0, as: String.self), try node.decode(1, as: Int.self)))
+            let database = try PGConnection.connect(PGConfiguration(connectionString: TestDatabase.replacingDatabase(in: worker, with: name)), logger: TestServer.logger)
+            defer { database.close() }
+            try database.execute(script: "CREATE EXTENSION citus", name: "test.worker_citus")
+        }
+        let coordinator = try connection.query(address).singleRow()
+        var script = """
+            CREATE EXTENSION IF NOT EXISTS citus;
+            SELECT citus_set_coordinator_host('\(try coordinator.decode(0, as: String.self))', \(try coordinator.decode(1, as: Int.self)));
+            """
+        for (host, port) in nodes {
+            script += "\nSELECT citus_add_node('\(host)', \(port));"
+        }
+        try connection.execute(script: script, name: "test.citus_nodes")
+        let layout = try String(contentsOf: Repository.root.appendingPathComponent("deploy/citus/layout.sql"), encoding: .utf8)
+        try connection.execute(script: layout, name: "test.citus_layout")
+    }
+
+    /// Drops the database `name` on every Citus worker (`REDDOT_TEST_CITUS_WORKERS`), if any.
+    static func dropOnWorkers(_ name: String) {
+        for worker in citusWorkers {
+            guard let admin = try? PGConnection.connect(PGConfiguration(connectionString: worker), logger: TestServer.logger) else { continue }
+            _ = try? admin.execute(script: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)", name: "test.drop_worker_database")
+            admin.close()
+        }
     }
 }

@@ -89,6 +89,7 @@ public struct TestDatabase: Sendable {
         _ = try? await pool.withConnection { connection in
             try connection.execute(script: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)", name: "test.drop_database")
         }
+        SchemaLayout.dropOnWorkers(name)
     }
 
     /// The URL of this database on another server (a standby of its own).

@@ -1,8 +1,7 @@
--- RedDot's tables on Citus, distributed by user: NOT a supported configuration yet, and never
--- run here (this machine has no Citus). It is the layout the schema is being made ready for
--- (issue 27; docs/SHARDING.md says which statements Citus would still refuse: the rollup's
--- round and the queue's claim work across users in one statement, the prunes, the sweeper and
--- the change feed too). A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
+-- RedDot's tables on Citus, distributed by user: NOT a supported configuration yet. This file
+-- runs on Citus 13.2 as written (deploy/citus/test.sh runs it for every test database there),
+-- but RedDot's ingest and rollup do not run on the result yet: docs/SHARDING.md, "What Citus
+-- refuses", lists the statements Citus refuses (issue 27). A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
 -- file's table lists equal to the schema's: every table with a `user_id` is distributed by it,
 -- colocated with `user_version`, and every other table is a reference table or stays on the
 -- coordinator.

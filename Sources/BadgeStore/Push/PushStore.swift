@@ -267,14 +267,15 @@ enum PushSQL {
             FROM now_state s LEFT JOIN push_user u ON u.user_id = s.user_id
         )
         INSERT INTO push_device AS d
-            (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version, wanted_at, quiet_start, quiet_end, quiet_time_zone)
-        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version, now(), $6, $7, $8 FROM best b
+            (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version, wanted_at, quiet_start, quiet_end, quiet_time_zone,
+             next_attempt_at, updated_at)
+        SELECT $1, $2, $3, $4, $5, b.root_count, b.visible_version, now(), $6, $7, $8, now(), now() FROM best b
         ON CONFLICT (user_id, device_id) DO UPDATE SET platform = EXCLUDED.platform, token = EXCLUDED.token, app_id = EXCLUDED.app_id,
             quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, quiet_time_zone = EXCLUDED.quiet_time_zone,
             wanted_badge = CASE WHEN EXCLUDED.wanted_version > d.wanted_version THEN EXCLUDED.wanted_badge ELSE d.wanted_badge END,
-            wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version), wanted_at = now(),
+            wanted_version = greatest(d.wanted_version, EXCLUDED.wanted_version), wanted_at = EXCLUDED.wanted_at,
             sent_version = 0, sent_badge = NULL, attempts = 0,
-            next_attempt_at = now(), last_error = NULL, updated_at = now()
+            next_attempt_at = EXCLUDED.next_attempt_at, last_error = NULL, updated_at = EXCLUDED.updated_at
         -- New when this transaction made the row (its creation time is this transaction's
         -- start). Not `xmax = 0`: PostgreSQL refuses system columns in the RETURNING of an
         -- insert into a partitioned table (SQLSTATE 0A000), and push_device is per user.

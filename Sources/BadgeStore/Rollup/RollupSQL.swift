@@ -36,8 +36,8 @@ extension BadgeSQL {
     /// then filter by user, `consumeMarks`), or may be distributed: with the Citus extension
     /// installed, a tuple id names a row only within its shard, and a delete "by these tuple
     /// ids" sent to every shard would take other users' rows (docs/SHARDING.md, rule 5). There
-    /// the round takes the forms that name their users, as on partitions. (Not run here: this
-    /// machine has no Citus.) `$3` and `$4` are the users and paths of the
+    /// the round takes the forms that name their users, as on partitions. (Citus refuses the
+    /// claim itself still: docs/SHARDING.md, "What Citus refuses".) `$3` and `$4` are the users and paths of the
     /// deltas the writer holds for this round (`HeldDeltas`), checked by the same two rules.
     static let claimDirtyUsers = PGStatement(
         "badges.claim_dirty_users",
@@ -676,8 +676,8 @@ extension BadgeSQL {
             WHERE EXISTS (SELECT 1 FROM badge_mute m WHERE m.user_id = r.user_id AND m.written_in > r.covered AND m.written_in <= r.top)
               AND l.list IS DISTINCT FROM coalesce((SELECT v.mutes FROM user_version v WHERE v.user_id = r.user_id), '[]')
         )\(aggregateWrites(partitioned: partitioned)), bumped AS (
-            INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through, mutes)
-            SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top, ml.list
+            INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through, mutes, changed_at)
+            SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top, ml.list, now()
             FROM reach r
             -- A join, not `IN` under `OR`: that runs a subplan per user over every changed row.
             LEFT JOIN (SELECT user_id FROM removed UNION SELECT user_id FROM written) AS c ON c.user_id = r.user_id
@@ -685,7 +685,7 @@ extension BadgeSQL {
             WHERE r.bump OR c.user_id IS NOT NULL OR ml.user_id IS NOT NULL
             ORDER BY r.user_id
             ON CONFLICT (user_id) DO UPDATE
-            SET version = v.version + 1, changed_at = now(), broadcast_version = excluded.broadcast_version,
+            SET version = v.version + 1, changed_at = excluded.changed_at, broadcast_version = excluded.broadcast_version,
                 writes_through = excluded.writes_through, mutes = coalesce(excluded.mutes, v.mutes)
             RETURNING v.user_id, v.version, v.broadcast_version, v.writes_through, v.mutes
         ), changes AS (

@@ -134,7 +134,7 @@ enum UserDataSQL {
 
     static let mark = PGStatement(
         "users.mark_erased",
-        "INSERT INTO erased_user (user_id) VALUES ($1) ON CONFLICT (user_id) DO UPDATE SET erased_at = now(), changes_tombstone_at = NULL, dlq_tombstone_at = NULL",
+        "INSERT INTO erased_user (user_id, erased_at) VALUES ($1, now()) ON CONFLICT (user_id) DO UPDATE SET erased_at = excluded.erased_at, changes_tombstone_at = NULL, dlq_tombstone_at = NULL",
         prepared: false)
 
     /// The writing transactions open now in this database (other sessions' `pid:xid`, comma

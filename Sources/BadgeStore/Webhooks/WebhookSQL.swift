@@ -5,10 +5,10 @@ enum WebhookSQL {
     static let put = PGStatement(
         "webhooks.put",
         """
-        INSERT INTO webhook_subscription AS s (id, url, secret, paths, kinds, origin)
-        VALUES ($1, $2, $3, $4::text[], $5::text[], $6)
+        INSERT INTO webhook_subscription AS s (id, url, secret, paths, kinds, origin, updated_at)
+        VALUES ($1, $2, $3, $4::text[], $5::text[], $6, now())
         ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, secret = EXCLUDED.secret, paths = EXCLUDED.paths,
-            kinds = EXCLUDED.kinds, origin = EXCLUDED.origin, updated_at = now()
+            kinds = EXCLUDED.kinds, origin = EXCLUDED.origin, updated_at = EXCLUDED.updated_at
         RETURNING (xmax = 0)
         """)
 

@@ -106,19 +106,19 @@ extension BadgeSQL {
             DELETE FROM badge_increment i USING held h
             WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR i.occurred_at <= h.at)
         )
-        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, set_at, expires_from)
+        INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, set_at, expires_from, updated_at)
         SELECT h.user_id, h.path, h.count, h.icon, h.expires_at,
                CASE WHEN EXISTS (
                    SELECT 1 FROM badge_seen_mark m WHERE m.user_id = h.user_id AND m.path @> h.path AND m.seen_through >= h.at
                ) THEN h.count ELSE 0 END,
-               true, \(writeNumber(of: "h.user_id")), h.at, h.at
+               true, \(writeNumber(of: "h.user_id")), h.at, h.at, now()
         FROM held h
         ON CONFLICT (user_id, path) DO UPDATE
-        SET count = excluded.count, icon = excluded.icon, updated_at = now(),
+        SET count = excluded.count, icon = excluded.icon, updated_at = excluded.updated_at,
             keeps_dot = true, shown_in = excluded.shown_in, seen_count = excluded.seen_count, set_at = excluded.set_at,
             -- An expiry a later increment gave stays, as it would had the set arrived first.
-            expires_at = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > now() THEN s.expires_at ELSE excluded.expires_at END,
-            expires_from = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > now() THEN s.expires_from ELSE excluded.expires_from END
+            expires_at = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > excluded.updated_at THEN s.expires_at ELSE excluded.expires_at END,
+            expires_from = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > excluded.updated_at THEN s.expires_from ELSE excluded.expires_from END
         """)
 
     /// The expired states of the given nodes go, with their increments (an increment of an
@@ -317,10 +317,10 @@ extension BadgeSQL {
         WITH c AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[]) AS c(user_id, path, subtree, through)
         ), marked AS (
-            INSERT INTO badge_clear_mark AS m (user_id, path, subtree, cleared_through)
-            SELECT user_id, path, subtree, through FROM c
+            INSERT INTO badge_clear_mark AS m (user_id, path, subtree, cleared_through, marked_at)
+            SELECT user_id, path, subtree, through, now() FROM c
             ON CONFLICT (user_id, path, subtree) DO UPDATE
-            SET cleared_through = greatest(m.cleared_through, excluded.cleared_through), marked_at = now()
+            SET cleared_through = greatest(m.cleared_through, excluded.cleared_through), marked_at = excluded.marked_at
         )
         UPDATE badge_item i SET removed_at = now()
         FROM c
@@ -339,14 +339,16 @@ extension BadgeSQL {
           AND (s.expires_at IS NULL OR s.expires_at > now()) AND (s.set_at IS NULL OR s.set_at <= c.through)
         """)
 
-    /// The items' part of `seen`s: the latest time each applies up to.
+    /// The items' part of `seen`s: the latest time each applies up to. `marked_at` comes from
+    /// the inserted row: Citus refuses a function that is not immutable (`now()`) in
+    /// `DO UPDATE SET` (docs/SHARDING.md).
     static let markSeen = PGStatement(
         "badges.mark_seen",
         """
-        INSERT INTO badge_seen_mark AS m (user_id, path, seen_through)
-        SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[])
+        INSERT INTO badge_seen_mark AS m (user_id, path, seen_through, marked_at)
+        SELECT *, now() FROM unnest($1::text[], $2::ltree[], $3::timestamptz[])
         ON CONFLICT (user_id, path) DO UPDATE
-        SET seen_through = greatest(m.seen_through, excluded.seen_through), marked_at = now()
+        SET seen_through = greatest(m.seen_through, excluded.seen_through), marked_at = excluded.marked_at
         WHERE m.seen_through < excluded.seen_through
         """)
 
@@ -356,7 +358,7 @@ extension BadgeSQL {
         """
         INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at)
         SELECT u, p, it, now(), now() FROM unnest($1::text[], $2::ltree[], $3::text[]) AS r(u, p, it)
-        ON CONFLICT (user_id, path, item) DO UPDATE SET removed_at = now() WHERE i.removed_at IS NULL
+        ON CONFLICT (user_id, path, item) DO UPDATE SET removed_at = excluded.removed_at WHERE i.removed_at IS NULL
         """)
 
     /// Stores mutes and unmutes (`$1` users, `$2` paths, `$3` muted, `$4` until, `$5` times):
@@ -366,12 +368,12 @@ extension BadgeSQL {
     static let storeMutes = PGStatement(
         "badges.store_mutes",
         """
-        INSERT INTO badge_mute AS m (user_id, path, muted, until, occurred_at, written_in)
-        SELECT u, p, muted, until, t, \(writeNumber(of: "u"))
+        INSERT INTO badge_mute AS m (user_id, path, muted, until, occurred_at, written_in, stored_at)
+        SELECT u, p, muted, until, t, \(writeNumber(of: "u")), now()
         FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::timestamptz[]) AS r(u, p, muted, until, t)
         ON CONFLICT (user_id, path) DO UPDATE
         SET muted = excluded.muted, until = excluded.until, occurred_at = excluded.occurred_at, woken = false,
-            written_in = excluded.written_in, stored_at = now()
+            written_in = excluded.written_in, stored_at = excluded.stored_at
         WHERE (excluded.occurred_at, NOT excluded.muted, coalesce(excluded.until, 'infinity'))
             > (m.occurred_at, NOT m.muted, coalesce(m.until, 'infinity'))
         """)
