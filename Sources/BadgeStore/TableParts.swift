@@ -142,11 +142,35 @@ struct PerUserPrune: Sendable {
         """
     }
 
+    /// The prune's form for a table Citus distributes (docs/SHARDING.md, "What Citus refuses"):
+    /// Citus refuses `FOR UPDATE` in a statement over many shards, and runs a subquery with
+    /// `LIMIT` first, on its own, then the delete on every shard joined with its rows by key
+    /// (as `(key) IN (…)`, Citus's workers were sent an `ltree` comparison they could not
+    /// resolve). Without the lock, a row another transaction holds makes the delete wait
+    /// instead of passing it by; two prunes at once each delete what the other has not.
+    private static func distributedSQL(over table: String, key: String, before: String) -> String {
+        let match = key.split(separator: ",").map { column in
+            let column = column.trimmingCharacters(in: .whitespaces)
+            return "t.\(column) = old.\(column)"
+        }
+        return """
+            DELETE FROM \(table) t
+            USING (SELECT \(key) FROM \(table) WHERE \(before) < $1 LIMIT $2) AS old
+            WHERE \(match.joined(separator: " AND "))
+            """
+    }
+
     /// Deletes every row before `cutoff`, `limit` a statement (each its own transaction unless
-    /// the caller opened one), part by part.
+    /// the caller opened one), part by part; where Citus is installed, with the statement Citus
+    /// runs over all of the table's shards (`distributedSQL`).
     ///
     /// - Returns: how many rows it deleted.
     func run(before cutoff: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        if try BadgeStore.citusInstalled(on: connection) {
+            return try deleteInChunks(
+                PGStatement("\(shipped.name)_distributed", Self.distributedSQL(over: table, key: key, before: before)),
+                before: cutoff, limit: limit, on: connection)
+        }
         var parts = TableParts(of: table)
         try parts.refresh(on: connection)
         var total = 0
@@ -154,12 +178,18 @@ struct PerUserPrune: Sendable {
             let statement = TableParts.statement(shipped, over: part, table: table) { [key, before] in
                 Self.sql(over: $0, key: key, before: before)
             }
-            while true {
-                let deleted = try connection.query(statement, [cutoff, limit]).affectedRows
-                total += deleted
-                if deleted < limit { break }
-            }
+            total += try deleteInChunks(statement, before: cutoff, limit: limit, on: connection)
         }
         return total
+    }
+
+    /// Runs `statement` until it deletes fewer than `limit` rows; returns how many it deleted.
+    private func deleteInChunks(_ statement: PGStatement, before cutoff: Date, limit: Int, on connection: PGConnection) throws(PGError) -> Int {
+        var total = 0
+        while true {
+            let deleted = try connection.query(statement, [cutoff, limit]).affectedRows
+            total += deleted
+            if deleted < limit { return total }
+        }
     }
 }

@@ -172,8 +172,14 @@ extension BadgeStore {
         olderThan cutoff: Date, limit: Int, on connection: PGConnection
     ) throws(PGError) -> (pruned: Int, unpublished: Int) {
         var pruned = 0, unpublished = 0
-        for statement in [BadgeSQL.pruneOwnChanges, BadgeSQL.pruneBroadcastChanges] {
-            for row in try connection.query(statement, [cutoff, limit]).rows {
+        var prunes: [(PGStatement, [any PGBindable])] = [(BadgeSQL.pruneOwnChanges, [cutoff, limit])]
+        if try citusInstalled(on: connection) {
+            let cursor = try connection.query(BadgeSQL.feedCursorSeq).rows.first?.decode(0, as: Int64.self) ?? 0
+            prunes = [(BadgeSQL.pruneOwnChangesDistributed, [cutoff, limit, cursor])]
+        }
+        prunes.append((BadgeSQL.pruneBroadcastChanges, [cutoff, limit]))
+        for (statement, parameters) in prunes {
+            for row in try connection.query(statement, parameters).rows {
                 pruned += 1
                 if try row.decode(0, as: Bool.self) { unpublished += 1 }
             }

@@ -133,6 +133,24 @@ extension BadgeSQL {
         RETURNING c.seq > f.published_seq OR coalesce(NOT pg_visible_in_snapshot(c.xid, f.published_snapshot), false)
         """, prepared: false)
 
+    /// `pruneOwnChanges` where Citus distributes the log: Citus refuses `FOR UPDATE` over many
+    /// shards and a join of the distributed log with the coordinator's `change_feed_lease`, so
+    /// the subquery takes no lock (a row another transaction holds makes the delete wait) and
+    /// the feed's cursor comes as `$3` (its `seq`). The cursor's snapshot is left out: the change
+    /// feed does not run on Citus yet (docs/SHARDING.md), and a row counts as unpublished only
+    /// above the cursor.
+    static let pruneOwnChangesDistributed = PGStatement(
+        "history.prune_own_changes_distributed",
+        """
+        DELETE FROM badge_change c
+        USING (SELECT user_id, version FROM badge_change WHERE changed_at < $1 LIMIT $2) AS old
+        WHERE c.user_id = old.user_id AND c.version = old.version
+        RETURNING c.seq > $3
+        """, prepared: false)
+
+    /// The change feed's cursor (`seq`), for `pruneOwnChangesDistributed`.
+    static let feedCursorSeq = PGStatement("history.feed_cursor_seq", "SELECT published_seq FROM change_feed_lease")
+
     /// Deletes up to `$2` of the oldest broadcast records logged before `$1`.
     static let pruneBroadcastChanges = PGStatement(
         "history.prune_broadcast_changes",

@@ -479,18 +479,24 @@ extension BadgeStore {
         try parts.refresh(on: connection)
         var report = FoldReport()
         var chunk = FoldChunk(target: limit)
+        let citus = try citusInstalled(on: connection)
         for part in parts.inTurn {
             let candidates = TableParts.statement(BadgeSQL.foldCandidates, over: part, table: parts.table) {
                 BadgeSQL.foldCandidates(in: $0)
             }
-            try foldIncrements(storedBefore: storedBefore, chunk: &chunk, candidates: candidates, into: &report, on: connection)
+            try foldIncrements(storedBefore: storedBefore, chunk: &chunk, candidates: candidates, citus: citus, into: &report, on: connection)
         }
         return report
     }
 
     /// `foldIncrements` for the users `candidates` finds, `chunk.users` at a time.
+    ///
+    /// With `citus` (the tables are distributed), a chunk's users are folded a shard at a time,
+    /// each shard's in a transaction of its own, with the statements Citus sends whole to that
+    /// shard (`holdWriteSequencesOfShard`, `foldIncrementsOfShard`; docs/SHARDING.md, rule 10).
     private static func foldIncrements(
-        storedBefore: Date, chunk: inout FoldChunk, candidates: PGStatement, into report: inout FoldReport, on connection: PGConnection
+        storedBefore: Date, chunk: inout FoldChunk, candidates: PGStatement, citus: Bool, into report: inout FoldReport,
+        on connection: PGConnection
     ) throws(PGError) {
         // Users with old increments that cannot fold yet (a younger-stored increment of their
         // node occurred before them): left out of the next candidates, so that the loop ends
@@ -500,21 +506,28 @@ extension BadgeStore {
             let users = try connection.query(candidates, [storedBefore, chunk.candidateRows, chunk.users, unfoldable.sorted()]).rows
                 .compactMap { row in try? UserID(validating: try row.decode(0, as: String.self)) }
             guard !users.isEmpty else { return }
-            let (folded, none): (Int64, [String])
-            do {
-                (folded, none) = try connection.withTransaction { connection in
-                    try connection.query(BadgeSQL.holdWriteSequences, [Set(users).sorted().map(\.rawValue)])
-                    // A chunk's sorts (tens of thousands of increments) spilled to disk at the
-                    // default 4 MB.
-                    try connection.execute(script: "SET LOCAL work_mem = '64MB'", name: "badges.fold_work_mem")
-                    let rows = try connection.query(BadgeSQL.foldIncrements, [storedBefore, users.map(\.rawValue)]).rows
-                    let none = try rows.compactMap { row throws(PGError) in try row.decode(1, as: String?.self) }
-                    return (try rows.first?.decode(0, as: Int64.self) ?? 0, none)
+            var (folded, none): (Int64, [String]) = (0, [])
+            let groups = citus ? try usersByShard(users.map(\.rawValue), on: connection) : [users.map(\.rawValue)]
+            for group in groups {
+                let (hold, fold) = citus
+                    ? (BadgeSQL.holdWriteSequencesOfShard, BadgeSQL.foldIncrementsOfShard) : (BadgeSQL.holdWriteSequences, BadgeSQL.foldIncrements)
+                do {
+                    let (count, left) = try connection.withTransaction { connection in
+                        try connection.query(hold, [Set(group).sorted()])
+                        // A chunk's sorts (tens of thousands of increments) spilled to disk at the
+                        // default 4 MB.
+                        try connection.execute(script: "SET LOCAL work_mem = '64MB'", name: "badges.fold_work_mem")
+                        let rows = try connection.query(fold, [storedBefore, group]).rows
+                        let none = try rows.compactMap { row throws(PGError) in try row.decode(1, as: String?.self) }
+                        return (try rows.first?.decode(0, as: Int64.self) ?? 0, none)
+                    }
+                    folded += count
+                    none += left
+                } catch let error as PGError {
+                    throw error
+                } catch {
+                    throw PGError(code: .client, message: "folding increments failed: \(error)", statement: "badges.fold_increments")
                 }
-            } catch let error as PGError {
-                throw error
-            } catch {
-                throw PGError(code: .client, message: "folding increments failed: \(error)", statement: "badges.fold_increments")
             }
             // Every candidate's foldable increments are gone now, and the ones that folded
             // none are left out from here on, so the loop ends.

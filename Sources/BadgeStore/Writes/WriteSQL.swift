@@ -13,17 +13,36 @@ extension BadgeSQL {
 
     /// How far the writes of the user in `column`'s current version reach (0: no version yet;
     /// a version made before migration 0007 reaches its own number).
-    static func writesThrough(of column: String) -> String {
-        "coalesce((SELECT coalesce(v.writes_through, v.version) FROM user_version v WHERE v.user_id = \(column)), 0)"
+    static func writesThrough(of column: String, pin: Pin = .none) -> String {
+        "coalesce((SELECT coalesce(v.writes_through, v.version) FROM user_version v WHERE v.user_id = \(column)\(pin.on("v"))), 0)"
+    }
+
+    /// What a statement adds to each per-user table it names: nothing (`none`), or, for Citus,
+    /// a filter to the users of one shard (`users(parameter)`, an array of their ids): Citus runs
+    /// a statement with joins, correlated subqueries or data-modifying CTEs only when it can
+    /// prune every distributed table in it to one shard by such a filter (docs/SHARDING.md, rule
+    /// 10). The shipped statements go without it: where the users' key is not the index
+    /// condition, the filter compares the whole array with every row.
+    enum Pin: Sendable {
+        case none
+        case users(String)
+
+        /// ` AND alias.user_id = ANY(parameter)`, or nothing.
+        func on(_ alias: String) -> String {
+            switch self {
+            case .none: ""
+            case .users(let parameter): " AND \(alias).user_id = ANY(\(parameter))"
+            }
+        }
     }
 
     /// Whether the increment or item `row` (an alias) is seen: a seen at a version marked it, or
     /// a seen mark of its node or of an ancestor reaches its time.
-    static func isSeen(_ row: String) -> String {
+    static func isSeen(_ row: String, pin: Pin = .none) -> String {
         """
         (\(row).seen OR EXISTS (
             SELECT 1 FROM badge_seen_mark m
-            WHERE m.user_id = \(row).user_id AND m.path @> \(row).path AND m.seen_through >= \(row).occurred_at))
+            WHERE m.user_id = \(row).user_id AND m.path @> \(row).path AND m.seen_through >= \(row).occurred_at\(pin.on("m"))))
         """
     }
 
@@ -434,6 +453,13 @@ extension BadgeSQL {
     /// changes how a user's counters are stored but not what they show, so that no writer of
     /// the same users runs meanwhile, and no rollup round has anything to do afterwards. A user
     /// without a sequence has never been written, so has nothing to fold.
+    /// `holdWriteSequences` for users of one Citus shard (`$1`, sorted): Citus refuses the row
+    /// lock of a lateral subquery, and locks rows only in a statement it can send to one shard.
+    /// The same order: `user_id` is bytewise (`COLLATE "C"`), as the sorted ids are.
+    static let holdWriteSequencesOfShard = PGStatement(
+        "badges.hold_write_sequences_of_shard",
+        "SELECT user_id FROM user_write WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR NO KEY UPDATE")
+
     static let holdWriteSequences = PGStatement(
         "badges.hold_write_sequences",
         """
@@ -685,13 +711,18 @@ extension BadgeSQL {
     /// the users of `$2` that folded none (one row with no user when every one folded some): an
     /// old increment stays while a younger-stored one of its node occurred before it (one that
     /// arrived late, or is not shown yet), and its user is a candidate again until then.
-    static let foldIncrements = PGStatement(
-        "badges.fold_increments",
+    static let foldIncrements = PGStatement("badges.fold_increments", foldIncrementsSQL(pin: .none))
+
+    /// `foldIncrements` for users of one Citus shard (`$2`), every per-user table filtered to
+    /// them (`Pin`).
+    static let foldIncrementsOfShard = PGStatement("badges.fold_increments_of_shard", foldIncrementsSQL(pin: .users("$2::text[]")))
+
+    private static func foldIncrementsSQL(pin: Pin) -> String {
         """
         WITH u AS MATERIALIZED (
             -- How far each user's tree shows, read once per user (per row, it was read twice
             -- for every increment).
-            SELECT x.user_id, \(writesThrough(of: "x.user_id")) AS shown
+            SELECT x.user_id, \(writesThrough(of: "x.user_id", pin: pin)) AS shown
             FROM (SELECT DISTINCT unnest($2::text[]) AS user_id) AS x
         ), young AS (
             -- One index range per user (`OFFSET 0` keeps the subquery from being flattened
@@ -700,7 +731,7 @@ extension BadgeSQL {
             FROM u
             CROSS JOIN LATERAL (
                 SELECT i.path, i.occurred_at FROM badge_increment i
-                WHERE i.user_id = u.user_id AND NOT (i.arrived_at < $1 AND i.shown_in <= u.shown)
+                WHERE i.user_id = u.user_id AND NOT (i.arrived_at < $1 AND i.shown_in <= u.shown)\(pin.on("i"))
                 OFFSET 0
             ) AS i
             GROUP BY u.user_id, i.path
@@ -713,9 +744,9 @@ extension BadgeSQL {
             -- user, over 40% of the fold (`auto_explain`, BENCHMARKS.md).
             DELETE FROM badge_increment i
             USING u
-            WHERE i.user_id = u.user_id AND (i.arrived_at < $1) IS TRUE AND i.shown_in <= u.shown
+            WHERE i.user_id = u.user_id AND (i.arrived_at < $1) IS TRUE AND i.shown_in <= u.shown\(pin.on("i"))
               AND NOT EXISTS (SELECT 1 FROM young y WHERE y.user_id = i.user_id AND y.path = i.path AND y.first <= i.occurred_at)
-            RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i")) AS seen
+            RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in, \(isSeen("i", pin: pin)) AS seen
         ), nodes AS (
             -- Each node with its state, carried along instead of joined again: one probe of
             -- the key per node (`LIMIT 1` keeps it one: a join let the planner hash the whole
@@ -732,7 +763,7 @@ extension BadgeSQL {
             LEFT JOIN LATERAL (
                 SELECT s.debited, s.count, s.seen_count, s.keeps_dot, s.icon
                 FROM badge_state s
-                WHERE s.user_id = g.user_id AND s.path = g.path
+                WHERE s.user_id = g.user_id AND s.path = g.path\(pin.on("s"))
                 LIMIT 1
             ) AS s ON true
         ), folded AS (
@@ -770,7 +801,8 @@ extension BadgeSQL {
         SELECT t.total, x.user_id
         FROM (SELECT coalesce(sum(rows), 0)::bigint AS total FROM nodes) AS t
         LEFT JOIN (SELECT u.user_id FROM u WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.user_id = u.user_id)) AS x ON true
-        """)
+        """
+    }
 
     /// A user's own version and the broadcasts'.
     static let versions = PGStatement(

@@ -1,0 +1,89 @@
+import BadgeStore
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+
+/// Issue 27: the retention prunes on a Citus cluster (docs/SHARDING.md, "What Citus refuses"):
+/// the shipped prunes lock the rows they pick (`FOR UPDATE SKIP LOCKED`), which Citus refuses
+/// over many shards, and the change log's joins the coordinator's feed lease. Skipped where no
+/// Citus cluster is named (`deploy/citus/test.sh` names one).
+@Suite(
+    "Prunes on tables distributed by Citus", .serialized,
+    .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"))
+struct CitusPruneTests {
+    @Test("the retention prunes delete every old row of users on every shard, and leave the young ones, OnCitus")
+    func prunesOnCitus() async throws {
+        let migrated = try await MigratedDatabase.create(prefix: "citusprune", connections: 1, layout: .citus)
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            // 40 users: on 32 shards a table, nearly every shard has some.
+            let users = (1...40).map { "prune_u\($0)" }
+            let list = "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+            let tables = ["applied_user_event", "applied_action", "badge_item", "badge_clear_mark", "erased_user", "badge_change"]
+            for (age, prefix) in [("now() - interval '30 days'", "old"), ("now()", "young")] {
+                try await pool.withConnection { connection in
+                    try connection.execute(
+                        script: """
+                        INSERT INTO applied_user_event (user_id, event_id, applied_at) SELECT u, '\(prefix)-' || u, \(age) FROM unnest(\(list)) u;
+                        INSERT INTO applied_action (user_id, action_id, applied_at) SELECT u, '\(prefix)-' || u, \(age) FROM unnest(\(list)) u;
+                        INSERT INTO badge_item (user_id, path, item, occurred_at, removed_at) SELECT u, 'root.x', '\(prefix)', \(age), \(age) FROM unnest(\(list)) u;
+                        INSERT INTO badge_clear_mark (user_id, path, subtree, cleared_through, marked_at) SELECT u, 'root.\(prefix)', true, \(age), \(age) FROM unnest(\(list)) u;
+                        INSERT INTO badge_change (user_id, version, broadcast_version, nodes, root_count, root_unseen, changed_at)
+                            SELECT u, CASE '\(prefix)' WHEN 'old' THEN 1 ELSE 2 END, 0, '[]', 0, 0, \(age) FROM unnest(\(list)) u;
+                        """,
+                        name: "test.prune.rows")
+                }
+            }
+            try await pool.withConnection { connection in
+                try connection.execute(
+                    script: """
+                    INSERT INTO erased_user (user_id, erased_at) SELECT u, now() - interval '30 days' FROM unnest(\(list)) u;
+                    -- An increment stored long ago, shown in the users' first version: folded
+                    -- into a state of its own.
+                    INSERT INTO badge_increment (user_id, path, occurred_at, amount, shown_in, arrived_at)
+                        SELECT u, 'root.old', now() - interval '30 days', 2, 1, now() - interval '30 days' FROM unnest(\(list)) u;
+                    INSERT INTO user_version (user_id, version, broadcast_version, writes_through) SELECT u, 1, 0, 1 FROM unnest(\(list)) u;
+                    """,
+                    name: "test.prune.erased")
+            }
+            func rows() async throws -> [String: Int] {
+                try await pool.withConnection { connection in
+                    var counts: [String: Int] = [:]
+                    for table in tables {
+                        counts[table] = Int(try connection.query(PGStatement("test.count.\(table)", "SELECT count(*) FROM \(table)")).rows.first?.decode(0, as: Int64.self) ?? -1)
+                    }
+                    return counts
+                }
+            }
+            #expect(try await rows() == ["applied_user_event": 80, "applied_action": 80, "badge_item": 80, "badge_clear_mark": 80, "erased_user": 40, "badge_change": 80])
+            let shards = try await pool.withConnection { connection in
+                try connection.query(PGStatement(
+                    "test.shards",
+                    "SELECT count(DISTINCT get_shard_id_for_distribution_column('applied_user_event', u)) FROM unnest(\(list)) u")).singleRow().decode(0, as: Int64.self)
+            }
+            #expect(shards > 16, "the users fall in \(shards) shards")
+
+            // Chunks of 3: many statements, as a real prune of many rows takes.
+            let cutoff = Date().addingTimeInterval(-7 * 86_400)
+            let deleted = try await pool.withConnection { connection in
+                try IngestTransaction.pruneAppliedEvents(olderThan: cutoff, limit: 3, on: connection)
+            }
+            let log = try await pool.withConnection { connection in
+                try BadgeStore.pruneChangeLog(olderThan: cutoff, limit: 1_000, on: connection)
+            }
+            #expect(deleted == 240)
+            #expect(log.pruned == 40)
+            // The feed never ran here: its cursor is at 0, so every pruned record was unpublished.
+            #expect(log.unpublished == 40)
+            #expect(try await rows() == ["applied_user_event": 40, "applied_action": 40, "badge_item": 40, "badge_clear_mark": 40, "erased_user": 0, "badge_change": 40])
+            let folded = try await pool.withConnection { connection in
+                try connection.query(PGStatement(
+                    "test.folded",
+                    "SELECT (SELECT count(*) FROM badge_increment), (SELECT count(*) FROM badge_state WHERE path = 'root.old' AND count = 2)")).singleRow()
+            }
+            #expect(try folded.decode(0, as: Int64.self) == 0)
+            #expect(try folded.decode(1, as: Int64.self) == 40)
+        }
+    }
+}
