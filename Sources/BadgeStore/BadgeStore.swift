@@ -27,9 +27,12 @@ public struct BadgeStore: Sendable {
 
     /// Whether the Citus extension is installed in the database of `connection`: its
     /// distributed tables then take the statements Citus runs (docs/SHARDING.md, "What Citus
-    /// refuses"), where the shipped ones are refused.
+    /// refuses"), where the shipped ones are refused. Looked up once per connection: install
+    /// Citus (and distribute the tables) before RedDot's processes start.
     public static func citusInstalled(on connection: PGConnection) throws(PGError) -> Bool {
-        try connection.query(citusInstalled).singleRow().decode(0, as: Bool.self)
+        try connection.remembered("citus") { connection throws(PGError) in
+            try connection.query(citusInstalled).singleRow().decode(0, as: Bool.self)
+        }
     }
 
     /// `users` in groups that share a Citus shard (of `user_version`, with which every per-user

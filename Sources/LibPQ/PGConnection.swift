@@ -31,6 +31,8 @@ public final class PGConnection: @unchecked Sendable {
     /// count, so the new form needs no `DEALLOCATE` of the old one (left until the connection
     /// closes).
     private var reprepared: [String: Int] = [:]
+    /// What callers looked up once about this connection's database (`remembered`).
+    private var facts: [String: Bool] = [:]
     private let notices: NoticeSink
     /// The logger for notices and slow statements.
     public let logger: Logger
@@ -50,6 +52,15 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// The fact `key` about this connection's database (an extension installed, say): looked up
+    /// by `lookUp` at the first call, then remembered for as long as the connection lives.
+    public func remembered(_ key: String, _ lookUp: (PGConnection) throws(PGError) -> Bool) throws(PGError) -> Bool {
+        if let known = facts[key] { return known }
+        let value = try lookUp(self)
+        facts[key] = value
+        return value
+    }
 
     /// Opens a connection with `PQconnectdbParams`, then applies the configuration's session settings.
     ///

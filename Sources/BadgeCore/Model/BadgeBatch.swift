@@ -289,6 +289,24 @@ public struct BadgeBatch: Sendable {
     /// does to their trees only adds, so their rollup can add it (DESIGN §5). Every other user's
     /// tree must be recounted.
     public var additiveUsers: [UserID] { users.filter { !recounted.contains($0) } }
+
+    /// The part of the batch that is `users`' (the others' mutations left out): each user's
+    /// writes are the same as in the whole batch, since a batch coalesces per user. For a store
+    /// that writes a batch in parts, a part per shard of users (docs/SHARDING.md, rule 10).
+    public func restricted(to users: Set<UserID>) -> BadgeBatch {
+        var part = BadgeBatch(now: now)
+        part.appended = appended
+        part.pending = pending.filter { users.contains($0.key) }
+        part.added = added.filter { users.contains($0.key.user) }
+        part.removed = removed.filter { users.contains($0.user) }
+        part.muteChanges = muteChanges.filter { users.contains($0.key.user) }
+        part.marks = marks.filter { users.contains($0.key.user) }
+        part.touched = touched.intersection(users)
+        part.recounted = recounted.intersection(users)
+        part.dismissals = dismissals.filter { users.contains($0.user) }
+        part.broadcastSeens = broadcastSeens.filter { users.contains($0.user) }
+        return part
+    }
 }
 
 /// A batch's users in order, sorted when first asked for (`BadgeBatch.sortedTouched`).

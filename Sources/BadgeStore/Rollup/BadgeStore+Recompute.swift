@@ -53,7 +53,7 @@ extension BadgeStore {
         guard !owned.isEmpty else { return RollupOutcome() }
         guard try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true else {
             if !unmarked.deltas.isEmpty { try connection.query(BadgeSQL.storeHeldDeltas, unmarked.deltas.arrays) }
-            if !unmarked.users.isEmpty { try connection.query(BadgeSQL.markWritten, [Set(unmarked.users).sorted().map(\.rawValue)]) }
+            if !unmarked.users.isEmpty { try connection.query(BadgeSQL.markWritten.shipped, [Set(unmarked.users).sorted().map(\.rawValue)]) }
             return RollupOutcome()
         }
         return try rollUp(owned, recountAll: recountAll, onlyMarked: true, unmarked: unmarked, on: connection)

@@ -27,16 +27,17 @@ extension BadgeStore {
     /// `.fail`; `markDirty` left them unmarked for this) the dirty mark that carries their
     /// deltas (`BadgeSQL.addIncrements`' `$7`).
     static func apply(
-        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], marking: [UserID] = [], on connection: PGConnection
+        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], marking: [UserID] = [], shard: Bool = false,
+        on connection: PGConnection
     ) throws(PGError) -> BadgeApplyOutcome {
         var outcome = BadgeApplyOutcome()
         outcome.touchedRows = try applyOwnState(
-            batch, conflicts: conflicts, holding: holding, marking: marking, into: &outcome.held, on: connection)
+            batch, conflicts: conflicts, holding: holding, marking: marking, shard: shard, into: &outcome.held, on: connection)
         var users: Set<UserID> = []
         let dismissals = batch.dismissals
         if !dismissals.isEmpty {
             let result = try connection.query(
-                BadgeSQL.dismissBroadcasts,
+                BadgeSQL.dismissBroadcasts.form(shard),
                 [
                     dismissals.map(\.user.rawValue), dismissals.map(\.path.rawValue), dismissals.map(\.force), dismissals.map(\.time),
                     dismissals.map { _ in Int64?.none },
@@ -46,7 +47,7 @@ extension BadgeStore {
         let seens = batch.broadcastSeens
         if !seens.isEmpty {
             let result = try connection.query(
-                BadgeSQL.seeBroadcasts,
+                BadgeSQL.seeBroadcasts.form(shard),
                 [
                     seens.map(\.user.rawValue), seens.map(\.path.rawValue), seens.map { _ in true }, seens.map(\.time),
                     seens.map { _ in Int64?.none },
@@ -56,7 +57,7 @@ extension BadgeStore {
         let mutes = batch.mutes
         if !mutes.isEmpty {
             outcome.touchedRows += try connection.query(
-                BadgeSQL.storeMutes,
+                BadgeSQL.storeMutes.form(shard),
                 [
                     mutes.map(\.user.rawValue), mutes.map(\.path.rawValue), mutes.map(\.mute.muted), mutes.map(\.mute.until),
                     mutes.map(\.mute.occurredAt),
@@ -77,51 +78,51 @@ extension BadgeStore {
     /// (marks, then counters), the sets, the increments and decrements; then the clear marks, the
     /// item removals and the item additions.
     private static func applyOwnState(
-        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], marking: [UserID], into held: inout HeldDeltas,
+        _ batch: BadgeBatch, conflicts: RowConflicts, holding: [UserID], marking: [UserID], shard: Bool, into held: inout HeldDeltas,
         on connection: PGConnection
     ) throws(PGError) -> Int {
         var touched = 0
         let marks = batch.clearMarks
         if !marks.isEmpty {
             let users = marks.map(\.user.rawValue), paths = marks.map(\.path.rawValue), subtrees = marks.map(\.subtree)
-            try connection.query(BadgeSQL.carryIncrements, [users, paths, subtrees])
-            let result = try connection.query(BadgeSQL.clearCounters, [users, paths, marks.map(\.through), subtrees])
+            try connection.query(BadgeSQL.carryIncrements.form(shard), [users, paths, subtrees])
+            let result = try connection.query(BadgeSQL.clearCounters.form(shard), [users, paths, marks.map(\.through), subtrees])
             touched += Int(clamping: try result.rows.first?.decode(0, as: Int64.self) ?? 0)
         }
         let seens = batch.seens
         if !seens.isEmpty {
             let users = seens.map(\.user.rawValue), paths = seens.map(\.path.rawValue), times = seens.map(\.through)
-            touched += try connection.query(BadgeSQL.markSeen, [users, paths, times]).affectedRows
-            touched += try connection.query(BadgeSQL.markCountersSeen, [users, paths, times]).affectedRows
+            touched += try connection.query(BadgeSQL.markSeen.form(shard), [users, paths, times]).affectedRows
+            touched += try connection.query(BadgeSQL.markCountersSeen.form(shard), [users, paths, times]).affectedRows
         }
         let sets = batch.sets
         if !sets.isEmpty {
             touched += try connection.query(
-                BadgeSQL.set,
+                BadgeSQL.set.form(shard),
                 [
                     sets.map(\.user.rawValue), sets.map(\.path.rawValue), sets.map(\.set.count), sets.map(\.set.icon?.rawValue),
                     sets.map(\.set.expiresAt), sets.map(\.set.at),
                 ]
             ).affectedRows
         }
-        touched += try addIncrements(batch.increments, conflicts: conflicts, holding: holding, marking: marking, into: &held, on: connection)
+        touched += try addIncrements(batch.increments, conflicts: conflicts, holding: holding, marking: marking, shard: shard, into: &held, on: connection)
         if !marks.isEmpty {
             touched += try connection.query(
-                BadgeSQL.markCleared,
+                BadgeSQL.markCleared.form(shard),
                 [marks.map(\.user.rawValue), marks.map(\.path.rawValue), marks.map(\.subtree), marks.map(\.through)]
             ).affectedRows
         }
         let removals = batch.itemRemovals
         if !removals.isEmpty {
             touched += try connection.query(
-                BadgeSQL.removeItems,
+                BadgeSQL.removeItems.form(shard),
                 [removals.map(\.user.rawValue), removals.map(\.path.rawValue), removals.map(\.item.rawValue)]
             ).affectedRows
         }
         let additions = batch.itemAdditions
         if !additions.isEmpty {
             touched += try connection.query(
-                BadgeSQL.addItems(conflicts),
+                BadgeSQL.addItems(conflicts).form(shard),
                 [
                     additions.map(\.user.rawValue), additions.map(\.path.rawValue), additions.map(\.item.rawValue),
                     additions.map(\.occurredAt),
@@ -138,11 +139,11 @@ extension BadgeStore {
     /// asks for a recount already: their state had expired).
     private static func addIncrements(
         _ increments: [(user: UserID, path: BadgePath, occurredAt: Date, by: Int64, expiresAt: Date?)],
-        conflicts: RowConflicts, holding: [UserID], marking: [UserID], into held: inout HeldDeltas, on connection: PGConnection
+        conflicts: RowConflicts, holding: [UserID], marking: [UserID], shard: Bool, into held: inout HeldDeltas, on connection: PGConnection
     ) throws(PGError) -> Int {
         guard !increments.isEmpty else {
             // No increment left to carry (a batch's clears covered them): plain marks.
-            if conflicts == .fail, !marking.isEmpty { try connection.query(BadgeSQL.markWritten, [marking.map(\.rawValue).sorted()]) }
+            if conflicts == .fail, !marking.isEmpty { try connection.query(BadgeSQL.markWritten.form(shard), [marking.map(\.rawValue).sorted()]) }
             return 0
         }
         var users: [String] = [], paths: [String] = [], times: [Date] = [], amounts: [Int64] = [], expiries: [Date?] = []
@@ -162,7 +163,7 @@ extension BadgeStore {
         func add(_ arrays: [any PGBindable], marking: [UserID]) throws(PGError) -> [String: Set<String>] {
             var nodes: [String: Set<String>] = [:]
             let holders: [any PGBindable] = conflicts == .fail ? [holding.map(\.rawValue), marking.map(\.rawValue)] : []
-            for row in try connection.query(BadgeSQL.addIncrements(conflicts), arrays + holders).rows {
+            for row in try connection.query(BadgeSQL.addIncrements(conflicts).form(shard), arrays + holders).rows {
                 let user = try row.decode(0, as: String.self)
                 if try row.decode(2, as: Int64?.self) == nil {
                     nodes[user, default: []].insert(try row.decode(1, as: String.self))
@@ -175,7 +176,7 @@ extension BadgeStore {
         let nodes = try add([users, paths, times, amounts, expiries], marking: marking)
         guard !nodes.isEmpty else { return increments.count }
         let again = increments.filter { nodes[$0.user.rawValue]?.contains($0.path.rawValue) == true }
-        try connection.query(BadgeSQL.dropExpiredStates, [again.map(\.user.rawValue), again.map(\.path.rawValue)])
+        try connection.query(BadgeSQL.dropExpiredStates.form(shard), [again.map(\.user.rawValue), again.map(\.path.rawValue)])
         _ = try add(
             [again.map(\.user.rawValue), again.map(\.path.rawValue), again.map(\.occurredAt), again.map(\.by), again.map(\.expiresAt)],
             marking: [])
@@ -197,13 +198,13 @@ extension BadgeStore {
     public static func markDirty(
         _ users: [UserID], bumping: [UserID] = [], additive: [UserID] = [], unmarked: Set<UserID> = [], on connection: PGConnection
     ) throws(PGError) {
-        try markDirty(users, bumping: bumping, additive: additive, unmarked: unmarked, markedLater: [], on: connection)
+        try markDirty(users, bumping: bumping, additive: additive, unmarked: unmarked, markedLater: [], shard: false, on: connection)
     }
 
     /// `markDirty`, leaving also the additive users of `markedLater` unmarked: the increments'
     /// statement gives each the mark that carries their deltas (`apply`'s `marking`).
     static func markDirty(
-        _ users: [UserID], bumping: [UserID], additive: [UserID], unmarked: Set<UserID>, markedLater: Set<UserID>,
+        _ users: [UserID], bumping: [UserID], additive: [UserID], unmarked: Set<UserID>, markedLater: Set<UserID>, shard: Bool,
         on connection: PGConnection
     ) throws(PGError) {
         guard !users.isEmpty || !bumping.isEmpty else { return }
@@ -214,7 +215,7 @@ extension BadgeStore {
         let bumped = Set(bumping), added = Set(additive)
         let recount = sorted.map { !added.contains($0) || bumped.contains($0) }
         let mark = zip(sorted, recount).map { user, recount in recount || !(unmarked.contains(user) || markedLater.contains(user)) }
-        try connection.query(BadgeSQL.markDirty, [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, recount, mark])
+        try connection.query(BadgeSQL.markDirty.form(shard), [sorted.map(\.rawValue), sorted.map { bumped.contains($0) }, recount, mark])
     }
 
     /// Takes the users' rollup locks (`BadgeSQL.lockUsers`) for a writer that rolls them up
@@ -245,8 +246,28 @@ extension BadgeStore {
     ///
     /// - Returns: the users left without a mark, and their deltas.
     @discardableResult
+    ///
+    /// Where Citus distributes the tables (`citusInstalled`), the batch is written a shard of
+    /// users at a time (`usersByShard`, `BadgeBatch.restricted(to:)`), each part with the
+    /// statements' forms for one shard (docs/SHARDING.md, rule 10), all in the caller's
+    /// transaction.
     public static func applyMarked(
         _ batch: BadgeBatch, conflicts: RowConflicts, owned: Set<UserID> = [], on connection: PGConnection
+    ) throws(PGError) -> UnmarkedWrites {
+        guard try citusInstalled(on: connection) else { return try applyMarked(batch, conflicts: conflicts, owned: owned, shard: false, on: connection) }
+        var unmarked = UnmarkedWrites()
+        for group in try usersByShard(batch.users.map(\.rawValue), on: connection) {
+            let users = Set(group.compactMap { try? UserID(validating: $0) })
+            let part = try applyMarked(batch.restricted(to: users), conflicts: conflicts, owned: owned, shard: true, on: connection)
+            unmarked.users += part.users
+            unmarked.deltas.append(contentsOf: part.deltas)
+        }
+        return unmarked
+    }
+
+    /// `applyMarked` with the statements' forms for one Citus shard when `shard` is set.
+    private static func applyMarked(
+        _ batch: BadgeBatch, conflicts: RowConflicts, owned: Set<UserID>, shard: Bool, on connection: PGConnection
     ) throws(PGError) -> UnmarkedWrites {
         let additive = conflicts == .fail ? batch.additiveUsers : []
         var unmarked = UnmarkedWrites()
@@ -255,10 +276,10 @@ extension BadgeStore {
         // them (`addIncrements` marks them plainly should it not run).
         let held = Set(unmarked.users)
         let marking = additive.filter { !held.contains($0) }
-        try markDirty(batch.users, bumping: [], additive: additive, unmarked: held, markedLater: Set(marking), on: connection)
-        let applied = try apply(batch, conflicts: conflicts, holding: unmarked.users, marking: marking, on: connection)
+        try markDirty(batch.users, bumping: [], additive: additive, unmarked: held, markedLater: Set(marking), shard: shard, on: connection)
+        let applied = try apply(batch, conflicts: conflicts, holding: unmarked.users, marking: marking, shard: shard, on: connection)
         unmarked.deltas = applied.held
-        try markDirty([], bumping: applied.viewChangedUsers, on: connection)
+        try markDirty([], bumping: applied.viewChangedUsers, additive: [], unmarked: [], markedLater: [], shard: shard, on: connection)
         return unmarked
     }
 
@@ -435,14 +456,14 @@ extension BadgeStore {
         var bumping: [UserID] = []
         switch operation {
         case .clear(let force):
-            try connection.query(BadgeSQL.carryIncrements, [[user.rawValue], [path.rawValue], [force]])
+            try connection.query(BadgeSQL.carryIncrements.shipped, [[user.rawValue], [path.rawValue], [force]])
             try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
             let dismissed = try connection.query(
-                BadgeSQL.dismissBroadcasts, [[user.rawValue], [path.rawValue], [force], [Date?.none], [shownThrough]])
+                BadgeSQL.dismissBroadcasts.shipped, [[user.rawValue], [path.rawValue], [force], [Date?.none], [shownThrough]])
             if !dismissed.rows.isEmpty { bumping = [user] }
         case .seen:
             try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
-            let seen = try connection.query(BadgeSQL.seeBroadcasts, [[user.rawValue], [path.rawValue], [true], [Date?.none], [shownThrough]])
+            let seen = try connection.query(BadgeSQL.seeBroadcasts.shipped, [[user.rawValue], [path.rawValue], [true], [Date?.none], [shownThrough]])
             if !seen.rows.isEmpty { bumping = [user] }
         case .set, .increment, .decrement, .addItem, .removeItem, .mute, .unmute:
             bumping = try apply(batch, on: connection).viewChangedUsers

@@ -55,6 +55,15 @@ struct HeldDeltas: Sendable, Hashable {
         return result
     }
 
+    /// Appends `other`'s deltas (of other users: a batch written a shard at a time).
+    mutating func append(contentsOf other: HeldDeltas) {
+        users += other.users
+        paths += other.paths
+        amounts += other.amounts
+        unseen += other.unseen
+        seqs += other.seqs
+    }
+
     /// The five arrays, as statements bind them.
     var arrays: [any PGBindable] { [users, paths, amounts, unseen, seqs] }
 }

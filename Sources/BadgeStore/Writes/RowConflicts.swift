@@ -17,12 +17,15 @@ public enum RowConflicts: Sendable, Hashable {
     /// Whether `error` is a `.fail` write meeting a stored key: the only failure that writing
     /// again with `.merge` mends.
     public static func isStoredKey(_ error: PGError) -> Bool {
-        guard error.code == .server, error.sqlState == "23505", let statement = error.statement else { return false }
-        return failingStatements.contains(statement)
+        guard error.code == .server, let statement = error.statement, failingStatements.contains(statement) else { return false }
+        // Citus writes the rows of an `INSERT … SELECT` over arrays with COPY to the workers and
+        // reports a worker's error, a unique violation too, as SQLSTATE XX000 (a statement's
+        // form for one shard, docs/SHARDING.md, rule 10). Any such error is taken for one: the
+        // merging write then fails the same way if it was something else.
+        return error.sqlState == "23505" || (statement.hasSuffix("_of_shard") && error.sqlState == "XX000")
     }
 
     /// The names of the statements `.fail` writes with.
-    static let failingStatements: Set<String> = [
-        IngestSQL.recordNewEvents.name, BadgeSQL.addIncrements(.fail).name, BadgeSQL.addItems(.fail).name,
-    ]
+    static let failingStatements: Set<String> = Set(
+        [IngestSQL.recordNewEvents.name] + BadgeSQL.addIncrements(.fail).names + BadgeSQL.addItems(.fail).names)
 }

@@ -7,14 +7,33 @@ extension BadgeSQL {
     /// version whose `writes_through` reaches it. The writer takes it first (`takeWriteNumbers`,
     /// through `markDirty`) and holds it until it commits; without it the stamp is NULL and the
     /// write fails.
-    static func writeNumber(of column: String) -> String {
-        "(SELECT uw.seq FROM user_write uw WHERE uw.user_id = \(column))"
+    static func writeNumber(of column: String, pin: Pin = .none) -> String {
+        "(SELECT uw.seq FROM user_write uw WHERE uw.user_id = \(column)\(pin.on("uw")))"
     }
 
     /// How far the writes of the user in `column`'s current version reach (0: no version yet;
     /// a version made before migration 0007 reaches its own number).
     static func writesThrough(of column: String, pin: Pin = .none) -> String {
         "coalesce((SELECT coalesce(v.writes_through, v.version) FROM user_version v WHERE v.user_id = \(column)\(pin.on("v"))), 0)"
+    }
+
+    /// A statement in its shipped form and in its form for the users of one Citus shard, whose
+    /// users are its `$1` (`Pin.users("$1::text[]")`): `sql` puts `pin.on(alias)` after the
+    /// conditions on each per-user table it names.
+    struct ShardForms: Sendable {
+        let shipped: PGStatement
+        let ofShard: PGStatement
+
+        init(_ name: String, prepared: Bool = true, _ sql: (Pin) -> String) {
+            shipped = PGStatement(name, sql(.none), prepared: prepared)
+            ofShard = PGStatement(name + "_of_shard", sql(.users("$1::text[]")), prepared: prepared)
+        }
+
+        /// `ofShard` when `shard`, else `shipped`.
+        func form(_ shard: Bool) -> PGStatement { shard ? ofShard : shipped }
+
+        /// Both forms' names.
+        var names: [String] { [shipped.name, ofShard.name] }
     }
 
     /// What a statement adds to each per-user table it names: nothing (`none`), or, for Citus,
@@ -65,38 +84,38 @@ extension BadgeSQL {
     /// own; the set's time kept, the expiry only when given after `$3`). An expired state goes
     /// with all its increments.
     /// Returns the states hit.
-    static let clearCounters = PGStatement(
-        "badges.clear_counters",
+    static let clearCounters = ShardForms("badges.clear_counters") { pin in
         """
         WITH c AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bool[]) AS c(user_id, path, through, subtree)
         ), reached AS (
             SELECT s.user_id, s.path, max(c.through) AS through, s.set_at, coalesce(s.expires_at <= now(), false) AS expired
-            FROM badge_state s JOIN c ON s.user_id = c.user_id AND (s.path = c.path OR (c.subtree AND s.path <@ c.path))
+            FROM badge_state s JOIN c ON s.user_id = c.user_id AND (s.path = c.path OR (c.subtree AND s.path <@ c.path))\(pin.on("s"))
             GROUP BY s.user_id, s.path
         ), hit AS (
             SELECT r.user_id, r.path, r.through, r.expired,
                    EXISTS (
                        SELECT 1 FROM badge_increment i
-                       WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at > r.through
+                       WHERE i.user_id = r.user_id AND i.path = r.path AND i.occurred_at > r.through\(pin.on("i"))
                    ) AS keeps
             FROM reached r
             WHERE r.expired OR r.set_at IS NULL OR r.set_at <= r.through
         ), wiped AS (
             DELETE FROM badge_increment i USING hit h
-            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR NOT h.keeps OR i.occurred_at <= h.through)
+            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR NOT h.keeps OR i.occurred_at <= h.through)\(pin.on("i"))
         ), carried AS (
             UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now(),
                    expires_at = CASE WHEN s.expires_from > h.through THEN s.expires_at END,
                    expires_from = CASE WHEN s.expires_from > h.through THEN s.expires_from END
             FROM hit h
-            WHERE s.user_id = h.user_id AND s.path = h.path AND h.keeps AND NOT h.expired
+            WHERE s.user_id = h.user_id AND s.path = h.path AND h.keeps AND NOT h.expired\(pin.on("s"))
         ), gone AS (
             DELETE FROM badge_state s USING hit h
-            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR NOT h.keeps)
+            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR NOT h.keeps)\(pin.on("s"))
         )
         SELECT count(*) FROM hit
-        """)
+        """
+    }
 
     /// Sets (`BadgeTree.applySet`): a set holds unless a clear mark that reaches its node is at
     /// or after its time `$6`, or the node's unexpired state holds a set that supersedes it (a
@@ -105,32 +124,31 @@ extension BadgeSQL {
     /// occurred up to it (all of an expired state's) and replaces the state: a dot even at
     /// count 0, seen in full when a seen mark of the node or of an ancestor reaches its time, with
     /// its expiry unless a later increment gave one.
-    static let set = PGStatement(
-        "badges.set",
+    static let set = ShardForms("badges.set") { pin in
         """
         WITH w AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[])
                 AS w(user_id, path, count, icon, expires_at, at)
         ), held AS (
             SELECT w.*, coalesce(o.expires_at <= now(), false) AS expired
-            FROM w LEFT JOIN badge_state o ON o.user_id = w.user_id AND o.path = w.path
+            FROM w LEFT JOIN badge_state o ON o.user_id = w.user_id AND o.path = w.path\(pin.on("o"))
             WHERE NOT EXISTS (
                     SELECT 1 FROM badge_clear_mark m
-                    WHERE m.user_id = w.user_id AND m.cleared_through >= w.at AND (m.path = w.path OR (m.subtree AND m.path @> w.path))
+                    WHERE m.user_id = w.user_id AND m.cleared_through >= w.at AND (m.path = w.path OR (m.subtree AND m.path @> w.path))\(pin.on("m"))
                 )
               AND (o.set_at IS NULL OR o.expires_at <= now()
                    OR (w.at, w.count, coalesce(w.icon, '') COLLATE "C", coalesce(w.expires_at, 'infinity'))
                     > (o.set_at, o.count, coalesce(o.icon, '') COLLATE "C", coalesce(o.expires_at, 'infinity')))
         ), wiped AS (
             DELETE FROM badge_increment i USING held h
-            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR i.occurred_at <= h.at)
+            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR i.occurred_at <= h.at)\(pin.on("i"))
         )
         INSERT INTO badge_state AS s (user_id, path, count, icon, expires_at, seen_count, keeps_dot, shown_in, set_at, expires_from, updated_at)
         SELECT h.user_id, h.path, h.count, h.icon, h.expires_at,
                CASE WHEN EXISTS (
-                   SELECT 1 FROM badge_seen_mark m WHERE m.user_id = h.user_id AND m.path @> h.path AND m.seen_through >= h.at
+                   SELECT 1 FROM badge_seen_mark m WHERE m.user_id = h.user_id AND m.path @> h.path AND m.seen_through >= h.at\(pin.on("m"))
                ) THEN h.count ELSE 0 END,
-               true, \(writeNumber(of: "h.user_id")), h.at, h.at, now()
+               true, \(writeNumber(of: "h.user_id", pin: pin)), h.at, h.at, now()
         FROM held h
         ON CONFLICT (user_id, path) DO UPDATE
         SET count = excluded.count, icon = excluded.icon, updated_at = excluded.updated_at,
@@ -138,22 +156,23 @@ extension BadgeSQL {
             -- An expiry a later increment gave stays, as it would had the set arrived first.
             expires_at = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > excluded.updated_at THEN s.expires_at ELSE excluded.expires_at END,
             expires_from = CASE WHEN s.expires_from > excluded.set_at AND s.expires_at > excluded.updated_at THEN s.expires_from ELSE excluded.expires_from END
-        """)
+        """
+    }
 
     /// The expired states of the given nodes go, with their increments (an increment of an
     /// expired state starts from nothing): for the nodes `addIncrements` left out.
-    static let dropExpiredStates = PGStatement(
-        "badges.drop_expired_states",
+    static let dropExpiredStates = ShardForms("badges.drop_expired_states") { pin in
         """
         WITH expired AS (
             SELECT s.user_id, s.path FROM badge_state s
             JOIN unnest($1::text[], $2::ltree[]) AS n(user_id, path) ON s.user_id = n.user_id AND s.path = n.path
-            WHERE s.expires_at <= now()
+            WHERE s.expires_at <= now()\(pin.on("s"))
         ), wiped AS (
-            DELETE FROM badge_increment i USING expired e WHERE i.user_id = e.user_id AND i.path = e.path
+            DELETE FROM badge_increment i USING expired e WHERE i.user_id = e.user_id AND i.path = e.path\(pin.on("i"))
         )
-        DELETE FROM badge_state s USING expired e WHERE s.user_id = e.user_id AND s.path = e.path
-        """)
+        DELETE FROM badge_state s USING expired e WHERE s.user_id = e.user_id AND s.path = e.path\(pin.on("s"))
+        """
+    }
 
     /// Adds increments and decrements (negative amounts), each at the time it occurred (amounts
     /// at one time add up, within ±the largest count, and show first in the next version),
@@ -173,7 +192,7 @@ extension BadgeSQL {
     /// row per user instead of one per node, migration 31); a user whose
     /// increments meet a state with an expiry or a debited one gets a recount instead (their
     /// dirty mark at the writer's number says so; a user the writer left unmarked gets one).
-    static func addIncrements(_ conflicts: RowConflicts) -> PGStatement {
+    static func addIncrements(_ conflicts: RowConflicts) -> ShardForms {
         switch conflicts {
         case .merge: return addIncrementsMerging
         case .fail: return addNewIncrements
@@ -186,19 +205,20 @@ extension BadgeSQL {
             ON CONFLICT (user_id, path, occurred_at) DO UPDATE
             SET amount = least(greatest(i.amount + excluded.amount, -\(maxCount)), \(maxCount)),
                 shown_in = excluded.shown_in, seen = false
-            """,
-        deltas: "")
+            """
+    ) { _ in "" }
     /// Only new rows, so each adds its whole amount: their deltas are exact. The deltas of the
     /// users of `$6` (a writer that rolls them up in the same transaction, `HeldDeltas`) are
     /// returned instead of stored, beside the expired nodes' rows (whose amounts are `NULL`).
     private static let addNewIncrements = addIncrementsStatement(
-        "badges.add_new_increments", onConflict: "RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in",
-        deltas: """
+        "badges.add_new_increments", onConflict: "RETURNING i.user_id, i.path, i.occurred_at, i.amount, i.shown_in"
+    ) { pin in
+            """
             , delta AS (
                 SELECT a.user_id, a.path, least(sum(a.amount), \(maxCount))::bigint AS amount,
                        least(coalesce(sum(a.amount) FILTER (WHERE NOT EXISTS (
                            SELECT 1 FROM badge_seen_mark m
-                           WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at)), 0), \(maxCount))::bigint
+                           WHERE m.user_id = a.user_id AND m.path @> a.path AND m.seen_through >= a.occurred_at\(pin.on("m")))), 0), \(maxCount))::bigint
                            AS unseen,
                        min(a.shown_in) AS seq, h.user_id IS NOT NULL AS held, m.user_id IS NOT NULL AS marked
                 FROM added a
@@ -215,7 +235,7 @@ extension BadgeSQL {
                 -- rolls them up itself, `markDirty`'s `$4`) gets one that does. (Users of `$7`
                 -- get theirs below.)
                 INSERT INTO dirty_mark AS d (user_id, seq, bump, recount)
-                SELECT k.user_id, \(writeNumber(of: "k.user_id")), false, true
+                SELECT k.user_id, \(writeNumber(of: "k.user_id", pin: pin)), false, true
                 FROM (SELECT DISTINCT user_id FROM kept WHERE timed AND NOT (user_id = ANY($7::text[])) ORDER BY 1) AS k
                 ON CONFLICT (user_id, seq) DO UPDATE SET recount = true, additive = false WHERE NOT d.recount OR d.additive
             ), carrying AS (
@@ -223,7 +243,7 @@ extension BadgeSQL {
                 -- with its deltas (migration 31): `additive` unless the write needs a recount
                 -- (a timed state), and `recount` for builds that do not read `additive`.
                 INSERT INTO dirty_mark (user_id, seq, bump, recount, additive, delta_paths, delta_amounts, delta_unseen)
-                SELECT m.user_id, \(writeNumber(of: "m.user_id")), false, true,
+                SELECT m.user_id, \(writeNumber(of: "m.user_id", pin: pin)), false, true,
                        NOT EXISTS (SELECT 1 FROM kept k WHERE k.user_id = m.user_id AND k.timed),
                        array_agg(m.path) FILTER (WHERE m.path IS NOT NULL), array_agg(m.amount) FILTER (WHERE m.path IS NOT NULL),
                        array_agg(m.unseen) FILTER (WHERE m.path IS NOT NULL)
@@ -240,12 +260,13 @@ extension BadgeSQL {
                 GROUP BY m.user_id
                 ORDER BY 1
             )
-            """)
-
-    private static func addIncrementsStatement(_ name: String, onConflict: String, deltas: String) -> PGStatement {
-        PGStatement(
-            name,
             """
+    }
+
+    private static func addIncrementsStatement(_ name: String, onConflict: String, deltas: (Pin) -> String) -> ShardForms {
+        ShardForms(name) { pin in
+            let deltas = deltas(pin)
+            return """
             WITH a AS (
                 SELECT * FROM unnest($1::text[], $2::ltree[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
                     AS a(user_id, path, occurred_at, amount, expires_at)
@@ -254,13 +275,13 @@ extension BadgeSQL {
                        coalesce(s.expires_at <= now(), false) AS expired,
                        s.expires_at IS NOT NULL OR a.expires_at IS NOT NULL OR coalesce(s.debited, false) OR a.amount < 0 AS timed
                 FROM a
-                LEFT JOIN user_write w ON w.user_id = a.user_id
-                LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path
+                LEFT JOIN user_write w ON w.user_id = a.user_id\(pin.on("w"))
+                LEFT JOIN badge_state s ON s.user_id = a.user_id AND s.path = a.path\(pin.on("s"))
                 WHERE (s.set_at IS NULL OR a.occurred_at > s.set_at OR s.expires_at <= now())
                   AND NOT EXISTS (
                     SELECT 1 FROM badge_clear_mark m
                     WHERE m.user_id = a.user_id AND m.cleared_through >= a.occurred_at
-                      AND (m.path = a.path OR (m.subtree AND m.path @> a.path))
+                      AND (m.path = a.path OR (m.subtree AND m.path @> a.path))\(pin.on("m"))
                 )
             ), marked AS (
                 -- Per node: the expiry of its latest increment that gives one (at one time the
@@ -285,10 +306,10 @@ extension BadgeSQL {
                     SELECT m.*, m.expires_from IS NOT NULL AND (
                                o.expires_from IS NULL
                                OR (m.expires_from, m.expires_at) > (o.expires_from, coalesce(o.expires_at, 'infinity'))) AS later
-                    FROM marked m JOIN badge_state o ON o.user_id = m.user_id AND o.path = m.path
+                    FROM marked m JOIN badge_state o ON o.user_id = m.user_id AND o.path = m.path\(pin.on("o"))
                     WHERE m.stored
                 ) AS m
-                WHERE s.user_id = m.user_id AND s.path = m.path AND (m.later OR (m.debits AND NOT s.debited))
+                WHERE s.user_id = m.user_id AND s.path = m.path AND (m.later OR (m.debits AND NOT s.debited))\(pin.on("s"))
             ), added AS (
                 INSERT INTO badge_increment AS i (user_id, path, occurred_at, amount, shown_in)
                 SELECT user_id, path, occurred_at, amount, next FROM kept WHERE NOT expired
@@ -296,7 +317,8 @@ extension BadgeSQL {
             )\(deltas)
             SELECT DISTINCT user_id, path::text, NULL::bigint, NULL::bigint, NULL::bigint FROM kept WHERE expired\(
                 deltas.isEmpty ? "" : "\nUNION ALL\nSELECT user_id, path::text, amount, unseen, seq FROM delta WHERE held")
-            """)
+            """
+        }
     }
 
     /// Gives every node with increments but no state, among the given nodes (with `$3`, their
@@ -305,8 +327,7 @@ extension BadgeSQL {
     /// reach increments through their node's state, need first. An increment alone makes no
     /// state: a node's increments count without one (`ownRows`), so ingest writes one row per
     /// increment of a new node.
-    static let carryIncrements = PGStatement(
-        "badges.carry_increments",
+    static let carryIncrements = ShardForms("badges.carry_increments") { pin in
         """
         WITH n AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::bool[]) AS n(user_id, path, subtree)
@@ -316,22 +337,22 @@ extension BadgeSQL {
         FROM (
             SELECT i.user_id, i.path, i.shown_in
             FROM n JOIN badge_increment i ON i.user_id = n.user_id AND i.path = n.path
-            WHERE NOT n.subtree
+            WHERE NOT n.subtree\(pin.on("i"))
             UNION ALL
             SELECT i.user_id, i.path, i.shown_in
             FROM n JOIN badge_increment i ON i.user_id = n.user_id AND i.path <@ n.path
-            WHERE n.subtree
+            WHERE n.subtree\(pin.on("i"))
         ) AS x
-        WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = x.user_id AND s.path = x.path)
+        WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = x.user_id AND s.path = x.path\(pin.on("s")))
         GROUP BY x.user_id, x.path
         ORDER BY 1, 2
         ON CONFLICT (user_id, path) DO NOTHING
-        """)
+        """
+    }
 
     /// Records clear marks (keeping the latest time of each) and removes for good the live items
     /// they reach that occurred up to then. Returns the items removed.
-    static let markCleared = PGStatement(
-        "badges.mark_cleared",
+    static let markCleared = ShardForms("badges.mark_cleared") { pin in
         """
         WITH c AS (
             SELECT * FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[]) AS c(user_id, path, subtree, through)
@@ -344,64 +365,65 @@ extension BadgeSQL {
         UPDATE badge_item i SET removed_at = now()
         FROM c
         WHERE i.user_id = c.user_id AND i.removed_at IS NULL AND i.occurred_at <= c.through
-          AND (i.path = c.path OR (c.subtree AND i.path <@ c.path))
-        """)
+          AND (i.path = c.path OR (c.subtree AND i.path <@ c.path))\(pin.on("i"))
+        """
+    }
 
     /// The counters' part of `seen`s: every unexpired counter within each root whose set
     /// occurred up to the seen's time `$3` (or that no timed set left) has seen its whole count.
-    static let markCountersSeen = PGStatement(
-        "badges.mark_counters_seen",
+    static let markCountersSeen = ShardForms("badges.mark_counters_seen") { pin in
         """
         UPDATE badge_state s SET seen_count = s.count
         FROM unnest($1::text[], $2::ltree[], $3::timestamptz[]) AS c(user_id, path, through)
         WHERE s.user_id = c.user_id AND s.path <@ c.path AND s.seen_count IS DISTINCT FROM s.count
-          AND (s.expires_at IS NULL OR s.expires_at > now()) AND (s.set_at IS NULL OR s.set_at <= c.through)
-        """)
+          AND (s.expires_at IS NULL OR s.expires_at > now()) AND (s.set_at IS NULL OR s.set_at <= c.through)\(pin.on("s"))
+        """
+    }
 
     /// The items' part of `seen`s: the latest time each applies up to. `marked_at` comes from
     /// the inserted row: Citus refuses a function that is not immutable (`now()`) in
     /// `DO UPDATE SET` (docs/SHARDING.md).
-    static let markSeen = PGStatement(
-        "badges.mark_seen",
+    static let markSeen = ShardForms("badges.mark_seen") { pin in
         """
         INSERT INTO badge_seen_mark AS m (user_id, path, seen_through, marked_at)
         SELECT *, now() FROM unnest($1::text[], $2::ltree[], $3::timestamptz[])
         ON CONFLICT (user_id, path) DO UPDATE
         SET seen_through = greatest(m.seen_through, excluded.seen_through), marked_at = excluded.marked_at
         WHERE m.seen_through < excluded.seen_through
-        """)
+        """
+    }
 
     /// Removes items for good: a tombstone row, whether or not the item was there.
-    static let removeItems = PGStatement(
-        "badges.remove_items",
+    static let removeItems = ShardForms("badges.remove_items") { pin in
         """
         INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at)
         SELECT u, p, it, now(), now() FROM unnest($1::text[], $2::ltree[], $3::text[]) AS r(u, p, it)
         ON CONFLICT (user_id, path, item) DO UPDATE SET removed_at = excluded.removed_at WHERE i.removed_at IS NULL
-        """)
+        """
+    }
 
     /// Stores mutes and unmutes (`$1` users, `$2` paths, `$3` muted, `$4` until, `$5` times):
     /// each node keeps the one that holds, by `BadgeMute.supersedes`'s order (the later time; at
     /// one time an unmute, then the longer mute), stamped with the user's write number
     /// (`markDirty` takes it first): the version that covers it recounts the user's muted nodes.
-    static let storeMutes = PGStatement(
-        "badges.store_mutes",
+    static let storeMutes = ShardForms("badges.store_mutes") { pin in
         """
         INSERT INTO badge_mute AS m (user_id, path, muted, until, occurred_at, written_in, stored_at)
-        SELECT u, p, muted, until, t, \(writeNumber(of: "u")), now()
+        SELECT u, p, muted, until, t, \(writeNumber(of: "u", pin: pin)), now()
         FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::timestamptz[]) AS r(u, p, muted, until, t)
         ON CONFLICT (user_id, path) DO UPDATE
         SET muted = excluded.muted, until = excluded.until, occurred_at = excluded.occurred_at, woken = false,
             written_in = excluded.written_in, stored_at = excluded.stored_at
         WHERE (excluded.occurred_at, NOT excluded.muted, coalesce(excluded.until, 'infinity'))
             > (m.occurred_at, NOT m.muted, coalesce(m.until, 'infinity'))
-        """)
+        """
+    }
 
     /// Adds items: a live row with the earliest time an add said, unless the item is gone (a
     /// tombstone stays one), and gone at once when a clear mark reaching its node is at or after
     /// that time. With `.fail`, an item its node already has (live or gone) fails the statement
     /// (see ``RowConflicts``).
-    static func addItems(_ conflicts: RowConflicts) -> PGStatement {
+    static func addItems(_ conflicts: RowConflicts) -> ShardForms {
         switch conflicts {
         case .merge: return addItemsMerging
         case .fail: return addNewItems
@@ -417,21 +439,21 @@ extension BadgeSQL {
             """)
     private static let addNewItems = addItemsStatement("badges.add_new_items", onConflict: "")
 
-    private static func addItemsStatement(_ name: String, onConflict: String) -> PGStatement {
-        PGStatement(
-            name,
+    private static func addItemsStatement(_ name: String, onConflict: String) -> ShardForms {
+        ShardForms(name) { pin in
             """
             INSERT INTO badge_item AS i (user_id, path, item, occurred_at, removed_at, shown_in)
             SELECT a.u, a.p, a.it, a.t,
                 CASE WHEN EXISTS (
                     SELECT 1 FROM badge_clear_mark m
                     WHERE m.user_id = a.u AND m.cleared_through >= a.t
-                      AND (m.path = a.p OR (m.subtree AND m.path @> a.p))
+                      AND (m.path = a.p OR (m.subtree AND m.path @> a.p))\(pin.on("m"))
                 ) THEN now() END,
-                \(writeNumber(of: "a.u"))
+                \(writeNumber(of: "a.u", pin: pin))
             FROM unnest($1::text[], $2::ltree[], $3::text[], $4::timestamptz[]) AS a(u, p, it, t)
             \(onConflict)
-            """)
+            """
+        }
     }
 
     /// Takes the next number of each user's write sequence (`$1`: sorted, unique: one lock order
@@ -448,11 +470,6 @@ extension BadgeSQL {
         RETURNING w.user_id, w.seq
         """
 
-    /// Holds the write sequence of each user of `$1` (sorted, unique: the order every writer
-    /// takes them in) without taking a number, until the transaction ends: the fold, which
-    /// changes how a user's counters are stored but not what they show, so that no writer of
-    /// the same users runs meanwhile, and no rollup round has anything to do afterwards. A user
-    /// without a sequence has never been written, so has nothing to fold.
     /// `holdWriteSequences` for users of one Citus shard (`$1`, sorted): Citus refuses the row
     /// lock of a lateral subquery, and locks rows only in a statement it can send to one shard.
     /// The same order: `user_id` is bytewise (`COLLATE "C"`), as the sorted ids are.
@@ -460,6 +477,11 @@ extension BadgeSQL {
         "badges.hold_write_sequences_of_shard",
         "SELECT user_id FROM user_write WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR NO KEY UPDATE")
 
+    /// Holds the write sequence of each user of `$1` (sorted, unique: the order every writer
+    /// takes them in) without taking a number, until the transaction ends: the fold, which
+    /// changes how a user's counters are stored but not what they show, so that no writer of
+    /// the same users runs meanwhile, and no rollup round has anything to do afterwards. A user
+    /// without a sequence has never been written, so has nothing to fold.
     static let holdWriteSequences = PGStatement(
         "badges.hold_write_sequences",
         """
@@ -475,8 +497,7 @@ extension BadgeSQL {
     /// rollup adds as deltas); no mark where `$4[i]` is false (a writer that holds the user's
     /// rollup lock and rolls them up itself in the same transaction). Marks are only ever
     /// inserted by writers, so no writer waits for a rollup round that holds older ones.
-    static let markDirty = PGStatement(
-        "badges.mark_dirty",
+    static let markDirty = ShardForms("badges.mark_dirty") { pin in
         """
         WITH numbered AS (
             \(numberWrites)
@@ -486,18 +507,19 @@ extension BadgeSQL {
         FROM numbered n
         JOIN unnest($1::text[], $2::bool[], $3::bool[], $4::bool[]) AS f(user_id, bump, recount, mark) ON f.user_id = n.user_id
         WHERE f.mark
-        """)
+        """
+    }
 
     /// The dirty marks a writer that meant to roll the users of `$1` (sorted) up itself did not
     /// leave (`markDirty`'s `$4`), at each user's write number, asking for no recount; a mark
     /// the write left after all (a timed state's recount) stays.
-    static let markWritten = PGStatement(
-        "badges.mark_written",
+    static let markWritten = ShardForms("badges.mark_written") { pin in
         """
         INSERT INTO dirty_mark (user_id, seq, bump, recount)
-        SELECT u, \(writeNumber(of: "u")), false, false FROM unnest($1::text[]) AS u
+        SELECT u, \(writeNumber(of: "u", pin: pin)), false, false FROM unnest($1::text[]) AS u
         ON CONFLICT (user_id, seq) DO NOTHING
-        """)
+        """
+    }
 
     /// Stores deltas a writer held for its own round (`HeldDeltas`: user, path, amount, unseen,
     /// write number) in `badge_delta`, for the rollup, when the round did not run.
@@ -510,12 +532,12 @@ extension BadgeSQL {
 
     /// Records, per user, the dismissal of the active broadcasts each clear reaches
     /// (``markBroadcasts(in:)``). Returns the users with a new dismissal.
-    static let dismissBroadcasts = PGStatement("badges.dismiss_broadcasts", markBroadcasts(in: "broadcast_clear"))
+    static let dismissBroadcasts = ShardForms("badges.dismiss_broadcasts") { markBroadcasts(in: "broadcast_clear", pin: $0) }
 
     /// Records, per user, that each seen marks seen the active broadcasts it reaches (a seen
     /// covers its subtree: pass `true` as its force) (``markBroadcasts(in:)``). Returns the users
     /// with a new seen broadcast.
-    static let seeBroadcasts = PGStatement("badges.see_broadcasts", markBroadcasts(in: "broadcast_seen"))
+    static let seeBroadcasts = ShardForms("badges.see_broadcasts") { markBroadcasts(in: "broadcast_seen", pin: $0) }
 
     /// Inserts into `table` (`broadcast_clear`, `broadcast_seen`), per user `$1[i]`, the active
     /// broadcasts an action at `$2[i]` reaches: the path itself, with `$3[i]` (force) its subtree;
@@ -523,10 +545,10 @@ extension BadgeSQL {
     /// first shown in broadcast version `$5[i]` or before (NULL: any; a broadcast from before the
     /// change log has none: version 0). The rule of `BroadcastBadge.isReached`. Returns the users
     /// with a new row.
-    private static func markBroadcasts(in table: String) -> String {
+    private static func markBroadcasts(in table: String, pin: Pin) -> String {
         """
         INSERT INTO \(table) (user_id, broadcast_id, shown_in)
-        SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id"))
+        SELECT DISTINCT c.user_id, b.id, \(writeNumber(of: "c.user_id", pin: pin))
         FROM unnest($1::text[], $2::ltree[], $3::bool[], $4::timestamptz[], $5::bigint[])
             AS c(user_id, path, subtree, acted_at, shown_through)
         JOIN broadcast b ON b.withdrawn_at IS NULL AND (b.path = c.path OR (c.subtree AND b.path <@ c.path))
