@@ -25,7 +25,8 @@ struct BadgeStorePropertyTests {
     }
 
     /// Issue 27: the same on a Citus cluster, the tables distributed by user as
-    /// `deploy/citus/layout.sql` lays them out (`REDDOT_TEST_CITUS_WORKERS` names the workers,
+    /// `deploy/citus/layout.sql` lays them out: ingest's batches written a shard at a time, the
+    /// rollup's rounds recounting a shard's users a statement (docs/SHARDING.md, rule 10) (`REDDOT_TEST_CITUS_WORKERS` names the workers,
     /// `REDDOT_TEST_DATABASE_URL` the coordinator: docs/SHARDING.md, "Running the tests on
     /// Citus"). Skipped where no Citus cluster is named, as in `deploy/test.sh`: Debian has no
     /// Citus package.
@@ -34,13 +35,7 @@ struct BadgeStorePropertyTests {
         .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"),
         arguments: seeds.prefix(2))
     func randomSequencesOnCitus(seed: UInt64) async throws {
-        // Known to fail (issue 27, docs/SHARDING.md, "What Citus refuses"): ingest's statements
-        // reach many users' shards in one statement with joins and correlated subqueries, which
-        // Citus runs only when every per-user table in them is filtered to one shard. A pass
-        // shows here as a known issue that did not occur.
-        await withKnownIssue("Citus refuses ingest's multi-user statements (issue 27)") {
-            try await randomSequences(seed: seed, layout: .citus)
-        }
+        try await randomSequences(seed: seed, layout: .citus)
     }
 
     @Test("random op sequences give the same tree in PostgreSQL as in memory, for every user", arguments: layouts)

@@ -37,7 +37,7 @@ struct RollupPlanTests {
             try await fixture.execute("ALTER TABLE dirty_mark ALTER COLUMN user_id SET (n_distinct = 5)")
             try await fixture.execute("ANALYZE dirty_mark")
             try await fixture.execute("ANALYZE badge_delta")
-            let plan = try await fixture.rows("EXPLAIN " + BadgeSQL.claimDirtyUsers.sql, [round, [String](), [String](), [String]()]).compactMap { $0.first ?? nil }
+            let plan = try await fixture.rows("EXPLAIN " + BadgeSQL.claimDirtyUsers.shipped.sql, [round, [String](), [String](), [String]()]).compactMap { $0.first ?? nil }
             let text = plan.joined(separator: "\n")
             #expect(!text.contains("Seq Scan on dirty_mark"), "the claim scans the whole queue:\n\(text)")
             #expect(!text.contains("Seq Scan on badge_delta"), "the claim scans every delta:\n\(text)")
@@ -168,7 +168,7 @@ struct RollupPlanTests {
 
     private func claimed(_ users: [String], _ fixture: StoreFixture) async throws -> [String: Flags] {
         var flags: [String: Flags] = [:]
-        for row in try await fixture.rows(BadgeSQL.claimDirtyUsers.sql, [users, [String](), [String](), [String]()]) {
+        for row in try await fixture.rows(BadgeSQL.claimDirtyUsers.shipped.sql, [users, [String](), [String](), [String]()]) {
             guard row.count >= 3, let user = row[0] else { continue }
             flags[user] = Flags(bump: row[1] == "t", recount: row[2] == "t")
         }

@@ -54,3 +54,12 @@ SELECT create_distributed_table('webhook_user', 'user_id', colocate_with => 'use
 SELECT create_distributed_table('webhook_delivery', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('push_device', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('push_user', 'user_id', colocate_with => 'user_version');
+
+-- The functions RedDot's statements call (the fold of a debited counter, the visible root under
+-- modes and mutes), on every node: a statement for the users of one shard runs whole on that
+-- shard's worker (docs/SHARDING.md, rule 10). Citus then propagates their later changes.
+SELECT create_distributed_function(p.oid::regprocedure)
+FROM pg_proc p
+WHERE p.pronamespace = 'public'::regnamespace AND p.proname IN (
+    'badge_fold_step', 'badge_fold', 'badge_mode_of', 'badge_plain_root', 'badge_visible_root', 'badge_visible_root_node')
+ORDER BY p.proname <> 'badge_fold_step', p.proname;

@@ -79,14 +79,18 @@ extension BadgeStore {
         var moded = false
         // Unknown (no marked user): the form that is right on any layout.
         var partitioned = true
-        let claimArguments: [any PGBindable] = [names, unmarked.users.map(\.rawValue), unmarked.deltas.users, unmarked.deltas.paths]
-        for row in try connection.query(BadgeSQL.claimDirtyUsers, claimArguments).rows {
-            let name = try row.decode(0, as: String.self)
-            marked.insert(name)
-            if try row.decode(1, as: Bool.self) { bumped.insert(name) }
-            if try !row.decode(2, as: Bool.self) { additive.insert(name) }
-            if try row.decode(3, as: Bool.self) { moded = true }
-            partitioned = try row.decode(4, as: Bool.self)
+        // On Citus, the users of one shard a statement (docs/SHARDING.md, rule 10).
+        let citus = try citusInstalled(on: connection)
+        for group in citus ? try usersByShard(names, on: connection) : [names] {
+            let claimArguments: [any PGBindable] = [group, unmarked.users.map(\.rawValue), unmarked.deltas.users, unmarked.deltas.paths]
+            for row in try connection.query(BadgeSQL.claimDirtyUsers.form(citus), claimArguments).rows {
+                let name = try row.decode(0, as: String.self)
+                marked.insert(name)
+                if try row.decode(1, as: Bool.self) { bumped.insert(name) }
+                if try !row.decode(2, as: Bool.self) { additive.insert(name) }
+                if try row.decode(3, as: Bool.self) { moded = true }
+                partitioned = try row.decode(4, as: Bool.self)
+            }
         }
         // A round with no marked user (a bump, a repair) learns of the modes on its own.
         if marked.isEmpty { moded = try Self.modesDeclared(on: connection) }
@@ -94,7 +98,8 @@ extension BadgeStore {
             names = names.filter { marked.contains($0) || bumped.contains($0) }
             guard !names.isEmpty else { return RollupOutcome() }
         }
-        if recountAll { additive = [] }
+        // On Citus every user is recounted: the delta path has no form for one shard.
+        if recountAll || citus { additive = [] }
         additive.subtract(bumped)
         // No broadcast change commits while this one records versions (DESIGN §6a). With none
         // active, the round's statement has no step that merges them into the logged roots.
@@ -109,7 +114,19 @@ extension BadgeStore {
             }
         }
         let recounted = names.filter { !additive.contains($0) }
-        if !recounted.isEmpty {
+        if !recounted.isEmpty, citus {
+            // Each shard's users in a statement Citus sends whole to that shard, which returns
+            // the new versions; they are notified here, on the coordinator, where the query
+            // services listen.
+            let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: true, broadcasts: broadcasts, shard: true))
+            for group in try usersByShard(recounted, on: connection) {
+                try collect(try connection.query(statement, [group, changeChannel, bumped.sorted()]))
+            }
+            let versions = outcome.versions.sorted { $0.key.rawValue < $1.key.rawValue }
+            if !versions.isEmpty {
+                try connection.query(BadgeSQL.notifyUserVersions, [changeChannel, versions.map(\.key.rawValue), versions.map(\.value)])
+            }
+        } else if !recounted.isEmpty {
             let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
             try collect(try connection.query(statement, [recounted, changeChannel, bumped.sorted()]))
         }
@@ -158,11 +175,22 @@ extension BadgeStore {
         let settle = settledFor.isFinite ? min(max(settledFor, 0), 86_400) : 0
         let before = try connection.query(BadgeSQL.claimPlanSettings).singleRow()
         let settings = [try before.decode(0, as: String.self), try before.decode(1, as: String.self)]
+        let citus = try citusInstalled(on: connection)
         let claimed = try queue.claimInTurn(on: connection) { part throws(PGError) in
             let statement = TableParts.statement(BadgeSQL.claimDirtyUsersInOrder, over: part, table: "dirty_mark", make: BadgeSQL.claimDirtyUsersInOrder(from:))
             var claimed: [(user: UserID, dirtiedAt: Date)] = []
             func sweepPart(_ limit: Int, after: String, through: String?) throws(PGError) {
-                for row in try connection.query(statement, [limit, after, through, settle]).rows {
+                let rows: [PGRow]
+                if citus {
+                    // Twice the limit of candidates: some may be held by another round.
+                    let candidates = try connection.query(BadgeSQL.dirtyCandidates, [min(limit, Int.max / 2) * 2, after, through]).rows
+                    let users = try candidates.map { row throws(PGError) in try row.decode(0, as: String.self) }
+                    let times = try candidates.map { row throws(PGError) in try row.decode(1, as: Date.self) }
+                    rows = try connection.query(BadgeSQL.tryLockCandidates, [users, times, settle, limit]).rows
+                } else {
+                    rows = try connection.query(statement, [limit, after, through, settle]).rows
+                }
+                for row in rows {
                     let name = try row.decode(0, as: String.self)
                     let dirtiedAt = try row.decode(1, as: Date.self)
                     guard let user = try? UserID(validating: name) else { continue }

@@ -39,23 +39,24 @@ extension BadgeSQL {
     /// the round takes the forms that name their users, as on partitions. (Citus refuses the
     /// claim itself still: docs/SHARDING.md, "What Citus refuses".) `$3` and `$4` are the users and paths of the
     /// deltas the writer holds for this round (`HeldDeltas`), checked by the same two rules.
-    static let claimDirtyUsers = PGStatement(
-        "badges.claim_dirty_users",
+    ///
+    /// `ofShard` is the form for the users of one Citus shard (`Pin`; docs/SHARDING.md, rule 10).
+    static let claimDirtyUsers = ShardForms("badges.claim_dirty_users", prepared: false) { pin in
         """
         WITH modes AS MATERIALIZED (
             SELECT array_agg(below) AS below, count(*) > 0 AS declared FROM aggregation_mode WHERE mode <> 'sum'
         ), held_recount AS MATERIALIZED (
             SELECT DISTINCT h.user_id FROM unnest($3::text[], $4::ltree[]) AS h(user_id, path)
             WHERE ((SELECT declared FROM modes) AND h.path ? (SELECT below FROM modes))
-               OR EXISTS (SELECT 1 FROM badge_mute mu WHERE mu.user_id = h.user_id AND h.path <@ mu.path AND \(isMutedNow("mu")))
+               OR EXISTS (SELECT 1 FROM badge_mute mu WHERE mu.user_id = h.user_id AND h.path <@ mu.path AND \(isMutedNow("mu"))\(pin.on("mu")))
         )
         SELECT u.user_id, coalesce(m.bump, false),
                coalesce(m.recount, false) OR CASE WHEN (SELECT declared FROM modes) THEN coalesce((
-                   SELECT true FROM badge_delta d WHERE d.user_id = u.user_id AND d.path ? (SELECT below FROM modes) LIMIT 1), false)
+                   SELECT true FROM badge_delta d WHERE d.user_id = u.user_id AND d.path ? (SELECT below FROM modes)\(pin.on("d")) LIMIT 1), false)
                    OR coalesce((
-                   SELECT true FROM dirty_mark x WHERE x.user_id = u.user_id AND x.delta_paths ? (SELECT below FROM modes) LIMIT 1), false)
+                   SELECT true FROM dirty_mark x WHERE x.user_id = u.user_id AND x.delta_paths ? (SELECT below FROM modes)\(pin.on("x")) LIMIT 1), false)
                    ELSE false END
-               OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil))) AS x LIMIT 1), false)
+               OR coalesce((SELECT true FROM (\(deltaUnderMute(user: "u.user_id", after: nil, pin: pin))) AS x LIMIT 1), false)
                OR u.user_id IN (SELECT user_id FROM held_recount),
                (SELECT declared FROM modes),
                coalesce((SELECT bool_or(c.relkind = 'p') FROM pg_class c WHERE c.oid IN (to_regclass('dirty_mark'), to_regclass('badge_delta'))), true)
@@ -65,11 +66,12 @@ extension BadgeSQL {
             -- Only the marks that ask for something (`dirty_mark_recount`, migration 33): the
             -- others have neither flag, and nearly every mark only adds.
             SELECT bool_or(x.bump) AS bump, bool_or(x.recount AND NOT x.additive) AS recount FROM dirty_mark x
-            WHERE x.user_id = u.user_id AND ((x.recount AND NOT x.additive) OR x.bump)
+            WHERE x.user_id = u.user_id AND ((x.recount AND NOT x.additive) OR x.bump)\(pin.on("x"))
         ) AS m
         -- A scalar subquery, not `EXISTS`: under `OR`, PostgreSQL may hash all of the queue for that.
-        WHERE coalesce((SELECT true FROM dirty_mark x WHERE x.user_id = u.user_id LIMIT 1), false) OR u.user_id = ANY($2::text[])
-        """, prepared: false)
+        WHERE coalesce((SELECT true FROM dirty_mark x WHERE x.user_id = u.user_id\(pin.on("x")) LIMIT 1), false) OR u.user_id = ANY($2::text[])
+        """
+    }
 
     /// Up to `$1` users with dirty marks, in user order after `$2` (and at most `$3`, when it is
     /// not NULL), with each one's oldest mark's time: each one whose oldest mark is at least `$4`
@@ -120,6 +122,33 @@ extension BadgeSQL {
     /// the rest of the transaction.
     static let restorePlanSettings = PGStatement(
         "badges.restore_plan_settings", "SELECT set_config('enable_sort', $1, true), set_config('jit', $2, true)")
+
+    /// `claimDirtyUsersInOrder` where Citus distributes the queue, in two statements: Citus
+    /// refuses the sweep's recursive CTE over many shards, and would take its locks on the
+    /// workers. First the candidates, up to `$1` users after `$2` (and at most `$3`) in user
+    /// order with their oldest mark's time, a grouped query Citus sends to every shard; then
+    /// `tryLockCandidates`.
+    static let dirtyCandidates = PGStatement(
+        "badges.dirty_candidates",
+        """
+        SELECT user_id, min(dirtied_at) FROM dirty_mark
+        WHERE user_id > $2 AND ($3::text IS NULL OR user_id <= $3)
+        GROUP BY user_id ORDER BY user_id LIMIT $1
+        """, prepared: false)
+
+    /// Of the candidates (`$1` users in user order, `$2` their oldest marks' times), up to `$4`
+    /// whose oldest mark is at least `$3` seconds old and whose rollup lock (`lockUsers`'s) this
+    /// transaction takes without waiting, in order: on the coordinator (the statement names no
+    /// table), where every session takes them. `unnest` gives the rows in order, and `LIMIT`
+    /// stops the locks at the last one taken.
+    static let tryLockCandidates = PGStatement(
+        "badges.try_lock_candidates",
+        """
+        SELECT x.user_id, x.dirtied_at FROM unnest($1::text[], $2::timestamptz[]) AS x(user_id, dirtied_at)
+        WHERE CASE WHEN x.dirtied_at > now() - make_interval(secs => $3) THEN false
+                   ELSE pg_try_advisory_xact_lock(1919247460, hashtext(x.user_id)) END
+        LIMIT $4
+        """)
 
     /// The SQL of `claimDirtyUsersInOrder` over one part of the queue (`TableParts`):
     /// `dirty_mark` itself, or one of its partitions (catalog text, never input).
@@ -253,7 +282,11 @@ extension BadgeSQL {
     /// the live items (a node with only increments or items has no icon); an increment, a
     /// decrement or an item is unseen while no seen at a version marked it and no seen mark of
     /// its node or of an ancestor reaches its time.
-    static let ownRows = """
+    static let ownRows = ownRows(pin: .none)
+
+    /// `ownRows` with `pin` on each per-user table (`Pin`).
+    static func ownRows(pin: Pin) -> String {
+        """
         SELECT user_id, path, least(sum(count), \(maxCount))::bigint AS count, max(icon) AS icon,
                        least(sum(unseen), \(maxCount))::bigint AS unseen
                 FROM (
@@ -265,34 +298,35 @@ extension BadgeSQL {
                     FROM badge_state s JOIN users u ON s.user_id = u.user_id
                     LEFT JOIN LATERAL (
                         SELECT sum(i.amount) AS total,
-                               sum(i.amount) FILTER (WHERE NOT \(isSeen("i"))) AS unseen
-                        FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path
+                               sum(i.amount) FILTER (WHERE NOT \(isSeen("i", pin: pin))) AS unseen
+                        FROM badge_increment i WHERE i.user_id = s.user_id AND i.path = s.path\(pin.on("i"))
                     ) c ON true
                     LEFT JOIN LATERAL (
-                        \(foldedCounter("s"))
+                        \(foldedCounter("s", pin: pin))
                     ) d ON true
-                    WHERE (s.expires_at IS NULL OR s.expires_at > now())
+                    WHERE (s.expires_at IS NULL OR s.expires_at > now())\(pin.on("s"))
                       AND CASE WHEN s.debited THEN d.f[3] = 1 OR d.f[1] > 0 ELSE s.keeps_dot OR s.count > 0 OR c.total > 0 END
                     UNION ALL
                     SELECT i.user_id, i.path, sum(i.amount), NULL,
-                           coalesce(sum(i.amount) FILTER (WHERE NOT \(isSeen("i"))), 0)
+                           coalesce(sum(i.amount) FILTER (WHERE NOT \(isSeen("i", pin: pin))), 0)
                     FROM badge_increment i JOIN users u ON i.user_id = u.user_id
-                    WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = i.user_id AND s.path = i.path)
+                    WHERE NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = i.user_id AND s.path = i.path\(pin.on("s")))\(pin.on("i"))
                     GROUP BY i.user_id, i.path
                     UNION ALL
                     SELECT i.user_id, i.path, count(*), NULL,
-                           count(*) FILTER (WHERE NOT \(isSeen("i")))
+                           count(*) FILTER (WHERE NOT \(isSeen("i", pin: pin)))
                     FROM badge_item i JOIN users u ON i.user_id = u.user_id
-                    WHERE i.removed_at IS NULL
+                    WHERE i.removed_at IS NULL\(pin.on("i"))
                     GROUP BY i.user_id, i.path
                 ) AS own_parts
                 GROUP BY user_id, path
         """
+    }
 
     /// The fold of the debited state `state` (an alias) with its increments and decrements in
     /// time order, as `f` ({count, unseen, dot, icon}, see migration 0013 and
     /// `BadgeState.folded`); no row for a state that is not debited.
-    static func foldedCounter(_ state: String) -> String {
+    static func foldedCounter(_ state: String, pin: Pin = .none) -> String {
         """
         SELECT badge_fold(x.amount, x.unseen, x.keeps ORDER BY x.at) AS f
                         FROM (
@@ -301,8 +335,8 @@ extension BadgeSQL {
                                    \(state).keeps_dot AS keeps
                             UNION ALL
                             SELECT i.occurred_at, i.amount,
-                                   \(foldUnseen(amount: "i.amount", seen: isSeen("i"))), false
-                            FROM badge_increment i WHERE i.user_id = \(state).user_id AND i.path = \(state).path
+                                   \(foldUnseen(amount: "i.amount", seen: isSeen("i", pin: pin))), false
+                            FROM badge_increment i WHERE i.user_id = \(state).user_id AND i.path = \(state).path\(pin.on("i"))
                         ) AS x
                         WHERE \(state).debited
                         HAVING \(state).debited
@@ -319,24 +353,33 @@ extension BadgeSQL {
     /// joins its hundreds of rows with nested loops.
     /// With `moded`, the aggregation modes of `aggregation_mode` (`modedFresh`); see
     /// `RoundForm` for `partitioned` and `broadcasts`.
-    private static func recompute(moded: Bool, partitioned: Bool, broadcasts: Bool) -> PGStatement {
-        PGStatement(
-        (moded ? "badges.recompute_moded" : "badges.recompute") + (partitioned ? "_partitioned" : "") + (broadcasts ? "" : "_no_broadcasts"),
+    ///
+    /// With `shard` (the users of `$1` share a Citus shard), every per-user table is filtered to
+    /// them (`Pin`; docs/SHARDING.md, rule 10), and the statement returns the new versions
+    /// without notifying: Citus sends the whole statement to the shard's worker, where a
+    /// `NOTIFY` reaches no server (`notifyVersions` notifies on the coordinator).
+    private static func recompute(moded: Bool, partitioned: Bool, broadcasts: Bool, shard: Bool = false) -> PGStatement {
+        let pin: Pin = shard ? .users("$1::text[]") : .none
+        return PGStatement(
+        (moded ? "badges.recompute_moded" : "badges.recompute") + (partitioned ? "_partitioned" : "") + (broadcasts ? "" : "_no_broadcasts")
+            + (shard ? "_of_shard" : ""),
         """
         WITH users AS (
             SELECT DISTINCT unnest($1::text[]) AS user_id
         ), reach AS (
-            SELECT u.user_id, \(writtenThrough("u.user_id")) AS top, \(writesThrough(of: "u.user_id")) AS covered,
-                   u.user_id = ANY($3::text[]) OR EXISTS (SELECT 1 FROM dirty_mark m WHERE m.user_id = u.user_id AND m.bump) AS bump
+            SELECT u.user_id, \(writtenThrough("u.user_id", pin: pin)) AS top, \(writesThrough(of: "u.user_id", pin: pin)) AS covered,
+                   u.user_id = ANY($3::text[]) OR EXISTS (SELECT 1 FROM dirty_mark m WHERE m.user_id = u.user_id AND m.bump\(pin.on("m"))) AS bump
             FROM users u
-        )\(consumeMarks(partitioned: partitioned)), consumed AS (
+        )\(consumeMarks(partitioned: partitioned, pin: pin)), consumed AS (\(pin.isNone ? """
+
             DELETE FROM badge_delta d
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM users u CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = u.user_id OFFSET 0) AS x))\(
                 partitioned ? "\n              AND d.user_id = ANY($1::text[])" : "")
+            """ : "\n    DELETE FROM badge_delta d WHERE true\(pin.on("d"))")
         ), own AS (
-            \(ownRows)
-        )\(moded ? modedFresh : plainFresh), diff AS (
+            \(ownRows(pin: pin))
+        )\(moded ? modedFresh(pin: pin) : plainFresh(pin: pin)), diff AS (
             SELECT coalesce(f.user_id, a.user_id) AS user_id, coalesce(f.path, a.path) AS path,
                    a.count AS old_count, a.icon AS old_icon, a.unseen AS old_unseen,
                    f.count, f.icon, f.unseen, f.user_id IS NOT NULL AS kept, a.at
@@ -346,27 +389,29 @@ extension BadgeSQL {
             -- 470k aggregates).
             FULL JOIN (
                 SELECT a.* FROM users u
-                CROSS JOIN LATERAL (SELECT x.*, x.ctid AS at FROM badge_aggregate x WHERE x.user_id = u.user_id OFFSET 0) AS a
+                CROSS JOIN LATERAL (SELECT x.*, x.ctid AS at FROM badge_aggregate x WHERE x.user_id = u.user_id\(pin.on("x")) OFFSET 0) AS a
             ) a
                 ON a.user_id = f.user_id AND a.path = f.path
             WHERE (a.count, a.icon, a.unseen) IS DISTINCT FROM (f.count, f.icon, f.unseen)
         ), roots AS MATERIALIZED (
             \(rootTotals(from: "fresh"))
-        )\(versionAndLog(partitioned: partitioned, broadcasts: broadcasts))
+        )\(versionAndLog(partitioned: partitioned, broadcasts: broadcasts, pin: pin))
         """, prepared: false)
     }
 
     /// The CTE `muted` after `users`: per user with a node muted now (DESIGN §2, Mute and snooze),
     /// those nodes, deepest first, so that `paths ?@> path` is the deepest muted node at or above
     /// `path`. An own row reaches no node above it (`reachedLevels`).
-    static let mutedNodes = """
+    static func mutedNodes(pin: Pin) -> String {
+        """
         , muted AS (
             SELECT u.user_id, array_agg(m.path ORDER BY nlevel(m.path) DESC) AS paths
             FROM users u JOIN badge_mute m ON m.user_id = u.user_id
-            WHERE \(isMutedNow("m"))
+            WHERE \(isMutedNow("m"))\(pin.on("m"))
             GROUP BY u.user_id
         )
         """
+    }
 
     /// The rows of `source` (an alias, with `user_id` and `path`) each with the levels it reaches
     /// (`level`, from the deepest node muted at or above it, else 1 for `root`, down to its
@@ -382,8 +427,9 @@ extension BadgeSQL {
     /// The CTE `fresh` after `own` (each node's own count, icon and unseen): every node at or
     /// above an own row, up to the deepest muted node on its way (`mutedNodes`), with the sum of
     /// the own rows within it, and its own icon.
-    static let plainFresh = """
-        \(mutedNodes), fresh AS (
+    static func plainFresh(pin: Pin) -> String {
+        """
+        \(mutedNodes(pin: pin)), fresh AS (
             SELECT e.user_id, e.path, least(sum(e.count), \(maxCount))::bigint AS count, max(o.icon) AS icon,
                    least(sum(e.unseen), \(maxCount))::bigint AS unseen
             FROM (
@@ -394,6 +440,7 @@ extension BadgeSQL {
             GROUP BY e.user_id, e.path
         )
         """
+    }
 
     /// `plainFresh` under the aggregation modes of `aggregation_mode` (DESIGN §2; the model is
     /// `AggregationModes.aggregate(own:)`). Each own row reaches its node and every ancestor, as
@@ -405,8 +452,9 @@ extension BadgeSQL {
     /// child, no `exclude` below it, not the own count of a `children` node), which reaches its
     /// ancestors by the same rule. Rows reach up to the deepest muted node on their way only, as
     /// in `plainFresh`.
-    static let modedFresh = """
-        \(mutedNodes), levels AS (
+    static func modedFresh(pin: Pin) -> String {
+        """
+        \(mutedNodes(pin: pin)), levels AS (
             SELECT o.user_id, o.path AS source, o.count, o.unseen, k AS level, subpath(o.path, 0, k) AS node
             FROM \(reachedLevels("own", "o", level: "k"))
         ), node_modes AS (
@@ -460,17 +508,18 @@ extension BadgeSQL {
             GROUP BY c.user_id, c.path
         )
         """
+    }
 
     /// The deltas (`seq`) of `user` after write `after` (nil: any) under a node the user has
     /// muted now: such a delta gives the ancestors nothing, so the user is recounted. Starts
     /// from the user's mutes, so a user without one costs one index probe.
-    static func deltaUnderMute(user: String, after: String?) -> String {
+    static func deltaUnderMute(user: String, after: String?, pin: Pin = .none) -> String {
         """
         SELECT d.seq FROM badge_mute mu JOIN badge_delta d ON d.user_id = mu.user_id AND d.path <@ mu.path
-        WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND d.seq > \($0)" } ?? "")
+        WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND d.seq > \($0)" } ?? "")\(pin.on("mu"))\(pin.on("d"))
         UNION ALL
         SELECT x.seq FROM badge_mute mu JOIN dirty_mark x ON x.user_id = mu.user_id AND x.delta_paths <@ mu.path
-        WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND x.seq > \($0)" } ?? "")
+        WHERE mu.user_id = \(user) AND \(isMutedNow("mu"))\(after.map { " AND x.seq > \($0)" } ?? "")\(pin.on("mu"))\(pin.on("x"))
         """
     }
 
@@ -618,13 +667,28 @@ extension BadgeSQL {
     /// to their partitions when it plans it. On one heap the filter drops nothing and cost the
     /// in-batch delta round about 4 ms of 31 (BENCHMARKS.md), so the shipped schema goes
     /// without it (matching `tableoid` instead cost a fifth of the rollup).
-    private static func consumeMarks(partitioned: Bool) -> String {
-        """
+    ///
+    /// With a `pin` (a statement for the users of one Citus shard), the marks are deleted by
+    /// their users and sequences alone: Citus refuses a tuple id in the condition of a delete
+    /// it cannot send whole to one shard, and on one shard the users' filter is the access path.
+    private static func consumeMarks(partitioned: Bool, pin: Pin = .none) -> String {
+        if !pin.isNone {
+            return """
+                , tops AS (
+                    SELECT jsonb_object_agg(user_id, top) AS top FROM reach
+                ), unmarked AS (
+                    DELETE FROM dirty_mark m
+                    WHERE m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint\(pin.on("m"))
+                    RETURNING m.user_id, m.seq, m.delta_paths, m.delta_amounts, m.delta_unseen
+                )
+                """
+        }
+        return """
         \(partitioned ? ", tops AS (\n    SELECT jsonb_object_agg(user_id, top) AS top FROM reach\n)" : ""), unmarked AS (
             DELETE FROM dirty_mark m
             WHERE m.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
-                CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))\(
+                CROSS JOIN LATERAL (SELECT ctid FROM dirty_mark x WHERE x.user_id = r.user_id AND x.seq <= r.top\(pin.on("x")) OFFSET 0) AS x))\(
                 partitioned ? "\n      AND m.user_id = ANY($1::text[]) AND m.seq <= ((SELECT top FROM tops) ->> m.user_id)::bigint" : "")
             RETURNING m.user_id, m.seq, m.delta_paths, m.delta_amounts, m.delta_unseen
         )
@@ -661,7 +725,7 @@ extension BadgeSQL {
     /// that step was about a third of the in-batch round's planning (1.6–2.2 against
     /// 1.15–1.2 ms for 80 users, `EXPLAIN (SUMMARY)`), and the round is planned each time.
     /// Returns each new version's user and version.
-    private static func versionAndLog(partitioned: Bool, broadcasts: Bool) -> String {
+    private static func versionAndLog(partitioned: Bool, broadcasts: Bool, pin: Pin = .none) -> String {
         """
         , mute_lists AS (
             -- The muted nodes of each user with a mute written since the version, when they
@@ -671,11 +735,11 @@ extension BadgeSQL {
             CROSS JOIN LATERAL (
                 SELECT coalesce(jsonb_agg(jsonb_build_array(m.path::text, \(microseconds("m.until"))) ORDER BY m.path)
                                 FILTER (WHERE \(isMutedNow("m"))), '[]') AS list
-                FROM badge_mute m WHERE m.user_id = r.user_id
+                FROM badge_mute m WHERE m.user_id = r.user_id\(pin.on("m"))
             ) l
-            WHERE EXISTS (SELECT 1 FROM badge_mute m WHERE m.user_id = r.user_id AND m.written_in > r.covered AND m.written_in <= r.top)
-              AND l.list IS DISTINCT FROM coalesce((SELECT v.mutes FROM user_version v WHERE v.user_id = r.user_id), '[]')
-        )\(aggregateWrites(partitioned: partitioned)), bumped AS (
+            WHERE EXISTS (SELECT 1 FROM badge_mute m WHERE m.user_id = r.user_id AND m.written_in > r.covered AND m.written_in <= r.top\(pin.on("m")))
+              AND l.list IS DISTINCT FROM coalesce((SELECT v.mutes FROM user_version v WHERE v.user_id = r.user_id\(pin.on("v"))), '[]')
+        )\(aggregateWrites(partitioned: partitioned, pin: pin)), bumped AS (
             INSERT INTO user_version AS v (user_id, version, broadcast_version, writes_through, mutes, changed_at)
             SELECT r.user_id, 1, (SELECT version FROM broadcast_version), r.top, ml.list, now()
             FROM reach r
@@ -715,7 +779,7 @@ extension BadgeSQL {
             ) r
             LEFT JOIN mute_lists ml ON ml.user_id = b.user_id\(broadcasts ? sharedRoot : "")
         )
-        SELECT user_id, version, pg_notify($2, \(ChangeNotification.userPayloadSQL(user: "user_id", version: "version")))
+        \(pin.isNone ? "SELECT user_id, version, pg_notify($2, \(ChangeNotification.userPayloadSQL(user: "user_id", version: "version")))" : "SELECT user_id, version, $2::text")
         FROM bumped
         """
     }
@@ -762,6 +826,9 @@ extension BadgeSQL {
         var moded: Bool
         var partitioned: Bool
         var broadcasts: Bool
+        /// The recount for the users of one Citus shard (`recompute`'s `shard`); the delta path
+        /// has no such form: on Citus every round recounts.
+        var shard = false
     }
 
     /// Every form of the round's statement, made once.
@@ -788,8 +855,18 @@ extension BadgeSQL {
     private static func makeRoundStatement(_ form: RoundForm) -> PGStatement {
         form.additive
             ? addDeltas(moded: form.moded, partitioned: form.partitioned, broadcasts: form.broadcasts)
-            : recompute(moded: form.moded, partitioned: form.partitioned, broadcasts: form.broadcasts)
+            : recompute(moded: form.moded, partitioned: form.partitioned, broadcasts: form.broadcasts, shard: form.shard)
     }
+
+    /// Notifies `$1` of each user's new version (`$2` users, `$3` versions), as a round's
+    /// statement does itself where it runs on the coordinator: on Citus a round's statement runs
+    /// on a worker (`recompute`'s `shard`), so this one, which names no table, notifies instead.
+    static let notifyUserVersions = PGStatement(
+        "badges.notify_user_versions",
+        """
+        SELECT pg_notify($1, \(ChangeNotification.userPayloadSQL(user: "x.user_id", version: "x.version")))
+        FROM unnest($2::text[], $3::bigint[]) AS x(user_id, version)
+        """)
 
     /// Whether any broadcast is active (not withdrawn): read under `lockBroadcastsShared`, so
     /// none becomes active or is withdrawn before the transaction ends.
@@ -812,12 +889,12 @@ extension BadgeSQL {
     ///
     /// On a table partitioned by user (`partitioned`), a tuple id names a row only within its
     /// partition, so there the write stays the upsert by key.
-    static func aggregateWrites(partitioned: Bool) -> String {
+    static func aggregateWrites(partitioned: Bool, pin: Pin = .none) -> String {
         let removed = """
             , removed AS (
                 DELETE FROM badge_aggregate a
                 USING diff d
-                WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path
+                WHERE NOT d.kept AND a.user_id = d.user_id AND a.path = d.path\(pin.on("a"))
                 RETURNING a.user_id
             )
             """
@@ -868,8 +945,8 @@ extension BadgeSQL {
     }
 
     /// The last write number of the user in `column` (0: none yet), read without a lock.
-    static func writtenThrough(_ column: String) -> String {
-        "coalesce((SELECT w.seq FROM user_write w WHERE w.user_id = \(column)), 0)"
+    static func writtenThrough(_ column: String, pin: Pin = .none) -> String {
+        "coalesce((SELECT w.seq FROM user_write w WHERE w.user_id = \(column)\(pin.on("w"))), 0)"
     }
 
     /// An aggregate as the change log keeps it, as JSON text (`changes` casts the whole list):

@@ -165,7 +165,7 @@ enum VerifySQL {
               AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now())
         ), own AS (
             \(BadgeSQL.ownRows)
-        )\(BadgeSQL.modedFresh), expected AS (
+        )\(BadgeSQL.modedFresh(pin: .none)), expected AS (
             SELECT user_id, path, count, icon, unseen FROM fresh
         ), stored AS (
             SELECT a.user_id, a.path, a.count, a.icon, a.unseen FROM badge_aggregate a JOIN users USING (user_id)

@@ -46,6 +46,11 @@ extension BadgeSQL {
         case none
         case users(String)
 
+        /// Whether this adds nothing.
+        var isNone: Bool {
+            if case .none = self { true } else { false }
+        }
+
         /// ` AND alias.user_id = ANY(parameter)`, or nothing.
         func on(_ alias: String) -> String {
             switch self {
