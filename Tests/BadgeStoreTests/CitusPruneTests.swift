@@ -84,6 +84,40 @@ struct CitusPruneTests {
             }
             #expect(try folded.decode(0, as: Int64.self) == 0)
             #expect(try folded.decode(1, as: Int64.self) == 40)
+
+            // Withdrawn broadcasts: one long ago that users dismissed and saw, one long ago that
+            // nobody did, one lately; the first two go, with the first's dismissals.
+            try await pool.withConnection { connection in
+                try connection.execute(
+                    script: """
+                    SET citus.multi_shard_modify_mode TO 'sequential';
+                    INSERT INTO broadcast (id, event_id, path, withdrawn_at) VALUES
+                        (1, 'b-old-dismissed', 'root.news', now() - interval '30 days'),
+                        (2, 'b-old', 'root.news', now() - interval '30 days'),
+                        (3, 'b-young', 'root.news', now());
+                    INSERT INTO broadcast_clear (user_id, broadcast_id, shown_in) SELECT u, 1, 1 FROM unnest(\(list)) u;
+                    INSERT INTO broadcast_seen (user_id, broadcast_id, shown_in) SELECT u, 1, 1 FROM unnest(\(list)) u;
+                    RESET citus.multi_shard_modify_mode;
+                    """,
+                    name: "test.prune.broadcasts")
+            }
+            var withdrawn = (dismissals: 0, broadcasts: 0)
+            while true {
+                let step = try await pool.withConnection { connection in
+                    try BadgeStore.pruneWithdrawnBroadcasts(olderThan: cutoff, limit: 25, on: connection)
+                }
+                withdrawn.dismissals += step.dismissals
+                withdrawn.broadcasts += step.broadcasts
+                if step.dismissals == 0 && step.broadcasts == 0 { break }
+            }
+            #expect(withdrawn.dismissals == 80)
+            #expect(withdrawn.broadcasts == 2)
+            let left = try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.broadcasts_left", "SELECT event_id FROM broadcast ORDER BY id")).rows.map {
+                    try $0.decode(0, as: String.self)
+                }
+            }
+            #expect(left == ["b-young"])
         }
     }
 }

@@ -127,6 +127,60 @@ enum IngestSQL {
         SELECT count(*) FROM pairs p WHERE p.u <> '' AND (\(appliedEarlier))
         """)
 
+    /// `appliedEarlier` for users of one Citus shard (`$1`).
+    private static let appliedEarlierOfShard = """
+        EXISTS (SELECT 1 FROM applied_user_event_generation a
+                WHERE a.user_id = p.u AND a.event_id = p.e AND a.slot = 1 - $3::smallint AND a.user_id = ANY($1::text[]))
+        OR EXISTS (SELECT 1 FROM applied_user_event a WHERE a.user_id = p.u AND a.event_id = p.e AND a.user_id = ANY($1::text[]))
+        """
+
+    /// `recordEvents` for users' keys only, of users of one Citus shard (`$1`; docs/SHARDING.md,
+    /// rule 10): each key's own table filtered to them, and no step for broadcasts' ids or the
+    /// bridge of migration 20 (a reference table, which a statement Citus sends to one shard
+    /// may not write; a Citus install starts after migration 30, with the bridge closed).
+    static let recordUserEventsOfShard = PGStatement(
+        "ingest.record_user_events_of_shard",
+        """
+        WITH pairs AS (
+            SELECT DISTINCT u, e FROM unnest($1::text[], $2::text[]) AS p(u, e)
+        ), fresh AS (
+            INSERT INTO applied_user_event_generation (user_id, event_id, slot)
+            SELECT p.u, p.e, $3::smallint FROM pairs p
+            WHERE NOT (\(appliedEarlierOfShard))
+            ORDER BY 1, 2
+            ON CONFLICT (user_id, event_id, slot) DO NOTHING
+            RETURNING user_id, event_id
+        )
+        SELECT NULL::text, NULL::text WHERE (SELECT count(*) FROM fresh) = cardinality($1::text[])
+        UNION ALL
+        SELECT user_id, event_id FROM fresh WHERE (SELECT count(*) FROM fresh) < cardinality($1::text[])
+        """)
+
+    /// `recordNewEvents` for users' keys only, of users of one Citus shard (as
+    /// `recordUserEventsOfShard`).
+    static let recordNewUserEventsOfShard = PGStatement(
+        "ingest.record_new_user_events_of_shard",
+        """
+        WITH pairs AS (
+            SELECT * FROM unnest($1::text[], $2::text[]) AS p(u, e)
+        ), fresh AS (
+            INSERT INTO applied_user_event_generation (user_id, event_id, slot)
+            SELECT u, e, $3::smallint FROM pairs ORDER BY 1, 2
+        )
+        SELECT count(*) FROM pairs p WHERE \(appliedEarlierOfShard)
+        """)
+
+    /// Broadcasts' ids (`$1`) in `applied_event` where Citus distributes the users' tables (a
+    /// reference table, written in a statement of its own): the new ones, once each.
+    static let recordBroadcastEvents = PGStatement(
+        "ingest.record_broadcast_events",
+        """
+        INSERT INTO applied_event (event_id, audience)
+        SELECT DISTINCT e, 'all' FROM unnest($1::text[]) AS e ORDER BY 1
+        ON CONFLICT (event_id) DO NOTHING
+        RETURNING event_id
+        """)
+
     /// Whether the current dedupe generation started before `$1` (read without a lock, to skip
     /// the rotation's transaction when it is not due).
     static let generationDue = PGStatement(

@@ -83,6 +83,13 @@ public enum IngestTransaction {
         _ events: [MappedOperation], into outcome: inout BatchOutcome, newRowsFirst: Bool, owned: Set<UserID>,
         on connection: PGConnection
     ) throws(PGError) -> (users: [UserID], unmarked: UnmarkedWrites) {
+        // On Citus, a transaction that writes a reference table (a broadcast) must not have
+        // touched distributed tables over several connections to a node first: Citus refuses
+        // the write ("there was a parallel operation on a distributed table"). One connection
+        // per node, for such a batch only.
+        if events.contains(where: \.isBroadcast), try BadgeStore.citusInstalled(on: connection) {
+            try connection.execute(script: "SET LOCAL citus.multi_shard_modify_mode TO 'sequential'", name: "ingest.citus_sequential")
+        }
         let events = try droppingErased(events, into: &outcome, on: connection)
         guard !events.isEmpty else { return ([], UnmarkedWrites()) }
         let slot = try dedupeSlot(on: connection)
@@ -140,7 +147,9 @@ public enum IngestTransaction {
         // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
         var allFresh = false
         var fresh: Set<AppliedKey> = []
-        if !events.isEmpty {
+        if !events.isEmpty, try BadgeStore.citusInstalled(on: connection) {
+            (allFresh, fresh) = try recordKeysByShard(events.flatMap(AppliedKey.keys(of:)), conflicts: conflicts, slot: slot, on: connection)
+        } else if !events.isEmpty {
             let keys = events.flatMap(AppliedKey.keys(of:))
             let arrays: [any PGBindable] = [keys.map(\.user), keys.map(\.eventID), slot]
             switch conflicts {
@@ -196,6 +205,57 @@ public enum IngestTransaction {
         }
         try broadcasts.write(on: connection)
         return (users, unmarked)
+    }
+
+    /// `applyEvents`' dedupe where Citus distributes the users' tables (docs/SHARDING.md, rule
+    /// 10): the broadcasts' ids in a statement of their own, the users' keys a shard of users a
+    /// statement. Whether every key was new and given once, and otherwise the new ones, as
+    /// `IngestSQL.recordEvents` tells; with `.fail`, a key applied before fails it as there.
+    private static func recordKeysByShard(
+        _ keys: [AppliedKey], conflicts: RowConflicts, slot: Int32, on connection: PGConnection
+    ) throws(PGError) -> (allFresh: Bool, fresh: Set<AppliedKey>) {
+        var allFresh = true
+        var fresh: Set<AppliedKey> = []
+        let broadcasts = keys.filter { $0.user.isEmpty }.map(\.eventID)
+        if !broadcasts.isEmpty {
+            let stored = try connection.query(IngestSQL.recordBroadcastEvents, [broadcasts]).rows
+            let new = try Set(stored.map { row throws(PGError) in try row.decode(0, as: String.self) })
+            if conflicts == .fail, new.count < broadcasts.count {
+                throw PGError(
+                    code: .server, sqlState: "23505", message: "\(broadcasts.count - new.count) broadcast ids of the batch were applied before",
+                    statement: IngestSQL.recordNewEvents.name)
+            }
+            allFresh = new.count == broadcasts.count
+            fresh.formUnion(new.map { AppliedKey(user: "", eventID: $0) })
+        }
+        let users = keys.filter { !$0.user.isEmpty }
+        for group in try BadgeStore.usersByShard(Array(Set(users.map(\.user))), on: connection) {
+            let members = Set(group)
+            let part = users.filter { members.contains($0.user) }
+            let arrays: [any PGBindable] = [part.map(\.user), part.map(\.eventID), slot]
+            switch conflicts {
+            case .fail:
+                let earlier = try connection.query(IngestSQL.recordNewUserEventsOfShard, arrays).rows.first?.decode(0, as: Int64.self) ?? 0
+                guard earlier == 0 else {
+                    throw PGError(
+                        code: .server, sqlState: "23505", message: "\(earlier) event ids of the batch were applied in an earlier dedupe generation",
+                        statement: IngestSQL.recordNewUserEventsOfShard.name)
+                }
+                fresh.formUnion(part)
+            case .merge:
+                let rows = try connection.query(IngestSQL.recordUserEventsOfShard, arrays).rows
+                if rows.count == 1, try rows[0].decode(1, as: String?.self) == nil {
+                    fresh.formUnion(part)
+                } else {
+                    allFresh = false
+                    for row in rows {
+                        fresh.insert(AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self)))
+                    }
+                }
+            }
+        }
+        // As the shipped statements say it: "all fresh" leaves `fresh` unused.
+        return (allFresh, allFresh ? [] : fresh)
     }
 
     /// The most users a batch brings current itself (`rollUpNow`) unless it is given another
@@ -372,5 +432,12 @@ public enum IngestTransaction {
         }
         total += try BadgeStore.foldIncrements(storedBefore: olderThan, limit: limit, on: connection).increments
         return total
+    }
+}
+
+extension MappedOperation {
+    /// Whether the operation is for every user (a broadcast).
+    var isBroadcast: Bool {
+        if case .everyone = audience { true } else { false }
     }
 }

@@ -21,7 +21,23 @@ extension BadgeStore {
     {
         let row = try connection.query(BroadcastRetentionSQL.pruneDismissals, [cutoff, limit]).singleRow()
         let dismissals = try row.decode(0, as: Int.self) + row.decode(1, as: Int.self)
-        let broadcasts = try connection.query(BroadcastRetentionSQL.pruneBroadcasts, [cutoff]).affectedRows
+        let broadcasts: Int
+        if try citusInstalled(on: connection) {
+            // Citus refuses a delete from a reference table that reads distributed ones: the
+            // candidates, then those without dismissals, then the delete by id. A dismissal
+            // written in between goes with its broadcast (`ON DELETE CASCADE`), as one written
+            // just before the shipped statement's would stay: a withdrawn broadcast shows nowhere.
+            let old = try connection.query(BroadcastRetentionSQL.withdrawnBefore, [cutoff]).rows.map { row throws(PGError) in
+                try row.decode(0, as: Int64.self)
+            }
+            let kept = try Set(connection.query(BroadcastRetentionSQL.dismissed, [old]).rows.map { row throws(PGError) in
+                try row.decode(0, as: Int64.self)
+            })
+            let gone = old.filter { !kept.contains($0) }
+            broadcasts = gone.isEmpty ? 0 : try connection.query(BroadcastRetentionSQL.deleteBroadcasts, [gone]).affectedRows
+        } else {
+            broadcasts = try connection.query(BroadcastRetentionSQL.pruneBroadcasts, [cutoff]).affectedRows
+        }
         return WithdrawnPrune(dismissals: dismissals, broadcasts: broadcasts)
     }
 }
@@ -46,6 +62,17 @@ enum BroadcastRetentionSQL {
         )
         SELECT (SELECT count(*) FROM clears)::int, (SELECT count(*) FROM seens)::int
         """)
+
+    /// Citus's form of `pruneBroadcasts`, in three statements (`pruneWithdrawnBroadcasts`).
+    static let withdrawnBefore = PGStatement(
+        "broadcasts.withdrawn_before", "SELECT id FROM broadcast WHERE withdrawn_at < $1::timestamptz ORDER BY id")
+    static let dismissed = PGStatement(
+        "broadcasts.dismissed",
+        """
+        SELECT DISTINCT broadcast_id FROM broadcast_clear WHERE broadcast_id = ANY($1::bigint[])
+        UNION SELECT DISTINCT broadcast_id FROM broadcast_seen WHERE broadcast_id = ANY($1::bigint[])
+        """)
+    static let deleteBroadcasts = PGStatement("broadcasts.delete", "DELETE FROM broadcast WHERE id = ANY($1::bigint[])")
 
     static let pruneBroadcasts = PGStatement(
         "broadcasts.prune_withdrawn",

@@ -27,5 +27,6 @@ public enum RowConflicts: Sendable, Hashable {
 
     /// The names of the statements `.fail` writes with.
     static let failingStatements: Set<String> = Set(
-        [IngestSQL.recordNewEvents.name] + BadgeSQL.addIncrements(.fail).names + BadgeSQL.addItems(.fail).names)
+        [IngestSQL.recordNewEvents.name, IngestSQL.recordNewUserEventsOfShard.name]
+            + BadgeSQL.addIncrements(.fail).names + BadgeSQL.addItems(.fail).names)
 }
