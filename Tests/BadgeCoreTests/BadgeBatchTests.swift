@@ -19,6 +19,29 @@ struct BadgeBatchTests {
         Date(timeIntervalSince1970: ((batch.now.timeIntervalSince1970 * 1_000_000).rounded() + Double(position)) / 1_000_000).toMicroseconds
     }
 
+    @Test("a batch restricted to some users writes for each of them what the whole batch writes, and nothing for the others", arguments: [UInt64(1), 2, 3])
+    func restrictedToUsers(seed: UInt64) {
+        let users = (0..<12).map { user("r\(seed)_u\($0)") }
+        var generator = RandomBadgeOperations(users: users, seed: seed)
+        let now = Date()
+        var whole = BadgeBatch(now: now)
+        whole.append(contentsOf: generator.sequence(count: 400))
+        let kept = Set(users.prefix(5))
+        let part = whole.restricted(to: kept)
+        #expect(part.users == whole.users.filter(kept.contains))
+        #expect(part.additiveUsers == whole.additiveUsers.filter(kept.contains))
+        #expect(part.dismissals.count == whole.dismissals.filter { kept.contains($0.user) }.count)
+        #expect(part.broadcastSeens.count == whole.broadcastSeens.filter { kept.contains($0.user) }.count)
+        for id in users {
+            var fromWhole = BadgeTree(), fromPart = BadgeTree()
+            fromWhole.apply(whole, for: id, now: now)
+            fromPart.apply(part, for: id, now: now)
+            let expected = kept.contains(id) ? fromWhole.node(at: .root, now: now) : BadgeTree().node(at: .root, now: now)
+            #expect(fromPart.node(at: .root, now: now) == expected, "user \(id)")
+            #expect(fromPart.mutedNodes(at: now) == (kept.contains(id) ? fromWhole.mutedNodes(at: now) : []), "mutes of \(id)")
+        }
+    }
+
     @Test("an empty batch")
     func empty() {
         let batch = BadgeBatch()

@@ -47,15 +47,7 @@ struct CitusPruneTests {
                     """,
                     name: "test.prune.erased")
             }
-            func rows() async throws -> [String: Int] {
-                try await pool.withConnection { connection in
-                    var counts: [String: Int] = [:]
-                    for table in tables {
-                        counts[table] = Int(try connection.query(PGStatement("test.count.\(table)", "SELECT count(*) FROM \(table)")).rows.first?.decode(0, as: Int64.self) ?? -1)
-                    }
-                    return counts
-                }
-            }
+            func rows() async throws -> [String: Int] { try await rowCounts(of: tables, in: pool) }
             #expect(try await rows() == ["applied_user_event": 80, "applied_action": 80, "badge_item": 80, "badge_clear_mark": 80, "erased_user": 40, "badge_change": 80])
             let shards = try await pool.withConnection { connection in
                 try connection.query(PGStatement(

@@ -223,15 +223,7 @@ struct PrunePartitionTests {
                     name: "test.prune.rows")
             }
             let tables = ["applied_user_event", "applied_action", "badge_item", "badge_clear_mark", "erased_user"]
-            func rows() async throws -> [String: Int] {
-                try await pool.withConnection { connection in
-                    var counts: [String: Int] = [:]
-                    for table in tables {
-                        counts[table] = Int(try connection.query(PGStatement("test.count.\(table)", "SELECT count(*) FROM \(table)")).rows.first?.decode(0, as: Int64.self) ?? -1)
-                    }
-                    return counts
-                }
-            }
+            func rows() async throws -> [String: Int] { try await rowCounts(of: tables, in: pool) }
             #expect(try await rows() == Dictionary(uniqueKeysWithValues: tables.map { ($0, 40) }))
             let spread = try await pool.withConnection { connection in
                 try connection.query(PGStatement("test.spread", "SELECT count(DISTINCT tableoid) FROM applied_user_event")).rows.first?.decode(0, as: Int64.self)

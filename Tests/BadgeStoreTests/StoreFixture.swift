@@ -65,3 +65,14 @@ struct StoreFixture: PooledFixture {
         while try await store.recomputeDirtyUsers(limit: batchSize, recountAll: recountAll) > 0 {}
     }
 }
+
+/// The number of rows of each of `tables` (names from the test, never input).
+func rowCounts(of tables: [String], in pool: PGPool) async throws -> [String: Int] {
+    try await pool.withConnection { connection in
+        var counts: [String: Int] = [:]
+        for table in tables {
+            counts[table] = Int(try connection.query(PGStatement("test.count.\(table)", "SELECT count(*) FROM \(table)")).rows.first?.decode(0, as: Int64.self) ?? -1)
+        }
+        return counts
+    }
+}

@@ -147,31 +147,11 @@ public enum IngestTransaction {
         // merging one sends the new keys only when some are not (see `IngestSQL.recordEvents`).
         var allFresh = false
         var fresh: Set<AppliedKey> = []
-        if !events.isEmpty, try BadgeStore.citusInstalled(on: connection) {
-            (allFresh, fresh) = try recordKeysByShard(events.flatMap(AppliedKey.keys(of:)), conflicts: conflicts, slot: slot, on: connection)
-        } else if !events.isEmpty {
+        if !events.isEmpty {
             let keys = events.flatMap(AppliedKey.keys(of:))
-            let arrays: [any PGBindable] = [keys.map(\.user), keys.map(\.eventID), slot]
-            switch conflicts {
-            case .fail:
-                let earlier = try connection.query(IngestSQL.recordNewEvents, arrays).rows.first?.decode(0, as: Int64.self) ?? 0
-                guard earlier == 0 else {
-                    // As a key stored in the current slot would: `writeNewRowsFirst` rolls back and merges.
-                    throw PGError(
-                        code: .server, sqlState: "23505", message: "\(earlier) event ids of the batch were applied in an earlier dedupe generation",
-                        statement: IngestSQL.recordNewEvents.name)
-                }
-                allFresh = true
-            case .merge:
-                let rows = try connection.query(IngestSQL.recordEvents, arrays).rows
-                if rows.count == 1, try rows[0].decode(1, as: String?.self) == nil {
-                    allFresh = true
-                } else {
-                    for row in rows {
-                        fresh.insert(AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self)))
-                    }
-                }
-            }
+            (allFresh, fresh) = try BadgeStore.citusInstalled(on: connection)
+                ? recordKeysByShard(keys, conflicts: conflicts, slot: slot, on: connection)
+                : recordKeys(keys, conflicts: conflicts, slot: slot, with: (IngestSQL.recordNewEvents, IngestSQL.recordEvents), on: connection)
         }
 
         var badges = BadgeBatch()
@@ -207,6 +187,35 @@ public enum IngestTransaction {
         return (users, unmarked)
     }
 
+    /// Records `keys` with `statements` (`IngestSQL.recordNewEvents` and `recordEvents`, or their
+    /// forms for one shard's users): whether every key was new and given once, else the new
+    /// ones. With `.fail`, a key applied before fails it, as a key stored in the current slot
+    /// would: `writeNewRowsFirst` rolls back and merges.
+    private static func recordKeys(
+        _ keys: [AppliedKey], conflicts: RowConflicts, slot: Int32, with statements: (fail: PGStatement, merge: PGStatement),
+        on connection: PGConnection
+    ) throws(PGError) -> (allFresh: Bool, fresh: Set<AppliedKey>) {
+        let arrays: [any PGBindable] = [keys.map(\.user), keys.map(\.eventID), slot]
+        switch conflicts {
+        case .fail:
+            let earlier = try connection.query(statements.fail, arrays).rows.first?.decode(0, as: Int64.self) ?? 0
+            guard earlier == 0 else {
+                throw PGError(
+                    code: .server, sqlState: "23505", message: "\(earlier) event ids of the batch were applied in an earlier dedupe generation",
+                    statement: statements.fail.name)
+            }
+            return (true, [])
+        case .merge:
+            let rows = try connection.query(statements.merge, arrays).rows
+            if rows.count == 1, try rows[0].decode(1, as: String?.self) == nil { return (true, []) }
+            var fresh: Set<AppliedKey> = []
+            for row in rows {
+                fresh.insert(AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self)))
+            }
+            return (false, fresh)
+        }
+    }
+
     /// `applyEvents`' dedupe where Citus distributes the users' tables (docs/SHARDING.md, rule
     /// 10): the broadcasts' ids in a statement of their own, the users' keys a shard of users a
     /// statement. Whether every key was new and given once, and otherwise the new ones, as
@@ -232,27 +241,11 @@ public enum IngestTransaction {
         for group in try BadgeStore.usersByShard(Array(Set(users.map(\.user))), on: connection) {
             let members = Set(group)
             let part = users.filter { members.contains($0.user) }
-            let arrays: [any PGBindable] = [part.map(\.user), part.map(\.eventID), slot]
-            switch conflicts {
-            case .fail:
-                let earlier = try connection.query(IngestSQL.recordNewUserEventsOfShard, arrays).rows.first?.decode(0, as: Int64.self) ?? 0
-                guard earlier == 0 else {
-                    throw PGError(
-                        code: .server, sqlState: "23505", message: "\(earlier) event ids of the batch were applied in an earlier dedupe generation",
-                        statement: IngestSQL.recordNewUserEventsOfShard.name)
-                }
-                fresh.formUnion(part)
-            case .merge:
-                let rows = try connection.query(IngestSQL.recordUserEventsOfShard, arrays).rows
-                if rows.count == 1, try rows[0].decode(1, as: String?.self) == nil {
-                    fresh.formUnion(part)
-                } else {
-                    allFresh = false
-                    for row in rows {
-                        fresh.insert(AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self)))
-                    }
-                }
-            }
+            let recorded = try recordKeys(
+                part, conflicts: conflicts, slot: slot, with: (IngestSQL.recordNewUserEventsOfShard, IngestSQL.recordUserEventsOfShard),
+                on: connection)
+            allFresh = allFresh && recorded.allFresh
+            fresh.formUnion(recorded.allFresh ? Set(part) : recorded.fresh)
         }
         // As the shipped statements say it: "all fresh" leaves `fresh` unused.
         return (allFresh, allFresh ? [] : fresh)
