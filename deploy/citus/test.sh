@@ -9,7 +9,8 @@
 #
 #   deploy/citus/test.sh                                  # the tests that ask for Citus
 #   REDDOT_TEST_LAYOUT=citus deploy/citus/test.sh --filter BadgeStoreTests
-#                                                         # every test database distributed
+#                                                         # every test database distributed, to
+#                                                         # find what Citus still refuses
 #
 # Environment: REDDOT_TEST_PG_USER names the non-root user PostgreSQL runs as when started by
 # root (default: reddot-test, created if missing); REDDOT_TEST_KEEP=1 keeps the data folder.
