@@ -108,6 +108,15 @@ struct BadgeStorePropertyTests {
 
 @Suite("Every operation in PostgreSQL: any arrival order gives the in-order tree")
 struct ItemOrderPropertyTests {
+    /// Issue 27: the same on a Citus cluster (`deploy/citus/test.sh`; skipped without one).
+    @Test(
+        "on tables distributed by Citus, every operation shuffled into random batches ends in the in-order model's tree, OnCitus",
+        .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"),
+        arguments: [UInt64(1)])
+    func shuffledArrivalsOnCitus(seed: UInt64) async throws {
+        try await shuffledArrivals(seed: seed, layout: .citus)
+    }
+
     @Test(
         "timed sets, increments, decrements, adds, removes, clears, seens and mutes, shuffled into random batches, end in the in-order model's tree",
         arguments: [(UInt64(1), SchemaLayout.plain), (2, .plain), (3, .plain)])
@@ -170,6 +179,16 @@ struct ClearShownPropertyTests {
             }
             dirty = false
         }
+    }
+
+    /// Issue 27: the same on a Citus cluster (`deploy/citus/test.sh`; skipped without one):
+    /// users' actions at rendered versions, a user's statements sent whole to the user's shard.
+    @Test(
+        "on tables distributed by Citus, random arrivals, rollups, folds, renders, clears and seens end in the model's tree, OnCitus",
+        .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"),
+        arguments: [UInt64(1), 2])
+    func racingClearsOnCitus(seed: UInt64) async throws {
+        try await racingClears(seed: seed, layout: .citus)
     }
 
     @Test(

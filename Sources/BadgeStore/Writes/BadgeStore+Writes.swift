@@ -16,10 +16,23 @@ extension BadgeStore {
     ///   broadcast (pass them as `bumping` to `markDirty` or `recomputeAggregates`: their view
     ///   changed though no aggregate did).
     @discardableResult
+    ///
+    /// Where Citus distributes the tables, the batch is written a shard of users at a time, as
+    /// `applyMarked` writes it.
     public static func apply(
         _ batch: BadgeBatch, conflicts: RowConflicts = .merge, on connection: PGConnection
     ) throws(PGError) -> BadgeApplyOutcome {
-        try apply(batch, conflicts: conflicts, holding: [], on: connection)
+        guard try citusInstalled(on: connection) else { return try apply(batch, conflicts: conflicts, holding: [], on: connection) }
+        var outcome = BadgeApplyOutcome()
+        for group in try usersByShard(batch.users.map(\.rawValue), on: connection) {
+            let users = Set(group.compactMap { try? UserID(validating: $0) })
+            let part = try apply(batch.restricted(to: users), conflicts: conflicts, holding: [], shard: true, on: connection)
+            outcome.touchedRows += part.touchedRows
+            outcome.viewChangedUsers += part.viewChangedUsers
+            outcome.held.append(contentsOf: part.held)
+        }
+        outcome.viewChangedUsers.sort()
+        return outcome
     }
 
     /// `apply`, holding the deltas of the users of `holding` (with `.fail`) in the outcome
@@ -454,16 +467,18 @@ extension BadgeStore {
         let (broadcastPart, beyond) = seenVersion.subtractingReportingOverflow(own)
         let shownThrough = beyond ? Int64.min : broadcastPart
         var bumping: [UserID] = []
+        // One user: on Citus, the statements' forms for one shard (their `$1`, the user).
+        let citus = try citusInstalled(on: connection)
         switch operation {
         case .clear(let force):
-            try connection.query(BadgeSQL.carryIncrements.shipped, [[user.rawValue], [path.rawValue], [force]])
+            try connection.query(BadgeSQL.carryIncrements.form(citus), [[user.rawValue], [path.rawValue], [force]])
             try connection.query(BadgeSQL.clearShown, [user.rawValue, path.rawValue, force, reach, settled])
             let dismissed = try connection.query(
-                BadgeSQL.dismissBroadcasts.shipped, [[user.rawValue], [path.rawValue], [force], [Date?.none], [shownThrough]])
+                BadgeSQL.dismissBroadcasts.form(citus), [[user.rawValue], [path.rawValue], [force], [Date?.none], [shownThrough]])
             if !dismissed.rows.isEmpty { bumping = [user] }
         case .seen:
             try connection.query(BadgeSQL.markShownSeen, [user.rawValue, path.rawValue, reach, settled])
-            let seen = try connection.query(BadgeSQL.seeBroadcasts.shipped, [[user.rawValue], [path.rawValue], [true], [Date?.none], [shownThrough]])
+            let seen = try connection.query(BadgeSQL.seeBroadcasts.form(citus), [[user.rawValue], [path.rawValue], [true], [Date?.none], [shownThrough]])
             if !seen.rows.isEmpty { bumping = [user] }
         case .set, .increment, .decrement, .addItem, .removeItem, .mute, .unmute:
             bumping = try apply(batch, on: connection).viewChangedUsers

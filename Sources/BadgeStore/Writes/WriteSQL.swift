@@ -662,20 +662,20 @@ extension BadgeSQL {
                    (s.shown_in <= $4 OR $5) AS shown,
                    EXISTS (
                        SELECT 1 FROM badge_increment i
-                       WHERE i.user_id = s.user_id AND i.path = s.path AND NOT (i.shown_in <= $4 OR $5)
+                       WHERE i.user_id = $1 AND i.path = s.path AND NOT (i.shown_in <= $4 OR $5)
                    ) AS keeps
             FROM badge_state s
             WHERE s.user_id = $1 AND (s.path = $2::ltree OR ($3 AND s.path <@ $2::ltree))
         ), wiped AS (
             DELETE FROM badge_increment i USING hit h
-            WHERE i.user_id = h.user_id AND i.path = h.path AND (h.expired OR (i.shown_in <= $4 OR $5))
+            WHERE i.user_id = $1 AND i.path = h.path AND (h.expired OR (i.shown_in <= $4 OR $5))
         ), carried AS (
             UPDATE badge_state s SET count = 0, icon = NULL, seen_count = 0, keeps_dot = false, updated_at = now()
             FROM hit h
-            WHERE s.user_id = h.user_id AND s.path = h.path AND h.shown AND (h.keeps OR h.timed) AND NOT h.expired
+            WHERE s.user_id = $1 AND s.path = h.path AND h.shown AND (h.keeps OR h.timed) AND NOT h.expired
         ), gone AS (
             DELETE FROM badge_state s USING hit h
-            WHERE s.user_id = h.user_id AND s.path = h.path AND (h.expired OR (h.shown AND NOT h.keeps AND NOT h.timed))
+            WHERE s.user_id = $1 AND s.path = h.path AND (h.expired OR (h.shown AND NOT h.keeps AND NOT h.timed))
         ), items AS (
             UPDATE badge_item i SET removed_at = now()
             WHERE i.user_id = $1 AND i.removed_at IS NULL AND (i.path = $2::ltree OR ($3 AND i.path <@ $2::ltree))
