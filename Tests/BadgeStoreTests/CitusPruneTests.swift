@@ -9,7 +9,7 @@ import Testing
 /// over many shards, and the change log's joins the coordinator's feed lease. Skipped where no
 /// Citus cluster is named (`deploy/citus/test.sh` names one).
 @Suite(
-    "Prunes on tables distributed by Citus", .serialized,
+    "Retention and expiry on tables distributed by Citus", .serialized,
     .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"))
 struct CitusPruneTests {
     @Test("the retention prunes delete every old row of users on every shard, and leave the young ones, OnCitus")
@@ -110,6 +110,55 @@ struct CitusPruneTests {
                 }
             }
             #expect(left == ["b-young"])
+        }
+    }
+
+    @Test("the expiry sweeper expires the states and wakes the snoozes of users on every shard, and marks them dirty, OnCitus")
+    func sweeperOnCitus() async throws {
+        let migrated = try await MigratedDatabase.create(prefix: "citussweep", connections: 1, layout: .citus)
+        try await tearingDown({ await migrated.drop() }) {
+            let pool = migrated.pool
+            let users = (1...40).map { "sweep_u\($0)" }
+            let list = "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+            try await pool.withConnection { connection in
+                try connection.execute(
+                    script: """
+                    INSERT INTO badge_state (user_id, path, count, expires_at) SELECT u, 'root.x', 1, now() - interval '1 minute' FROM unnest(\(list)) u;
+                    INSERT INTO badge_state (user_id, path, count, expires_at) SELECT u, 'root.z', 1, now() + interval '1 hour' FROM unnest(\(list)) u;
+                    INSERT INTO badge_mute (user_id, path, muted, until, occurred_at, woken, written_in)
+                    SELECT u, 'root.y', true, now() - interval '1 minute', now() - interval '1 hour', false, 0 FROM unnest(\(list)) u;
+                    """, name: "test.sweep.rows")
+            }
+            let parts = try await pool.withConnection { try BadgeStore.expiryParts(on: $0) }
+            var expired = 0, woken = 0
+            // Chunks of 7: several statements, as a sweep of many rows takes.
+            for part in parts.states {
+                while true {
+                    let step = try await pool.withTransaction { try BadgeStore.expireBadges(limit: 7, part: part, on: $0) }
+                    expired += step
+                    if step == 0 { break }
+                }
+            }
+            for part in parts.mutes {
+                while true {
+                    let step = try await pool.withTransaction { try BadgeStore.wakeSnoozes(limit: 7, part: part, on: $0) }
+                    woken += step
+                    if step == 0 { break }
+                }
+            }
+            #expect(expired == 40 && woken == 40, "expired \(expired), woken \(woken)")
+            let left = try await pool.withConnection { connection in
+                try connection.query(PGStatement(
+                    "test.swept",
+                    """
+                    SELECT (SELECT count(*) FROM badge_state WHERE path = 'root.x'), (SELECT count(*) FROM badge_state WHERE path = 'root.z'),
+                           (SELECT count(*) FROM badge_mute WHERE woken), (SELECT count(DISTINCT user_id) FROM dirty_mark)
+                    """)).singleRow()
+            }
+            #expect(try left.decode(0, as: Int64.self) == 0)
+            #expect(try left.decode(1, as: Int64.self) == 40)
+            #expect(try left.decode(2, as: Int64.self) == 40)
+            #expect(try left.decode(3, as: Int64.self) == 40)
         }
     }
 }

@@ -11,8 +11,8 @@ extension BadgeStore {
     @discardableResult
     public static func expireBadges(limit: Int, part: String = "badge_state", on connection: PGConnection) throws(PGError) -> Int {
         let candidates = TableParts.statement(BadgeSQL.expiredUsers, over: part, table: "badge_state") { BadgeSQL.expiredUsers(in: $0) }
-        return try markingUsers(of: candidates, limit: limit, on: connection) { users throws(PGError) in
-            try connection.query(BadgeSQL.expireBadges, [limit, users.map(\.rawValue)]).rows.count
+        return try markingUsers(of: candidates, limit: limit, on: connection) { users, shard throws(PGError) in
+            try connection.query(BadgeSQL.expireBadges.form(shard), [limit, users.map(\.rawValue)]).rows.count
         }
     }
 
@@ -28,8 +28,8 @@ extension BadgeStore {
         let candidates = TableParts.statement(BadgeSQL.endedSnoozeUsers, over: part, table: "badge_mute") {
             BadgeSQL.endedSnoozeUsers(in: $0)
         }
-        return try markingUsers(of: candidates, limit: limit, on: connection) { users throws(PGError) in
-            try connection.query(BadgeSQL.wakeSnoozes, [limit, users.map(\.rawValue)]).affectedRows
+        return try markingUsers(of: candidates, limit: limit, on: connection) { users, shard throws(PGError) in
+            try connection.query(BadgeSQL.wakeSnoozes.form(shard), [limit, users.map(\.rawValue)]).affectedRows
         }
     }
 
@@ -44,18 +44,29 @@ extension BadgeStore {
     }
 
     /// Reads the users `candidates` (a statement of `$1` = `limit`) names, marks them dirty (the
-    /// marks first, as ingest takes them: one lock order), then runs `act` for them; 0 without
-    /// one.
+    /// marks first, as ingest takes them: one lock order), then runs `act` for them (with
+    /// whether they share a Citus shard: its statements' forms for one shard); 0 without one.
+    /// Where Citus distributes the tables, a shard's users at a time (docs/SHARDING.md, rule 10:
+    /// Citus takes row locks only in a statement for one shard).
     private static func markingUsers(
-        of candidates: PGStatement, limit: Int, on connection: PGConnection, then act: ([UserID]) throws(PGError) -> Int
+        of candidates: PGStatement, limit: Int, on connection: PGConnection, then act: ([UserID], Bool) throws(PGError) -> Int
     ) throws(PGError) -> Int {
         var users: [UserID] = []
         for row in try connection.query(candidates, [limit]).rows {
             if let user = try? UserID(validating: try row.decode(0, as: String.self)) { users.append(user) }
         }
         guard !users.isEmpty else { return 0 }
-        try markDirty(users, on: connection)
-        return try act(users)
+        guard try citusInstalled(on: connection) else {
+            try markDirty(users, on: connection)
+            return try act(users, false)
+        }
+        var done = 0
+        for group in try usersByShard(users.map(\.rawValue), on: connection) {
+            let part = group.compactMap { try? UserID(validating: $0) }
+            try markDirty(part, bumping: [], additive: [], unmarked: [], markedLater: [], shard: true, on: connection)
+            done += try act(part, true)
+        }
+        return done
     }
 
     /// Withdraws the broadcasts whose expiry has passed and, if any, bumps the broadcast version

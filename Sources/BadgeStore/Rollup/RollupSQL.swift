@@ -213,8 +213,8 @@ extension BadgeSQL {
 
     /// Deletes up to `$1` expired own-state rows of the users `$2` with their increments (rows
     /// another transaction holds are left for next time) and returns their users.
-    static let expireBadges = PGStatement(
-        "badges.expire_badges",
+    /// `ofShard` is the form for users of one Citus shard (`$2`; docs/SHARDING.md, rule 10).
+    static let expireBadges = ShardForms("badges.expire_badges", users: "$2::text[]") { pin in
         """
         WITH expired AS (
             DELETE FROM badge_state s
@@ -225,13 +225,14 @@ extension BadgeSQL {
                 LIMIT $1
                 FOR UPDATE SKIP LOCKED
             ) AS e
-            WHERE s.user_id = e.user_id AND s.path = e.path
+            WHERE s.user_id = e.user_id AND s.path = e.path\(pin.on("s"))
             RETURNING s.user_id, s.path
         ), wiped AS (
-            DELETE FROM badge_increment i USING expired x WHERE i.user_id = x.user_id AND i.path = x.path
+            DELETE FROM badge_increment i USING expired x WHERE i.user_id = x.user_id AND i.path = x.path\(pin.on("i"))
         )
         SELECT DISTINCT user_id FROM expired
-        """)
+        """
+    }
 
     /// The users of up to `$1` snoozes whose end has passed and that have not woken (the index
     /// `badge_mute_wake`), to be marked dirty before `wakeSnoozes` records them woken.
@@ -249,18 +250,19 @@ extension BadgeSQL {
     /// Records up to `$1` ended snoozes of the users `$2` as woken, stamped with the write number
     /// `markDirty` took, so the version that covers it logs the muted nodes (rows another
     /// transaction holds are left for next time).
-    static let wakeSnoozes = PGStatement(
-        "badges.wake_snoozes",
+    /// `ofShard` is the form for users of one Citus shard (`$2`; docs/SHARDING.md, rule 10).
+    static let wakeSnoozes = ShardForms("badges.wake_snoozes", users: "$2::text[]") { pin in
         """
-        UPDATE badge_mute m SET woken = true, written_in = \(writeNumber(of: "m.user_id"))
+        UPDATE badge_mute m SET woken = true, written_in = \(writeNumber(of: "m.user_id", pin: pin))
         FROM (
             SELECT user_id, path FROM badge_mute
             WHERE muted AND NOT woken AND until IS NOT NULL AND until <= now() AND user_id = ANY($2::text[])
             ORDER BY until LIMIT $1
             FOR UPDATE SKIP LOCKED
         ) AS e
-        WHERE m.user_id = e.user_id AND m.path = e.path
-        """)
+        WHERE m.user_id = e.user_id AND m.path = e.path\(pin.on("m"))
+        """
+    }
 
     /// Whether an active broadcast's expiry has passed (an index scan of `broadcast_expiry`).
     static let anyBroadcastExpired = PGStatement(

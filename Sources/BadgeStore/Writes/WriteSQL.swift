@@ -18,15 +18,15 @@ extension BadgeSQL {
     }
 
     /// A statement in its shipped form and in its form for the users of one Citus shard, whose
-    /// users are its `$1` (`Pin.users("$1::text[]")`): `sql` puts `pin.on(alias)` after the
-    /// conditions on each per-user table it names.
+    /// users are its parameter `users` (`$1` unless said; `Pin.users`): `sql` puts
+    /// `pin.on(alias)` after the conditions on each per-user table it names.
     struct ShardForms: Sendable {
         let shipped: PGStatement
         let ofShard: PGStatement
 
-        init(_ name: String, prepared: Bool = true, _ sql: (Pin) -> String) {
+        init(_ name: String, users: String = "$1::text[]", prepared: Bool = true, _ sql: (Pin) -> String) {
             shipped = PGStatement(name, sql(.none), prepared: prepared)
-            ofShard = PGStatement(name + "_of_shard", sql(.users("$1::text[]")), prepared: prepared)
+            ofShard = PGStatement(name + "_of_shard", sql(.users(users)), prepared: prepared)
         }
 
         /// `ofShard` when `shard`, else `shipped`.
