@@ -39,7 +39,7 @@ struct CitusIngestTests {
     ]
 
     @Test("random batches of many users leave the same rows on Citus as on the shipped schema, OnCitus", arguments: [UInt64(11), 12])
-    func sameRowsAsShipped(seed: UInt64) async throws {
+    func sameRowsAsShippedOnCitus(seed: UInt64) async throws {
         let plain = try await StoreFixture.make(layout: .plain)
         try await tearingDown({ await plain.tearDown() }) {
             let citus = try await StoreFixture.make(layout: .citus)
