@@ -19,7 +19,7 @@ struct CitusPruneTests {
             let pool = migrated.pool
             // 40 users: on 32 shards a table, nearly every shard has some.
             let users = (1...40).map { "prune_u\($0)" }
-            let list = "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+            let list = textArray(users)
             let tables = ["applied_user_event", "applied_action", "badge_item", "badge_clear_mark", "erased_user", "badge_change"]
             for (age, prefix) in [("now() - interval '30 days'", "old"), ("now()", "young")] {
                 try await pool.withConnection { connection in
@@ -119,7 +119,7 @@ struct CitusPruneTests {
         try await tearingDown({ await migrated.drop() }) {
             let pool = migrated.pool
             let users = (1...40).map { "sweep_u\($0)" }
-            let list = "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+            let list = textArray(users)
             try await pool.withConnection { connection in
                 try connection.execute(
                     script: """

@@ -219,7 +219,7 @@ struct PrunePartitionTests {
                     INSERT INTO badge_item (user_id, path, item, occurred_at, removed_at) SELECT u, 'root.x', 'i', \(old), \(old) FROM unnest($1::text[]) u;
                     INSERT INTO badge_clear_mark (user_id, path, subtree, cleared_through, marked_at) SELECT u, 'root.x', true, \(old), \(old) FROM unnest($1::text[]) u;
                     INSERT INTO erased_user (user_id, erased_at) SELECT u, \(old) FROM unnest($1::text[]) u;
-                    """.replacingOccurrences(of: "$1::text[]", with: "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"),
+                    """.replacingOccurrences(of: "$1::text[]", with: textArray(users)),
                     name: "test.prune.rows")
             }
             let tables = ["applied_user_event", "applied_action", "badge_item", "badge_clear_mark", "erased_user"]
@@ -250,7 +250,7 @@ struct PrunePartitionTests {
         try await tearingDown({ await migrated.drop() }) {
             let pool = migrated.pool
             let users = (1...40).map { "sweep_u\($0)" }
-            let list = "ARRAY[\(users.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+            let list = textArray(users)
             try await pool.withConnection { connection in
                 try connection.execute(
                     script: """

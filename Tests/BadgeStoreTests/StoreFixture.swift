@@ -76,3 +76,8 @@ func rowCounts(of tables: [String], in pool: PGPool) async throws -> [String: In
         return counts
     }
 }
+
+/// `values` as an SQL `text[]` literal, for a test's script (ids the test made, without quotes).
+func textArray(_ values: [String]) -> String {
+    "ARRAY[\(values.map { "'\($0)'" }.joined(separator: ","))]::text[]"
+}
