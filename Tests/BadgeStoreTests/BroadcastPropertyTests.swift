@@ -11,6 +11,16 @@ import Testing
 /// merged in under the model's mutes and the modes.
 @Suite("Broadcasts with every operation in random arrival orders: PostgreSQL against the model")
 struct BroadcastPropertyTests {
+    /// The same on tables distributed by Citus (docs/SHARDING.md, "Running the tests on Citus"),
+    /// one seed with aggregation modes and one without; skipped where no Citus cluster is named.
+    @Test(
+        "on tables distributed by Citus, random broadcasts and operations: each visible tree and the change log's root equal the model's, OnCitus",
+        .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"),
+        arguments: [UInt64(5), 6])
+    func randomArrivalOrdersOnCitus(seed: UInt64) async throws {
+        try await randomArrivalOrders(seed: seed, layout: .citus)
+    }
+
     @Test("random broadcasts, then random operations of 30 users shuffled into batches: each visible tree and the change log's root equal the model's", arguments: [(UInt64(1), SchemaLayout.plain), (2, .plain), (3, .plain), (4, .plain)])
     func randomArrivalOrders(seed: UInt64, layout: SchemaLayout) async throws {
         let fixture = try await StoreFixture.make(layout: layout)

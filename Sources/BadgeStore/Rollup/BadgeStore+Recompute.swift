@@ -118,10 +118,13 @@ extension BadgeStore {
             // Each shard's users in a statement Citus sends whole to that shard, which returns
             // the new versions; they are notified here, on the coordinator, where the query
             // services listen.
-            let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: true, broadcasts: broadcasts, shard: true))
+            // Their logged roots are the users' own; the active broadcasts are merged in after
+            // (`mergeBroadcastsIntoLoggedRoots`: Citus runs no merge inside a shard's statement).
+            let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: true, broadcasts: false, shard: true))
             for group in try usersByShard(recounted, on: connection) {
                 try collect(try connection.query(statement, [group, changeChannel, bumped.sorted()]))
             }
+            if broadcasts { try Self.mergeBroadcastsIntoLoggedRoots(outcome.versions, moded: moded, on: connection) }
             let versions = outcome.versions.sorted { $0.key.rawValue < $1.key.rawValue }
             if !versions.isEmpty {
                 try connection.query(BadgeSQL.notifyUserVersions, [changeChannel, versions.map(\.key.rawValue), versions.map(\.value)])

@@ -779,7 +779,7 @@ extension BadgeSQL {
                 SELECT (x.totals ->> 0)::bigint AS count, (x.totals ->> 1)::bigint AS unseen
                 FROM (SELECT (SELECT totals FROM roots) -> b.user_id AS totals) AS x
             ) r
-            LEFT JOIN mute_lists ml ON ml.user_id = b.user_id\(broadcasts ? sharedRoot : "")
+            LEFT JOIN mute_lists ml ON ml.user_id = b.user_id\(broadcasts ? sharedRoot(pin: pin) : "")
         )
         \(pin.isNone ? "SELECT user_id, version, pg_notify($2, \(ChangeNotification.userPayloadSQL(user: "user_id", version: "version")))" : "SELECT user_id, version, $2::text")
         FROM bumped
@@ -802,8 +802,15 @@ extension BadgeSQL {
     /// The join of `versionAndLog`'s log insert with broadcasts (`shared`): with active
     /// broadcasts, the root with them merged under the modes and mutes (migration 0014): a
     /// plain sum for a user without mutes when no mode is declared, else the steps, where the
-    /// version's changed aggregates are newer than the table's.
-    private static let sharedRoot = """
+    /// version's changed aggregates are newer than the table's. The plain sum is
+    /// `badge_plain_root`, which PostgreSQL inlines; in the form for one Citus shard it is
+    /// written out (`plainRoot`), since Citus plans no call with parameters of a SQL function
+    /// that reads distributed tables (docs/SHARDING.md, "What Citus refuses").
+    private static func sharedRoot(pin: Pin) -> String {
+        let plain = pin.isNone
+            ? "badge_plain_root(b.user_id, r.count, r.unseen, b.writes_through) AS p"
+            : "LATERAL (\(plainRoot(user: "b.user_id", count: "r.count", unseen: "r.unseen", through: "b.writes_through", pin: pin))) AS p"
+        return """
 
             LEFT JOIN LATERAL (
                 SELECT CASE WHEN jsonb_array_length(coalesce(ml.list, b.mutes, '[]')) = 0
@@ -814,10 +821,29 @@ extension BadgeSQL {
                                      (SELECT by_user FROM diff_nodes) -> b.user_id,
                                      coalesce(ml.list, b.mutes))
                        END AS root
-                FROM badge_plain_root(b.user_id, r.count, r.unseen, b.writes_through) AS p
+                FROM \(plain)
                 WHERE EXISTS (SELECT 1 FROM broadcast x WHERE x.withdrawn_at IS NULL)
             ) shared ON true
         """
+    }
+
+    /// `badge_plain_root(user, count, unseen, through)` (migration 0014) written out, each of
+    /// the user's dismissal tables filtered by `pin`: the own root (`count`, `unseen`; NULL when
+    /// it does not show) plus every active broadcast the user has not cleared, and its unseen
+    /// unless the user saw it, by the writes up to `through`; sums stop at the largest bigint.
+    static func plainRoot(user: String, count: String, unseen: String, through: String, pin: Pin) -> String {
+        """
+        SELECT least(coalesce(\(count), 0)::numeric + coalesce(sum(x.count), 0), 9223372036854775807)::bigint AS count,
+                       least(coalesce(\(unseen), 0)::numeric + coalesce(sum(x.count) FILTER (WHERE NOT EXISTS (
+                           SELECT 1 FROM broadcast_seen s
+                           WHERE s.user_id = \(user) AND s.broadcast_id = x.id AND s.shown_in <= \(through)\(pin.on("s")))), 0),
+                             9223372036854775807)::bigint AS unseen
+                    FROM broadcast x
+                    WHERE x.withdrawn_at IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM broadcast_clear c
+                        WHERE c.user_id = \(user) AND c.broadcast_id = x.id AND c.shown_in <= \(through)\(pin.on("c")))
+        """
+    }
 
     /// The forms of a rollup round's statement: `additive` (`addDeltas`, else `recompute`),
     /// `moded` (aggregation modes declared), `partitioned` (tables partitioned by user; see

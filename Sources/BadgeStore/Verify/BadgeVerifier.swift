@@ -37,16 +37,13 @@ public struct BadgeVerifier: Sendable {
             after = lastUser
             report.usersChecked += users.count
             let mismatches: [AggregateMismatch] = try await store.pool.withConnection { connection in
-                try connection.query(VerifySQL.compare, [users]).rows.compactMap { row in
-                    guard let user = try? UserID(validating: try row.decode(0, as: String.self)),
-                        let path = try? BadgePath(validating: try row.decode(1, as: String.self))
-                    else { return nil }
-                    return AggregateMismatch(
-                        user: user, path: path,
-                        storedCount: try row.decode(2, as: Int64?.self), storedIcon: try row.decode(3, as: String?.self),
-                        expectedCount: try row.decode(4, as: Int64?.self), expectedIcon: try row.decode(5, as: String?.self),
-                        storedUnseen: try row.decode(6, as: Int64?.self), expectedUnseen: try row.decode(7, as: Int64?.self))
+                // On Citus, a shard's users a statement (docs/SHARDING.md, rule 10).
+                guard try BadgeStore.citusInstalled(on: connection) else {
+                    return try Self.mismatches(try connection.query(VerifySQL.compare.shipped, [users]))
                 }
+                return try BadgeStore.usersByShard(users, on: connection).flatMap { group in
+                    try Self.mismatches(try connection.query(VerifySQL.compare.ofShard, [group]))
+                }.sorted { ($0.user.rawValue, $0.path.rawValue) < ($1.user.rawValue, $1.path.rawValue) }
             }
             for mismatch in mismatches { onMismatch(mismatch) }
             report.mismatches += mismatches.count
@@ -60,6 +57,24 @@ public struct BadgeVerifier: Sendable {
             }
         }
         return report
+    }
+
+    /// The mismatches `result` (`VerifySQL.compare`) lists; rows whose user or path no longer
+    /// parse are left out.
+    private static func mismatches(_ result: PGResult) throws(PGError) -> [AggregateMismatch] {
+        var mismatches: [AggregateMismatch] = []
+        for row in result.rows {
+            let userText = try row.decode(0, as: String.self)
+            let pathText = try row.decode(1, as: String.self)
+            guard let user = try? UserID(validating: userText), let path = try? BadgePath(validating: pathText) else { continue }
+            mismatches.append(
+                AggregateMismatch(
+                    user: user, path: path,
+                    storedCount: try row.decode(2, as: Int64?.self), storedIcon: try row.decode(3, as: String?.self),
+                    expectedCount: try row.decode(4, as: Int64?.self), expectedIcon: try row.decode(5, as: String?.self),
+                    storedUnseen: try row.decode(6, as: Int64?.self), expectedUnseen: try row.decode(7, as: Int64?.self)))
+        }
+        return mismatches
     }
 }
 
@@ -156,24 +171,24 @@ enum VerifySQL {
     /// within it, counters and live items, under the stored aggregation modes, as the rollup's
     /// recount does; its icon: its own counter's) and returns every row that differs from the
     /// stored one.
-    static let compare = PGStatement(
-        "verify.compare",
+    static let compare = BadgeSQL.ShardForms("verify.compare") { pin in
         """
         WITH users AS (
             SELECT u.user_id FROM unnest($1::text[]) AS u(user_id)
-            WHERE NOT EXISTS (SELECT 1 FROM dirty_mark d WHERE d.user_id = u.user_id)
-              AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now())
+            WHERE NOT EXISTS (SELECT 1 FROM dirty_mark d WHERE d.user_id = u.user_id\(pin.on("d")))
+              AND NOT EXISTS (SELECT 1 FROM badge_state s WHERE s.user_id = u.user_id AND s.expires_at <= now()\(pin.on("s")))
         ), own AS (
-            \(BadgeSQL.ownRows)
-        )\(BadgeSQL.modedFresh(pin: .none)), expected AS (
+            \(BadgeSQL.ownRows(pin: pin))
+        )\(BadgeSQL.modedFresh(pin: pin)), expected AS (
             SELECT user_id, path, count, icon, unseen FROM fresh
         ), stored AS (
-            SELECT a.user_id, a.path, a.count, a.icon, a.unseen FROM badge_aggregate a JOIN users USING (user_id)
+            SELECT a.user_id, a.path, a.count, a.icon, a.unseen FROM badge_aggregate a JOIN users USING (user_id)\(pin.isNone ? "" : "\n    WHERE true" + pin.on("a"))
         )
         SELECT coalesce(e.user_id, s.user_id), coalesce(e.path, s.path)::text, s.count, s.icon, e.count, e.icon,
                s.unseen, e.unseen
         FROM expected e FULL JOIN stored s ON s.user_id = e.user_id AND s.path = e.path
         WHERE e.count IS DISTINCT FROM s.count OR e.icon IS DISTINCT FROM s.icon OR e.unseen IS DISTINCT FROM s.unseen
         ORDER BY 1, 2
-        """)
+        """
+    }
 }
