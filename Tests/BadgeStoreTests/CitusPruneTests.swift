@@ -44,8 +44,15 @@ struct CitusPruneTests {
                     INSERT INTO badge_increment (user_id, path, occurred_at, amount, shown_in, arrived_at)
                         SELECT u, 'root.old', now() - interval '30 days', 2, 1, now() - interval '30 days' FROM unnest(\(list)) u;
                     INSERT INTO user_version (user_id, version, broadcast_version, writes_through) SELECT u, 1, 0, 1 FROM unnest(\(list)) u;
+                    -- The change feed's outbox entries of the logged versions, as the rollup
+                    -- writes them on the coordinator; the first 10 old ones published.
+                    INSERT INTO change_feed_outbox (user_id, version) SELECT u, v FROM unnest(\(list)) u, (VALUES (1), (2)) AS x(v) ORDER BY v, u;
                     """,
                     name: "test.prune.erased")
+                // In a snapshot taken after those entries committed.
+                try connection.execute(
+                    script: "UPDATE change_feed_lease SET published_seq = (SELECT min(seq) + 9 FROM change_feed_outbox), published_snapshot = pg_current_snapshot()",
+                    name: "test.prune.cursor")
             }
             func rows() async throws -> [String: Int] { try await rowCounts(of: tables, in: pool) }
             #expect(try await rows() == ["applied_user_event": 80, "applied_action": 80, "badge_item": 80, "badge_clear_mark": 80, "erased_user": 40, "badge_change": 80])
@@ -66,8 +73,14 @@ struct CitusPruneTests {
             }
             #expect(deleted == 240)
             #expect(log.pruned == 40)
-            // The feed never ran here: its cursor is at 0, so every pruned record was unpublished.
-            #expect(log.unpublished == 40)
+            // The feed's cursor is past 10 of the old records: the other 30 went unpublished.
+            // Their outbox entries went with them; the young ones' stay.
+            #expect(log.unpublished == 30)
+            let outbox = try await pool.withConnection { connection in
+                try connection.query(PGStatement("test.outbox", "SELECT count(*), count(*) FILTER (WHERE version = 2) FROM change_feed_outbox")).singleRow()
+            }
+            #expect(try outbox.decode(0, as: Int64.self) == 40)
+            #expect(try outbox.decode(1, as: Int64.self) == 40)
             #expect(try await rows() == ["applied_user_event": 40, "applied_action": 40, "badge_item": 40, "badge_clear_mark": 40, "erased_user": 0, "badge_change": 40])
             let folded = try await pool.withConnection { connection in
                 try connection.query(PGStatement(

@@ -1,7 +1,7 @@
 -- RedDot's tables on Citus, distributed by user: NOT a supported configuration yet. This file
 -- runs on Citus 13.2 as written (deploy/citus/test.sh runs it for every test database there);
--- RedDot's ingest, rollup and retention run on the result, its change feed and a few more do
--- not yet: docs/SHARDING.md, "What Citus refuses" (issue 27). A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
+-- RedDot's ingest, rollup, change feed and retention run on the result, a few parts do not
+-- yet: docs/SHARDING.md, "What Citus refuses" (issue 27). A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
 -- file's table lists equal to the schema's: every table with a `user_id` is distributed by it,
 -- colocated with `user_version`, and every other table is a reference table or stays on the
 -- coordinator.
@@ -54,6 +54,22 @@ SELECT create_distributed_table('webhook_user', 'user_id', colocate_with => 'use
 SELECT create_distributed_table('webhook_delivery', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('push_device', 'user_id', colocate_with => 'user_version');
 SELECT create_distributed_table('push_user', 'user_id', colocate_with => 'user_version');
+
+-- The change feed's order (docs/SHARDING.md, "The change feed on Citus"): the feed's cursor is a
+-- `seq` and a snapshot, which order transactions on one server only. So on Citus each rollup
+-- round also writes the users' versions it logged here, on the coordinator (not distributed),
+-- and the feed reads their numbers here and their records from the distributed log; an entry
+-- goes once the feed has published it (or with its record: the retention, an erasure). Numbered
+-- from above the feed's cursor, so that nothing is taken as published.
+CREATE TABLE change_feed_outbox (
+    seq      bigserial   PRIMARY KEY,
+    user_id  text        COLLATE "C" NOT NULL,
+    version  bigint      NOT NULL,
+    xid      xid8        NOT NULL DEFAULT pg_current_xact_id()
+);
+CREATE INDEX change_feed_outbox_xid ON change_feed_outbox (xid, seq);
+CREATE INDEX change_feed_outbox_user ON change_feed_outbox (user_id, version);
+SELECT setval(pg_get_serial_sequence('change_feed_outbox', 'seq'), greatest((SELECT published_seq FROM change_feed_lease), 0) + 1, false);
 
 -- The functions RedDot's statements call (the fold of a debited counter, the visible root under
 -- modes and mutes), on every node: a statement for the users of one shard runs whole on that

@@ -72,8 +72,10 @@ extension BadgeStore {
     }
 
     private static func pendingFeedRecords(limit: Int, display: BadgeDisplay, inSnapshotOn connection: PGConnection) throws(PGError) -> FeedRound {
-        guard let head = try connection.query(BadgeSQL.feedHead).rows.first else {
-            throw PGError(code: .decoding, message: "the change feed's cursor row is missing (run reddot migrate up)", statement: BadgeSQL.feedHead.name)
+        let citus = try citusInstalled(on: connection)
+        let headStatement = citus ? BadgeSQL.feedHeadOfOutbox : BadgeSQL.feedHead
+        guard let head = try connection.query(headStatement).rows.first else {
+            throw PGError(code: .decoding, message: "the change feed's cursor row is missing (run reddot migrate up)", statement: headStatement.name)
         }
         let cursor = (seq: try head.decode(0, as: Int64.self), snapshot: try head.decode(1, as: String.self))
         let snapshot = try head.decode(2, as: String.self)
@@ -81,32 +83,20 @@ extension BadgeStore {
         // (the ones between are not committed in it: they come as late records).
         let first = try head.decode(3, as: Int64?.self) ?? Int64.max
         let last = first.addingReportingOverflow(Int64(limit) - 1)
+        let range: [any PGBindable] = [first, last.overflow ? Int64.max : last.partialValue, cursor.seq, cursor.snapshot]
         var records: [FeedRecord] = []
-        for row in try connection.query(BadgeSQL.pendingUserChanges, [first, last.overflow ? Int64.max : last.partialValue, cursor.seq, cursor.snapshot]).rows {
-            let seq = try row.decode(0, as: Int64.self)
-            let user = try row.decode(1, as: String.self)
-            let nodes: [OwnLayerChange.Node]
-            let mutes: [MutedNode]?
-            do {
-                nodes = try OwnLayerChange.Node.decodeLog(try row.decode(9, as: String.self))
-                mutes = try row.decode(12, as: String?.self).map { text throws(ChangeLogFormatError) in try MutedNode.decodeLog(text) }
-            } catch {
-                throw PGError(
-                    code: .decoding, message: "change-log record \(seq) cannot be published: \(error)",
-                    statement: BadgeSQL.pendingUserChanges.name)
+        var readUsers = true
+        if citus {
+            if let found = try outboxRecords(range, after: cursor.seq, display: display, on: connection) { records = found } else { readUsers = false }
+        } else {
+            for row in try connection.query(BadgeSQL.pendingUserChanges, range).rows {
+                records.append(try userRecord(row, display: display, statement: BadgeSQL.pendingUserChanges))
             }
-            let payload = FeedPayload.user(
-                user: user, ownVersion: try row.decode(3, as: Int64.self), broadcastVersion: try row.decode(4, as: Int64.self),
-                version: try row.decode(5, as: Int64.self), nodes: nodes,
-                dismissedJSON: try row.decode(10, as: String.self), seenJSON: try row.decode(11, as: String.self),
-                root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
-                atJSON: try row.decode(8, as: String.self), mutes: mutes, display: display)
-            records.append(FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self)))
         }
         // Feed order: a user's later version has a higher `seq` (it was written after the
         // earlier one committed).
         records.sort { $0.number < $1.number }
-        let readUsers = !records.isEmpty
+        readUsers = readUsers && !records.isEmpty
         for row in try connection.query(BadgeSQL.pendingBroadcastChanges, [limit]).rows {
             records.append(
                 FeedRecord(
@@ -118,6 +108,62 @@ extension BadgeStore {
                 FeedRecord(kind: .tombstone, number: 0, key: try row.decode(0, as: String.self), payload: nil, age: try row.decode(1, as: Double.self)))
         }
         return FeedRound(records: records, cursor: cursor, snapshot: readUsers ? snapshot : nil)
+    }
+
+    /// A user's record from a row of `pendingUserChanges` (or `userChangesOfShard`).
+    private static func userRecord(_ row: PGRow, display: BadgeDisplay, statement: PGStatement) throws(PGError) -> FeedRecord {
+        let seq = try row.decode(0, as: Int64.self)
+        let user = try row.decode(1, as: String.self)
+        let nodes: [OwnLayerChange.Node]
+        let mutes: [MutedNode]?
+        do {
+            nodes = try OwnLayerChange.Node.decodeLog(try row.decode(9, as: String.self))
+            mutes = try row.decode(12, as: String?.self).map { text throws(ChangeLogFormatError) in try MutedNode.decodeLog(text) }
+        } catch {
+            throw PGError(code: .decoding, message: "change-log record \(seq) cannot be published: \(error)", statement: statement.name)
+        }
+        let payload = FeedPayload.user(
+            user: user, ownVersion: try row.decode(3, as: Int64.self), broadcastVersion: try row.decode(4, as: Int64.self),
+            version: try row.decode(5, as: Int64.self), nodes: nodes,
+            dismissedJSON: try row.decode(10, as: String.self), seenJSON: try row.decode(11, as: String.self),
+            root: BadgeAggregate(count: try row.decode(6, as: Int64.self), unseen: try row.decode(7, as: Int64.self)),
+            atJSON: try row.decode(8, as: String.self), mutes: mutes, display: display)
+        return FeedRecord(kind: .user, number: seq, key: user, payload: payload, age: try row.decode(2, as: Double.self))
+    }
+
+    /// On Citus: the records of the outbox's entries in `range` (`pendingOutbox`: the next
+    /// numbers, and the late ones below the cursor's `seq` `after`), numbered by the outbox,
+    /// read from the distributed log a shard of users at a time. Citus commits a transaction's
+    /// part on the coordinator before its parts on the workers, so an entry may be there before
+    /// its record: the records from the first such entry on are left for a later round, and
+    /// when a late entry's record is not there yet the round reads no user's version (nil): its
+    /// cursor would move past the entry for good.
+    private static func outboxRecords(
+        _ range: [any PGBindable], after cursorSeq: Int64, display: BadgeDisplay, on connection: PGConnection
+    ) throws(PGError) -> [FeedRecord]? {
+        var entries: [String: [(version: Int64, seq: Int64)]] = [:]
+        for row in try connection.query(BadgeSQL.pendingOutbox, range).rows {
+            entries[try row.decode(1, as: String.self), default: []].append((try row.decode(2, as: Int64.self), try row.decode(0, as: Int64.self)))
+        }
+        guard !entries.isEmpty else { return [] }
+        var records: [FeedRecord] = []
+        for group in try usersByShard(entries.keys.sorted(), on: connection) {
+            var users: [String] = [], versions: [Int64] = [], seqs: [Int64] = []
+            for user in group {
+                for entry in entries[user, default: []] {
+                    users.append(user)
+                    versions.append(entry.version)
+                    seqs.append(entry.seq)
+                }
+            }
+            for row in try connection.query(BadgeSQL.userChangesOfShard, [group, users, versions, seqs]).rows {
+                records.append(try userRecord(row, display: display, statement: BadgeSQL.userChangesOfShard))
+            }
+        }
+        let found = Set(records.map(\.number))
+        guard let firstMissing = entries.values.joined().map(\.seq).filter({ !found.contains($0) }).min() else { return records }
+        if firstMissing <= cursorSeq { return nil }
+        return records.filter { $0.number < firstMissing }
     }
 
     /// Ends a round that `holder` sent, of which Kafka refused the records at `failed` (indexes
@@ -147,14 +193,18 @@ extension BadgeStore {
         if held, !broadcasts.isEmpty { try connection.query(BadgeSQL.markBroadcastChangesPublished, [broadcasts]) }
         let tombstones = round.records.indices.filter { round.records[$0].kind == .tombstone && !failed.contains($0) }.map { round.records[$0].key }
         if held, !tombstones.isEmpty { try connection.query(BadgeSQL.markTombstonesPublished, [tombstones]) }
+        // On Citus the outbox's published entries go once the cursor is past them.
+        if held, round.snapshot != nil, try citusInstalled(on: connection) { try connection.query(BadgeSQL.pruneFeedOutbox) }
         return held
     }
 
     /// How many change-log records wait to be published (users' versions above the feed's
     /// cursor and unpublished broadcast versions, each counted up to a million).
     public static func unpublishedChanges(on connection: PGConnection) throws(PGError) -> Int64 {
-        let seq = try connection.query(BadgeSQL.feedHead).rows.first?.decode(0, as: Int64.self) ?? 0
-        let users = try connection.query(BadgeSQL.unpublishedUserCount, [seq]).rows.first?.decode(0, as: Int64.self) ?? 0
+        let citus = try citusInstalled(on: connection)
+        let seq = try connection.query(BadgeSQL.feedCursorSeq).rows.first?.decode(0, as: Int64.self) ?? 0
+        let count = citus ? BadgeSQL.unpublishedOutboxCount : BadgeSQL.unpublishedUserCount
+        let users = try connection.query(count, [seq]).rows.first?.decode(0, as: Int64.self) ?? 0
         let broadcasts = try connection.query(BadgeSQL.unpublishedBroadcastCount).rows.first?.decode(0, as: Int64.self) ?? 0
         return users + broadcasts
     }

@@ -52,12 +52,89 @@ extension BadgeSQL {
             WHERE (xid = ANY (string_to_array(split_part($4, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($4::pg_snapshot))
               AND seq <= $3
         )
-        SELECT c.seq, c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
-               c.version, c.broadcast_version, c.version + c.broadcast_version, c.root_count, c.root_unseen,
-               to_json(c.changed_at)::text, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
-               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
+        SELECT \(userRecordColumns(seq: "c.seq", pin: .none))
         FROM pending c
         """, prepared: false)
+
+    /// The columns of a user's record as the feed reads it from the change-log row `c`, with
+    /// `seq` its number in feed order (see `pendingUserChanges`); `pin` on the tables of
+    /// dismissals.
+    private static func userRecordColumns(seq: String, pin: Pin) -> String {
+        """
+        \(seq), c.user_id, extract(epoch FROM clock_timestamp() - c.changed_at)::float8,
+               c.version, c.broadcast_version, c.version + c.broadcast_version, c.root_count, c.root_unseen,
+               to_json(c.changed_at)::text, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear", pin: pin)),
+               \(broadcastsInVersion("c", table: "broadcast_seen", pin: pin)), c.mutes::text
+        """
+    }
+
+    // On Citus (docs/SHARDING.md, "The change feed on Citus"): each round that logs users'
+    // versions also writes their numbers in feed order to `change_feed_outbox`, a table on the
+    // coordinator (deploy/citus/layout.sql), whose `seq` and transaction ids are the
+    // coordinator's: the feed's cursor and snapshot order them as they order the log on one
+    // server. The records themselves are read from the distributed log a shard at a time.
+
+    /// `feedHead` over the coordinator's outbox.
+    static let feedHeadOfOutbox = PGStatement(
+        "feed.head_of_outbox",
+        """
+        SELECT f.published_seq, f.published_snapshot::text, pg_current_snapshot()::text,
+               (SELECT min(o.seq) FROM change_feed_outbox o WHERE o.seq > f.published_seq)
+        FROM change_feed_lease f
+        """)
+
+    /// `pendingUserChanges` over the coordinator's outbox: seq, user, version.
+    static let pendingOutbox = PGStatement(
+        "feed.pending_outbox",
+        """
+        SELECT seq, user_id, version FROM change_feed_outbox WHERE seq >= $1 AND seq <= $2
+        UNION ALL
+        SELECT seq, user_id, version FROM change_feed_outbox
+        WHERE (xid = ANY (string_to_array(split_part($4, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($4::pg_snapshot))
+          AND seq <= $3
+        """, prepared: false)
+
+    /// The records of the users' versions (`$2[i]`, `$3[i]`) numbered `$4[i]` in feed order,
+    /// as `pendingUserChanges` returns them; `$1`: the users of the Citus shard they are in. A
+    /// version whose row is not there yet (its transaction has committed on the coordinator and
+    /// not yet on the worker) returns nothing.
+    static let userChangesOfShard = PGStatement(
+        "feed.user_changes_of_shard",
+        """
+        SELECT \(userRecordColumns(seq: "o.seq", pin: .users("$1::text[]")))
+        FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS o(user_id, version, seq)
+        JOIN badge_change c ON c.user_id = o.user_id AND c.version = o.version
+        WHERE c.user_id = ANY($1::text[])
+        """)
+
+    /// Records the users' versions (`$1[i]`, `$2[i]`) a round on Citus logged, in feed order.
+    static let recordFeedOutbox = PGStatement(
+        "feed.record_outbox",
+        "INSERT INTO change_feed_outbox (user_id, version) SELECT * FROM unnest($1::text[], $2::bigint[]) ORDER BY 1")
+
+    /// Deletes the outbox's entries the feed has published (at or below its cursor's `seq` and
+    /// committed in its snapshot).
+    static let pruneFeedOutbox = PGStatement(
+        "feed.prune_outbox",
+        """
+        DELETE FROM change_feed_outbox o USING change_feed_lease f
+        WHERE o.seq <= f.published_seq AND pg_visible_in_snapshot(o.xid, f.published_snapshot)
+        """)
+
+    /// Deletes the outbox's entries of the users' versions (`$1[i]`, `$2[i]`) (their records
+    /// were pruned from the log), returning for each whether the feed had yet to publish it.
+    static let dropFromFeedOutbox = PGStatement(
+        "feed.drop_from_outbox",
+        """
+        DELETE FROM change_feed_outbox o USING change_feed_lease f, unnest($1::text[], $2::bigint[]) AS x(user_id, version)
+        WHERE o.user_id = x.user_id AND o.version = x.version
+        RETURNING o.seq > f.published_seq OR NOT pg_visible_in_snapshot(o.xid, f.published_snapshot)
+        """)
+
+    /// `unpublishedUserCount` over the coordinator's outbox.
+    static let unpublishedOutboxCount = PGStatement(
+        "feed.unpublished_outbox",
+        "SELECT count(*) FROM (SELECT 1 FROM change_feed_outbox WHERE seq > $1 LIMIT 1000000) AS u", prepared: false)
 
     /// Moves the cursor to `seq` `$2` and snapshot `$3` while holder `$1` holds the lease; a row
     /// comes back only then (a holder whose lease ran out leaves the cursor to the next one).

@@ -174,8 +174,16 @@ extension BadgeStore {
         var pruned = 0, unpublished = 0
         var prunes: [(PGStatement, [any PGBindable])] = [(BadgeSQL.pruneOwnChanges, [cutoff, limit])]
         if try citusInstalled(on: connection) {
-            let cursor = try connection.query(BadgeSQL.feedCursorSeq).rows.first?.decode(0, as: Int64.self) ?? 0
-            prunes = [(BadgeSQL.pruneOwnChangesDistributed, [cutoff, limit, cursor])]
+            prunes = []
+            var users: [String] = [], versions: [Int64] = []
+            for row in try connection.query(BadgeSQL.pruneOwnChangesDistributed, [cutoff, limit]).rows {
+                users.append(try row.decode(0, as: String.self))
+                versions.append(try row.decode(1, as: Int64.self))
+            }
+            pruned += users.count
+            for row in try connection.query(BadgeSQL.dropFromFeedOutbox, [users, versions]).rows where try row.decode(0, as: Bool.self) {
+                unpublished += 1
+            }
         }
         prunes.append((BadgeSQL.pruneBroadcastChanges, [cutoff, limit]))
         for (statement, parameters) in prunes {

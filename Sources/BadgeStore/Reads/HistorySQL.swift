@@ -83,7 +83,7 @@ extension BadgeSQL {
     /// the user's logged own versions after the version, in order, each row led by the pair's
     /// position (from 1): the version, the broadcast version it was made under, the changed
     /// nodes as the log stores them, the broadcasts dismissed and seen in it
-    /// (``broadcastsInVersion(_:table:)``) and the muted nodes when it changed them. In no
+    /// (``broadcastsInVersion(_:table:pin:)``) and the muted nodes when it changed them. In no
     /// order (the caller sorts: a sort here would copy the wide rows once more). One index
     /// range of the log's primary key per pair, so the reads of many users' streams that wake
     /// together are one statement (DESIGN §10).
@@ -108,12 +108,12 @@ extension BadgeSQL {
     /// without one there is nothing to find. The two lookups per version were half of the change
     /// feed's read of a range of the log, and about 0.7 ms of every 1.6 ms read of 320 versions
     /// where no broadcast was ever made (BENCHMARKS.md).
-    static func broadcastsInVersion(_ record: String, table: String) -> String {
+    static func broadcastsInVersion(_ record: String, table: String, pin: Pin = .none) -> String {
         """
         CASE WHEN (SELECT EXISTS (SELECT 1 FROM broadcast)) THEN coalesce((
                    SELECT json_agg(d.broadcast_id ORDER BY d.broadcast_id) FROM \(table) d
                    WHERE d.user_id = \(record).user_id AND d.shown_in <= coalesce(\(record).writes_through, \(record).version)
-                     AND d.shown_in > coalesce(\(record).prior_writes_through, \(record).version - 1))::text, '[]') ELSE '[]' END
+                     AND d.shown_in > coalesce(\(record).prior_writes_through, \(record).version - 1)\(pin.on("d")))::text, '[]') ELSE '[]' END
         """
     }
 
@@ -134,21 +134,20 @@ extension BadgeSQL {
         """, prepared: false)
 
     /// `pruneOwnChanges` where Citus distributes the log: Citus refuses `FOR UPDATE` over many
-    /// shards and a join of the distributed log with the coordinator's `change_feed_lease`, so
-    /// the subquery takes no lock (a row another transaction holds makes the delete wait) and
-    /// the feed's cursor comes as `$3` (its `seq`). The cursor's snapshot is left out: the change
-    /// feed does not run on Citus yet (docs/SHARDING.md), and a row counts as unpublished only
-    /// above the cursor.
+    /// shards and a join of the distributed log with the coordinator's tables, so the subquery
+    /// takes no lock (a row another transaction holds makes the delete wait), and the records
+    /// come back by key: whether the change feed had published each is in its entry of the
+    /// coordinator's outbox, deleted with it (`dropFromFeedOutbox`).
     static let pruneOwnChangesDistributed = PGStatement(
         "history.prune_own_changes_distributed",
         """
         DELETE FROM badge_change c
         USING (SELECT user_id, version FROM badge_change WHERE changed_at < $1 LIMIT $2) AS old
         WHERE c.user_id = old.user_id AND c.version = old.version
-        RETURNING c.seq > $3
+        RETURNING c.user_id, c.version
         """, prepared: false)
 
-    /// The change feed's cursor (`seq`), for `pruneOwnChangesDistributed`.
+    /// The change feed's cursor (`seq`).
     static let feedCursorSeq = PGStatement("history.feed_cursor_seq", "SELECT published_seq FROM change_feed_lease")
 
     /// Deletes up to `$2` of the oldest broadcast records logged before `$1`.

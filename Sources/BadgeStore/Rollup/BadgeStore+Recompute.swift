@@ -127,7 +127,10 @@ extension BadgeStore {
             if broadcasts { try Self.mergeBroadcastsIntoLoggedRoots(outcome.versions, moded: moded, on: connection) }
             let versions = outcome.versions.sorted { $0.key.rawValue < $1.key.rawValue }
             if !versions.isEmpty {
-                try connection.query(BadgeSQL.notifyUserVersions, [changeChannel, versions.map(\.key.rawValue), versions.map(\.value)])
+                let (users, numbers) = (versions.map(\.key.rawValue), versions.map(\.value))
+                try connection.query(BadgeSQL.notifyUserVersions, [changeChannel, users, numbers])
+                // Their order for the change feed, on the coordinator (`change_feed_outbox`).
+                try connection.query(BadgeSQL.recordFeedOutbox, [users, numbers])
             }
         } else if !recounted.isEmpty {
             let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: partitioned, broadcasts: broadcasts))

@@ -73,6 +73,8 @@ public enum UserData {
                     if count > 0 { erasure.rows[table, default: 0] += count }
                 }
                 erasure.deadLetters += try row.decode(erasedTables.count, as: Int.self)
+                // On Citus, the feed's outbox entries of the records just deleted.
+                if try BadgeStore.citusInstalled(on: connection) { try connection.query(UserDataSQL.eraseFromFeedOutbox, [user.rawValue]) }
             }
         }
         try pass(mark: true)
@@ -131,6 +133,10 @@ enum UserDataSQL {
         dl AS (DELETE FROM rejected_record r WHERE \(namesUser) RETURNING 1)
         SELECT \(UserData.erasedTables.indices.map { "(SELECT count(*) FROM d\($0))" }.joined(separator: ", ")), (SELECT count(*) FROM dl)
         """, prepared: false)
+
+    /// Deletes the user `$1`'s entries of the change feed's outbox (Citus only:
+    /// deploy/citus/layout.sql), whose records `erase` deleted.
+    static let eraseFromFeedOutbox = PGStatement("users.erase_from_feed_outbox", "DELETE FROM change_feed_outbox WHERE user_id = $1")
 
     static let mark = PGStatement(
         "users.mark_erased",
