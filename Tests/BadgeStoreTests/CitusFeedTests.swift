@@ -96,6 +96,30 @@ struct CitusFeedTests {
         }
     }
 
+    @Test("the streams' read of many users' logs in one call answers each read with the user's versions after it, OnCitus")
+    func batchedLogReadOnCitus() async throws {
+        let fixture = try await StoreFixture.make(layout: .citus)
+        try await tearingDown({ await fixture.tearDown() }) {
+            let users = (1...30).map { user("log_u\($0)") }
+            for round in 1...3 {
+                try await fixture.ingest(users.map { BadgeMutation(user: $0, path: try! BadgePath(validating: "root.n\(round)"), operation: .increment(by: 1)) })
+                try await fixture.drainDirtyUsers()
+            }
+            // Every user after version 1, the first ten also after 2, and one user with no log.
+            let reads = users.map { LogRead(user: $0, after: 1) } + users.prefix(10).map { LogRead(user: $0, after: 2) }
+                + [LogRead(user: user("log_nobody"), after: 0)]
+            let answers = try await fixture.pool.withConnection { try BadgeStore.ownChanges(of: reads, limit: 10, on: $0) }
+            #expect(answers.count == reads.count)
+            for (read, answer) in zip(reads, answers) {
+                let expected: [Int64] = read.user.rawValue == "log_nobody" ? [] : Array((read.after + 1)...3)
+                #expect(answer?.map(\.version) == expected, "\(read)")
+                if read.after == 1, let last = answer?.last {
+                    #expect(last.nodes.map(\.path.rawValue) == ["root", "root.n3"], "\(read)")
+                }
+            }
+        }
+    }
+
     private func takeLease(_ fixture: StoreFixture) async throws {
         let held = try await fixture.pool.withConnection { try BadgeStore.takeFeedLease(holder: Self.holder, seconds: 60, on: $0) }
         try #require(held)

@@ -121,7 +121,18 @@ struct IngestRollsUpTests {
 
     @Test("a batch makes its users' versions itself, logged and notified; a user a round holds, and everyone while a broadcast writer holds its lock, waits for the rollup")
     func batchRollsUpItsUsers() async throws {
-        let fixture = try await StoreFixture.make()
+        try await batchRollsUpItsUsers(layout: .fromEnvironment)
+    }
+
+    @Test(
+        "on tables distributed by Citus, a batch makes its users' versions itself, or leaves them to the rollup, OnCitus",
+        .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"))
+    func batchRollsUpItsUsersOnCitus() async throws {
+        try await batchRollsUpItsUsers(layout: .citus)
+    }
+
+    func batchRollsUpItsUsers(layout: SchemaLayout) async throws {
+        let fixture = try await StoreFixture.make(layout: layout)
         try await tearingDown({ await fixture.tearDown() }) {
             let alice = user("own_alice"), bob = user("own_bob"), carol = user("own_carol")
             let writer = try PGConnection.connect(fixture.pool.configuration, logger: TestServer.logger)

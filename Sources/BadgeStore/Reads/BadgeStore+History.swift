@@ -91,16 +91,34 @@ extension BadgeStore {
     public static func ownChanges(of reads: [LogRead], limit: Int, on connection: PGConnection) throws(PGError) -> [[OwnLayerChange]?] {
         guard limit > 0, !reads.isEmpty else { return reads.map { _ in [] } }
         var rows: [[(version: Int64, row: PGRow)]] = reads.map { _ in [] }
-        let result = try connection.query(
-            BadgeSQL.ownChangesAfter, [reads.map(\.user.rawValue), reads.map(\.after), Int64(limit)])
-        for row in result.rows {
-            let position = try row.decode(0, as: Int64.self)
-            guard position >= 1, position <= Int64(reads.count) else {
-                throw PGError(
-                    code: .decoding, message: "the change log read answered for read \(position) of \(reads.count)",
-                    statement: BadgeSQL.ownChangesAfter.name)
+        // On Citus, the reads of one shard's users a statement (docs/SHARDING.md, rule 10).
+        let citus = try citusInstalled(on: connection)
+        var groups: [(reads: [Int], users: [String])] = [(Array(reads.indices), [])]
+        if citus {
+            let shards = try usersByShard(Array(Set(reads.map(\.user.rawValue))), on: connection)
+            var shardOf: [String: Int] = [:]
+            for (shard, users) in shards.enumerated() { for name in users { shardOf[name] = shard } }
+            groups = shards.map { (reads: [], users: $0) }
+            for (index, read) in reads.enumerated() {
+                guard let shard = shardOf[read.user.rawValue] else {
+                    throw PGError(code: .decoding, message: "no Citus shard was named for user \(read.user.rawValue)", statement: "badges.users_by_shard")
+                }
+                groups[shard].reads.append(index)
             }
-            rows[Int(position) - 1].append((try row.decode(1, as: Int64.self), row))
+        }
+        let statement = BadgeSQL.ownChangesAfter.form(citus)
+        for group in groups where !group.reads.isEmpty {
+            var arguments: [any PGBindable] = [group.reads.map { reads[$0].user.rawValue }, group.reads.map { reads[$0].after }, Int64(limit)]
+            if citus { arguments.append(group.users) }
+            for row in try connection.query(statement, arguments).rows {
+                let position = try row.decode(0, as: Int64.self)
+                guard position >= 1, position <= Int64(group.reads.count) else {
+                    throw PGError(
+                        code: .decoding, message: "the change log read answered for read \(position) of \(group.reads.count)",
+                        statement: statement.name)
+                }
+                rows[group.reads[Int(position) - 1]].append((try row.decode(1, as: Int64.self), row))
+            }
         }
         return try zip(reads, rows).map { (read, found) throws(PGError) -> [OwnLayerChange]? in
             var changes: [OwnLayerChange] = []
@@ -127,7 +145,7 @@ extension BadgeStore {
         } catch {
             throw PGError(
                 code: .decoding, message: "the change log of \(user.rawValue) at version \(version) cannot be read: \(error)",
-                statement: BadgeSQL.ownChangesAfter.name)
+                statement: BadgeSQL.ownChangesAfter.shipped.name)
         }
         return OwnLayerChange(
             version: version, broadcastVersion: try row.decode(2, as: Int64.self), nodes: nodes, dismissed: dismissed,

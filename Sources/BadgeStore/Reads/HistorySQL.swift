@@ -87,16 +87,17 @@ extension BadgeSQL {
     /// order (the caller sorts: a sort here would copy the wide rows once more). One index
     /// range of the log's primary key per pair, so the reads of many users' streams that wake
     /// together are one statement (DESIGN §10).
-    static let ownChangesAfter = PGStatement(
-        "history.own_changes_after",
+    /// In its form for one Citus shard, `$4` are the users of the shard (those of `$1`).
+    static let ownChangesAfter = ShardForms("history.own_changes_after", users: "$4::text[]") { pin in
         """
-        SELECT r.n, c.version, c.broadcast_version, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear")),
-               \(broadcastsInVersion("c", table: "broadcast_seen")), c.mutes::text
+        SELECT r.n, c.version, c.broadcast_version, c.nodes::text, \(broadcastsInVersion("c", table: "broadcast_clear", pin: pin)),
+               \(broadcastsInVersion("c", table: "broadcast_seen", pin: pin)), c.mutes::text
         FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(user_id, after, n)
         CROSS JOIN LATERAL (
-            SELECT * FROM badge_change c WHERE c.user_id = r.user_id AND c.version > r.after ORDER BY c.version LIMIT $3
+            SELECT * FROM badge_change c WHERE c.user_id = r.user_id AND c.version > r.after\(pin.on("c")) ORDER BY c.version LIMIT $3
         ) AS c
-        """)
+        """
+    }
 
     /// The ids of the broadcasts the logged version `record` (an alias of `badge_change`)
     /// dismissed (`table` `broadcast_clear`) or marked seen (`broadcast_seen`), as the text of

@@ -19,10 +19,14 @@ extension BadgeStore {
     public static func pruneWithdrawnBroadcasts(olderThan cutoff: Date, limit: Int, on connection: PGConnection) throws(PGError)
         -> WithdrawnPrune
     {
+        let citus = try citusInstalled(on: connection)
+        // Citus deletes from a reference table (`broadcast`) only in a transaction that has not
+        // written distributed tables over parallel connections, as the dismissals' deletes do.
+        if citus { try connection.execute(script: "SET LOCAL citus.multi_shard_modify_mode TO 'sequential'", name: "broadcasts.citus_sequential") }
         let row = try connection.query(BroadcastRetentionSQL.pruneDismissals, [cutoff, limit]).singleRow()
         let dismissals = try row.decode(0, as: Int.self) + row.decode(1, as: Int.self)
         let broadcasts: Int
-        if try citusInstalled(on: connection) {
+        if citus {
             // Citus refuses a delete from a reference table that reads distributed ones: the
             // candidates, then those without dismissals, then the delete by id. A dismissal
             // written in between goes with its broadcast (`ON DELETE CASCADE`), as one written

@@ -53,7 +53,14 @@ extension BadgeStore {
         guard !owned.isEmpty else { return RollupOutcome() }
         guard try connection.query(BadgeSQL.tryLockBroadcastsShared).rows.first?.decode(0, as: Bool.self) == true else {
             if !unmarked.deltas.isEmpty { try connection.query(BadgeSQL.storeHeldDeltas, unmarked.deltas.arrays) }
-            if !unmarked.users.isEmpty { try connection.query(BadgeSQL.markWritten.shipped, [Set(unmarked.users).sorted().map(\.rawValue)]) }
+            if !unmarked.users.isEmpty {
+                let users = Set(unmarked.users).sorted().map(\.rawValue)
+                // On Citus, a shard's users a statement (docs/SHARDING.md, rule 10).
+                let citus = try citusInstalled(on: connection)
+                for group in citus ? try usersByShard(users, on: connection) : [users] {
+                    try connection.query(BadgeSQL.markWritten.form(citus), [group])
+                }
+            }
             return RollupOutcome()
         }
         return try rollUp(owned, recountAll: recountAll, onlyMarked: true, unmarked: unmarked, on: connection)
