@@ -68,11 +68,23 @@ public struct TableParts: Sendable {
     }
 
     /// `claimInTurn` with one statement: `shipped` on the table itself, or its SQL made by `make`
-    /// over a partition, run with `parameters`; each row read by `decode`.
+    /// over a partition, run with `parameters`; each row read by `decode`. Where Citus is
+    /// installed, `citus` instead: Citus takes row locks only in a statement for one shard
+    /// (docs/SHARDING.md, rule 10), so its `candidates` (the users of the first due rows, read
+    /// without locks; `$1` the limit, `parameters`' first) are claimed a shard of users at a
+    /// time by `ofShard` (`parameters`, then the shard's users), until one claims rows.
     public mutating func claimInTurn<Row>(
-        _ shipped: PGStatement, make: (String) -> String, _ parameters: [any PGBindable], on connection: PGConnection,
-        decode: (PGRow) throws(PGError) -> Row
+        _ shipped: PGStatement, make: (String) -> String, citus: (candidates: PGStatement, ofShard: PGStatement)? = nil,
+        _ parameters: [any PGBindable], on connection: PGConnection, decode: (PGRow) throws(PGError) -> Row
     ) throws(PGError) -> [Row] {
+        if let citus, let limit = parameters.first, try BadgeStore.citusInstalled(on: connection) {
+            let users = try Set(connection.query(citus.candidates, [limit]).rows.map { row throws(PGError) in try row.decode(0, as: String.self) })
+            for group in try BadgeStore.usersByShard(users.sorted(), on: connection) {
+                let rows = try connection.query(citus.ofShard, parameters + [group]).rows.map(decode)
+                if !rows.isEmpty { return rows }
+            }
+            return []
+        }
         let table = self.table
         return try claimInTurn(on: connection) { part throws(PGError) in
             try connection.query(Self.statement(shipped, over: part, table: table, make: make), parameters).rows.map(decode)

@@ -160,11 +160,28 @@ public enum PushStore {
     /// Returns true when it is new.
     @discardableResult
     public static func register(_ device: PushDevice, for user: UserID, on connection: PGConnection) throws(PGError) -> Bool {
-        try connection.query(
-            PushSQL.register,
-            [user.rawValue, device.id, device.platform.rawValue, device.token, device.appID, device.quietHours?.start, device.quietHours?.end,
-             device.quietHours?.timeZone]
-        ).singleRow().decode(0, as: Bool.self)
+        var arguments: [any PGBindable] = [
+            user.rawValue, device.id, device.platform.rawValue, device.token, device.appID, device.quietHours?.start, device.quietHours?.end,
+            device.quietHours?.timeZone,
+        ]
+        guard try BadgeStore.citusInstalled(on: connection) else {
+            return try connection.query(PushSQL.register, arguments).singleRow().decode(0, as: Bool.self)
+        }
+        let root = try citusVisibleRoots(of: [user.rawValue], on: connection).first?.1
+        arguments += [root?.visibleVersion ?? 0, max(root?.count ?? 0, 0)]
+        return try connection.query(PushSQL.registerWithRoot, arguments).singleRow().decode(0, as: Bool.self)
+    }
+
+    /// On Citus, the visible roots now of `users` (`BadgeStore.visibleRoots`), a shard of them
+    /// at a time.
+    private static func citusVisibleRoots(of users: [String], on connection: PGConnection) throws(PGError) -> [(String, BadgeStore.VisibleRoot)] {
+        let broadcasts = try BadgeStore.readBroadcastSet(on: connection)
+        let modes = try BadgeStore.aggregationModes(on: connection)
+        var roots: [(String, BadgeStore.VisibleRoot)] = []
+        for group in try BadgeStore.usersByShard(users, on: connection) {
+            roots += try BadgeStore.visibleRoots(ofShard: group, broadcasts: broadcasts, modes: modes, on: connection)
+        }
+        return roots
     }
 
     /// Removes a device; false when there was none.
@@ -180,13 +197,21 @@ public enum PushStore {
     public static func follow(
         _ latest: [String: (version: Int64, count: Int64, at: Date?)], on connection: PGConnection
     ) throws(PGError) -> (due: Int, coalesced: Int) {
-        let users = latest.keys.sorted()
-        guard !users.isEmpty else { return (0, 0) }
-        let times = users.map { user -> Double? in latest[user]!.at.map(\.timeIntervalSince1970).flatMap { $0.isFinite ? $0 : nil } }
-        let row = try connection.query(
-            PushSQL.follow, [users, users.map { latest[$0]!.version }, users.map { latest[$0]!.count }, times]
-        ).singleRow()
-        return (try row.decode(0, as: Int.self), try row.decode(1, as: Int.self))
+        guard !latest.isEmpty else { return (0, 0) }
+        // On Citus, a shard's users a statement (docs/SHARDING.md, rule 10).
+        let citus = try BadgeStore.citusInstalled(on: connection)
+        var due = 0, coalesced = 0
+        for users in citus ? try BadgeStore.usersByShard(latest.keys.sorted(), on: connection) : [latest.keys.sorted()] {
+            let times = users.map { user -> Double? in latest[user]?.at.map(\.timeIntervalSince1970).flatMap { $0.isFinite ? $0 : nil } }
+            var arguments: [any PGBindable] = [
+                users, users.map { latest[$0]?.version ?? 0 }, users.map { latest[$0]?.count ?? 0 }, times,
+            ]
+            if citus { arguments.append(users) }
+            let row = try connection.query(PushSQL.follow.form(citus), arguments).singleRow()
+            due += try row.decode(0, as: Int.self)
+            coalesced += try row.decode(1, as: Int.self)
+        }
+        return (due, coalesced)
     }
 
     /// After a broadcast change: the visible root total now of up to `limit` users with devices
@@ -198,8 +223,18 @@ public enum PushStore {
     public static func followBroadcasts(
         after cursor: String, limit: Int, on connection: PGConnection
     ) throws(PGError) -> (last: String?, due: Int, coalesced: Int) {
-        let row = try connection.query(PushSQL.followBroadcasts, [cursor, limit]).singleRow()
-        return (try row.decode(0, as: String?.self), try row.decode(1, as: Int.self), try row.decode(2, as: Int.self))
+        guard try BadgeStore.citusInstalled(on: connection) else {
+            let row = try connection.query(PushSQL.followBroadcasts, [cursor, limit]).singleRow()
+            return (try row.decode(0, as: String?.self), try row.decode(1, as: Int.self), try row.decode(2, as: Int.self))
+        }
+        // On Citus: the page, its users' visible roots merged here, then stored as `follow` does.
+        let page = try connection.query(PushSQL.devicePage, [cursor, limit]).rows.map { row throws(PGError) in try row.decode(0, as: String.self) }
+        var latest: [String: (version: Int64, count: Int64, at: Date?)] = [:]
+        for (user, root) in try citusVisibleRoots(of: page, on: connection) {
+            latest[user] = (root.visibleVersion, max(root.count, 0), nil)
+        }
+        let (due, coalesced) = try follow(latest, on: connection)
+        return (page.max(), due, coalesced)
     }
 
     /// Claims up to `limit` due devices for a try, each held for `lease`, from one part of
@@ -210,7 +245,9 @@ public enum PushStore {
         limit: Int, lease: Duration, parts: TableParts = TableParts(of: "push_device"), on connection: PGConnection
     ) throws(PGError) -> (claimed: [Claimed], parts: TableParts) {
         var parts = parts
-        let claimed = try parts.claimInTurn(PushSQL.claim, make: PushSQL.claim(from:), [limit, WebhookStore.seconds(lease)], on: connection) {
+        let claimed = try parts.claimInTurn(
+            PushSQL.claim, make: { PushSQL.claim(from: $0) }, citus: PushSQL.citusClaim, [limit, WebhookStore.seconds(lease)], on: connection
+        ) {
             row throws(PGError) in
             Claimed(
                 user: try row.decode(0), device: try row.decode(1), platform: PushDevice.Platform(rawValue: try row.decode(2)) ?? .apns,
@@ -255,16 +292,26 @@ public enum PushStore {
 }
 
 enum PushSQL {
-    static let register = PGStatement(
-        "push.register",
+    static let register = PGStatement("push.register", register(nowState: visibleRoot(users: "SELECT $1::text AS user_id")))
+
+    /// `register` where Citus is installed: the user's visible version and root count come as
+    /// `$9` and `$10` (`BadgeStore.visibleRoots`: Citus runs `badge_visible_root` only on the
+    /// coordinator).
+    static let registerWithRoot = PGStatement(
+        "push.register_with_root",
+        register(nowState: "SELECT $1::text AS user_id, $9::bigint AS visible_version, $10::bigint AS root_count"))
+
+    /// The SQL of `register` with `nowState` (the user's row: `user_id`, `visible_version`,
+    /// `root_count`).
+    private static func register(nowState: String) -> String {
         """
-        WITH now_state AS (\(visibleRoot(users: "SELECT $1::text AS user_id"))),
+        WITH now_state AS (\(nowState)),
         best AS (
             -- The feed's last total when it is newer than this snapshot (it cannot be, but a
             -- stored version never goes back).
             SELECT CASE WHEN u.own_version > s.visible_version THEN u.root_count ELSE s.root_count END AS root_count,
                    greatest(u.own_version, s.visible_version) AS visible_version
-            FROM now_state s LEFT JOIN push_user u ON u.user_id = s.user_id
+            FROM now_state s LEFT JOIN push_user u ON u.user_id = s.user_id AND u.user_id = $1
         )
         INSERT INTO push_device AS d
             (user_id, device_id, platform, token, app_id, wanted_badge, wanted_version, wanted_at, quiet_start, quiet_end, quiet_time_zone,
@@ -280,7 +327,8 @@ enum PushSQL {
         -- start). Not `xmax = 0`: PostgreSQL refuses system columns in the RETURNING of an
         -- insert into a partitioned table (SQLSTATE 0A000), and push_device is per user.
         RETURNING (d.created_at = now())
-        """)
+        """
+    }
 
     static let remove = PGStatement("push.remove", "DELETE FROM push_device WHERE user_id = $1 AND device_id = $2")
 
@@ -301,7 +349,7 @@ enum PushSQL {
 
     /// Stores `input`'s rows (user_id, own_version: the visible version, root_count, at: the
     /// change's time or NULL) in `push_user` where newer, and makes the users' devices due.
-    static func store(_ input: String) -> String {
+    static func store(_ input: String, pin: BadgeSQL.Pin = .none) -> String {
         """
         moved AS (
             INSERT INTO push_user AS u (user_id, own_version, root_count)
@@ -309,13 +357,26 @@ enum PushSQL {
             ON CONFLICT (user_id) DO UPDATE SET own_version = EXCLUDED.own_version, root_count = EXCLUDED.root_count
             WHERE u.own_version < EXCLUDED.own_version
             RETURNING u.user_id, u.own_version, u.root_count
-        ), due AS (
+        ), due AS (\(pin.isNone ? """
+
             UPDATE push_device d
             SET wanted_badge = m.root_count, wanted_version = m.own_version,
                 wanted_at = coalesce((SELECT i.at FROM \(input) i WHERE i.user_id = m.user_id), now()),
                 next_attempt_at = CASE WHEN d.wanted_version > d.sent_version THEN d.next_attempt_at ELSE now() END
             FROM moved m, push_device o
             WHERE d.user_id = m.user_id AND d.wanted_version < m.own_version AND o.user_id = d.user_id AND o.device_id = d.device_id
+            """ : """
+
+            -- Citus takes no function but an immutable one in a CASE or coalesce of a write:
+            -- the time comes from the input's row (its `stamp`, the statement's now()).
+            UPDATE push_device d
+            SET wanted_badge = m.root_count, wanted_version = m.own_version,
+                wanted_at = coalesce(i.at, i.stamp),
+                next_attempt_at = CASE WHEN d.wanted_version > d.sent_version THEN d.next_attempt_at ELSE i.stamp END
+            FROM moved m, \(input) i, push_device o
+            WHERE d.user_id = m.user_id AND i.user_id = m.user_id AND d.wanted_version < m.own_version
+              AND o.user_id = d.user_id AND o.device_id = d.device_id\(pin.on("d"))\(pin.on("o"))
+            """)
             -- `o` is the row before: a number still unsent that this one replaces is coalesced.
             RETURNING o.wanted_version > o.sent_version AS replaced
         )
@@ -333,34 +394,48 @@ enum PushSQL {
         SELECT (SELECT max(user_id) FROM page), (SELECT count(*)::int FROM due), (SELECT count(*)::int FROM due WHERE replaced)
         """)
 
-    static let follow = PGStatement(
-        "push.follow",
+    /// In its form for one Citus shard, `$5` are the shard's users (those of `$1`).
+    static let follow = BadgeSQL.ShardForms("push.follow", users: "$5::text[]") { pin in
         """
         WITH input AS (
-            SELECT i.user_id, i.own_version, i.root_count, to_timestamp(i.at) AS at
+            SELECT i.user_id, i.own_version, i.root_count, to_timestamp(i.at) AS at\(pin.isNone ? "" : ", now() AS stamp")
             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::float8[]) AS i(user_id, own_version, root_count, at)
         ),
-        \(store("input"))
+        \(store("input", pin: pin))
         SELECT count(*)::int, (count(*) FILTER (WHERE replaced))::int FROM due
-        """)
+        """
+    }
+
+    /// `followBroadcasts`' page where Citus is installed: the next `$2` users with devices after
+    /// `$1`, in user order (their visible roots are merged on the coordinator).
+    static let devicePage = PGStatement(
+        "push.device_page", "SELECT DISTINCT user_id FROM push_device WHERE user_id > $1 ORDER BY user_id LIMIT $2")
 
     static let claim = PGStatement("push.claim", claim(from: "push_device"))
 
+    /// Where Citus is installed (`TableParts.claimInTurn`): the users of the first `$1` due
+    /// devices, read without locks, then `claim` over one shard's users (`$3`).
+    static let citusClaim = (
+        candidates: PGStatement(
+            "push.claim_candidates",
+            "SELECT user_id FROM push_device WHERE wanted_version > sent_version AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1"),
+        ofShard: PGStatement("push.claim_of_shard", claim(from: "push_device", pin: .users("$3::text[]"))))
+
     /// The SQL of `claim` over one part of `push_device` (`TableParts`): the table, or one of
-    /// its partitions (catalog text, never input).
-    static func claim(from part: String) -> String {
+    /// its partitions (catalog text, never input); `pin` on each of its reads.
+    static func claim(from part: String, pin: BadgeSQL.Pin = .none) -> String {
         """
         WITH due AS (
-            SELECT user_id, device_id FROM \(part)
-            WHERE wanted_version > sent_version AND next_attempt_at <= now()
+            SELECT user_id, device_id FROM \(part) x
+            WHERE wanted_version > sent_version AND next_attempt_at <= now()\(pin.on("x"))
             ORDER BY next_attempt_at
             LIMIT $1
             FOR UPDATE SKIP LOCKED
         )
         UPDATE \(part) d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
-        FROM due WHERE d.user_id = due.user_id AND d.device_id = due.device_id
+        FROM due WHERE d.user_id = due.user_id AND d.device_id = due.device_id\(pin.on("d"))
         RETURNING d.user_id, d.device_id, d.platform, d.token, d.app_id, d.wanted_badge, d.wanted_version, d.attempts,
-                  extract(epoch FROM d.wanted_at)::float8, d.quiet_start::int, d.quiet_end::int, d.quiet_time_zone
+                  extract(epoch FROM d.wanted_at - 'epoch'::timestamptz)::float8, d.quiet_start::int, d.quiet_end::int, d.quiet_time_zone
         """
     }
 

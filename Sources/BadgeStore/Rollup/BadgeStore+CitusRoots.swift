@@ -1,7 +1,7 @@
 import BadgeCore
 import LibPQ
 
-/// The change log's root totals with broadcasts merged in, on Citus.
+/// Visible roots (the own root with the broadcasts merged in) on Citus: the change log's and push's.
 ///
 /// Elsewhere a round's statement merges the active broadcasts into each logged root itself
 /// (`badge_plain_root`, `badge_visible_root`: migration 0014). Citus runs neither inside a
@@ -18,45 +18,20 @@ extension BadgeStore {
     /// users' rollup locks and the shared broadcast lock.
     static func mergeBroadcastsIntoLoggedRoots(_ versions: [UserID: Int64], moded: Bool, on connection: PGConnection) throws(PGError) {
         guard !versions.isEmpty else { return }
-        let broadcasts = try readBroadcastSet(on: connection).active
-        guard !broadcasts.isEmpty else { return }
+        let set = try readBroadcastSet(on: connection)
+        guard !set.active.isEmpty else { return }
         let modes = moded ? try aggregationModes(on: connection) : .none
-        let ids = broadcasts.keys.sorted()
-        // The nodes the merge looks at: each broadcast's node and its ancestors.
-        let chains = Set(broadcasts.values.map(\.path.rawValue)).sorted()
         for group in try usersByShard(versions.keys.map(\.rawValue), on: connection) {
-            var states: [String: UserRootState] = [:]
-            for row in try connection.query(BadgeSQL.citusVersionsOfShard, [group]).rows {
-                let name = try row.decode(0, as: String.self)
-                guard let user = try? UserID(validating: name) else { continue }
-                let mutes = try storedMutes(try row.decode(3, as: String?.self), of: user, statement: BadgeSQL.citusVersionsOfShard)
-                states[name] = UserRootState(through: try row.decode(2, as: Int64.self), muted: Set(mutes.map(\.path)))
-            }
-            for row in try connection.query(BadgeSQL.citusDismissalsOfShard, [group, ids]).rows {
-                let name = try row.decode(0, as: String.self)
-                guard let shownIn = try row.decode(2, as: Int64?.self), shownIn <= states[name]?.through ?? 0 else { continue }
-                let id = try row.decode(1, as: Int64.self)
-                if try row.decode(3, as: Bool.self) { states[name]?.cleared.insert(id) } else { states[name]?.seen.insert(id) }
-            }
-            for row in try connection.query(BadgeSQL.citusChainAggregatesOfShard, [group, chains]).rows {
-                let name = try row.decode(0, as: String.self)
-                states[name]?.aggregates[try storedPath(row, 1)] = BadgeAggregate(
-                    count: try row.decode(2, as: Int64.self), unseen: try row.decode(3, as: Int64?.self) ?? 0)
-            }
             var users: [String] = []
             var numbers: [Int64] = []
             var counts: [Int64] = []
             var unseens: [Int64] = []
-            for name in group {
-                guard let user = try? UserID(validating: name), let version = versions[user], var state = states[name] else { continue }
-                BadgeAggregate.merge(
-                    broadcasts.values.filter { !state.cleared.contains($0.id) }, seen: state.seen, into: &state.aggregates,
-                    modes: modes, muted: state.muted)
-                let root = state.aggregates[.root]
+            for (name, root) in try visibleRoots(ofShard: group, broadcasts: set, modes: modes, on: connection) {
+                guard let user = try? UserID(validating: name), let version = versions[user], root.ownVersion == version else { continue }
                 users.append(name)
                 numbers.append(version)
-                counts.append(root?.count ?? 0)
-                unseens.append(root?.unseen ?? 0)
+                counts.append(root.count)
+                unseens.append(root.unseen)
             }
             if !users.isEmpty {
                 try connection.query(BadgeSQL.citusSetLoggedRoots, [group, users, numbers, counts, unseens])
@@ -64,15 +39,73 @@ extension BadgeStore {
         }
     }
 
-    /// What the merge of one user's logged root reads.
+    /// A user's visible root now, as the change log counts it.
+    struct VisibleRoot {
+        /// The user's own version (0: none yet).
+        var ownVersion: Int64
+        /// The visible version: own plus the broadcast version.
+        var visibleVersion: Int64
+        var count: Int64
+        var unseen: Int64
+    }
+
+    /// The visible root now of each of `users` (the users of one Citus shard): their own root
+    /// with the active broadcasts of `broadcasts` they have not cleared by their version merged
+    /// in under `modes` and the version's mutes (`BadgeAggregate.merge`, the rule of
+    /// `badge_visible_root`, which Citus runs only on the coordinator: docs/SHARDING.md).
+    /// Read in three statements for the shard.
+    static func visibleRoots(
+        ofShard users: [String], broadcasts: BroadcastSet, modes: AggregationModes, on connection: PGConnection
+    ) throws(PGError) -> [(String, VisibleRoot)] {
+        var states: [String: UserRootState] = [:]
+        for name in users { states[name] = UserRootState(version: 0, through: 0, muted: []) }
+        for row in try connection.query(BadgeSQL.citusVersionsOfShard, [users]).rows {
+            let name = try row.decode(0, as: String.self)
+            guard let user = try? UserID(validating: name) else { continue }
+            let mutes = try storedMutes(try row.decode(3, as: String?.self), of: user, statement: BadgeSQL.citusVersionsOfShard)
+            states[name] = UserRootState(
+                version: try row.decode(1, as: Int64.self), through: try row.decode(2, as: Int64.self), muted: Set(mutes.map(\.path)))
+        }
+        if !broadcasts.active.isEmpty {
+            for row in try connection.query(BadgeSQL.citusDismissalsOfShard, [users, broadcasts.active.keys.sorted()]).rows {
+                let name = try row.decode(0, as: String.self)
+                guard let shownIn = try row.decode(2, as: Int64?.self), shownIn <= states[name]?.through ?? 0 else { continue }
+                let id = try row.decode(1, as: Int64.self)
+                if try row.decode(3, as: Bool.self) { states[name]?.cleared.insert(id) } else { states[name]?.seen.insert(id) }
+            }
+        }
+        // The nodes the merge looks at: the root, each broadcast's node and their ancestors.
+        let chains = Set(["root"] + broadcasts.active.values.map(\.path.rawValue)).sorted()
+        for row in try connection.query(BadgeSQL.citusChainAggregatesOfShard, [users, chains]).rows {
+            let name = try row.decode(0, as: String.self)
+            states[name]?.aggregates[try storedPath(row, 1)] = BadgeAggregate(
+                count: try row.decode(2, as: Int64.self), unseen: try row.decode(3, as: Int64?.self) ?? 0)
+        }
+        return users.compactMap { name in
+            guard var state = states[name] else { return nil }
+            BadgeAggregate.merge(
+                broadcasts.active.values.filter { !state.cleared.contains($0.id) }, seen: state.seen, into: &state.aggregates,
+                modes: modes, muted: state.muted)
+            let root = state.aggregates[.root]
+            let (visible, overflow) = state.version.addingReportingOverflow(broadcasts.version)
+            return (
+                name,
+                VisibleRoot(
+                    ownVersion: state.version, visibleVersion: overflow ? .max : visible, count: root?.count ?? 0, unseen: root?.unseen ?? 0))
+        }
+    }
+
+    /// What the merge of one user's root reads.
     private struct UserRootState {
+        /// The user's own version (0: none).
+        var version: Int64
         /// How far the version's writes reach: dismissals numbered up to it count.
         var through: Int64
         /// The version's muted nodes.
         var muted: Set<BadgePath>
         var cleared: Set<Int64> = []
         var seen: Set<Int64> = []
-        /// The user's aggregates on the broadcasts' chains.
+        /// The user's aggregates at the root and on the broadcasts' chains.
         var aggregates: [BadgePath: BadgeAggregate] = [:]
     }
 }

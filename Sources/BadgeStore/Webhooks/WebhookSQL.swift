@@ -61,25 +61,33 @@ enum WebhookSQL {
     /// Deliveries of removed subscriptions die here rather than wait for a sender.
     static let claim = PGStatement("webhooks.claim", claim(from: "webhook_delivery"))
 
+    /// Where Citus is installed (`TableParts.claimInTurn`): the users of the first `$1` due
+    /// deliveries, read without locks, then `claim` over one shard's users (`$3`).
+    static let citusClaim = (
+        candidates: PGStatement(
+            "webhooks.claim_candidates",
+            "SELECT user_id FROM webhook_delivery WHERE state = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1"),
+        ofShard: PGStatement("webhooks.claim_of_shard", claim(from: "webhook_delivery", pin: .users("$3::text[]"))))
+
     /// The SQL of `claim` over one part of `webhook_delivery` (`TableParts`): the table, or one
-    /// of its partitions (catalog text, never input).
-    static func claim(from part: String) -> String {
+    /// of its partitions (catalog text, never input); `pin` on each of its reads.
+    static func claim(from part: String, pin: BadgeSQL.Pin = .none) -> String {
         """
         WITH due AS (
             SELECT d.user_id, d.id, s.id IS NULL AS orphan
             FROM \(part) d LEFT JOIN webhook_subscription s ON s.id = d.subscription_id
-            WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+            WHERE d.state = 'pending' AND d.next_attempt_at <= now()\(pin.on("d"))
             ORDER BY d.next_attempt_at
             LIMIT $1
             FOR UPDATE OF d SKIP LOCKED
         ), orphans AS (
             UPDATE \(part) d SET state = 'dead', finished_at = now(), last_error = 'the subscription was removed'
-            FROM due WHERE due.orphan AND d.user_id = due.user_id AND d.id = due.id
+            FROM due WHERE due.orphan AND d.user_id = due.user_id AND d.id = due.id\(pin.on("d"))
         )
         UPDATE \(part) d
         SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8)
         FROM due, webhook_subscription s
-        WHERE NOT due.orphan AND d.user_id = due.user_id AND d.id = due.id AND s.id = d.subscription_id
+        WHERE NOT due.orphan AND d.user_id = due.user_id AND d.id = due.id AND s.id = d.subscription_id\(pin.on("d"))
         RETURNING d.user_id, d.id, d.subscription_id, d.kind, d.payload, d.attempts, s.url, s.secret
         """
     }

@@ -165,7 +165,9 @@ public enum WebhookStore {
         limit: Int, lease: Duration, parts: TableParts = TableParts(of: "webhook_delivery"), on connection: PGConnection
     ) throws(PGError) -> (claimed: [Claimed], parts: TableParts) {
         var parts = parts
-        let claimed = try parts.claimInTurn(WebhookSQL.claim, make: WebhookSQL.claim(from:), [limit, Self.seconds(lease)], on: connection) {
+        let claimed = try parts.claimInTurn(
+            WebhookSQL.claim, make: { WebhookSQL.claim(from: $0) }, citus: WebhookSQL.citusClaim, [limit, Self.seconds(lease)], on: connection
+        ) {
             row throws(PGError) in
             Claimed(
                 user: try row.decode(0), id: try row.decode(1), subscription: try row.decode(2), kind: try row.decode(3),
