@@ -311,4 +311,19 @@ enum IngestSQL {
                      OR EXISTS (SELECT 1 FROM applied_event a WHERE a.event_id = p.e AND a.audience IS DISTINCT FROM 'all')
               END
         """)
+
+    /// `appliedAmong` where Citus is installed (docs/SHARDING.md, rule 10), for the keys of one
+    /// shard's users (`$3`): in `applied_user_event_generation` (a Citus install starts after
+    /// migration 30, so the tables of the builds before it hold none).
+    static let appliedAmongOfShard = PGStatement(
+        "ingest.applied_among_of_shard",
+        """
+        SELECT p.u, p.e FROM unnest($1::text[], $2::text[]) AS p(u, e)
+        WHERE EXISTS (SELECT 1 FROM applied_user_event_generation a WHERE a.user_id = p.u AND a.event_id = p.e AND a.user_id = ANY($3::text[]))
+        """)
+
+    /// `appliedAmong` where Citus is installed, for broadcasts' ids (`$1`): in `applied_event`.
+    static let appliedBroadcastsAmong = PGStatement(
+        "ingest.applied_broadcasts_among",
+        "SELECT '', p.e FROM unnest($1::text[]) AS p(e) WHERE EXISTS (SELECT 1 FROM applied_event a WHERE a.event_id = p.e)")
 }

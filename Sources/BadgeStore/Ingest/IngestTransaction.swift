@@ -355,10 +355,21 @@ public enum IngestTransaction {
     public static func appliedAmong(_ keys: [AppliedKey], on connection: PGConnection) throws(PGError) -> Set<AppliedKey> {
         guard !keys.isEmpty else { return [] }
         _ = try dedupeSlot(on: connection)
-        return Set(
-            try connection.query(IngestSQL.appliedAmong, [keys.map(\.user), keys.map(\.eventID)]).rows.map { row throws(PGError) in
-                AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self))
-            })
+        func found(_ result: PGResult) throws(PGError) -> [AppliedKey] {
+            try result.rows.map { row throws(PGError) in AppliedKey(user: try row.decode(0, as: String.self), eventID: try row.decode(1, as: String.self)) }
+        }
+        guard try BadgeStore.citusInstalled(on: connection) else {
+            return Set(try found(try connection.query(IngestSQL.appliedAmong, [keys.map(\.user), keys.map(\.eventID)])))
+        }
+        // On Citus: broadcasts' ids in their own statement, users' keys a shard at a time.
+        let broadcasts = keys.filter { $0.user.isEmpty }.map(\.eventID)
+        var applied = broadcasts.isEmpty ? [] : Set(try found(try connection.query(IngestSQL.appliedBroadcastsAmong, [broadcasts])))
+        let byUser = Dictionary(grouping: keys.filter { !$0.user.isEmpty }, by: \.user)
+        for users in try BadgeStore.usersByShard(byUser.keys.sorted(), on: connection) {
+            let shardKeys = users.flatMap { byUser[$0, default: []] }
+            applied.formUnion(try found(try connection.query(IngestSQL.appliedAmongOfShard, [shardKeys.map(\.user), shardKeys.map(\.eventID), users])))
+        }
+        return applied
     }
 
     /// Starts the next dedupe generation when the current one started before `startedBefore`

@@ -96,6 +96,9 @@ public enum UserData {
     /// rows.
     public static func erased(among users: [String], on connection: PGConnection) throws(PGError) -> Set<String> {
         guard !users.isEmpty else { return [] }
+        // Citus sends a statement that reads one shard whole to its worker, where the
+        // transaction id it takes is the worker's: the erasure waits for the coordinator's.
+        if try BadgeStore.citusInstalled(on: connection) { try connection.query(UserDataSQL.takeTransactionID) }
         let listed = try connection.query(UserDataSQL.erasedAmong, [users]).singleRow().decode(1, as: String.self)
         // One id a line: an id is visible ASCII, never a line break.
         return listed.isEmpty ? [] : Set(listed.split(separator: "\n").map(String.init))
@@ -170,6 +173,9 @@ enum UserDataSQL {
     static let erasedAmong = PGStatement(
         "users.erased_among",
         "SELECT pg_current_xact_id()::text, array_to_string(ARRAY(SELECT user_id FROM erased_user WHERE user_id = ANY($1::text[])), E'\\n')")
+
+    /// Gives the transaction its id on this server (the coordinator, under Citus).
+    static let takeTransactionID = PGStatement("users.take_transaction_id", "SELECT pg_current_xact_id()")
 
     /// One chunk of marks older than the dedupe retention.
     static let pruneMarks = PerUserPrune("users.prune_erased", table: "erased_user", key: "user_id", before: "erased_at")
