@@ -22,6 +22,17 @@ struct RollupDeltaPropertyTests {
         (8, true, .plain, true),
     ]
 
+    /// The same on tables distributed by Citus (docs/SHARDING.md, "Running the tests on Citus"),
+    /// an additive seed with rounds in ingest's batches and a mixed one; skipped where no Citus
+    /// cluster is named.
+    @Test(
+        "on tables distributed by Citus, random batches rolled up with deltas and with forced recounts give identical trees and logs, OnCitus",
+        .enabled(if: !SchemaLayout.citusWorkers.isEmpty, "no Citus cluster (REDDOT_TEST_CITUS_WORKERS)"),
+        arguments: [(UInt64(11), true, true), (12, false, false)])
+    func deltasEqualRecountsOnCitus(seed: UInt64, additive: Bool, inBatch: Bool) async throws {
+        try await deltasEqualRecounts(seed: seed, additive: additive, layout: .citus, inBatch: inBatch)
+    }
+
     @Test("random batches rolled up with deltas and with forced recounts give identical trees and logs", arguments: cases)
     func deltasEqualRecounts(seed: UInt64, additive: Bool, layout: SchemaLayout, inBatch: Bool) async throws {
         let deltas = try await StoreFixture.make(layout: layout)

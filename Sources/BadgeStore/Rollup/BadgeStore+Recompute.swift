@@ -105,8 +105,7 @@ extension BadgeStore {
             names = names.filter { marked.contains($0) || bumped.contains($0) }
             guard !names.isEmpty else { return RollupOutcome() }
         }
-        // On Citus every user is recounted: the delta path has no form for one shard.
-        if recountAll || citus { additive = [] }
+        if recountAll { additive = [] }
         additive.subtract(bumped)
         // No broadcast change commits while this one records versions (DESIGN §6a). With none
         // active, the round's statement has no step that merges them into the logged roots.
@@ -121,15 +120,20 @@ extension BadgeStore {
             }
         }
         let recounted = names.filter { !additive.contains($0) }
-        if !recounted.isEmpty, citus {
+        if citus {
             // Each shard's users in a statement Citus sends whole to that shard, which returns
-            // the new versions; they are notified here, on the coordinator, where the query
-            // services listen.
-            // Their logged roots are the users' own; the active broadcasts are merged in after
-            // (`mergeBroadcastsIntoLoggedRoots`: Citus runs no merge inside a shard's statement).
-            let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: true, broadcasts: false, shard: true))
+            // the new versions. Their logged roots are the users' own; the active broadcasts are
+            // merged in after (`mergeBroadcastsIntoLoggedRoots`: Citus runs no merge inside a
+            // shard's statement). The versions are notified here, on the coordinator, where the
+            // query services listen, and recorded in the change feed's order there.
+            let recount = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: true, broadcasts: false, shard: true))
             for group in try usersByShard(recounted, on: connection) {
-                try collect(try connection.query(statement, [group, changeChannel, bumped.sorted()]))
+                try collect(try connection.query(recount, [group, changeChannel, bumped.sorted()]))
+            }
+            let add = BadgeSQL.roundStatement(.init(additive: true, moded: moded, partitioned: true, broadcasts: false, shard: true))
+            for group in try usersByShard(additive.sorted(), on: connection) {
+                let held = unmarked.deltas.only(Set(group))
+                try collect(try connection.query(add, [group, changeChannel, [String]()] + held.arrays))
             }
             if broadcasts { try Self.mergeBroadcastsIntoLoggedRoots(outcome.versions, moded: moded, on: connection) }
             let versions = outcome.versions.sorted { $0.key.rawValue < $1.key.rawValue }
@@ -139,14 +143,16 @@ extension BadgeStore {
                 // Their order for the change feed, on the coordinator (`change_feed_outbox`).
                 try connection.query(BadgeSQL.recordFeedOutbox, [users, numbers])
             }
-        } else if !recounted.isEmpty {
-            let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
-            try collect(try connection.query(statement, [recounted, changeChannel, bumped.sorted()]))
-        }
-        if !additive.isEmpty {
-            let statement = BadgeSQL.roundStatement(.init(additive: true, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
-            let held = unmarked.deltas.only(additive)
-            try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()] + held.arrays))
+        } else {
+            if !recounted.isEmpty {
+                let statement = BadgeSQL.roundStatement(.init(additive: false, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
+                try collect(try connection.query(statement, [recounted, changeChannel, bumped.sorted()]))
+            }
+            if !additive.isEmpty {
+                let statement = BadgeSQL.roundStatement(.init(additive: true, moded: moded, partitioned: partitioned, broadcasts: broadcasts))
+                let held = unmarked.deltas.only(additive)
+                try collect(try connection.query(statement, [additive.sorted(), changeChannel, [String]()] + held.arrays))
+            }
         }
         outcome.recounted = recounted.count
         outcome.added = additive.count

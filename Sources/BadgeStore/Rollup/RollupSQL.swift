@@ -536,16 +536,18 @@ extension BadgeSQL {
 
     /// The last write before the user's first delta under a node with a mode other than sum
     /// (`addDeltas`' added bound on `top` with `moded`).
-    private static let modedDeltaStop = """
+    private static func modedDeltaStop(pin: Pin) -> String {
+        """
         , coalesce((
             SELECT min(d.seq) - 1 FROM badge_delta d
-            WHERE d.user_id = k.user_id AND d.seq > k.covered
+            WHERE d.user_id = k.user_id AND d.seq > k.covered\(pin.on("d"))
               AND d.path ? (SELECT array_agg(a.below) FROM aggregation_mode a WHERE a.mode <> 'sum')), k.written)
         , coalesce((
             SELECT min(x.seq) - 1 FROM dirty_mark x
-            WHERE x.user_id = k.user_id AND x.seq > k.covered
+            WHERE x.user_id = k.user_id AND x.seq > k.covered\(pin.on("x"))
               AND x.delta_paths ? (SELECT array_agg(a.below) FROM aggregation_mode a WHERE a.mode <> 'sum')), k.written)
         """
+    }
 
     /// Adds the listed users' deltas (what ingest recorded of their new increments) to the
     /// stored aggregates of each delta's node and its ancestors, consuming them (a delta of a
@@ -566,13 +568,20 @@ extension BadgeSQL {
     /// sum (`aggregation_mode`'s `below`): a writer may commit one after the round's claim, and
     /// such a delta needs a recount (its mark stays, and the next round's claim sees it). See
     /// `RoundForm` for `partitioned` and `broadcasts`.
-    private static func addDeltas(moded: Bool, partitioned: Bool, broadcasts: Bool) -> PGStatement {
-        PGStatement(
-        (moded ? "badges.add_deltas_moded" : "badges.add_deltas") + (partitioned ? "_partitioned" : "") + (broadcasts ? "" : "_no_broadcasts"),
+    ///
+    /// With `shard`, its form for the users of one Citus shard (`$1`): every per-user table it
+    /// names filtered to them (docs/SHARDING.md, rule 10), deltas and marks deleted by user and
+    /// sequence, stored aggregates reached without a `LIMIT` in a lateral subquery (Citus plans
+    /// none over a CTE); use it with `partitioned` and without `broadcasts` (see `recompute`).
+    private static func addDeltas(moded: Bool, partitioned: Bool, broadcasts: Bool, shard: Bool = false) -> PGStatement {
+        let pin: Pin = shard ? .users("$1::text[]") : .none
+        return PGStatement(
+        (moded ? "badges.add_deltas_moded" : "badges.add_deltas") + (partitioned ? "_partitioned" : "") + (broadcasts ? "" : "_no_broadcasts")
+            + (shard ? "_of_shard" : ""),
         """
         WITH known AS MATERIALIZED (
             -- Materialized: inlined into `reach`, each of its lookups ran twice.
-            SELECT u.user_id, \(writtenThrough("u.user_id")) AS written, \(writesThrough(of: "u.user_id")) AS covered
+            SELECT u.user_id, \(writtenThrough("u.user_id", pin: pin)) AS written, \(writesThrough(of: "u.user_id", pin: pin)) AS covered
             FROM (SELECT DISTINCT unnest($1::text[]) AS user_id) AS u
         ), reach AS (
             -- Up to the first write since the user's version that is not only increments (it
@@ -580,17 +589,22 @@ extension BadgeSQL {
             SELECT k.user_id, k.covered, k.user_id = ANY($3::text[]) AS bump,
                    least(k.written, coalesce((
                        SELECT min(m.seq) - 1 FROM dirty_mark m
-                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND ((m.recount AND NOT m.additive) OR m.bump)), k.written)\(moded ? modedDeltaStop : ""),
+                       WHERE m.user_id = k.user_id AND m.seq > k.covered AND ((m.recount AND NOT m.additive) OR m.bump)\(pin.on("m"))), k.written)\(moded ? modedDeltaStop(pin: pin) : ""),
                    \(unlessNobodyMutes(partitioned: partitioned, """
-                       coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered"))) AS d), k.written)
+                       coalesce((SELECT min(d.seq) - 1 FROM (\(deltaUnderMute(user: "k.user_id", after: "k.covered", pin: pin))) AS d), k.written)
                        """, else: "k.written"))) AS top
             FROM known k
-        )\(consumeMarks(partitioned: partitioned)), stored AS (
+        )\(consumeMarks(partitioned: partitioned, pin: pin)), stored AS (\(pin.isNone ? """
+
             DELETE FROM badge_delta d
             WHERE d.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM reach r
                 CROSS JOIN LATERAL (SELECT ctid FROM badge_delta x WHERE x.user_id = r.user_id AND x.seq <= r.top OFFSET 0) AS x))\(
                 partitioned ? "\n              AND d.user_id = ANY($1::text[]) AND d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint" : "")
+            """ : """
+
+            DELETE FROM badge_delta d WHERE d.seq <= ((SELECT top FROM tops) ->> d.user_id)::bigint\(pin.on("d"))
+            """)
             RETURNING d.user_id, d.path, d.amount, d.unseen, d.seq
         ), held AS (
             SELECT h.*, r.user_id IS NOT NULL AND h.seq <= r.top AS covered
@@ -638,14 +652,14 @@ extension BadgeSQL {
             -- One index probe per node (LIMIT 1 keeps the planner from hashing the whole table).
             LEFT JOIN LATERAL (
                 SELECT x.count, x.icon, x.unseen, x.ctid AS at FROM badge_aggregate x
-                WHERE x.user_id = s.user_id AND x.path = s.path LIMIT 1
+                WHERE x.user_id = s.user_id AND x.path = s.path\(pin.on("x")) \(pin.isNone ? "LIMIT 1" : "OFFSET 0")
             ) a ON true
         ), diff AS (
             SELECT user_id, path, old_count, old_icon, old_unseen, count, icon, unseen, true AS kept, at FROM updated
             WHERE (old_count, old_unseen) IS DISTINCT FROM (count, unseen)
         ), roots AS MATERIALIZED (
             \(rootTotals(from: "updated"))
-        )\(versionAndLog(partitioned: partitioned, broadcasts: broadcasts))
+        )\(versionAndLog(partitioned: partitioned, broadcasts: broadcasts, pin: pin))
         """, prepared: false)
     }
 
@@ -854,8 +868,7 @@ extension BadgeSQL {
         var moded: Bool
         var partitioned: Bool
         var broadcasts: Bool
-        /// The recount for the users of one Citus shard (`recompute`'s `shard`); the delta path
-        /// has no such form: on Citus every round recounts.
+        /// The form for the users of one Citus shard (`recompute`'s and `addDeltas`' `shard`).
         var shard = false
     }
 
@@ -882,7 +895,7 @@ extension BadgeSQL {
 
     private static func makeRoundStatement(_ form: RoundForm) -> PGStatement {
         form.additive
-            ? addDeltas(moded: form.moded, partitioned: form.partitioned, broadcasts: form.broadcasts)
+            ? addDeltas(moded: form.moded, partitioned: form.partitioned, broadcasts: form.broadcasts, shard: form.shard)
             : recompute(moded: form.moded, partitioned: form.partitioned, broadcasts: form.broadcasts, shard: form.shard)
     }
 
