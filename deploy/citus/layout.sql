@@ -1,7 +1,7 @@
 -- RedDot's tables on Citus, distributed by user: NOT a supported configuration yet. This file
 -- runs on Citus 13.2 as written (deploy/citus/test.sh runs it for every test database there);
--- RedDot's ingest, rollup, change feed and retention run on the result, a few parts do not
--- yet: docs/SHARDING.md, "What Citus refuses" (issue 27). A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
+-- every part of RedDot runs on the result, taking forms Citus accepts where it is installed
+-- (docs/SHARDING.md, "What Citus refuses"; issue 27); nothing is measured for speed there. A test (`SchemaLayoutTests.citusLayoutCoversTheSchema`) keeps this
 -- file's table lists equal to the schema's: every table with a `user_id` is distributed by it,
 -- colocated with `user_version`, and every other table is a reference table or stays on the
 -- coordinator.

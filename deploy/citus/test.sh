@@ -3,11 +3,13 @@
 # Citus"): starts a coordinator and two workers as a non-root user on free ports, each with
 # Citus preloaded, exports the variables the tests read (REDDOT_TEST_DATABASE_URL names the
 # coordinator, REDDOT_TEST_CITUS_WORKERS the workers), runs `swift test` with the arguments
-# given (default: the tests that ask for Citus, `--filter OnCitus`), and stops the cluster
-# whatever happens. Not part of deploy/test.sh: Debian has no Citus package, so the extension
+# given (default: the tests that ask for Citus, `--filter OnCitus`, then the suites of push,
+# webhooks, the API, a user's data and dead letters with every test database distributed), and
+# stops the cluster whatever happens. Not part of deploy/test.sh: Debian has no Citus package, so the extension
 # must be installed first (docs/SHARDING.md says how to build it from source).
 #
-#   deploy/citus/test.sh                                  # the tests that ask for Citus
+#   deploy/citus/test.sh                                  # the tests that ask for Citus, and
+#                                                         # whole suites on distributed databases
 #   REDDOT_TEST_LAYOUT=citus deploy/citus/test.sh --filter BadgeStoreTests
 #                                                         # every test database distributed, to
 #                                                         # find what Citus still refuses
@@ -74,7 +76,15 @@ export REDDOT_TEST_DATABASE_URL="postgresql://reddot@127.0.0.1:${ports[0]}/postg
 export REDDOT_TEST_CITUS_WORKERS="postgresql://reddot@127.0.0.1:${ports[1]}/postgres postgresql://reddot@127.0.0.1:${ports[2]}/postgres"
 swift build --build-tests >/dev/null
 status=0
-if [ $# -eq 0 ]; then set -- --filter OnCitus; fi
-swift test --skip-build "$@" || status=$?
+if [ $# -eq 0 ]; then
+  # The tests that ask for Citus, then whole suites with every test database they make
+  # distributed (SchemaLayout.citus): push, webhooks, the API, a user's data, dead letters.
+  swift test --skip-build --filter OnCitus || status=$?
+  REDDOT_TEST_LAYOUT=citus swift test --skip-build \
+    --filter 'BadgeAPITests|PushServiceTests|WebhookServiceTests|InProcessSendersTests|UserDataTests|DeadLetterTests' \
+    --skip ReplicaTests || status=$?
+else
+  swift test --skip-build "$@" || status=$?
+fi
 [ $status -eq 0 ] || say "swift test failed ($status); the nodes' logs: $work/*.log (REDDOT_TEST_KEEP=1 keeps them)"
 exit $status

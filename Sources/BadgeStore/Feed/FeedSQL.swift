@@ -20,13 +20,17 @@ extension BadgeSQL {
     /// The feed's cursor (the highest `seq` of a user's version it has published, and the
     /// snapshot, as text, of the read that published it), the snapshot of this read (the next
     /// cursor's), and the lowest `seq` above the cursor that this read sees (NULL: none).
-    static let feedHead = PGStatement(
-        "feed.head",
+    static let feedHead = PGStatement("feed.head", head(of: "badge_change"))
+
+    /// `feedHead` with the lowest `seq` above the cursor in `table` (`badge_change`, or the
+    /// outbox on Citus).
+    private static func head(of table: String) -> String {
         """
         SELECT f.published_seq, f.published_snapshot::text, pg_current_snapshot()::text,
-               (SELECT min(c.seq) FROM badge_change c WHERE c.seq > f.published_seq)
+               (SELECT min(c.seq) FROM \(table) c WHERE c.seq > f.published_seq)
         FROM change_feed_lease f
-        """)
+        """
+    }
 
     /// The users' versions the feed has yet to publish, in no order: those with `seq` from `$1`
     /// up to `$2`, and every one at or below the cursor's `seq` `$3` whose transaction had not
@@ -46,15 +50,24 @@ extension BadgeSQL {
         "feed.pending_user_changes",
         """
         WITH pending AS (
-            SELECT * FROM badge_change WHERE seq >= $1 AND seq <= $2
-            UNION ALL
-            SELECT * FROM badge_change
-            WHERE (xid = ANY (string_to_array(split_part($4, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($4::pg_snapshot))
-              AND seq <= $3
+            \(pending("*", of: "badge_change"))
         )
         SELECT \(userRecordColumns(seq: "c.seq", pin: .none))
         FROM pending c
         """, prepared: false)
+
+    /// The `columns` of the rows of `table` (`badge_change`, or the outbox on Citus) that
+    /// `pendingUserChanges` reads: `seq` from `$1` up to `$2`, and at or below the cursor's `$3`
+    /// those whose transaction had not committed in the cursor's snapshot `$4`.
+    private static func pending(_ columns: String, of table: String) -> String {
+        """
+        SELECT \(columns) FROM \(table) WHERE seq >= $1 AND seq <= $2
+            UNION ALL
+            SELECT \(columns) FROM \(table)
+            WHERE (xid = ANY (string_to_array(split_part($4, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($4::pg_snapshot))
+              AND seq <= $3
+        """
+    }
 
     /// The columns of a user's record as the feed reads it from the change-log row `c`, with
     /// `seq` its number in feed order (see `pendingUserChanges`); `pin` on the tables of
@@ -75,24 +88,10 @@ extension BadgeSQL {
     // server. The records themselves are read from the distributed log a shard at a time.
 
     /// `feedHead` over the coordinator's outbox.
-    static let feedHeadOfOutbox = PGStatement(
-        "feed.head_of_outbox",
-        """
-        SELECT f.published_seq, f.published_snapshot::text, pg_current_snapshot()::text,
-               (SELECT min(o.seq) FROM change_feed_outbox o WHERE o.seq > f.published_seq)
-        FROM change_feed_lease f
-        """)
+    static let feedHeadOfOutbox = PGStatement("feed.head_of_outbox", head(of: "change_feed_outbox"))
 
     /// `pendingUserChanges` over the coordinator's outbox: seq, user, version.
-    static let pendingOutbox = PGStatement(
-        "feed.pending_outbox",
-        """
-        SELECT seq, user_id, version FROM change_feed_outbox WHERE seq >= $1 AND seq <= $2
-        UNION ALL
-        SELECT seq, user_id, version FROM change_feed_outbox
-        WHERE (xid = ANY (string_to_array(split_part($4, ':', 3), ',')::xid8[]) OR xid >= pg_snapshot_xmax($4::pg_snapshot))
-          AND seq <= $3
-        """, prepared: false)
+    static let pendingOutbox = PGStatement("feed.pending_outbox", pending("seq, user_id, version", of: "change_feed_outbox"), prepared: false)
 
     /// The records of the users' versions (`$2[i]`, `$3[i]`) numbered `$4[i]` in feed order,
     /// as `pendingUserChanges` returns them; `$1`: the users of the Citus shard they are in. A
