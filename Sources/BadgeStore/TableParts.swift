@@ -91,6 +91,18 @@ public struct TableParts: Sendable {
         }
     }
 
+    /// The statements of `claimInTurn`'s `citus` for `table`, named `prefix.claim_candidates` and
+    /// `prefix.claim_of_shard`: the users of the first `$1` rows that are `due`, oldest
+    /// `next_attempt_at` first, read without locks; then `claim` (the claim's SQL over a part,
+    /// with a `pin` on each of its reads) over one shard's users (`$3`).
+    static func citusClaim(
+        _ prefix: String, table: String, due: String, claim: (String, BadgeSQL.Pin) -> String
+    ) -> (candidates: PGStatement, ofShard: PGStatement) {
+        (candidates: PGStatement(
+            "\(prefix).claim_candidates", "SELECT user_id FROM \(table) WHERE \(due) ORDER BY next_attempt_at LIMIT $1"),
+         ofShard: PGStatement("\(prefix).claim_of_shard", claim(table, .users("$3::text[]"))))
+    }
+
     /// The statement `make` over `part`: `shipped` itself for the table, else the same SQL
     /// over the part under a name of its own (a connection prepares each name once).
     public static func statement(_ shipped: PGStatement, over part: String, table: String, make: (String) -> String) -> PGStatement {

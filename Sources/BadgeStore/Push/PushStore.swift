@@ -415,11 +415,8 @@ enum PushSQL {
 
     /// Where Citus is installed (`TableParts.claimInTurn`): the users of the first `$1` due
     /// devices, read without locks, then `claim` over one shard's users (`$3`).
-    static let citusClaim = (
-        candidates: PGStatement(
-            "push.claim_candidates",
-            "SELECT user_id FROM push_device WHERE wanted_version > sent_version AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1"),
-        ofShard: PGStatement("push.claim_of_shard", claim(from: "push_device", pin: .users("$3::text[]"))))
+    static let citusClaim = TableParts.citusClaim(
+        "push", table: "push_device", due: "wanted_version > sent_version AND next_attempt_at <= now()", claim: claim(from:pin:))
 
     /// The SQL of `claim` over one part of `push_device` (`TableParts`): the table, or one of
     /// its partitions (catalog text, never input); `pin` on each of its reads.

@@ -63,11 +63,8 @@ enum WebhookSQL {
 
     /// Where Citus is installed (`TableParts.claimInTurn`): the users of the first `$1` due
     /// deliveries, read without locks, then `claim` over one shard's users (`$3`).
-    static let citusClaim = (
-        candidates: PGStatement(
-            "webhooks.claim_candidates",
-            "SELECT user_id FROM webhook_delivery WHERE state = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1"),
-        ofShard: PGStatement("webhooks.claim_of_shard", claim(from: "webhook_delivery", pin: .users("$3::text[]"))))
+    static let citusClaim = TableParts.citusClaim(
+        "webhooks", table: "webhook_delivery", due: "state = 'pending' AND next_attempt_at <= now()", claim: claim(from:pin:))
 
     /// The SQL of `claim` over one part of `webhook_delivery` (`TableParts`): the table, or one
     /// of its partitions (catalog text, never input); `pin` on each of its reads.
