@@ -43,7 +43,7 @@ public struct ServeSettings: ParsableArguments, Sendable {
     public var statementTimeoutMilliseconds = 2_000
     @Option(name: .customLong("count-cap"), help: "Counts above this show as N+ in text (99 → \"99+\").")
     public var countCap: Int64 = 99
-    @Option(name: .customLong("heartbeat-seconds"), help: "Seconds between stream heartbeats.")
+    @Option(name: .customLong("heartbeat-seconds"), help: "Seconds between stream heartbeats (0.1…3600).")
     public var heartbeatSeconds: Double = 15
     @Option(name: .customLong("tree-cache-mb"), help: ArgumentHelp("Memory for cached whole-tree answers, in MiB; 0 turns the cache off. Default: REDDOT_TREE_CACHE_MB, else 64.", valueName: "MiB"))
     public var treeCacheMegabytes: Int?
@@ -84,7 +84,9 @@ public struct ServeSettings: ParsableArguments, Sendable {
         guard (1...Int(Int32.max)).contains(statementTimeoutMilliseconds) else { return "--statement-timeout-ms takes 1…\(Int32.max)" }
         guard countCap >= 1 else { return "--count-cap takes a number ≥ 1" }
         // Checked before any conversion to Duration: Int64(1e300 * 1000) traps.
-        guard heartbeatSeconds > 0, heartbeatSeconds <= 3_600 else { return "--heartbeat-seconds takes a number > 0 and ≤ 3600" }
+        // Below a tenth of a second a stream would do little but send heartbeats (0.0001 s made one
+        // stream 110,000 a second).
+        guard heartbeatSeconds >= 0.1, heartbeatSeconds <= 3_600 else { return "--heartbeat-seconds takes a number from 0.1 to 3600" }
         if let treeCacheMegabytes, !(0...65_536).contains(treeCacheMegabytes) { return "--tree-cache-mb takes 0…65536" }
         guard treeCacheMaximumAgeSeconds > 0, treeCacheMaximumAgeSeconds <= 86_400 else {
             return "--tree-cache-max-age-seconds takes a number > 0 and ≤ 86400"
@@ -145,6 +147,9 @@ public struct ServeSettings: ParsableArguments, Sendable {
             api: api, limits: limits, auth: auth, database: requests, listenerDatabase: database, poolConnections: poolConnections,
             treeCacheBytes: (treeCacheMegabytes ?? 64) << 20, treeCacheMaximumAge: .milliseconds(Int64(treeCacheMaximumAgeSeconds * 1000)))
         if let url = Self.setting(replicaDatabaseURL, "REDDOT_REPLICA_DATABASE_URL", environment) {
+            if let problem = PGConfiguration.connectionStringProblem(url) {
+                throw ServeSettingsError("--replica-database-url (else REDDOT_REPLICA_DATABASE_URL) is not a libpq connection URI or key=value string: \(problem)")
+            }
             var replica = PGConfiguration(connectionString: url, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
             replica.applicationName = "reddot-serve-replica"
             configuration.replicaDatabase = replica

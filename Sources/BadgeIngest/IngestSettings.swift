@@ -165,6 +165,14 @@ public struct IngestSettings: ParsableArguments, Sendable {
         return "\(problem) (--instance-id or REDDOT_INSTANCE_ID)"
     }
 
+    /// Why the dead-letter topic of these resolved settings (``resolved(topic:environment:)``)
+    /// is not a valid Kafka topic name, naming where it comes from; nil when it is. Checked at
+    /// start: a topic Kafka refuses would leave every dead letter waiting in the database.
+    public var deadLetterTopicProblem: String? {
+        guard let topic = deadLetterTopic, let problem = KafkaConfiguration.nameProblem(topic, kind: "topic") else { return nil }
+        return "the dead-letter topic: \(problem) (--dlq-topic, else REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq)"
+    }
+
     /// These settings with what the command line left out filled from `environment` and this
     /// host: the group from `REDDOT_KAFKA_GROUP`, the member name from `REDDOT_INSTANCE_ID` or
     /// the host name (`none` when neither gives one), the dead-letter topic from
@@ -175,8 +183,15 @@ public struct IngestSettings: ParsableArguments, Sendable {
         var settings = self
         settings.group = Self.nonEmpty(group) ?? Self.nonEmpty(environment["REDDOT_KAFKA_GROUP"])
         settings.instanceID = instanceName(environment: environment) ?? "none"
-        settings.deadLetterTopic = Self.nonEmpty(deadLetterTopic) ?? Self.nonEmpty(environment["REDDOT_KAFKA_DLQ_TOPIC"]) ?? "\(topic).dlq"
+        settings.deadLetterTopic = Self.deadLetterTopic(deadLetterTopic, topic: topic, environment: environment)
         return settings
+    }
+
+    /// The dead-letter topic of the events topic `topic`: `flag` unless empty, then
+    /// `REDDOT_KAFKA_DLQ_TOPIC`, then `<topic>.dlq`. Every command that names it (ingest, `users
+    /// erase`) takes it from here.
+    public static func deadLetterTopic(_ flag: String?, topic: String, environment: [String: String]) -> String {
+        nonEmpty(flag) ?? nonEmpty(environment["REDDOT_KAFKA_DLQ_TOPIC"]) ?? "\(topic).dlq"
     }
 
     /// The static member name: the flag, then `REDDOT_INSTANCE_ID` (either unless empty), then

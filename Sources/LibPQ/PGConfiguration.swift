@@ -1,3 +1,5 @@
+internal import CLibPQ
+
 /// How to reach PostgreSQL, following libpq's own conventions.
 ///
 /// `connectionString` may be a URI (`postgresql://user@host:5432/db?sslmode=require`), a
@@ -28,5 +30,22 @@ public struct PGConfiguration: Sendable {
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
         self.sessionSettings = sessionSettings
+    }
+}
+
+extension PGConfiguration {
+    /// Why libpq cannot read `text` as a connection URI or `key=value` string (its own sentence,
+    /// from `PQconninfoParse`), or nil when it can. A service checks its URL with this at start:
+    /// a connection attempt would only fail, again and again, with the same sentence.
+    public static func connectionStringProblem(_ text: String) -> String? {
+        var message: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(text, &message) else {
+            defer { if let message { PQfreemem(message) } }
+            var sentence = message.map { String(cString: $0) } ?? ""
+            while let last = sentence.last, last.isWhitespace { sentence.removeLast() }
+            return sentence.isEmpty ? "libpq could not read it" : sentence
+        }
+        PQconninfoFree(options)
+        return nil
     }
 }

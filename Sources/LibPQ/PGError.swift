@@ -104,9 +104,11 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
     public var isIntegrityViolation: Bool { sqlState?.hasPrefix("23") ?? false }
 
     /// For logs: the statement's name, the code and the SQLSTATE, and the message only when this
-    /// wrapper wrote it. The server's message, detail and hint are left out, as they can quote
-    /// data (a duplicate key's value, a row); `debugDescription` has them.
-    public var description: String { summary(messageIsExternal ? "\(code) error" : message) }
+    /// wrapper wrote it or it says why a connection failed (libpq's words on the host, the port,
+    /// the role or the database: what an operator needs, never the password). The server's
+    /// message, detail and hint are left out, as they can quote data (a duplicate key's value, a
+    /// row); `debugDescription` has them.
+    public var description: String { summary(messageIsExternal && code != .connectionFailed ? "\(code) error" : message) }
 
     /// Everything: the statement's name, the message, the SQLSTATE, the detail and the hint. For a
     /// person who needs the server's words to act (a failed migration, a refused connection);

@@ -54,6 +54,7 @@ enum SocketTransport {
         func run(_ request: URLRequest, connectTimeout: Duration, deliver: (HTTPTransport.Part) -> Void) throws {
             guard let url = request.url, let host = url.host else { throw RedDotClientError(.transport, "the request has no host") }
             let port = url.port ?? 80
+            guard (1...65_535).contains(port) else { throw RedDotClientError(.transport, "the port \(port) is not 1…65535") }
             let fd = try connect(host: host, port: port, timeout: connectTimeout)
             defer {
                 lock.lock()

@@ -19,6 +19,15 @@ public struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default: REDDOT_LOG_LEVEL, else info.")
     public var logLevel: String?
 
+    /// Refuses a connection string libpq cannot read (exit 64, with libpq's sentence) before
+    /// anything connects: a service would otherwise retry it for ever.
+    public func validate() throws {
+        let url = databaseURL ?? ProcessInfo.processInfo.environment["REDDOT_DATABASE_URL"] ?? ""
+        if !url.isEmpty, let problem = PGConfiguration.connectionStringProblem(url) {
+            throw ValidationError("--database-url (else REDDOT_DATABASE_URL) is not a libpq connection URI or key=value string: \(problem)")
+        }
+    }
+
     /// The connection settings: the flag, then the environment, then libpq's defaults.
     /// Every session runs with RedDot's session settings (`BadgeStore.recommendedSessionSettings`:
     /// no JIT), as the services' own do: the push and webhook senders, `verify`, the change feed

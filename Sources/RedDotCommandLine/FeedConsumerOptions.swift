@@ -18,7 +18,7 @@ public struct FeedConsumerOptions: ParsableArguments {
         name: .customLong("changes-topic"),
         help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
     public var changesTopic: String?
-    @Option(help: ArgumentHelp("The consumer group the command's processes share the feed in. Default: the command's own.", valueName: "name"))
+    @Option(help: ArgumentHelp("The consumer group the command's processes share the feed in. Default: reddot-push for push run, reddot-webhooks for webhooks run.", valueName: "name"))
     public var group: String?
 
     /// The topic: the flag, then `REDDOT_CHANGES_TOPIC`, then `reddot.changes`.
@@ -27,7 +27,7 @@ public struct FeedConsumerOptions: ParsableArguments {
     }
 
     public func validate() throws {
-        if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("--changes-topic: \(problem)") }
+        if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("--changes-topic (else REDDOT_CHANGES_TOPIC): \(problem)") }
         if let group, let problem = KafkaConfiguration.nameProblem(group, kind: "group") { throw ValidationError("--group: \(problem)") }
         for assignment in assignments {
             do { _ = try KafkaConfiguration.parse(assignment: assignment) } catch { throw ValidationError("-X \(error.message); write -X key=value") }

@@ -20,11 +20,13 @@ public struct IngestOptions: ParsableArguments {
     /// The ingest configuration from these options, the Kafka and the database options, with the
     /// variables' and the host's defaults filled in (`IngestSettings.resolved`).
     ///
-    /// - Throws: `ExitCode` 65 (with a sentence) for an unreadable or invalid rules file.
+    /// - Throws: `ExitCode` 64 (with a sentence) for a dead-letter topic Kafka would refuse, 65
+    ///   for an unreadable or invalid rules file.
     public func configuration(kafka: KafkaOptions, database: DatabaseOptions) throws -> IngestConfiguration {
         var configuration = IngestConfiguration(kafka: try kafka.configuration(), database: database.configuration())
         configuration.topic = kafka.topic
         configuration.settings = settings.resolved(topic: kafka.topic, environment: KafkaOptions.environment)
+        if let problem = configuration.settings.deadLetterTopicProblem { throw fail(problem, code: ExitCodes.usage) }
         configuration.rules = try loadRules(configuration.settings.rules)
         return configuration
     }

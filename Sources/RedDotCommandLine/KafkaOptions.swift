@@ -108,12 +108,12 @@ public struct KafkaOptions: ParsableArguments {
 
     /// Reads a kcat-style properties file (see `KafkaConfiguration.readProperties`).
     ///
-    /// - Throws: `ValidationError` (exit 64) with the reader's sentence.
+    /// - Throws: `ExitCode` 64 with the reader's sentence (read at run time: no usage line).
     public static func readProperties(path: String) throws -> [(key: String, value: String)] {
         do {
             return try KafkaConfiguration.readProperties(path: path)
         } catch {
-            throw ValidationError(error.message)
+            throw fail(error.message, code: ExitCodes.usage)
         }
     }
 

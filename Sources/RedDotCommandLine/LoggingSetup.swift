@@ -15,13 +15,14 @@ public enum LoggingSetup {
 
     /// A stderr logger at `levelText` (else `REDDOT_LOG_LEVEL`, else `defaultLevel`).
     ///
-    /// - Throws: `ValidationError` (exit 64) for a level that is not a swift-log level.
+    /// - Throws: `ExitCode` 64, with a sentence, for a level that is not a swift-log level (at run
+    ///   time, so without argument-parser's usage line).
     public static func logger(label: String, levelText: String?, defaultLevel: Logger.Level) throws -> Logger {
         let environment = ProcessInfo.processInfo.environment["REDDOT_LOG_LEVEL"]
         var level = defaultLevel
         if let text = [levelText, environment].compactMap({ $0 }).first(where: { !$0.isEmpty }) {
             guard let parsed = Logger.Level(rawValue: text.lowercased()) else {
-                throw ValidationError("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
+                throw fail("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical", code: ExitCodes.usage)
             }
             level = parsed
         }

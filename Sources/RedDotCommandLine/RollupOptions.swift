@@ -26,15 +26,15 @@ public struct RollupOptions: ParsableArguments {
     }
 
     public func validate() throws {
-        if let problem = KafkaOptions.topicProblem(feedTopic) { throw ValidationError("--changes-topic: \(problem)") }
+        if let problem = KafkaOptions.topicProblem(feedTopic) { throw ValidationError("--changes-topic (else REDDOT_CHANGES_TOPIC): \(problem)") }
     }
 
     /// The rollup workers and, when it has brokers (see ``feedBrokers(fallback:)``), the change
     /// feed, each on a pool of its own. The feed's producer takes the properties file of
     /// `REDDOT_KAFKA_CONFIG` (as ingest's `--kafka-config`), if set.
     ///
-    /// - Throws: `ValidationError` when the properties file cannot be read or the producer cannot
-    ///   be made.
+    /// - Throws: `ExitCode` 64, with a sentence, when the properties file cannot be read or the
+    ///   producer cannot be made.
     public func services(database: DatabaseOptions, brokers fallback: String? = nil, logger: Logger) throws -> [any Service] {
         var services: [any Service] = [service(database: database, logger: logger)]
         guard let brokers = feedBrokers(fallback: fallback) else {
@@ -49,7 +49,7 @@ public struct RollupOptions: ParsableArguments {
         do {
             producer = try KafkaProducer(configuration: ChangeFeed.producerConfiguration(kafka), logger: logger)
         } catch {
-            throw ValidationError("cannot create the change feed's Kafka producer: \(error.message)")
+            throw fail("cannot create the change feed's Kafka producer: \(error.message)", code: ExitCodes.usage)
         }
         var feedDatabase = database.configuration()
         feedDatabase.applicationName = "reddot-changes"

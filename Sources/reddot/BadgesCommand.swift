@@ -26,8 +26,12 @@ struct BadgesCommand: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The user id (1–128 visible ASCII characters).")
         var user: String
-        @Option(help: "Counts above this show as N+ in 'text'.")
+        @Option(help: "Counts above this show as N+ in 'text' (≥ 1, as for serve).")
         var countCap: Int64 = 99
+
+        func validate() throws {
+            guard countCap >= 1 else { throw ValidationError("--count-cap takes a number ≥ 1") }
+        }
 
         func validatedUser() throws -> UserID {
             do { return try UserID(validating: user) } catch { throw fail("\(error)", code: ExitCodes.usage) }

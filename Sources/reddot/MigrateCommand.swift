@@ -46,7 +46,7 @@ struct MigrateCommand: AsyncParsableCommand {
                 "The migrations directory. Default: REDDOT_MIGRATIONS_DIR, else ./migrations, else the one installed beside the executable (../share/reddot/migrations).",
                 valueName: "dir"))
         var directory: String?
-        @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another migrator to finish.")
+        @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another migrator to finish; 0 waits forever.")
         var lockWaitSeconds: Double = 60
         @Option(name: .customLong("lock-timeout"), help: "Seconds a migration may wait for a table lock (lock_timeout) before giving up; 0 waits forever.")
         var lockTimeoutSeconds: Double = 10

@@ -32,6 +32,9 @@ struct PushProviderOptions: ParsableArguments {
                 throw ValidationError("\(name) must be an https:// URL")
             }
         }
+        if let trustRootsFile, !FileManager.default.isReadableFile(atPath: trustRootsFile) {
+            throw ValidationError("--trust-roots-file: cannot read '\(trustRootsFile)'")
+        }
     }
 
     /// The APNs credentials from the flags or variables; nil when none of the three is given.
@@ -53,7 +56,7 @@ struct PushProviderOptions: ParsableArguments {
         do {
             return try APNsCredentials(keyPEM: pem, keyID: keyID, teamID: teamID)
         } catch {
-            throw fail("\(file): \(error)", code: ExitCodes.usage)
+            throw fail("APNs credentials (--apns-key-file \(file), --apns-key-id, --apns-team-id or their variables): \(error)", code: ExitCodes.usage)
         }
     }
 
@@ -73,7 +76,7 @@ struct PushProviderOptions: ParsableArguments {
         do {
             return try FCMCredentials(serviceAccountJSON: data)
         } catch {
-            throw fail("\(file): \(error)", code: ExitCodes.usage)
+            throw fail("APNs credentials (--apns-key-file \(file), --apns-key-id, --apns-team-id or their variables): \(error)", code: ExitCodes.usage)
         }
     }
 }

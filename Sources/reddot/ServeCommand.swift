@@ -14,7 +14,7 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Routes: GET /v1/users/{user}/badges (?path=, ?depth=, ?paths=a,b, long-poll \
             ?wait=30s&since=VERSION), POST /v1/users/{user}/badges/clear, GET \
-            /v1/users/{user}/badges/stream (Server-Sent Events), POST /v1/events (with --brokers), \
+            /v1/users/{user}/badges/stream (Server-Sent Events), POST /v1/events (with --publish-brokers), \
             /healthz, /readyz, /metrics, /openapi.yaml.
 
             Auth: Authorization: Bearer <JWT>, HS256 (--jwt-hs256-secret) or RS256/ES256 keys of a \

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BadgeCore
+import BadgeIngest
 import BadgeStore
 import Foundation
 import LibPQ
@@ -70,7 +71,16 @@ struct UsersCommand: AsyncParsableCommand {
         var brokers: String?
         @Option(name: .customLong("changes-topic"), help: ArgumentHelp("The change feed's topic. Default: REDDOT_CHANGES_TOPIC, else reddot.changes.", valueName: "name"))
         var changesTopic: String?
-        @Option(name: .customLong("dlq-topic"), help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else reddot.events.dlq.", valueName: "name"))
+        @Option(
+            name: .customLong("topic"),
+            help: ArgumentHelp(
+                "The events topic, whose dead-letter topic is <topic>.dlq unless --dlq-topic names it, as for ingest. "
+                    + "Default: REDDOT_KAFKA_TOPIC, else \(KafkaOptions.defaultTopic).",
+                valueName: "name"))
+        var eventsTopic: String?
+        @Option(
+            name: .customLong("dlq-topic"),
+            help: ArgumentHelp("The dead-letter topic. Default: REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq.", valueName: "name"))
         var deadLetterTopic: String?
         @Option(help: "How long to wait for transactions open when the user was marked (1…3600).")
         var settleSeconds: Int = 30
@@ -78,7 +88,11 @@ struct UsersCommand: AsyncParsableCommand {
         var topics: [String] {
             [
                 KafkaOptions.nonEmpty(changesTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_CHANGES_TOPIC"]) ?? "reddot.changes",
-                KafkaOptions.nonEmpty(deadLetterTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_DLQ_TOPIC"]) ?? "reddot.events.dlq",
+                IngestSettings.deadLetterTopic(
+                    deadLetterTopic,
+                    topic: KafkaOptions.nonEmpty(eventsTopic) ?? KafkaOptions.nonEmpty(KafkaOptions.environment["REDDOT_KAFKA_TOPIC"])
+                        ?? KafkaOptions.defaultTopic,
+                    environment: KafkaOptions.environment),
             ]
         }
 

@@ -25,7 +25,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     @Flag(help: "Recompute every user with a mismatch.")
     var repair = false
-    @Flag(help: "Print {\"users_checked\", \"mismatches\": [...], \"users_repaired\"} on stdout.")
+    @Flag(help: "Print {\"users_checked\", \"mismatches\": [...], \"users_with_mismatches\", \"users_repaired\"} on stdout.")
     var json = false
     @Option(name: .customLong("chunk-size"), help: "Users compared per statement.")
     var chunkSize = 1_000

@@ -55,12 +55,26 @@ struct WatchCommand: AsyncParsableCommand {
         }
     }
 
+    /// Whether the port an http(s) URL's text names, if any, is 1…65535: Foundation reads a port
+    /// beyond that as no port (the scheme's) or lets it wrap, so the text itself is checked.
+    static func portIsValid(_ address: String) -> Bool {
+        guard let start = address.range(of: "://")?.upperBound else { return false }
+        var authority = address[start...].prefix { !"/?#".contains($0) }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") { authority = authority[authority.index(after: close)...] }
+        guard let colon = authority.lastIndex(of: ":") else { return true }
+        let digits = authority[authority.index(after: colon)...]
+        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(\.isASCII), let port = Int(digits) else { return false }
+        return (1...65_535).contains(port)
+    }
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let address = url ?? environment["REDDOT_API"] ?? "http://127.0.0.1:8080"
-        guard let server = URL(string: address), let scheme = server.scheme?.lowercased(), ["http", "https"].contains(scheme), server.host != nil
+        guard let server = URL(string: address), let scheme = server.scheme?.lowercased(), ["http", "https"].contains(scheme), server.host != nil,
+            Self.portIsValid(address)
         else {
-            throw fail("--url takes an http or https URL such as http://127.0.0.1:8080, not \(address)", code: ExitCodes.usage)
+            throw fail("--url takes an http or https URL such as http://127.0.0.1:8080 (a port from 1 to 65535), not \(address)", code: ExitCodes.usage)
         }
         let bearer = token ?? environment["REDDOT_TOKEN"]
         var options = RedDotClient.Options(cacheDirectory: cacheDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) })

@@ -24,7 +24,9 @@ struct ServeSettingsTests {
         #expect(settings.flagProblem == "--port takes 0…65535")
         settings = ServeSettings.defaults
         settings.heartbeatSeconds = 1e300
-        #expect(settings.flagProblem == "--heartbeat-seconds takes a number > 0 and ≤ 3600")
+        #expect(settings.flagProblem == "--heartbeat-seconds takes a number from 0.1 to 3600")
+        settings.heartbeatSeconds = 0.0001
+        #expect(settings.flagProblem == "--heartbeat-seconds takes a number from 0.1 to 3600", "a heartbeat loop, not a stream")
         settings = ServeSettings.defaults
         settings.idleTimeoutSeconds = 0.5
         #expect(settings.flagProblem == "--idle-timeout-seconds takes 0 (never) or 1…86400")

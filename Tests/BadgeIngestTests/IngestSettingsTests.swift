@@ -112,6 +112,19 @@ struct IngestSettingsTests {
             topic: "events", environment: ["REDDOT_KAFKA_GROUP": "g", "REDDOT_KAFKA_DLQ_TOPIC": "dead"])
         #expect(configuration.group == "flag")
         #expect(configuration.deadLetterTopic == "flag.dlq")
+        #expect(configuration.settings.deadLetterTopicProblem == nil)
+    }
+
+    @Test("a dead-letter topic Kafka would refuse is named with where it came from")
+    func deadLetterTopicProblem() throws {
+        let spaced = try IngestSettings.parse(["--dlq-topic", "a b"]).resolved(topic: "events", environment: [:])
+        #expect(spaced.deadLetterTopicProblem?.hasPrefix("the dead-letter topic: topic 'a b' has the character ' '") == true, "\(spaced)")
+        let fromVariable = try IngestSettings.parse([]).resolved(topic: "events", environment: ["REDDOT_KAFKA_DLQ_TOPIC": ".."])
+        #expect(fromVariable.deadLetterTopicProblem?.hasSuffix("(--dlq-topic, else REDDOT_KAFKA_DLQ_TOPIC, else <topic>.dlq)") == true)
+        // The default, <topic>.dlq, outgrows Kafka's 249 characters when the topic is 246 or more.
+        let long = try IngestSettings.parse([]).resolved(topic: String(repeating: "t", count: 246), environment: [:])
+        #expect(long.deadLetterTopicProblem?.contains("1-249 characters") == true)
+        #expect(try IngestSettings.parse([]).resolved(topic: String(repeating: "t", count: 245), environment: [:]).deadLetterTopicProblem == nil)
     }
 
     @Test("the consumer's librdkafka defaults apply unless a property is given, and --help lists them")

@@ -18,6 +18,17 @@ struct MigrateVerifyOutputTests {
         #expect(try MigrationDirectory.resolve(nil, environment: environment, executable: executable).path == "/from/variable")
         let found = try MigrationDirectory.resolve(nil, environment: [:], executable: executable, currentDirectory: scratch.path)
         #expect(found.standardizedFileURL == scratch.appendingPathComponent("migrations").standardizedFileURL)
+        // An empty flag or variable is not the working directory: the next place is looked in.
+        let emptied = try MigrationDirectory.resolve("", environment: ["REDDOT_MIGRATIONS_DIR": ""], executable: executable, currentDirectory: scratch.path)
+        #expect(emptied.standardizedFileURL == found.standardizedFileURL)
+        // A directory without migration files is refused, not read as a schema with nothing to apply.
+        do {
+            _ = try MigrationFile.load(from: found)
+            Issue.record("a directory without migrations was accepted")
+        } catch {
+            #expect(error.exitCode == 65)
+            #expect(error.message.contains("holds no migration files"), "\(error.message)")
+        }
         do {
             _ = try MigrationDirectory.resolve(nil, environment: [:], executable: executable, currentDirectory: "/nowhere")
             Issue.record("a missing directory was accepted")
@@ -26,6 +37,14 @@ struct MigrateVerifyOutputTests {
             #expect(error.message.hasPrefix("no migrations directory found (looked in /nowhere/migrations, /nowhere/share/reddot/migrations"))
             #expect(error.message.hasSuffix("; pass --migrations DIR or set REDDOT_MIGRATIONS_DIR"))
         }
+    }
+
+    @Test("lock waits become whole milliseconds rounded up: a tiny wait is 1 ms, never PostgreSQL's 0 (no limit)")
+    func lockMilliseconds() {
+        #expect(Migrator.milliseconds(0.0004) == 1)
+        #expect(Migrator.milliseconds(0) == 0)
+        #expect(Migrator.milliseconds(1.5) == 1_500)
+        #expect(Migrator.milliseconds(Double(Int32.max / 1000)) == Int(Int32.max / 1000) * 1000)
     }
 
     @Test("up prints each applied file, then that the schema is current")

@@ -472,6 +472,10 @@ struct WatchCLITests {
         for arguments in [
             ["watch", "--user", "fay", "--poll-seconds", "nan"], ["watch", "--user", "fay", "--url", "ftp://x"],
             ["watch", "--user", "fay", "--path", "chat"], ["watch", "--user", ""],
+            // Ports Foundation would wrap (99999 is 34463) or read as none (port 80).
+            ["watch", "--user", "fay", "--url", "http://127.0.0.1:99999"],
+            ["watch", "--user", "fay", "--url", "http://127.0.0.1:9223372036854775808"],
+            ["watch", "--user", "fay", "--url", "http://[::1]:0/"],
         ] {
             let answer = try await cli.reddot(arguments)
             #expect(answer.exitCode == 64, "\(arguments): \(answer)")

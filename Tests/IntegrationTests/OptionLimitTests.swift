@@ -19,6 +19,13 @@ struct OptionLimitTests {
         (["ingest", "--batch-min-wait-ms", "9223372036854775807"], "--batch-min-wait-ms"),
         (["bench", "ingest", "--rate", "1e-300"], "--rate"),
         (["token", "--jwt-hs256-secret", String(repeating: "s", count: 32), "--subject", "a", "--expires-in", "nan"], "--expires-in"),
+        // Accepted once, and then wrong: a heartbeat loop, a cap below 1, dead letters Kafka refuses.
+        (["serve", "--insecure-no-auth", "--heartbeat-seconds", "0.0001"], "--heartbeat-seconds"),
+        (["badges", "show", "--user", "u", "--count-cap=-7"], "--count-cap"),
+        (["ingest", "--dlq-topic", "a b"], "--dlq-topic"),
+        // A connection string libpq cannot read: refused at start, not retried for ever.
+        (["rollup", "--database-url", "postgresql://%zz@127.0.0.1/x"], "--database-url"),
+        (["serve", "--insecure-no-auth", "--database-url", "postgresql://reddot@127.0.0.1:1/x", "--replica-database-url", "host='x"], "--replica-database-url"),
     ]
 
     @Test("huge, infinite and NaN numbers are refused with exit 64, not a trap")

@@ -32,7 +32,7 @@ struct UsersCLITests {
 
             let erase = try await cli.reddot([
                 "users", "erase", "--user", "gx", "--database-url", url, "--brokers", harness.cluster.bootstrapServers,
-                "--changes-topic", changes, "--dlq-topic", harness.topic + ".dlq",
+                "--changes-topic", changes, "--topic", harness.topic,  // its dead-letter topic: <topic>.dlq, as ingest's
             ])
             #expect(erase.exitCode == 0, "\(erase)")
             let summary = try #require(try JSONSerialization.jsonObject(with: Data(erase.stdout.utf8)) as? [String: Any])

@@ -154,6 +154,12 @@ struct LibPQTests {
         #expect(error?.code == .connectionFailed)
         #expect(error?.isRetriable == true)
         #expect(error?.message.contains("127.0.0.1") == true)
+        // Logs say why (a service that retries would otherwise log only "connectionFailed error").
+        #expect(error?.description.contains("127.0.0.1") == true, "\(String(describing: error))")
+        #expect(PGConfiguration.connectionStringProblem("postgresql://nobody@127.0.0.1:1/none") == nil)
+        #expect(PGConfiguration.connectionStringProblem("host=h dbname=d") == nil)
+        #expect(PGConfiguration.connectionStringProblem("postgresql://%zz@h/d")?.contains("percent-encoded") == true)
+        #expect(PGConfiguration.connectionStringProblem("not a url") != nil)
         // The slot is given back: the pool can still try (and fail) again rather than hang.
         await #expect(throws: PGError.self) { try await pool.withConnection { _ in 1 } }
     }

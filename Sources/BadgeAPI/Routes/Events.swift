@@ -13,7 +13,7 @@ struct EventsController {
 
     private func publishEvents(_ request: Request) async throws -> Response {
         guard let publisher = api.publisher else {
-            throw APIError(.serviceUnavailable, code: "publishing_disabled", message: "this server has no Kafka producer (start it with --brokers)")
+            throw APIError(.serviceUnavailable, code: "publishing_disabled", message: "this server has no Kafka producer (start reddot serve with --publish-brokers, or set REDDOT_KAFKA_BROKERS)")
         }
         let body = Array(buffer: try await api.collectBody(request, limit: api.configuration.maximumEventsBodySize))
         let contentType = request.headers[.contentType]?.lowercased() ?? ""

@@ -2,7 +2,7 @@ public import Foundation
 
 /// Where `reddot migrate` finds its files when no directory is given.
 public enum MigrationDirectory {
-    /// The migrations directory: `explicit`, else `REDDOT_MIGRATIONS_DIR`, else `./migrations`,
+    /// The migrations directory: `explicit`, else `REDDOT_MIGRATIONS_DIR` (either unless empty), else `./migrations`,
     /// else the one installed beside the executable (`../share/reddot/migrations`), else the
     /// source tree's, for a development build (`.build/debug/reddot`).
     ///
@@ -14,7 +14,8 @@ public enum MigrationDirectory {
         _ explicit: String?, environment: [String: String], executable: String,
         currentDirectory: String = FileManager.default.currentDirectoryPath
     ) throws(MigrationError) -> URL {
-        if let explicit = explicit ?? environment["REDDOT_MIGRATIONS_DIR"] {
+        // An empty flag or variable counts as not given (an empty path would be the working directory).
+        if let explicit = [explicit, environment["REDDOT_MIGRATIONS_DIR"]].compactMap({ $0 }).first(where: { !$0.isEmpty }) {
             return URL(fileURLWithPath: explicit)
         }
         let folder = URL(fileURLWithPath: executable).resolvingSymlinksInPath().deletingLastPathComponent()

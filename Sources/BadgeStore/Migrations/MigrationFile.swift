@@ -82,7 +82,7 @@ public struct MigrationFile: Sendable, Hashable {
     /// Reads every `*.sql` file of `directory`, sorted by version.
     ///
     /// - Throws: `MigrationError` `.invalidFile` for a misnamed or unreadable file, two files with
-    ///   one version, or a missing directory.
+    ///   one version, a missing directory, or one with no `*.sql` file.
     public static func load(from directory: URL) throws(MigrationError) -> [MigrationFile] {
         let names: [String]
         do {
@@ -97,6 +97,11 @@ public struct MigrationFile: Sendable, Hashable {
                 throw MigrationError(.invalidFile, "cannot read migration file '\(name)'")
             }
             files.append(try MigrationFile(fileName: name, contents: Array(data)))
+        }
+        // A directory without one migration is a wrong path, not a schema with nothing to apply:
+        // `migrate up` would report the schema current and a deploy would go on without one.
+        guard !files.isEmpty else {
+            throw MigrationError(.invalidFile, "'\(directory.path)' holds no migration files (NNNN_name.sql); pass the migrations directory")
         }
         files.sort { $0.version < $1.version }
         for (first, second) in zip(files, files.dropFirst()) where first.version == second.version {

@@ -14,12 +14,19 @@ extension Migrator {
         _ body: @escaping @Sendable (Migrator, PGConnection) throws -> T
     ) async throws -> T {
         let migrator = Migrator(
-            files: files, lockWaitMilliseconds: Int(lockWaitSeconds * 1000), lockTimeoutMilliseconds: Int(lockTimeoutSeconds * 1000),
+            files: files, lockWaitMilliseconds: milliseconds(lockWaitSeconds), lockTimeoutMilliseconds: milliseconds(lockTimeoutSeconds),
             logger: logger)
         var configuration = database
         configuration.statementTimeoutMilliseconds = 0
         let pool = PGPool(configuration: configuration, maximumConnections: 1, logger: logger)
         defer { pool.close() }
         return try await pool.withConnection { connection in try body(migrator, connection) }
+    }
+
+    /// Whole milliseconds for PostgreSQL's `lock_timeout`, rounded up: a wait of 0.0004 s is 1 ms,
+    /// not 0, which PostgreSQL reads as no limit at all. 0 stays 0 (wait forever); the caller
+    /// keeps `seconds` within 0…`Int32.max / 1000`.
+    static func milliseconds(_ seconds: Double) -> Int {
+        seconds > 0 ? Int((seconds * 1000).rounded(.up)) : 0
     }
 }
