@@ -37,5 +37,8 @@ public struct WebhookSettings: ParsableArguments, Sendable {
         ] where !range.contains(value) {
             throw ValidationError("\(name) takes \(range.lowerBound)…\(range.upperBound), not \(value)")
         }
+        guard firstRetrySeconds <= maxRetrySeconds else {
+            throw ValidationError("--first-retry-seconds (\(firstRetrySeconds)) must not exceed --max-retry-seconds (\(maxRetrySeconds))")
+        }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BadgeAPI
+import BadgeCore
 import RedDotCommandLine
 
 /// `reddot token`: signs an HS256 token, for development and tests.
@@ -31,6 +32,10 @@ struct TokenCommand: AsyncParsableCommand {
         // A NaN or infinite expiry cannot be written as JSON; one beyond ten years is a mistake.
         guard expiresIn.isFinite, abs(expiresIn) <= 315_360_000 else {
             throw ValidationError("--expires-in takes seconds from -315360000 to 315360000 (ten years)")
+        }
+        // The server refuses a token whose subject is not a user id: say so before signing one.
+        if let subject, (try? UserID(validating: subject)) == nil {
+            throw ValidationError("--subject: a user id is 1-128 visible ASCII characters (no spaces), and not '*' alone")
         }
     }
 

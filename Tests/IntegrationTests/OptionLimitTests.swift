@@ -23,6 +23,8 @@ struct OptionLimitTests {
         (["serve", "--insecure-no-auth", "--heartbeat-seconds", "0.0001"], "--heartbeat-seconds"),
         (["badges", "show", "--user", "u", "--count-cap=-7"], "--count-cap"),
         (["ingest", "--dlq-topic", "a b"], "--dlq-topic"),
+        (["token", "--jwt-hs256-secret", String(repeating: "s", count: 32), "--subject", "a b"], "--subject"),
+        (["webhooks", "run", "--first-retry-seconds", "3600", "--max-retry-seconds", "1"], "--first-retry-seconds"),
         // A connection string libpq cannot read: refused at start, not retried for ever.
         (["rollup", "--database-url", "postgresql://%zz@127.0.0.1/x"], "--database-url"),
         (["serve", "--insecure-no-auth", "--database-url", "postgresql://reddot@127.0.0.1:1/x", "--replica-database-url", "host='x"], "--replica-database-url"),
