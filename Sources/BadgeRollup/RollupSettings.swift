@@ -107,6 +107,11 @@ public struct RollupSettings: ParsableArguments, Sendable {
         if let changesTopic, !changesTopic.isEmpty, let problem = KafkaConfiguration.nameProblem(changesTopic, kind: "topic") {
             return "--changes-topic: \(problem)"
         }
+        // An empty list would quietly fall back to REDDOT_KAFKA_BROKERS, or turn the feed off.
+        // (--no-change-feed beside a list wins: it is the off switch, as the benches use it.)
+        if let changesBrokers, changesBrokers.allSatisfy(\.isWhitespace) {
+            return "--changes-brokers is empty; give host:port[,host:port…], or --no-change-feed"
+        }
         return nil
     }
 

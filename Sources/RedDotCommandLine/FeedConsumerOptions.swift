@@ -27,6 +27,7 @@ public struct FeedConsumerOptions: ParsableArguments {
     }
 
     public func validate() throws {
+        if let brokers, brokers.allSatisfy(\.isWhitespace) { throw ValidationError("--brokers is empty; give host:port[,host:port…]") }
         if let problem = KafkaOptions.topicProblem(topic) { throw ValidationError("--changes-topic (else REDDOT_CHANGES_TOPIC): \(problem)") }
         if let group, let problem = KafkaConfiguration.nameProblem(group, kind: "group") { throw ValidationError("--group: \(problem)") }
         for assignment in assignments {

@@ -73,6 +73,9 @@ struct RollupFlagTests {
         #expect(refusal(["--change-retention-hours", "inf"]) == "--change-retention-hours takes a number ≥ 0.001 and ≤ 8760")
         #expect(refusal(["--changes-count-cap", "0"]) == "--changes-count-cap takes a number ≥ 1")
         #expect(refusal(["--changes-topic", "a b"])?.hasPrefix("--changes-topic: ") == true)
+        #expect(refusal(["--changes-brokers", " "]) == "--changes-brokers is empty; give host:port[,host:port…], or --no-change-feed")
+        #expect(refusal(["--changes-brokers", "k:9092", "--no-change-feed"]) == nil, "the off switch wins")
+        #expect(refusal(["--changes-brokers", "k:9092"]) == nil)
     }
 
     @Test("withdrawn broadcasts: 0 keeps them, else at least the change log's retention, at most 100 years")
