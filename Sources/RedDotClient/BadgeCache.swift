@@ -106,6 +106,7 @@ final class BadgeCache: Sendable {
                 try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
                 try next.write(to: file, options: .atomic)
                 failure.withLock { $0 = nil }
+                written.withLock { $0 = true }
             } catch {
                 failure.withLock {
                     $0 = RedDotClientError(.cache, "the offline cache \(file.path) cannot be written: \(error.localizedDescription)")
@@ -116,4 +117,7 @@ final class BadgeCache: Sendable {
 
     /// Why the last save failed; nil when it succeeded.
     var lastFailure: RedDotClientError? { failure.withLock { $0 } }
+    /// Whether a save has written the file (a file that could not be read is then replaced).
+    var hasWritten: Bool { written.withLock { $0 } }
+    private let written = ClientLock(false)
 }

@@ -65,7 +65,8 @@ struct PendingAction: Sendable {
         self.actionID = actionID
         var losses: [String: Loss] = [:]
         let target = shown[path]
-        let ancestors = Self.ancestors(of: path)
+        // A node that does not show takes nothing from its ancestors.
+        let ancestors = target == nil ? [] : Self.ancestors(of: path)
         switch kind {
         case .clear(force: true):
             for (node, badge) in shown where Self.isWithin(node, path) {
@@ -157,7 +158,10 @@ struct PendingAction: Sendable {
             badge.unseen = Self.less(badge.unseen, loss.unseen)
             badge.text = Self.text(badge.count, was: badge.text)
             let childShows = result.keys.contains { Self.parent(of: $0) == node }
-            if loss.hides, badge.count == 0, !childShows {
+            // An ancestor with an icon shows by its own state (an icon is a node's own, never
+            // its children's: DESIGN §2), which no action below it takes away.
+            let ownIcon = badge.icon != nil && !Self.isWithin(node, path)
+            if loss.hides, badge.count == 0, !childShows, !ownIcon {
                 result[node] = nil
             } else {
                 result[node] = badge

@@ -15,7 +15,8 @@ extension RedDotClient {
     /// When the server cannot be reached (offline, a timeout, a 5xx), the clear stays shown
     /// and is queued, in the offline cache too: it is sent when the connection is back (also
     /// after the app restarted), with its `seen_version` and an `action_id` the server applies
-    /// once (``queuedActionCount``).
+    /// once (``queuedActionCount``). Actions reach the server in the order they were made: while
+    /// an older one waits in the queue, a new one is queued behind it.
     ///
     /// - Returns: the badge at `path` as the server answered it, or as shown here when the
     ///   clear was queued.
@@ -114,15 +115,24 @@ extension RedDotClient {
         guard server != nil else { throw RedDotClientError(.invalidResponse, "the client has no server to send the action to") }
         // Shown at once, from what the app sees now; each next one from what the previous left.
         var actions: [PendingAction] = []
+        var behindQueue = false
         update { state in
+            // Taps reach the server in the order they were made: behind older ones still queued
+            // (offline, or the server answering 5xx), a new one waits its turn in the queue.
+            behindQueue = state.pending.contains { $0.answer == nil && $0.delivery == .queued }
             var view = state.shown
             for path in paths {
-                let made = PendingAction(id: state.makeID(), kind: kind, path: path, shown: view, version: state.tree.version)
+                var made = PendingAction(id: state.makeID(), kind: kind, path: path, shown: view, version: state.tree.version)
+                if behindQueue { made.delivery = .queued }
                 state.pending.append(made)
                 view = made.apply(to: view)
                 actions.append(made)
             }
             return false
+        }
+        if behindQueue {
+            queueWakeup.fire()
+            return actions.map { badge($0.path) }
         }
         // A client not started sends on a transport of its own, closed after.
         let running = state.withLock { $0.transport }

@@ -46,17 +46,37 @@ extension RedDotClient {
         wakeup.fire()
     }
 
-    func setConnection(_ new: ConnectionState) {
-        let callbacks = state.withLock { state -> [@Sendable (ConnectionState) -> Void]? in
-            // After stop(), a late word from the stopped loop does not undo `.idle`.
-            guard state.connection != new, new == .idle || state.runner != nil else { return nil }
-            state.connection = new
-            return state.connectionObservers.sorted { $0.key < $1.key }.map(\.value)
+    /// Ends the run on a refusal: `.failed(error)`, and the client stopped, so that ``start()``
+    /// starts it again (after the app fixed what was refused, a new token say). The taps not
+    /// sent stay queued for that start.
+    private func finish(failed error: RedDotClientError) {
+        setConnection(.failed(error))
+        let (sender, transport) = state.withLock { state in
+            defer {
+                state.runner = nil
+                state.sender = nil
+                state.transport = nil
+            }
+            return (state.sender, state.transport)
         }
-        guard let callbacks else { return }
+        sender?.cancel()
+        transport?.close()
+    }
+
+    func setConnection(_ new: ConnectionState) {
+        let moved = state.withLock { state -> Bool in
+            // After stop(), a late word from the stopped loop does not undo `.idle`.
+            guard state.connection != new, new == .idle || state.runner != nil else { return false }
+            state.connection = new
+            for (id, callback) in state.connectionObservers.sorted(by: { $0.key < $1.key }) {
+                state.deliveries.append(Delivery(observer: .connection(id)) { callback(new) })
+            }
+            return true
+        }
+        guard moved else { return }
         // The server answers again: the queued actions go out now, not after their backoff.
         if new == .streaming || new == .polling { queueWakeup.fire() }
-        for callback in callbacks { callback(new) }
+        deliverQueued()
     }
 
     private func run(_ transport: HTTPTransport) async {
@@ -64,6 +84,8 @@ extension RedDotClient {
         var polling: Polling?
         if case .polling(let schedule) = options.transport { polling = schedule }
         var refusedOnce = false
+        // After an event this client could not read: the whole tree first, then the stream from it.
+        var readTreeFirst = false
         while !Task.isCancelled {
             if let polling {
                 await poll(polling, transport)
@@ -74,12 +96,16 @@ extension RedDotClient {
             // The pause the server asked for (`retry:`): the least wait before reconnecting.
             let asked = ClientLock<Duration>(.zero)
             do {
-                if state.withLock({ !$0.confirmed && $0.tree.version >= 0 }) {
+                if readTreeFirst || state.withLock({ !$0.confirmed && $0.tree.version >= 0 }) {
                     try await fetchTree(transport, longPoll: nil)
+                    readTreeFirst = false
                 }
                 try await stream(transport, opened: opened, retry: asked)
                 // The server ended the stream (a restart, a deploy): reconnect after a pause.
-                if opened.withLock({ $0 }) { backoff.reset() }
+                if opened.withLock({ $0 }) {
+                    backoff.reset()
+                    refusedOnce = false
+                }
                 setConnection(.connecting)
                 try await Task.sleep(for: max(backoff.next(), asked.withLock { $0 }))
             } catch where Task.isCancelled || error is CancellationError {
@@ -90,17 +116,22 @@ extension RedDotClient {
                     refusedOnce = true
                     continue
                 }
-                setConnection(.failed(error))
+                finish(failed: error)
                 return
             } catch let error as StreamNotPossible {
                 polling = options.fallbackPolling
                 setConnection(.waiting(error.error))
             } catch {
-                if opened.withLock({ $0 }) {
+                let failure = Self.clientError(error)
+                if failure.kind == .invalidResponse {
+                    // An event this client cannot read: the next connection starts from the whole
+                    // tree (`GET …/badges`), not from the same version, and the pauses grow.
+                    readTreeFirst = true
+                } else if opened.withLock({ $0 }) {
                     backoff.reset()
                     refusedOnce = false
                 }
-                setConnection(.waiting(Self.clientError(error)))
+                setConnection(.waiting(failure))
                 do {
                     try await Task.sleep(for: max(backoff.next(), asked.withLock { $0 }))
                 } catch {
@@ -151,6 +182,10 @@ extension RedDotClient {
                             self.setConnection(.streaming)
                         }
                         let events = parser.feed(chunk)
+                        if parser.cut > 0 {
+                            throw RedDotClientError(
+                                .invalidResponse, "the stream sent a line or an event of more than \(parser.maximumLineBytes) bytes: reading the whole tree")
+                        }
                         if let milliseconds = parser.retryMilliseconds {
                             retry.withLock { $0 = .milliseconds(min(milliseconds, 60_000)) }
                         }
@@ -211,7 +246,7 @@ extension RedDotClient {
                 // Stopped: the request's failure is the stop's doing, and the state stays idle.
                 guard !Task.isCancelled, !(error is CancellationError) else { return }
                 if let error = error as? RedDotClientError, error.stopsTheClient {
-                    setConnection(.failed(error))
+                    finish(failed: error)
                     return
                 }
                 setConnection(.waiting(Self.clientError(error)))
@@ -287,13 +322,18 @@ extension RedDotClient {
         return request
     }
 
+    /// Sets the token from the provider. A provider that throws (a refresh that needs the
+    /// network, offline) is a passing failure: the client retries with backoff and keeps the
+    /// taps queued; only the server's 401 or 403 stops it.
     private func authorize(_ request: inout URLRequest) async throws {
         guard let tokenProvider else { return }
         let token: String?
         do {
             token = try await tokenProvider()
+        } catch let error as CancellationError {
+            throw error
         } catch {
-            throw RedDotClientError(.unauthorized, "the token provider failed: \(error)")
+            throw RedDotClientError(.transport, "the token provider failed: \(error)")
         }
         request.setValue(token.map { "Bearer \($0)" }, forHTTPHeaderField: "Authorization")
     }

@@ -15,9 +15,12 @@ public import Foundation
 /// try await client.clear("root.chat", force: true)
 /// ```
 ///
-/// Callbacks run outside the client's lock, on the thread that delivered the change (never the
-/// main thread by itself: hop there to touch UI), in version order. The version of what a
-/// callback sees never goes back, except once after a start from the offline cache, when the
+/// Callbacks run outside the client's lock, one at a time and in the order of the changes, on
+/// the thread that delivered a change (never the main thread by itself: hop there to touch UI).
+/// A change made while a callback runs (by that callback, or on another thread) is called back
+/// after it returns, by the thread already calling back: so a callback may call into the client,
+/// and `observe` calls back at once unless another callback is running. An observation
+/// cancelled is not called back again. The version of what a callback sees never goes back, except once after a start from the offline cache, when the
 /// server's first answer replaces the cached tree whatever its version (a server restored from a
 /// backup is older than the cache).
 public final class RedDotClient: Sendable {
@@ -59,6 +62,19 @@ public final class RedDotClient: Sendable {
         var cacheFailure: RedDotClientError?
         /// How many states were handed to the cache (their order, for ``BadgeCache/save(_:queued:sequence:)``).
         var saves: UInt64 = 0
+        /// Callbacks waiting their turn, in the order of the changes (see ``deliverQueued()``).
+        var deliveries: [Delivery] = []
+        /// Whether a thread is running ``deliveries`` now.
+        var delivering = false
+
+        /// Whether the observation `key` is still active.
+        func isObserving(_ key: ObserverKey) -> Bool {
+            switch key {
+            case .badge(let id): observers[id] != nil
+            case .tree(let id): treeObservers[id] != nil
+            case .connection(let id): connectionObservers[id] != nil
+            }
+        }
 
         /// The actions the server has not answered, as the cache keeps them.
         var unanswered: [PendingAction.Stored] {
@@ -121,6 +137,39 @@ public final class RedDotClient: Sendable {
         self.cache = nil
     }
 
+    /// Whose callback a ``Delivery`` is.
+    enum ObserverKey: Hashable {
+        case badge(UInt64), tree(UInt64), connection(UInt64)
+    }
+
+    /// One callback with what it is called with, queued under the lock in the order of the changes.
+    struct Delivery {
+        var observer: ObserverKey
+        var run: @Sendable () -> Void
+    }
+
+    /// Runs the queued callbacks in order, one at a time, outside the lock. A thread that finds
+    /// another one running them leaves its own to it (so callbacks never overtake each other,
+    /// and one that calls into the client does not wait for itself); a callback whose
+    /// observation ended meanwhile is skipped.
+    func deliverQueued() {
+        let mine = state.withLock { state -> Bool in
+            guard !state.delivering, !state.deliveries.isEmpty else { return false }
+            state.delivering = true
+            return true
+        }
+        guard mine else { return }
+        while true {
+            let batch = state.withLock { state -> [Delivery] in
+                defer { state.deliveries = [] }
+                if state.deliveries.isEmpty { state.delivering = false }
+                return state.deliveries
+            }
+            if batch.isEmpty { return }
+            for delivery in batch where state.withLock({ $0.isObserving(delivery.observer) }) { delivery.run() }
+        }
+    }
+
     deinit {
         state.withLock { state in
             state.runner?.cancel()
@@ -141,9 +190,11 @@ public final class RedDotClient: Sendable {
         state.withLock { $0.badge(path) }
     }
 
-    /// Why the offline cache could not be read or written; nil when it works (or there is none).
+    /// Why the offline cache could not be read or written; nil when it works (or there is none):
+    /// a file that could not be read at the start stops counting once a save has replaced it.
     public var cacheError: RedDotClientError? {
-        state.withLock { $0.cacheFailure } ?? cache?.lastFailure
+        if let failure = cache?.lastFailure { return failure }
+        return cache?.hasWritten == true ? nil : state.withLock { $0.cacheFailure }
     }
 
     /// The file that keeps this user's tree and unsent taps (in ``Options/cacheDirectory``);
@@ -168,27 +219,33 @@ public final class RedDotClient: Sendable {
     ///   (`root`, then labels of `A-Z a-z 0-9 _`: `root.chat`, not `chat`); nothing is observed.
     public func observe(_ path: String, _ callback: @escaping @Sendable (Badge) -> Void) throws -> BadgeObservation {
         try Self.checkPath(path)
-        let (id, current) = state.withLock { state -> (UInt64, Badge) in
+        let id = state.withLock { state -> UInt64 in
             let id = state.makeID()
             state.observers[id] = (path, callback)
-            return (id, state.badge(path))
+            let current = state.badge(path)
+            state.deliveries.append(Delivery(observer: .badge(id)) { callback(current) })
+            return id
         }
-        callback(current)
+        deliverQueued()
         return BadgeObservation { [weak self] in
             _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
         }
     }
 
     /// The badge at `path` now, then every change of it, as an `AsyncSequence`; iteration ends
-    /// when the task is cancelled.
+    /// when the task is cancelled. The observation ends with the task, or once the sequence and
+    /// its iterator are gone (a loop left with `break`).
     ///
     /// - Throws: ``RedDotClientError`` (`.invalidPath`) when `path` is not a badge path.
-    public func badges(_ path: String) throws -> AsyncStream<Badge> {
+    public func badges(_ path: String) throws -> BadgeUpdates {
         try Self.checkPath(path)
-        return AsyncStream(bufferingPolicy: .bufferingNewest(64)) { continuation in
+        var kept: BadgeObservation?
+        let stream = AsyncStream<Badge>(bufferingPolicy: .bufferingNewest(64)) { continuation in
             let observation = try? observe(path) { continuation.yield($0) }
             continuation.onTermination = { _ in observation?.cancel() }
+            kept = observation
         }
+        return BadgeUpdates(stream: stream, observation: kept)
     }
 
     /// Every shown badge at `path` or under it, sorted by path (parents before their children).
@@ -203,12 +260,14 @@ public final class RedDotClient: Sendable {
     /// - Throws: ``RedDotClientError`` (`.invalidPath`) when `path` is not a badge path.
     public func observeTree(under path: String, _ callback: @escaping @Sendable ([Badge]) -> Void) throws -> BadgeObservation {
         try Self.checkPath(path)
-        let (id, current) = state.withLock { state -> (UInt64, [Badge]) in
+        let id = state.withLock { state -> UInt64 in
             let id = state.makeID()
             state.treeObservers[id] = (path, callback)
-            return (id, state.badges(under: path))
+            let current = state.badges(under: path)
+            state.deliveries.append(Delivery(observer: .tree(id)) { callback(current) })
+            return id
         }
-        callback(current)
+        deliverQueued()
         return BadgeObservation { [weak self] in
             _ = self?.state.withLock { $0.treeObservers.removeValue(forKey: id) }
         }
@@ -223,12 +282,14 @@ public final class RedDotClient: Sendable {
     /// Calls `callback` at once with the connection's state, then whenever it changes, until
     /// the returned observation is released or cancelled.
     public func observeConnection(_ callback: @escaping @Sendable (ConnectionState) -> Void) -> BadgeObservation {
-        let (id, current) = state.withLock { state -> (UInt64, ConnectionState) in
+        let id = state.withLock { state -> UInt64 in
             let id = state.makeID()
             state.connectionObservers[id] = callback
-            return (id, state.connection)
+            let current = state.connection
+            state.deliveries.append(Delivery(observer: .connection(id)) { callback(current) })
+            return id
         }
-        callback(current)
+        deliverQueued()
         return BadgeObservation { [weak self] in
             _ = self?.state.withLock { $0.connectionObservers.removeValue(forKey: id) }
         }
@@ -275,10 +336,10 @@ public final class RedDotClient: Sendable {
 
     /// Changes the state with `change` (which says whether the confirmed tree changed), drops
     /// the actions the tree now includes, and calls the observers of the paths whose badge
-    /// changed, then saves the tree and the unanswered actions when either changed.
+    /// changed (in turn: ``deliverQueued()``), then saves the tree and the unanswered actions
+    /// when either changed.
     func update(_ change: (inout State) -> Bool) {
-        let (calls, treeCalls, saved) = state.withLock {
-            state -> ([(@Sendable (Badge) -> Void, Badge)], [(@Sendable ([Badge]) -> Void, [Badge])], Saved?) in
+        let saved = state.withLock { state -> Saved? in
             let queuedBefore = state.pending.filter { $0.answer == nil }.map(\.actionID)
             let treeChanged = change(&state)
             let version = state.tree.version
@@ -293,26 +354,23 @@ public final class RedDotClient: Sendable {
                 default: return true
                 }
             }
-            let calls: [(@Sendable (Badge) -> Void, Badge)] =
-                changed.isEmpty
-                ? []
-                : state.observers.sorted { $0.key < $1.key }.compactMap { _, observer in
-                    changed.contains(observer.path) ? (observer.callback, state.badge(observer.path)) : nil
+            if !changed.isEmpty {
+                for (id, observer) in state.observers.sorted(by: { $0.key < $1.key }) where changed.contains(observer.path) {
+                    let (callback, badge) = (observer.callback, state.badge(observer.path))
+                    state.deliveries.append(Delivery(observer: .badge(id)) { callback(badge) })
                 }
-            let treeCalls: [(@Sendable ([Badge]) -> Void, [Badge])] =
-                changed.isEmpty
-                ? []
-                : state.treeObservers.sorted { $0.key < $1.key }.compactMap { _, observer in
-                    changed.contains { PendingAction.isWithin($0, observer.path) }
-                        ? (observer.callback, state.badges(under: observer.path)) : nil
+                for (id, observer) in state.treeObservers.sorted(by: { $0.key < $1.key })
+                where changed.contains(where: { PendingAction.isWithin($0, observer.path) }) {
+                    let (callback, badges) = (observer.callback, state.badges(under: observer.path))
+                    state.deliveries.append(Delivery(observer: .tree(id)) { callback(badges) })
                 }
+            }
             let queuedChanged = state.pending.filter { $0.answer == nil }.map(\.actionID) != queuedBefore
-            guard treeChanged || queuedChanged else { return (calls, treeCalls, nil) }
+            guard treeChanged || queuedChanged else { return nil }
             state.saves += 1
-            return (calls, treeCalls, Saved(tree: state.tree, queued: state.unanswered, sequence: state.saves))
+            return Saved(tree: state.tree, queued: state.unanswered, sequence: state.saves)
         }
-        for (callback, badge) in calls { callback(badge) }
-        for (callback, badges) in treeCalls { callback(badges) }
+        deliverQueued()
         if let saved { cache?.save(saved.tree, queued: saved.queued, sequence: saved.sequence) }
     }
 
@@ -347,6 +405,28 @@ public final class RedDotClient: Sendable {
         } catch {
             let reason = String(describing: error).split(whereSeparator: \.isNewline).joined(separator: " ")
             throw RedDotClientError(.invalidResponse, "the server sent something that is not \(what): \(reason.prefix(300))")
+        }
+    }
+}
+
+/// A badge and its changes (``RedDotClient/badges(_:)``). The sequence and its iterator keep
+/// the observation: it ends when both are gone, or when the task iterating is cancelled.
+public struct BadgeUpdates: AsyncSequence, Sendable {
+    public typealias Element = Badge
+    let stream: AsyncStream<Badge>
+    let observation: BadgeObservation?
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(base: stream.makeAsyncIterator(), observation: observation)
+    }
+
+    /// Yields the badges; holds the observation while it lives.
+    public struct Iterator: AsyncIteratorProtocol {
+        var base: AsyncStream<Badge>.Iterator
+        let observation: BadgeObservation?
+
+        public mutating func next() async -> Badge? {
+            await base.next()
         }
     }
 }

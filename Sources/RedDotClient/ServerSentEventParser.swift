@@ -34,12 +34,19 @@ public struct ServerSentEventParser: Sendable {
     public private(set) var lastEventID: String?
     /// The reconnection time the stream asked for (`retry:`), in milliseconds.
     public private(set) var retryMilliseconds: Int?
-    /// The most bytes one line may hold; longer lines are cut (a hostile or broken server
-    /// cannot make the client hold an unbounded line).
+    /// The most bytes one line, and one event's data, may hold; longer lines are cut and such
+    /// data dropped (a hostile or broken server cannot make the client hold unbounded bytes),
+    /// each counted in ``cut``.
     public let maximumLineBytes: Int
+    /// How many lines were cut, or events' data dropped, for ``maximumLineBytes``: an event
+    /// the reader would see damaged. The client ends such a stream and reads the whole tree.
+    public private(set) var cut = 0
+    private var dataBytes = 0
+    private var lineCut = false
+    private var dataCut = false
 
     /// A parser that resumes after `lastEventID` (the id a previous connection ended with).
-    public init(lastEventID: String? = nil, maximumLineBytes: Int = 1 << 20) {
+    public init(lastEventID: String? = nil, maximumLineBytes: Int = 16 << 20) {
         self.lastEventID = lastEventID
         self.maximumLineBytes = max(1, maximumLineBytes)
     }
@@ -59,7 +66,12 @@ public struct ServerSentEventParser: Sendable {
             case 0x0A:
                 if let event = endLine() { events.append(event) }
             default:
-                if line.count < maximumLineBytes { line.append(byte) }
+                if line.count < maximumLineBytes {
+                    line.append(byte)
+                } else if !lineCut {
+                    lineCut = true
+                    cut += 1
+                }
             }
         }
         return events
@@ -68,6 +80,7 @@ public struct ServerSentEventParser: Sendable {
     private mutating func endLine() -> ServerSentEvent? {
         var bytes = line[...]
         line.removeAll(keepingCapacity: true)
+        lineCut = false
         if atStart {
             atStart = false
             if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
@@ -90,7 +103,16 @@ public struct ServerSentEventParser: Sendable {
         case "event":
             name = text
         case "data":
-            data.append(text)
+            dataBytes += valueBytes.count + 1
+            if dataBytes > maximumLineBytes {
+                if !dataCut {
+                    dataCut = true
+                    cut += 1
+                }
+                data = []
+            } else {
+                data.append(text)
+            }
             hasData = true
         case "id":
             if !valueBytes.contains(0) { lastEventID = text }
@@ -109,8 +131,10 @@ public struct ServerSentEventParser: Sendable {
             name = ""
             data = []
             hasData = false
+            dataBytes = 0
+            dataCut = false
         }
-        guard hasData else { return nil }
+        guard hasData, !dataCut else { return nil }
         return ServerSentEvent(name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"), lastEventID: lastEventID)
     }
 }

@@ -24,6 +24,7 @@ enum ServerSentEventsFuzzTarget {
         }
         FuzzFailure.check(events == expected, target, "chunks of \(step) bytes give other events than one chunk")
         FuzzFailure.check(split.lastEventID == whole.lastEventID, target, "the last event id depends on the chunks")
+        FuzzFailure.check(split.cut == whole.cut, target, "what is cut depends on the chunks")
         // Only CR and LF end lines (a vertical tab or U+2028 is text): a name or an id holds
         // neither, data holds the LFs that join its lines and no CR.
         let lineEnds: (Unicode.Scalar) -> Bool = { $0 == "\n" || $0 == "\r" }

@@ -54,6 +54,26 @@ struct PendingActionTests {
         #expect(seen["root"]?.count == 6 && seen["root"]?.unseen == 0)
     }
 
+    @Test("an ancestor with an icon of its own stays (a \"new\" dot); a node that does not show takes nothing from its ancestors")
+    func ownIconsStay() {
+        var withNew = Self.tree([("root", 0, 0), ("root.settings", 0, 0), ("root.settings.dark_mode", 0, 0)])
+        withNew["root.settings"]?.icon = "new"
+        // Clearing the only dot under it leaves root.settings showing its own "new".
+        let cleared = PendingAction(id: 1, kind: .clear(force: true), path: "root.settings.dark_mode", shown: withNew, version: 7)
+            .apply(to: withNew)
+        #expect(cleared["root.settings.dark_mode"] == nil)
+        #expect(cleared["root.settings"]?.icon == "new" && cleared["root"]?.shown == true)
+        // Clearing a child that does not show changes nothing.
+        let onlyNew = withNew.filter { $0.key != "root.settings.dark_mode" }
+        for kind in [PendingAction.Kind.clear(force: true), .clear(force: false), .mute(until: nil)] {
+            let after = PendingAction(id: 2, kind: kind, path: "root.settings.dark_mode", shown: onlyNew, version: 7).apply(to: onlyNew)
+            #expect(after == onlyNew, "\(kind)")
+        }
+        // The icon's own node, cleared by force, goes.
+        let own = PendingAction(id: 3, kind: .clear(force: true), path: "root.settings", shown: withNew, version: 7).apply(to: withNew)
+        #expect(own.isEmpty)
+    }
+
     @Test("the server's cap stays in the text while the count is above it")
     func cappedText() {
         #expect(PendingAction.text(150, was: "99+") == "99+")

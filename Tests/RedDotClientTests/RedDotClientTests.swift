@@ -92,6 +92,18 @@ struct RedDotClientTests {
         #expect(await iterator.next()?.count == 9)
     }
 
+    @Test("a loop over badges(path) left with break ends its observation")
+    func asyncSequenceBreak() async throws {
+        let client = RedDotClient(user: "ann")
+        try client.receive(event("snapshot", Self.snapshot))
+        for await badge in try client.badges("root.chat.c2") {
+            #expect(badge.icon == "hot")
+            #expect(client.observerCount == 1)
+            break
+        }
+        #expect(client.observerCount == 0, "the sequence and its iterator are gone: no observer may stay")
+    }
+
     @Test("observe, observeTree and badges refuse a path that is not a badge path, with the rule it broke")
     func invalidPaths() throws {
         let client = RedDotClient(user: "ann")

@@ -57,5 +57,10 @@ struct ServerSentEventParserTests {
         var parser = ServerSentEventParser(maximumLineBytes: 16)
         let events = parser.feed(Array(("data: " + String(repeating: "x", count: 100) + "\n\n").utf8) + [0x64, 0x61, 0x74, 0x61, 0x3A, 0xFF, 0x0A, 0x0A])
         #expect(events.map(\.data) == ["xxxxxxxxxx", "\u{FFFD}"])
+        #expect(parser.cut == 1, "the long line is counted, so that the client can tell")
+        // Data lines that each fit but together outgrow the limit: the event is dropped, counted.
+        let many = parser.feed(Array("data: 12345\ndata: 67890\ndata: abcde\n\ndata: ok\n\n".utf8))
+        #expect(many.map(\.data) == ["ok"])
+        #expect(parser.cut == 2)
     }
 }
