@@ -332,6 +332,29 @@ struct HostileClientTests {
         }
     }
 
+    @Test("a stream whose client went away gives its slot back at once, not at the next heartbeat (15 s by default)")
+    func closedStreamFreesItsSlot() async throws {
+        try await withServer(["--max-streams-per-user", "2"]) { server in
+            let mine = "GET /v1/users/\(Self.user)/badges/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(server.userToken)\r\n\r\n"
+            let held = try await RawHTTP.openStreams(port: server.port, request: Array(mine.utf8), count: 2)
+            #expect(held.statuses == [200, 200], "\(held.statuses)")
+            let refused = await server.send(Array(mine.utf8), headOnly: true)
+            #expect(refused.status == 429, "\(refused)")
+            held.close()
+            let closed = ContinuousClock.now
+            var again = RawResponse()
+            while ContinuousClock.now - closed < .seconds(30) {
+                again = await server.send(Array(mine.utf8), headOnly: true)
+                if again.status == 200 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let took = ContinuousClock.now - closed
+            #expect(again.status == 200, "after the streams closed: \(again)")
+            #expect(took < .seconds(5), "the slots came back after \(took); a heartbeat is 15 s")
+            try await server.expectHealthy(after: "closed streams")
+        }
+    }
+
     @Test("2,000 open streams and one broadcast: every stream gets it, and the server reads it once, not once per stream")
     func broadcastToManyStreams() async throws {
         try await withServer(["--max-streams", "2000", "--max-streams-per-user", "2000", "--heartbeat-seconds", "5"]) { server in

@@ -66,44 +66,52 @@ struct StreamController {
             status: .ok, headers: headers,
             body: ResponseBody { writer in
                 defer { subscription.cancel() }
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        while !Task.isCancelled {
-                            try await Task.sleep(for: heartbeat)
-                            subscription.continuation.yield(.tick)
+                // A client that goes away ends its stream at once, and gives back its slot of the
+                // stream limits, rather than at the next heartbeat that fails to be written.
+                do {
+                    try await request.body.consumeWithCancellationOnInboundClose { _ in
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask {
+                                while !Task.isCancelled {
+                                    try await Task.sleep(for: heartbeat)
+                                    subscription.continuation.yield(.tick)
+                                }
+                            }
+                            defer { group.cancelAll() }
+                            var follower = StreamFollower(
+                                user: user, current: first, view: firstView, generation: generation, followsLog: true)
+                            var opening = "retry: 2000\n\n"
+                            if let last = missed.last {
+                                // A resume within the change log: the missed versions, one event each.
+                                for (before, after) in zip(missed, missed.dropFirst()) {
+                                    opening += Self.changeEvent(from: before, to: after) ?? ""
+                                }
+                                // The parts of the last are not known: the next wake-up reads.
+                                follower = StreamFollower(user: user, current: last, view: nil, generation: generation, followsLog: follower.followsLog)
+                            } else if resumeVersion != first.version {
+                                opening += Self.event("snapshot", id: first.version, data: TreeJSON.encode(first))
+                            }
+                            try await writer.write(ByteBuffer(string: opening))
+                            for await wake in subscription.stream {
+                                if wake == .tick {
+                                    try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                                    continue
+                                }
+                                let event: String?
+                                do {
+                                    event = try await follower.next(
+                                        after: wake, hub: api.hub, read: { try await api.readView(user, at: path) }, render: { api.tree(user, $0) })
+                                } catch {
+                                    logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
+                                    continue
+                                }
+                                guard let event else { continue }
+                                try await writer.write(ByteBuffer(string: event))
+                            }
                         }
                     }
-                    defer { group.cancelAll() }
-                    var follower = StreamFollower(
-                        user: user, current: first, view: firstView, generation: generation, followsLog: true)
-                    var opening = "retry: 2000\n\n"
-                    if let last = missed.last {
-                        // A resume within the change log: the missed versions, one event each.
-                        for (before, after) in zip(missed, missed.dropFirst()) {
-                            opening += Self.changeEvent(from: before, to: after) ?? ""
-                        }
-                        // The parts of the last are not known: the next wake-up reads.
-                        follower = StreamFollower(user: user, current: last, view: nil, generation: generation, followsLog: follower.followsLog)
-                    } else if resumeVersion != first.version {
-                        opening += Self.event("snapshot", id: first.version, data: TreeJSON.encode(first))
-                    }
-                    try await writer.write(ByteBuffer(string: opening))
-                    for await wake in subscription.stream {
-                        if wake == .tick {
-                            try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                            continue
-                        }
-                        let event: String?
-                        do {
-                            event = try await follower.next(
-                                after: wake, hub: api.hub, read: { try await api.readView(user, at: path) }, render: { api.tree(user, $0) })
-                        } catch {
-                            logger.info("stream read failed; waiting for the next change", metadata: [RedDotLogKey.error: "\(error)"])
-                            continue
-                        }
-                        guard let event else { continue }
-                        try await writer.write(ByteBuffer(string: event))
-                    }
+                } catch is CancellationError {
+                    return
                 }
                 try await writer.finish(nil)
             })
