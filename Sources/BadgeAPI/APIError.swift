@@ -53,9 +53,10 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
         APIError(.notFound, code: "not_found", message: "no badge tree for this user")
     }
 
-    static func unauthorized(_ message: String, error: String = "invalid_token") -> APIError {
+    /// 401 with a Bearer challenge; `error` nil for a request that sent no credentials.
+    static func unauthorized(_ message: String, error: String? = "invalid_token") -> APIError {
         var headers = HTTPFields()
-        headers[.wwwAuthenticate] = "Bearer realm=\"reddot\", error=\"\(error)\""
+        headers[.wwwAuthenticate] = "Bearer realm=\"reddot\"" + (error.map { ", error=\"\($0)\"" } ?? "")
         return APIError(.unauthorized, code: "unauthorized", message: message, headers: headers)
     }
 

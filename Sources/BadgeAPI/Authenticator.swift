@@ -152,7 +152,8 @@ public final class Authenticator: Sendable {
         do {
             token = try BearerToken(authorization: authorization).text
         } catch {
-            throw APIError.unauthorized(error.message, error: error.code)
+            // A request with no credentials at all gets the bare challenge (RFC 6750 §3.1).
+            throw APIError.unauthorized(error.message, error: (authorization ?? "").isEmpty ? nil : error.code)
         }
         if let known = verified.withLock({ $0[token] }) {
             guard known.expiry.addingTimeInterval(configuration.leeway) > Date() else {
@@ -214,6 +215,10 @@ public final class Authenticator: Sendable {
     private static func header(of token: String) throws(APIError) -> BearerToken.Header {
         guard let header = BearerToken(text: token).header else {
             throw APIError.unauthorized("the bearer token is not a JWT")
+        }
+        if let critical = header.crit {
+            throw APIError.unauthorized(
+                "the token's header names critical parameters (crit: \(critical.prefix(4).map { $0.prefix(32) }.joined(separator: ", "))) this server does not understand")
         }
         return header
     }

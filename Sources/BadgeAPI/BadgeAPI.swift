@@ -159,6 +159,10 @@ public struct BadgeAPI: Sendable {
     /// The request body; 413 when it is over `limit` bytes, 408 when it has not all arrived
     /// within the body timeout, 400 when its framing is broken.
     func collectBody(_ request: Request, limit: Int) async throws -> ByteBuffer {
+        // A body declared too large is refused at once, without waiting for its bytes.
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the request body is over \(limit) bytes")
+        }
         let timeout = limits.bodyTimeout
         do {
             return try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in

@@ -181,11 +181,20 @@ struct ActionRequest: Sendable {
     }
 
     private static func reason(_ error: any Error) -> String {
+        /// The field a decoding error is about, or "the body" for the whole document.
+        func field(_ context: DecodingError.Context) -> String {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? "the body (a JSON object)" : "\"\(path)\""
+        }
         switch error {
         case DecodingError.keyNotFound(let key, _): return "\"\(key.stringValue)\" is missing"
-        case DecodingError.typeMismatch(_, let context): return "\(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type"
-        case DecodingError.valueNotFound(_, let context): return "\(context.codingPath.map(\.stringValue).joined(separator: ".")) is null"
-        default: return "it is not valid JSON"
+        case DecodingError.typeMismatch(_, let context): return "\(field(context)) has the wrong type"
+        case DecodingError.valueNotFound(_, let context): return "\(field(context)) is null"
+        // A number out of its type's range, or a value the type refuses.
+        case DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return "\(field(context)) is out of range or not valid"
+        // Foundation reads a number too large for its field as broken JSON, with no field named.
+        default: return "it is not valid JSON, or a number in it is out of its field's range"
         }
     }
 }

@@ -86,7 +86,13 @@ struct APIAuthTests {
             var basic = HTTPFields()
             basic[.authorization] = "Basic YWxpY2U6eA=="
             #expect(try await harness.get("/v1/users/alice/badges", token: nil, headers: basic).status == .unauthorized)
-            #expect(try await harness.get("/v1/users/alice/badges", token: nil).status == .unauthorized)
+            let bare = try await harness.get("/v1/users/alice/badges", token: nil)
+            #expect(bare.status == .unauthorized)
+            #expect(bare.headers[.wwwAuthenticate] == "Bearer realm=\"reddot\"", "no credentials: no error code (RFC 6750 §3.1)")
+            // A header naming critical parameters this server does not understand (RFC 7515 §4.1.11).
+            let critical = try unsignedToken(header: #"{"alg":"HS256","crit":["exp2"],"exp2":1}"#, claims: TestClaims.valid("alice"), signature: "AAAA")
+            let refusedCrit = try await harness.get("/v1/users/alice/badges", token: critical)
+            #expect(refusedCrit.status == .unauthorized && refusedCrit.text.contains("crit"), "\(refusedCrit.text)")
             #expect(try await harness.call(.post, "/v1/users/alice/badges/clear", body: #"{"path":"root.a"}"#).status == .unauthorized)
             // Nothing was cleared by the refused requests.
             #expect(try await harness.store.tree(for: user("alice")).tree?.count == 1)

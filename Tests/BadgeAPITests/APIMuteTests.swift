@@ -32,6 +32,12 @@ struct APIMuteTests {
                 #expect(response.status == .badRequest, "\(route) \(body): \(response.text)")
                 #expect(response.errorCode == code, "\(route) \(body): \(response.text)")
             }
+            // The sentence names what is wrong: the whole body, or a number out of range (valid JSON).
+            let array = try await harness.call(.post, "/v1/users/alice/badges/clear", token: alice, body: "[]")
+            #expect(array.text.contains("the body (a JSON object) has the wrong type"), "\(array.text)")
+            let huge = try await harness.call(
+                .post, "/v1/users/alice/badges/clear", token: alice, body: #"{"path":"root.chat","seen_version":9223372036854775808}"#)
+            #expect(huge.errorCode == "invalid_body" && huge.text.contains("out of its field's range"), "\(huge.text)")
             var ifMatch = HTTPFields()
             ifMatch[.ifMatch] = "\"1\""
             let withIfMatch = try await harness.call(

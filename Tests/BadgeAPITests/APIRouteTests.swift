@@ -126,6 +126,14 @@ struct APIRouteTests {
             let stale = try await harness.get("/v1/users/carol/badges?wait=5s&since=\(version - 1)", token: token)
             #expect(stale.status == .ok)
 
+            // If-None-Match with several tags: unchanged while the version is any of them.
+            var tags = HTTPFields()
+            tags[.ifNoneMatch] = "\"\(version - 1)\", W/\"\(version)\""
+            let listed = try await harness.get("/v1/users/carol/badges?wait=300ms", token: token, headers: tags)
+            #expect(listed.status == .notModified, "the client holds the current version: \(listed.text)")
+            tags[.ifNoneMatch] = "\"\(version - 1)\""
+            #expect(try await harness.get("/v1/users/carol/badges?wait=5s", token: token, headers: tags).status == .ok)
+
             async let waiting = harness.get("/v1/users/carol/badges?wait=10s&since=\(version)", token: token)
             // The change comes only once the request is parked on the hub: what answers it is the wake-up.
             let parkedBy = ContinuousClock.now + .seconds(10)

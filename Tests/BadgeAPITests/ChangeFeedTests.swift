@@ -172,6 +172,11 @@ struct ChangeFeedTests {
 
             let same = try await harness.get("/v1/users/dora/badges/changes?since=\(after.version)", token: token)
             #expect(same.status == .notModified)
+            // The delta's ETag sent back: the client holds it already.
+            var held = HTTPFields()
+            held[.ifNoneMatch] = try #require(answer.headers[.eTag])
+            let again = try await harness.get("/v1/users/dora/badges/changes?since=\(before.version)", token: token, headers: held)
+            #expect(again.status == .notModified && again.headers[.eTag] == answer.headers[.eTag], "\(again.text)")
             let later = try await harness.get("/v1/users/dora/badges/changes?since=\(after.version + 5)", token: token)
             #expect(later.status == .gone && later.errorCode == "version_gone")
             for bad in ["", "?since=-1", "?since=x", "?since=1&paths=root.a", "?since=1&wait=5s"] {

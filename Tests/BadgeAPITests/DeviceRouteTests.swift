@@ -49,6 +49,9 @@ struct DeviceRouteTests {
             #expect(try await harness.call(.delete, "/v1/users/u1/devices/phone-1", token: own).status == .noContent)
             let gone = try await harness.call(.delete, "/v1/users/u1/devices/phone-1", token: own)
             #expect(gone.status == .notFound && gone.errorCode == "not_found", "\(gone.text)")
+            // An id no device can have: 400, as for PUT, not 404.
+            let invalid = try await harness.call(.delete, "/v1/users/u1/devices/a%20b", token: own)
+            #expect(invalid.status == .badRequest && invalid.errorCode == "invalid_device", "\(invalid.text)")
         }
     }
 }

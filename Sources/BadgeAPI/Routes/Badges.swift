@@ -14,9 +14,11 @@ struct BadgesController {
         [
             APIRoute(.get, "/v1/users/:user/badges", access: .user(queryToken: false)) { request, context in
                 let user = try context.requireUser()
+                // Checked before a slot is taken: a bad query is a 400, never a 429.
+                let query = try TreeQuery(request.uri.queryParameters, maximumWait: api.configuration.maximumWait)
                 // A long-poll (`?wait=`) holds a slot like a stream.
-                guard request.uri.queryParameters["wait"] != nil else { return try await self.getBadges(request, user: user) }
-                return try await api.limitingStreams(user) { try await self.getBadges(request, user: user) }
+                guard query.wait != nil else { return try await self.getBadges(request, query: query, user: user) }
+                return try await api.limitingStreams(user) { try await self.getBadges(request, query: query, user: user) }
             },
             APIRoute(.post, "/v1/users/:user/badges/clear", access: .user(queryToken: false)) { request, context in
                 try await self.act(.clear, request, user: try context.requireUser())
@@ -34,16 +36,18 @@ struct BadgesController {
     }
 
     /// `GET …/badges` for an authorized `user`.
-    private func getBadges(_ request: Request, user: UserID) async throws -> Response {
-        let query = try TreeQuery(request.uri.queryParameters, maximumWait: api.configuration.maximumWait)
+    private func getBadges(_ request: Request, query: TreeQuery, user: UserID) async throws -> Response {
         let ifNoneMatch = EntityTags(request.headers[.ifNoneMatch])
-        var since = query.since
-        if since == nil, query.wait != nil { since = ifNoneMatch?.firstVersion }
         if let wait = query.wait {
-            guard let since else {
+            // Unchanged while the version is `since`, or, without it, any version If-None-Match
+            // names (a client may list several tags).
+            if let since = query.since {
+                return try await longPoll(user: user, query: query, since: since, wait: wait) { $0 == since }
+            }
+            guard let ifNoneMatch, let since = ifNoneMatch.firstVersion else {
                 throw APIError.badRequest("invalid_query", "wait needs since=VERSION (or If-None-Match)")
             }
-            return try await longPoll(user: user, query: query, since: since, wait: wait)
+            return try await longPoll(user: user, query: query, since: since, wait: wait) { ifNoneMatch.matches($0) }
         }
         let answer = try await read(user: user, query: query, atLeast: ifNoneMatch?.firstVersion)
         return try respond(answer, ifNoneMatch: ifNoneMatch)
@@ -119,8 +123,11 @@ struct BadgesController {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: try answer.encode()))
     }
 
-    /// Answers when the version differs from `since`, or 304 when `wait` passes first.
-    private func longPoll(user: UserID, query: TreeQuery, since: Int64, wait: Duration) async throws -> Response {
+    /// Answers when the version is no longer `unchanged` (read at least at `since`), or 304 when
+    /// `wait` passes first.
+    private func longPoll(
+        user: UserID, query: TreeQuery, since: Int64, wait: Duration, unchanged: @escaping @Sendable (Int64) -> Bool
+    ) async throws -> Response {
         // Subscribe before the first read, so that no change can fall between the two.
         let subscription = api.hub.subscribe(user)
         defer { subscription.cancel() }
@@ -131,7 +138,7 @@ struct BadgesController {
             }
             defer { group.cancelAll() }
             var answer = try await read(user: user, query: query, atLeast: since)
-            if answer.version != since { return answer }
+            if !unchanged(answer.version) { return answer }
             for await wake in subscription.stream {
                 if wake == .tick { break }
                 if wake == .broadcasts, let view = answer.view, let set = api.hub.broadcastSet, let rebased = view.rebased(on: set) {
@@ -143,11 +150,11 @@ struct BadgesController {
                 } else {
                     answer = try await read(user: user, query: query, atLeast: since)
                 }
-                if answer.version != since { break }
+                if !unchanged(answer.version) { break }
             }
             return answer
         }
-        if answer.version != since {
+        if !unchanged(answer.version) {
             return try respond(answer, ifNoneMatch: nil)
         }
         var headers = HTTPFields()

@@ -56,7 +56,10 @@ struct ChangesController {
         var headers = HTTPFields()
         headers[.eTag] = BadgeAPI.etag(now.version)
         headers[.cacheControl] = "private, no-cache"
-        guard now.version != then.version else { return Response(status: .notModified, headers: headers) }
+        // Nothing since `since`, or the client holds this delta already (its ETag in If-None-Match).
+        guard now.version != then.version, EntityTags(request.headers[.ifNoneMatch])?.matches(now.version) != true else {
+            return Response(status: .notModified, headers: headers)
+        }
         api.deltas.increment()
         let display = api.configuration.display
         let before = UserBadgeTree(user: user, version: then.version, aggregates: then.aggregates, at: path, depth: depth, display: display)

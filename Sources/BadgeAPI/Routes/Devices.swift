@@ -22,6 +22,8 @@ struct DevicesController {
             APIRoute(.delete, "/v1/users/:user/devices/:device", access: .user(queryToken: false)) { _, context in
                 let user = try context.requireUser()
                 let id = try context.pathParameter("device", invalid: "invalid_device")
+                // As PUT reads it: an id no device can have is a 400, not a 404.
+                if let problem = PushDevice.idProblem(id) { throw APIError.badRequest("invalid_device", problem) }
                 guard try await api.storage({ deadline in try await api.store.removeDevice(id, of: user, deadline: deadline) }) else {
                     throw APIError(.notFound, code: "not_found", message: "no device \(id.prefix(128)) for this user")
                 }

@@ -34,6 +34,9 @@ public struct BearerToken: Sendable, Hashable {
         public var alg: String
         /// The key id, if any.
         public var kid: String?
+        /// The header parameters the token says a reader must understand (RFC 7515 §4.1.11);
+        /// RedDot understands none, so a token that names any is refused.
+        public var crit: [String]?
     }
 
     /// The token's header: three dot-separated segments, the first base64url JSON with `alg`.

@@ -98,13 +98,19 @@ public struct PushDevice: Sendable, Hashable, Codable {
         }
     }
 
+    /// Why `id` is not a device id (1 to 128 of `A-Z a-z 0-9 _ . : -`); nil when it is one.
+    public static func idProblem(_ id: String) -> String? {
+        guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy({ idBytes.contains($0) }) else {
+            return "the device id must be 1 to 128 letters, digits, _, ., : or -"
+        }
+        return nil
+    }
+
     /// A checked device.
     ///
     /// - Throws: ``Invalid`` with a sentence naming the field.
     public init(id: String, platform: String, token: String, appID: String, quietHours: QuietHours? = nil) throws(Invalid) {
-        guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy({ Self.idBytes.contains($0) }) else {
-            throw Invalid("the device id must be 1 to 128 letters, digits, _, ., : or -")
-        }
+        if let problem = Self.idProblem(id) { throw Invalid(problem) }
         guard let known = Platform(rawValue: platform) else { throw Invalid("platform must be apns or fcm") }
         // APNs tokens are hex, FCM's letters, digits, `_ - : .`; nothing that could change the
         // request's URL (`/ ? # %`) gets in.
