@@ -108,12 +108,12 @@ public struct KafkaOptions: ParsableArguments {
 
     /// Reads a kcat-style properties file (see `KafkaConfiguration.readProperties`).
     ///
-    /// - Throws: `ExitCode` 64 with the reader's sentence (read at run time: no usage line).
+    /// - Throws: `ValidationError` (exit 64) with the reader's sentence.
     public static func readProperties(path: String) throws -> [(key: String, value: String)] {
         do {
             return try KafkaConfiguration.readProperties(path: path)
         } catch {
-            throw fail(error.message, code: ExitCodes.usage)
+            throw ValidationError(error.message)
         }
     }
 
