@@ -45,6 +45,8 @@ struct MigrateVerifyOutputTests {
         #expect(Migrator.milliseconds(0) == 0)
         #expect(Migrator.milliseconds(1.5) == 1_500)
         #expect(Migrator.milliseconds(Double(Int32.max / 1000)) == Int(Int32.max / 1000) * 1000)
+        #expect(Migrator.milliseconds(.infinity) == Int(Int32.max) && Migrator.milliseconds(1e300) == Int(Int32.max))
+        #expect(Migrator.milliseconds(.nan) == 0)
     }
 
     @Test("up prints each applied file, then that the schema is current")

@@ -24,9 +24,10 @@ extension Migrator {
     }
 
     /// Whole milliseconds for PostgreSQL's `lock_timeout`, rounded up: a wait of 0.0004 s is 1 ms,
-    /// not 0, which PostgreSQL reads as no limit at all. 0 stays 0 (wait forever); the caller
-    /// keeps `seconds` within 0…`Int32.max / 1000`.
+    /// not 0, which PostgreSQL reads as no limit at all. 0 (or NaN) stays 0 (wait forever); a
+    /// library caller's huge or infinite wait is PostgreSQL's longest, never a trap.
     static func milliseconds(_ seconds: Double) -> Int {
-        seconds > 0 ? Int((seconds * 1000).rounded(.up)) : 0
+        guard seconds > 0 else { return 0 }
+        return Int(min((seconds * 1000).rounded(.up), Double(Int32.max)))
     }
 }
