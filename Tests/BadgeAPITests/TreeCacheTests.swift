@@ -226,7 +226,12 @@ struct TreeCacheAPITests {
         try await APIHarness.with(treeCacheBytes: Self.cacheBytes) { harness in
             let dan = user("dan")
             let hub = harness.api.hub
+            // The write's notification can come late on a busy machine and make a cached entry
+            // stale between the two reads (a CI run, 2026-12-01): wait for it, and for quiet.
+            let wakes = hub.subscribe(dan)
             try await harness.apply([BadgeMutation(user: dan, path: path("root.chat.a"), operation: .increment(by: 2))])
+            await Self.drain(wakes.stream)
+            wakes.cancel()
             let token = try await harness.token("dan")
             let first = try await cachedRead(harness, "/v1/users/dan/badges", token: token)
             let before = hub.treeCacheStatistics
